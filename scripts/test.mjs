@@ -1,0 +1,38 @@
+#!/usr/bin/env node
+// `npm test`: type-check, prepare migrated database templates, then run every suite on both
+// PGlite and PostgreSQL. PostgreSQL comes from BULWARK_TEST_DATABASE_URL, or else a private
+// cluster is started from the machine's PostgreSQL 15 binaries for the run and removed after.
+import { spawnSync, execFileSync } from "node:child_process";
+import { mkdtempSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const run = (cmd, args, env = process.env) => spawnSync(cmd, args, { stdio: "inherit", env }).status ?? 1;
+const extraArgs = process.argv.slice(2);
+
+if (!extraArgs.length && run("npx", ["tsc", "--noEmit", "-p", "tsconfig.json"]) !== 0) process.exit(1);
+if (!extraArgs.length && run("npx", ["tsc", "--noEmit", "-p", "test/tsconfig.json"]) !== 0) process.exit(1);
+
+let pgDir;
+const env = { ...process.env };
+if (!env.BULWARK_TEST_DATABASE_URL && env.BULWARK_TEST_SKIP_POSTGRES !== "1") {
+  pgDir = mkdtempSync(join(tmpdir(), "bulwark-pg-"));
+  const port = String(20000 + Math.floor(Math.random() * 20000));
+  try {
+    env.BULWARK_TEST_DATABASE_URL = execFileSync("bash", ["scripts/pg-temp.sh", "start", pgDir, port], { encoding: "utf8" }).trim();
+  } catch {
+    console.error("Could not start a PostgreSQL cluster: set BULWARK_TEST_DATABASE_URL, or BULWARK_TEST_SKIP_POSTGRES=1 to run on PGlite only.");
+    process.exit(1);
+  }
+  console.log(`PostgreSQL for this run: ${env.BULWARK_TEST_DATABASE_URL}`);
+}
+const stopPg = () => pgDir && spawnSync("bash", ["scripts/pg-temp.sh", "stop", pgDir], { stdio: "inherit" });
+process.on("SIGINT", () => { stopPg(); process.exit(130); });
+
+let status = run("node", ["--import", "tsx", "test/support/prepare.ts"], env);
+if (status === 0) {
+  const files = extraArgs.length ? extraArgs : readdirSync("test").filter((f) => f.endsWith(".test.ts")).sort().map((f) => join("test", f));
+  status = run("node", ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files], env);
+}
+stopPg();
+process.exit(status);

@@ -1,0 +1,95 @@
+// Partial updates (AIP-134) for every Update RPC.
+// - An explicit mask changes exactly the listed fields (nested paths allowed); other fields of the
+//   patch are ignored. "*" replaces every mutable field. Unknown or output-only paths are rejected.
+// - No mask: the populated fields of the patch change (the REST transcoder fills the mask from the
+//   JSON keys present, so over REST "present" means present, not non-default).
+// Output-only and immutable fields are never written from a patch.
+import { getOption, isFieldSet, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import type { FieldMask } from "@bufbuild/protobuf/wkt";
+import { FieldBehavior, field_behavior } from "../gen/google/api/field_behavior_pb.js";
+import { invalidArgument } from "./errors.js";
+
+export function fieldBehaviors(field: DescField): FieldBehavior[] {
+  return getOption(field, field_behavior) ?? [];
+}
+
+export function isOutputOnly(field: DescField): boolean {
+  return fieldBehaviors(field).includes(FieldBehavior.OUTPUT_ONLY);
+}
+
+function isMutable(field: DescField): boolean {
+  const b = fieldBehaviors(field);
+  return !b.includes(FieldBehavior.OUTPUT_ONLY) && !b.includes(FieldBehavior.IMMUTABLE);
+}
+
+function findField(desc: DescMessage, name: string): DescField | undefined {
+  return desc.fields.find((f) => f.name === name || f.jsonName === name);
+}
+
+type Path = DescField[];
+
+function resolvePaths(desc: DescMessage, mask: FieldMask | undefined, patch: Record<string, unknown>, maskField: string): Path[] {
+  const paths = mask?.paths ?? [];
+  if (paths.length === 0) {
+    // No mask: the patch's populated, writable top-level fields.
+    return desc.fields
+      .filter((f) => isMutable(f) && isFieldSet(patch as MessageShape<DescMessage>, f))
+      .map((f) => [f]);
+  }
+  if (paths.length === 1 && paths[0] === "*") {
+    return desc.fields.filter(isMutable).map((f) => [f]);
+  }
+  return paths.map((text) => {
+    const parts = text.split(".");
+    const path: Path = [];
+    let current: DescMessage | undefined = desc;
+    for (const part of parts) {
+      const field: DescField | undefined = current ? findField(current, part) : undefined;
+      if (!field) {
+        throw invalidArgument({ field: maskField, description: `unknown field "${text}"` });
+      }
+      if (!isMutable(field)) {
+        throw invalidArgument({ field: maskField, description: `field "${text}" is output only or immutable` });
+      }
+      path.push(field);
+      current = field.fieldKind === "message" ? field.message : undefined;
+    }
+    return path;
+  });
+}
+
+function copyPath(target: Record<string, unknown>, source: Record<string, unknown>, path: Path): void {
+  const [head, ...rest] = path;
+  if (!head) return;
+  const key = head.localName;
+  if (rest.length === 0) {
+    target[key] = source[key];
+    return;
+  }
+  if (head.fieldKind !== "message") return;
+  const from = source[key] as Record<string, unknown> | undefined;
+  let to = target[key] as Record<string, unknown> | undefined;
+  if (!to) {
+    if (!from) return;
+    to = { ...from };
+    target[key] = to;
+  }
+  copyPath(to, from ?? {}, rest);
+}
+
+/**
+ * Returns `existing` with the masked fields taken from `patch`. `maskField` names the request's
+ * mask field in error messages.
+ */
+export function applyFieldMask<D extends DescMessage>(
+  desc: D,
+  existing: MessageShape<D>,
+  patch: MessageShape<D>,
+  mask: FieldMask | undefined,
+  maskField = "update_mask",
+): { updated: MessageShape<D>; changed: string[] } {
+  const paths = resolvePaths(desc, mask, patch as Record<string, unknown>, maskField);
+  const updated = { ...(existing as Record<string, unknown>) };
+  for (const path of paths) copyPath(updated, patch as Record<string, unknown>, path);
+  return { updated: updated as MessageShape<D>, changed: paths.map((p) => p.map((f) => f.name).join(".")) };
+}

@@ -1,0 +1,59 @@
+// What a resource service implements: one async function per RPC taking the decoded request and
+// a transport-neutral call context. Services know neither HTTP nor gRPC; both transports call
+// these handlers through `invoke`.
+import { create, type DescMethod, type DescMethodUnary, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import { unimplemented } from "./errors.js";
+
+export interface CallContext {
+  /** request headers, lower-cased names (gRPC metadata or HTTP headers) */
+  headers: Headers;
+  /** set by authentication once it exists; undefined means anonymous */
+  principal?: unknown;
+  signal?: AbortSignal;
+}
+
+export type UnaryHandler<M extends DescMethodUnary> = (
+  request: MessageShape<M["input"]>,
+  call: CallContext,
+) => Promise<MessageInitShape<M["output"]>>;
+
+type MethodsOf<S extends DescService> = S["method"];
+
+export type ServiceHandlers<S extends DescService> = {
+  [K in keyof MethodsOf<S>]?: MethodsOf<S>[K] extends DescMethodUnary ? UnaryHandler<MethodsOf<S>[K]> : never;
+};
+
+export interface ServiceBinding {
+  service: DescService;
+  handlers: Record<string, UnaryHandler<DescMethodUnary> | undefined>;
+}
+
+export function bindService<S extends DescService>(service: S, handlers: ServiceHandlers<S>): ServiceBinding {
+  return { service, handlers: handlers as ServiceBinding["handlers"] };
+}
+
+/**
+ * Decides whether a call may proceed. Every RPC passes through it on both transports; the
+ * method's `chainguard.annotations.iam` option says which capabilities it needs.
+ */
+export interface Authorizer {
+  authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void>;
+}
+
+/** Until authentication lands every call is allowed (issue: tokens and authorization). */
+export const allowAll: Authorizer = { authorize: async () => {} };
+
+export async function invoke(
+  binding: ServiceBinding,
+  method: DescMethodUnary,
+  request: MessageShape<DescMessageOf<typeof method>>,
+  call: CallContext,
+  authorizer: Authorizer,
+): Promise<MessageShape<DescMessageOf<typeof method, "output">>> {
+  const handler = binding.handlers[method.localName];
+  if (!handler) throw unimplemented(`${binding.service.name}.${method.name} is not implemented by this server`);
+  await authorizer.authorize(method, request, call);
+  return create(method.output, await handler(request, call));
+}
+
+type DescMessageOf<M extends DescMethodUnary, K extends "input" | "output" = "input"> = M[K];

@@ -1,0 +1,45 @@
+// UIDPs: hierarchical resource identifiers. A root is 40 lowercase hex chars (20 random bytes);
+// each child appends "/" + 16 lowercase hex chars (8 random bytes). A is an ancestor of B when
+// B starts with A + "/".
+import { randomBytes } from "node:crypto";
+
+const UIDP_PATTERN = /^[0-9a-f]{40}(?:\/[0-9a-f]{16})*$/;
+export const UIDP_PATTERN_TEXT = "^[0-9a-f]{40}(?:/[0-9a-f]{16})*$";
+
+export function isValidUidp(value: string): boolean {
+  return UIDP_PATTERN.test(value);
+}
+
+export function newRootUidp(): string {
+  return randomBytes(20).toString("hex");
+}
+
+export function newChildUidp(parent: string): string {
+  return `${parent}/${randomBytes(8).toString("hex")}`;
+}
+
+export function isRootUidp(uid: string): boolean {
+  return !uid.includes("/");
+}
+
+/** The parent's UIDP, or undefined for a root. */
+export function parentOf(uid: string): string | undefined {
+  const i = uid.lastIndexOf("/");
+  return i < 0 ? undefined : uid.slice(0, i);
+}
+
+/** The proper ancestors of a UIDP, root first. */
+export function ancestorsOf(uid: string): string[] {
+  const out: string[] = [];
+  for (let i = uid.indexOf("/"); i >= 0; i = uid.indexOf("/", i + 1)) out.push(uid.slice(0, i));
+  return out;
+}
+
+export function isAncestorOrSelf(ancestor: string, uid: string): boolean {
+  return uid === ancestor || uid.startsWith(ancestor + "/");
+}
+
+export function rootOf(uid: string): string {
+  const i = uid.indexOf("/");
+  return i < 0 ? uid : uid.slice(0, i);
+}

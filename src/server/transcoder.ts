@@ -1,0 +1,321 @@
+// REST/JSON → service handlers, derived from each method's google.api.http rule. Adding an RPC
+// with an http option to a served proto adds its REST route; nothing here is per-RPC.
+//
+// Request building follows grpc-gateway: path variables, then the body (`*` = whole request,
+// or one field), then query parameters for the remaining fields (`a.b_c=v`, proto or JSON
+// names, repeated keys for lists). A PATCH without an update mask gets one made from the JSON
+// keys present in the body, so "present" (not "non-default") decides what changes.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import {
+  create,
+  fromJson,
+  getOption,
+  hasOption,
+  type DescField,
+  type DescMessage,
+  type DescMethodUnary,
+  type JsonObject,
+  type JsonValue,
+  type MessageShape,
+} from "@bufbuild/protobuf";
+import { protoCamelCase } from "@bufbuild/protobuf/reflect";
+import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { http } from "../gen/google/api/annotations_pb.js";
+import { ResourceInfoSchema } from "../gen/google/rpc/error_details_pb.js";
+import { invalidArgument, type FieldViolation } from "../core/errors.js";
+import { isOutputOnly } from "../core/fieldmask.js";
+import { invoke, type Authorizer, type CallContext, type ServiceBinding } from "../core/service.js";
+import { compareSpecificity, compileTemplate, type CompiledTemplate } from "./http-template.js";
+import { toRestJson } from "./rest-json.js";
+
+type Verb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+export interface RestRoute {
+  verb: Verb;
+  template: CompiledTemplate;
+  binding: ServiceBinding;
+  method: DescMethodUnary;
+  /** "" (no body), "*" (whole request) or a top-level field name */
+  body: string;
+  responseBody: string;
+}
+
+export function collectRoutes(bindings: ServiceBinding[]): RestRoute[] {
+  const routes: RestRoute[] = [];
+  for (const binding of bindings) {
+    for (const method of binding.service.methods) {
+      if (method.methodKind !== "unary" || !hasOption(method, http)) continue;
+      const rules = [getOption(method, http), ...getOption(method, http).additionalBindings];
+      for (const rule of rules) {
+        const { case: kind, value } = rule.pattern;
+        if (!kind || kind === "custom" || typeof value !== "string") continue;
+        routes.push({
+          verb: kind.toUpperCase() as Verb,
+          template: compileTemplate(value),
+          binding,
+          method: method as DescMethodUnary,
+          body: rule.body,
+          responseBody: rule.responseBody,
+        });
+      }
+    }
+  }
+  return routes.sort((a, b) => compareSpecificity(a.template, b.template));
+}
+
+function fieldByName(desc: DescMessage, name: string): DescField | undefined {
+  return desc.fields.find((f) => f.name === name || f.jsonName === name);
+}
+
+/** Sets a value at a dotted field path in a JSON request object, using JSON names throughout. */
+function setAtPath(root: JsonObject, desc: DescMessage, path: string[], value: JsonValue, what: string): void {
+  let obj = root;
+  let msg = desc;
+  path.forEach((part, i) => {
+    const field = fieldByName(msg, part);
+    if (!field) throw invalidArgument({ field: path.join("."), description: `unknown ${what} "${path.join(".")}"` });
+    if (field.name !== field.jsonName) delete obj[field.name];
+    if (i === path.length - 1) {
+      obj[field.jsonName] = value;
+      return;
+    }
+    if (field.fieldKind !== "message") {
+      throw invalidArgument({ field: path.join("."), description: `"${part}" is not a message field` });
+    }
+    const next = obj[field.jsonName];
+    if (next === undefined || next === null || typeof next !== "object" || Array.isArray(next)) {
+      obj[field.jsonName] = {};
+    }
+    obj = obj[field.jsonName] as JsonObject;
+    msg = field.message;
+  });
+}
+
+function leafField(desc: DescMessage, path: string[]): DescField | undefined {
+  let msg: DescMessage | undefined = desc;
+  let field: DescField | undefined;
+  for (const part of path) {
+    if (!msg) return undefined;
+    field = fieldByName(msg, part);
+    if (!field) return undefined;
+    msg = field.fieldKind === "message" ? field.message : undefined;
+  }
+  return field;
+}
+
+/** Query-string text → the JSON value fromJson expects for that field. */
+function queryValue(field: DescField, raw: string): JsonValue {
+  const scalarLike = field.fieldKind === "scalar" || field.fieldKind === "list" ? field.scalar : undefined;
+  if (field.fieldKind === "message" && field.message.typeName === FieldMaskSchema.typeName) {
+    // Accept snake_case paths too: "update_mask=resource_limits,name".
+    return raw.split(",").map((p) => protoCamelCase(p.trim())).join(",");
+  }
+  if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.BoolValue") return raw === "true" ? true : raw === "false" ? false : raw;
+  if (scalarLike === 8 /* BOOL */) {
+    if (raw === "true" || raw === "1") return true;
+    if (raw === "false" || raw === "0") return false;
+    throw invalidArgument({ field: field.name, description: `"${raw}" is not a boolean` });
+  }
+  if ((field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum")) && /^-?\d+$/.test(raw)) {
+    return Number(raw);
+  }
+  return raw;
+}
+
+function applyQuery(root: JsonObject, desc: DescMessage, query: Record<string, string | string[] | undefined>, bound: Set<string>): void {
+  for (const [key, rawValue] of Object.entries(query)) {
+    if (rawValue === undefined) continue;
+    const path = key.split(".");
+    const field = leafField(desc, path);
+    if (!field) throw invalidArgument({ field: key, description: `unknown query parameter "${key}"` });
+    const top = fieldByName(desc, path[0]!)!;
+    if (bound.has(top.name)) {
+      throw invalidArgument({ field: key, description: `"${key}" is taken from the path or body, not the query string` });
+    }
+    const values = Array.isArray(rawValue) ? rawValue : [rawValue];
+    if (field.fieldKind === "list") {
+      setAtPath(root, desc, path, values.map((v) => queryValue(field, v)), "query parameter");
+    } else if (field.fieldKind === "map" || (field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf."))) {
+      throw invalidArgument({ field: key, description: `"${key}" cannot be set from the query string` });
+    } else {
+      if (values.length > 1) throw invalidArgument({ field: key, description: `"${key}" is given more than once` });
+      setAtPath(root, desc, path, queryValue(field, values[0]!), "query parameter");
+    }
+  }
+}
+
+/** Proto paths of the JSON keys present in a body, skipping output-only fields (AIP-203). */
+function presentPaths(desc: DescMessage, body: JsonObject, prefix = ""): string[] {
+  const paths: string[] = [];
+  for (const [key, value] of Object.entries(body)) {
+    const field = fieldByName(desc, key);
+    if (!field || isOutputOnly(field)) continue;
+    const path = prefix + field.name;
+    if (
+      field.fieldKind === "message" &&
+      !field.message.typeName.startsWith("google.protobuf.") &&
+      value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length > 0
+    ) {
+      paths.push(...presentPaths(field.message, value, path + "."));
+    } else {
+      paths.push(path);
+    }
+  }
+  return paths;
+}
+
+function parseBody(raw: Buffer | undefined): JsonValue | undefined {
+  if (!raw || raw.length === 0) return undefined;
+  try {
+    return JSON.parse(raw.toString("utf8")) as JsonValue;
+  } catch (err) {
+    throw invalidArgument({ field: "body", description: `malformed JSON: ${(err as Error).message}` });
+  }
+}
+
+function decodeSegment(value: string, field: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    throw invalidArgument({ field, description: "malformed percent-encoding in path" });
+  }
+}
+
+export function buildRequest(route: RestRoute, match: RegExpExecArray, query: Record<string, string | string[] | undefined>, rawBody: Buffer | undefined): MessageShape<DescMessage> {
+  const input = route.method.input;
+  let root: JsonObject = {};
+  const bound = new Set<string>();
+  const body = parseBody(rawBody);
+  let bodyObject: JsonObject | undefined;
+
+  if (route.body === "*") {
+    if (body !== undefined) {
+      if (body === null || typeof body !== "object" || Array.isArray(body)) {
+        throw invalidArgument({ field: "body", description: "must be a JSON object" });
+      }
+      root = body;
+    }
+    for (const f of input.fields) bound.add(f.name);
+  } else if (route.body !== "") {
+    const field = fieldByName(input, route.body)!;
+    bound.add(field.name);
+    if (body !== undefined) {
+      if (field.fieldKind === "message" && (body === null || typeof body !== "object" || Array.isArray(body))) {
+        throw invalidArgument({ field: "body", description: "must be a JSON object" });
+      }
+      root[field.jsonName] = body;
+      if (field.fieldKind === "message" && body && typeof body === "object" && !Array.isArray(body)) bodyObject = body;
+    }
+  }
+
+  route.template.variables.forEach((variable, i) => {
+    const path = variable.split(".");
+    bound.add(fieldByName(input, path[0]!)?.name ?? path[0]!);
+    setAtPath(root, input, path, decodeSegment(match[i + 1] ?? "", variable), "path variable");
+  });
+
+  applyQuery(root, input, query, bound);
+
+  let request: MessageShape<DescMessage>;
+  try {
+    request = fromJson(input, root, { ignoreUnknownFields: false });
+  } catch (err) {
+    throw invalidArgument(requestViolation(err));
+  }
+
+  // grpc-gateway: a PATCH without update_mask gets the body's present keys as its mask.
+  const maskField = input.fields.find((f) => f.name === "update_mask" && f.fieldKind === "message" && f.message.typeName === FieldMaskSchema.typeName);
+  if (route.verb === "PATCH" && maskField && route.body !== "*" && route.body !== "") {
+    const current = (request as Record<string, unknown>)[maskField.localName] as { paths: string[] } | undefined;
+    if (!current || current.paths.length === 0) {
+      const bodyField = fieldByName(input, route.body)!;
+      if (bodyField.fieldKind === "message") {
+        const paths = bodyObject ? presentPaths(bodyField.message, bodyObject) : [];
+        (request as Record<string, unknown>)[maskField.localName] = create(FieldMaskSchema, { paths });
+        // Nothing writable present: clear the patch so the mask-less rule ("populated fields")
+        // has nothing to apply either.
+        if (paths.length === 0) (request as Record<string, unknown>)[bodyField.localName] = create(bodyField.message);
+      }
+    }
+  }
+  return request;
+}
+
+function requestViolation(err: unknown): FieldViolation {
+  const message = err instanceof Error ? err.message : String(err);
+  // protobuf-es: `cannot decode field pkg.Msg.field_name from JSON: ...` / `... key "x" is unknown`
+  const unknownKey = /key "([^"]+)" is unknown/.exec(message);
+  if (unknownKey) return { field: unknownKey[1]!, description: `unknown field "${unknownKey[1]}"` };
+  const fieldMatch = /cannot decode field [\w.]*\.(\w+) from JSON: (.*)$/.exec(message);
+  if (fieldMatch) return { field: fieldMatch[1]!, description: `cannot decode: ${fieldMatch[2]}` };
+  return { field: "body", description: message };
+}
+
+export interface TranscoderOptions {
+  bindings: ServiceBinding[];
+  authorizer: Authorizer;
+  /** turns any thrown value into the wire error reply */
+  sendError: (reply: FastifyReply, err: unknown) => FastifyReply;
+  callContext: (request: FastifyRequest) => CallContext;
+}
+
+/** Registers one catch-all route that dispatches REST calls by template. */
+export async function registerTranscoder(app: FastifyInstance, opts: TranscoderOptions): Promise<RestRoute[]> {
+  const routes = collectRoutes(opts.bindings);
+  const byVerb = new Map<string, RestRoute[]>();
+  for (const r of routes) byVerb.set(r.verb, [...(byVerb.get(r.verb) ?? []), r]);
+
+  await app.register(async (scope) => {
+    // Bodies are decoded here against the proto schema, whatever the content type says.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
+
+    scope.route({
+      method: ["GET", "POST", "PUT", "PATCH", "DELETE"],
+      url: "/*",
+      handler: async (request, reply) => {
+        const path = request.url.split("?", 1)[0]!;
+        const candidates = byVerb.get(request.method) ?? [];
+        let route: RestRoute | undefined;
+        let match: RegExpExecArray | null = null;
+        for (const r of candidates) {
+          match = r.template.regex.exec(path);
+          if (match) {
+            route = r;
+            break;
+          }
+        }
+        if (!route || !match) return opts.sendError(reply, routeNotFound(request.method, path, routes));
+        try {
+          const input = buildRequest(route, match, request.query as Record<string, string | string[]>, request.body as Buffer | undefined);
+          const output = await invoke(route.binding, route.method, input, opts.callContext(request), opts.authorizer);
+          let desc: DescMessage = route.method.output;
+          let message: MessageShape<DescMessage> = output;
+          if (route.responseBody) {
+            const f = fieldByName(desc, route.responseBody)!;
+            if (f.fieldKind === "message") {
+              desc = f.message;
+              message = ((output as Record<string, unknown>)[f.localName] as MessageShape<DescMessage>) ?? create(f.message);
+            }
+          }
+          return reply.code(200).header("content-type", "application/json").send(JSON.stringify(toRestJson(desc, message)));
+        } catch (err) {
+          return opts.sendError(reply, err);
+        }
+      },
+    });
+  });
+  return routes;
+}
+
+
+function routeNotFound(verb: string, path: string, routes: RestRoute[]): ConnectError {
+  const otherVerb = routes.some((r) => r.template.regex.test(path));
+  if (otherVerb) {
+    return new ConnectError(`Method ${verb} is not allowed for ${path}`, Code.Unimplemented);
+  }
+  return new ConnectError(`Not found: no route for ${verb} ${path}`, Code.NotFound, undefined, [
+    { desc: ResourceInfoSchema, value: { resourceType: "route", resourceName: `${verb} ${path}`, description: "no such route" } },
+  ]);
+}

@@ -1,0 +1,7 @@
+// Numbered migrations, applied in order by Kysely's Migrator. Append; never edit a released one.
+import type { Migration } from "kysely";
+import * as m001 from "./001_groups.js";
+
+export const migrations: Record<string, Migration> = {
+  "001_groups": m001,
+};

@@ -1,0 +1,86 @@
+// Migrated database templates, made once per test run (test/support/prepare.ts) and cloned per
+// test file: PGlite from a data-dir dump (~0.5 s instead of ~3 s for initdb), PostgreSQL with
+// CREATE DATABASE ... TEMPLATE.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { PGlite } from "@electric-sql/pglite";
+import { migrate, openDatabase } from "../../src/store/db.js";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const PGLITE_TEMPLATE = join(root, ".cache", "pglite-template.tar");
+const PG_TEMPLATE_DB = "bulwark_template";
+
+export type Backend = "pglite" | "postgres";
+
+export function postgresUrl(): string | undefined {
+  return process.env.BULWARK_TEST_DATABASE_URL || undefined;
+}
+
+/** Backends every storage/service suite runs on: PGlite always, PostgreSQL when configured. */
+export function backends(): Backend[] {
+  return postgresUrl() ? ["pglite", "postgres"] : ["pglite"];
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = "/" + database;
+  return u.toString();
+}
+
+export async function preparePgliteTemplate(): Promise<void> {
+  const pglite = await PGlite.create("memory://");
+  const { db, close } = await openDatabase({ pglite });
+  await migrate(db);
+  const dump = await pglite.dumpDataDir("none");
+  mkdirSync(dirname(PGLITE_TEMPLATE), { recursive: true });
+  writeFileSync(PGLITE_TEMPLATE, Buffer.from(await dump.arrayBuffer()));
+  await close();
+}
+
+export async function preparePostgresTemplate(url: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`drop database if exists ${PG_TEMPLATE_DB} with (force)`);
+    await admin.query(`create database ${PG_TEMPLATE_DB}`);
+  } finally {
+    await admin.end();
+  }
+  const { db, close } = await openDatabase({ databaseUrl: withDatabase(url, PG_TEMPLATE_DB), poolSize: 1 });
+  await migrate(db);
+  await close();
+}
+
+export async function clonePglite(): Promise<PGlite> {
+  if (!existsSync(PGLITE_TEMPLATE)) await preparePgliteTemplate();
+  return PGlite.create({ loadDataDir: new Blob([readFileSync(PGLITE_TEMPLATE)]) });
+}
+
+/** A fresh database cloned from the template; returns its URL and a function that drops it. */
+export async function clonePostgres(): Promise<{ url: string; drop: () => Promise<void> }> {
+  const url = postgresUrl();
+  if (!url) throw new Error("BULWARK_TEST_DATABASE_URL is not set");
+  const name = `bulwark_t_${randomBytes(6).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  try {
+    await admin.query(`create database ${name} template ${PG_TEMPLATE_DB}`);
+  } finally {
+    await admin.end();
+  }
+  return {
+    url: withDatabase(url, name),
+    drop: async () => {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      try {
+        await c.query(`drop database if exists ${name} with (force)`);
+      } finally {
+        await c.end();
+      }
+    },
+  };
+}

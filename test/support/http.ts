@@ -1,0 +1,31 @@
+// A small JSON-over-HTTP client for the REST tests (HTTP/1.1 via fetch).
+export interface JsonResponse<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export function restClient(baseUrl: string) {
+  async function call<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<JsonResponse<T>> {
+    const res = await fetch(baseUrl + path, {
+      method,
+      headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // leave as text: the test will say what it got
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers };
+  }
+  return {
+    get: <T = any>(path: string) => call<T>("GET", path),
+    post: <T = any>(path: string, body?: unknown) => call<T>("POST", path, body),
+    patch: <T = any>(path: string, body?: unknown) => call<T>("PATCH", path, body),
+    delete: <T = any>(path: string) => call<T>("DELETE", path),
+    call,
+  };
+}
