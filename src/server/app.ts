@@ -77,6 +77,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
     // Per-request logs would be noise at this rate; errors are logged where they are handled.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
+    // Requests Fastify rejects before routing (e.g. a malformed percent-encoding in the URL).
+    frameworkErrors: (err, _request, reply) =>
+      sendError(reply as unknown as FastifyReply, invalidArgument({ field: "request", description: err.message })),
     serverFactory: (handler) => {
       dual = createDualServer(handler);
       return dual.front as unknown as ReturnType<typeof import("node:http").createServer>;

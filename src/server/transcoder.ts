@@ -209,6 +209,18 @@ export function buildRequest(route: RestRoute, match: RegExpExecArray, query: Re
     }
   }
 
+  // grpc-gateway: a PATCH without update_mask gets the body's present keys as its mask. With
+  // nothing writable present the patch is emptied, so nothing changes (path fields come next).
+  const maskField = input.fields.find(
+    (f) => f.name === "update_mask" && f.fieldKind === "message" && f.message.typeName === FieldMaskSchema.typeName,
+  );
+  const bodyField = route.body !== "" && route.body !== "*" ? fieldByName(input, route.body) : undefined;
+  let autoMask: string[] | undefined;
+  if (route.verb === "PATCH" && maskField && bodyField?.fieldKind === "message" && !(maskField.name in query || maskField.jsonName in query)) {
+    autoMask = bodyObject ? presentPaths(bodyField.message, bodyObject) : [];
+    if (autoMask.length === 0) root[bodyField.jsonName] = {};
+  }
+
   route.template.variables.forEach((variable, i) => {
     const path = variable.split(".");
     bound.add(fieldByName(input, path[0]!)?.name ?? path[0]!);
@@ -224,20 +236,8 @@ export function buildRequest(route: RestRoute, match: RegExpExecArray, query: Re
     throw invalidArgument(requestViolation(err));
   }
 
-  // grpc-gateway: a PATCH without update_mask gets the body's present keys as its mask.
-  const maskField = input.fields.find((f) => f.name === "update_mask" && f.fieldKind === "message" && f.message.typeName === FieldMaskSchema.typeName);
-  if (route.verb === "PATCH" && maskField && route.body !== "*" && route.body !== "") {
-    const current = (request as Record<string, unknown>)[maskField.localName] as { paths: string[] } | undefined;
-    if (!current || current.paths.length === 0) {
-      const bodyField = fieldByName(input, route.body)!;
-      if (bodyField.fieldKind === "message") {
-        const paths = bodyObject ? presentPaths(bodyField.message, bodyObject) : [];
-        (request as Record<string, unknown>)[maskField.localName] = create(FieldMaskSchema, { paths });
-        // Nothing writable present: clear the patch so the mask-less rule ("populated fields")
-        // has nothing to apply either.
-        if (paths.length === 0) (request as Record<string, unknown>)[bodyField.localName] = create(bodyField.message);
-      }
-    }
+  if (autoMask && autoMask.length > 0 && maskField) {
+    (request as Record<string, unknown>)[maskField.localName] = create(FieldMaskSchema, { paths: autoMask });
   }
   return request;
 }
