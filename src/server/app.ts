@@ -112,6 +112,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const callFromConnect = (ctx: HandlerContext): CallContext => ({ headers: ctx.requestHeader, signal: ctx.signal });
 
   await fastify.register(fastifyConnectPlugin, {
+    readMaxBytes: opts.bodyLimit ?? 1024 * 1024,
     routes: (router: ConnectRouter) => {
       for (const binding of opts.bindings) {
         const impl: Record<string, (req: unknown, ctx: HandlerContext) => Promise<unknown>> = {};

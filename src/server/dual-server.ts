@@ -11,8 +11,10 @@ export interface DualServer {
   front: net.Server;
   h1: http.Server;
   h2: http2.Http2Server;
-  /** stop accepting, end idle keep-alive connections and h2 sessions */
+  /** end idle keep-alive connections and h2 sessions (GOAWAY) */
   closeConnections(): void;
+  /** destroy every connection still open (after a grace period) */
+  destroyConnections(): void;
 }
 
 export function createDualServer(handler: http.RequestListener): DualServer {
@@ -23,7 +25,10 @@ export function createDualServer(handler: http.RequestListener): DualServer {
     sessions.add(session);
     session.on("close", () => sessions.delete(session));
   });
+  const sockets = new Set<net.Socket>();
   const front = net.createServer({ noDelay: true }, (socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
     let buffered: Buffer = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
@@ -47,6 +52,9 @@ export function createDualServer(handler: http.RequestListener): DualServer {
     closeConnections() {
       h1.closeIdleConnections();
       for (const s of sessions) s.close();
+    },
+    destroyConnections() {
+      for (const s of sockets) s.destroy();
     },
   };
 }

@@ -71,7 +71,13 @@ export async function startServer(config: ServerConfig, authorizer: Authorizer =
       close: () =>
         (closing ??= (async () => {
           dual.closeConnections();
-          await fastify.close();
+          // In-flight requests get a grace period; then whatever is still open is cut.
+          const force = setTimeout(() => dual.destroyConnections(), 5_000);
+          try {
+            await fastify.close();
+          } finally {
+            clearTimeout(force);
+          }
           await database.close();
         })()),
     };
