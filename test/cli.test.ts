@@ -39,7 +39,7 @@ describe("bulwark serve", () => {
     const first = await serve(["--port", "0", "--data-dir", dataDir]);
     assert.equal(first.lines.filter((l) => l.includes("bulwark listening on")).length, 1, "one ready line");
     assert.equal((await fetch(`${first.url}/healthz`)).status, 200);
-    const created = await (await fetch(`${first.url}/iam/v2beta1/groups`, { method: "POST", body: JSON.stringify({ name: "persisted" }) })).json();
+    const created = (await (await fetch(`${first.url}/iam/v2beta1/groups`, { method: "POST", body: JSON.stringify({ name: "persisted" }) })).json()) as { uid: string };
     assert.match(created.uid, /^[0-9a-f]{40}$/);
     first.child.kill("SIGTERM");
     const [code] = await once(first.child, "exit");
@@ -48,7 +48,7 @@ describe("bulwark serve", () => {
     const second = await serve(["--port", "0", "--data-dir", dataDir]);
     const got = await fetch(`${second.url}/iam/v2beta1/groups/${created.uid}`);
     assert.equal(got.status, 200, "the group survived a restart");
-    assert.equal((await got.json()).name, "persisted");
+    assert.equal(((await got.json()) as { name: string }).name, "persisted");
     second.child.kill("SIGINT");
     const [code2] = await once(second.child, "exit");
     assert.equal(code2, 0);

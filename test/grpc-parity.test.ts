@@ -565,11 +565,8 @@ for (const backend of backends()) {
     });
 
     // gRPC (PROTOCOL-HTTP2, status codes): an unknown method is answered with HTTP 200 and
-    // grpc-status 12. Today the transcoder's catch-all POST route answers a gRPC request for an
-    // unknown path with HTTP 404 and a REST JSON body saying code 5 (NOT_FOUND); grpc-js only
-    // synthesizes UNIMPLEMENTED from the HTTP status ("Received HTTP status code 404"), without
-    // grpc-message or details. Reported; kept as a todo until src/ answers in the gRPC protocol.
-    test("unknown gRPC method: HTTP 200 with grpc-status 12 in the gRPC protocol", { todo: "unknown gRPC paths get a REST 404 JSON body" }, async () => {
+    // grpc-status 12, in the gRPC protocol, not with the REST catch-all's 404 JSON.
+    test("unknown gRPC method: HTTP 200 with grpc-status 12 in the gRPC protocol", async () => {
       const session = http2.connect(`http://127.0.0.1:${server.port}`);
       session.on("error", () => {});
       try {

@@ -252,6 +252,8 @@ function requestViolation(err: unknown): FieldViolation {
   return { field: "body", description: message };
 }
 
+const GRPC_CONTENT_TYPE = /^application\/grpc(-web(-text)?)?([+;]|$)/i;
+
 export interface TranscoderOptions {
   bindings: ServiceBinding[];
   authorizer: Authorizer;
@@ -276,6 +278,19 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
       url: "/*",
       handler: async (request, reply) => {
         const path = request.url.split("?", 1)[0]!;
+        const contentType = String(request.headers["content-type"] ?? "");
+        if (GRPC_CONTENT_TYPE.test(contentType)) {
+          // A gRPC / gRPC-Web call to a method nobody serves: answer in its protocol
+          // (trailers-only, HTTP 200, grpc-status 12), not with a REST 404.
+          const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeURIComponent(`unknown method ${path}`) };
+          reply.hijack();
+          const res = reply.raw;
+          // gRPC-Web reads a trailers-only status from the headers; gRPC over HTTP/2 from trailers.
+          res.writeHead(200, { "content-type": contentType.split(";")[0]!, ...(request.raw.httpVersionMajor === 2 ? {} : status) });
+          if (request.raw.httpVersionMajor === 2) res.addTrailers(status);
+          res.end();
+          return reply;
+        }
         const candidates = byVerb.get(request.method) ?? [];
         let route: RestRoute | undefined;
         let match: RegExpExecArray | null = null;
