@@ -8,16 +8,13 @@ import {
   OrgKind,
   type Group,
 } from "../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
-import { failedPrecondition, invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
+import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
 import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
-import { isValidUidp, newChildUidp, newRootUidp } from "../core/uidp.js";
+import { newChildUidp, newRootUidp } from "../core/uidp.js";
+import { deleteOutcome, descriptionViolations, nameViolations, requireUid } from "../core/validate.js";
 import type { GroupRow, GroupsRepository } from "../store/groups.js";
-
-export const GROUP_NAME_PATTERN = /^[a-z0-9 ._-]{1,}$/;
-const MAX_NAME_LENGTH = 256;
-const MAX_DESCRIPTION_LENGTH = 4096;
 
 export const groupListing: ListableResource = {
   sortable: {
@@ -44,19 +41,9 @@ function toGroup(row: GroupRow): Group {
 }
 
 function validateFields(g: { name: string; description: string; kind: number }): FieldViolation[] {
-  const v: FieldViolation[] = [];
-  if (!GROUP_NAME_PATTERN.test(g.name)) v.push({ field: "name", description: `name must match ${GROUP_NAME_PATTERN.source}` });
-  else if (g.name.length > MAX_NAME_LENGTH) v.push({ field: "name", description: `name must be at most ${MAX_NAME_LENGTH} characters` });
-  if (g.description.length > MAX_DESCRIPTION_LENGTH) {
-    v.push({ field: "description", description: `description must be at most ${MAX_DESCRIPTION_LENGTH} characters` });
-  }
+  const v: FieldViolation[] = [...nameViolations(g.name), ...descriptionViolations(g.description)];
   if (OrgKind[g.kind] === undefined) v.push({ field: "kind", description: `unknown OrgKind ${g.kind}` });
   return v;
-}
-
-function requireUid(field: string, uid: string): void {
-  if (uid === "") throw invalidArgument({ field, description: "is required" });
-  if (!isValidUidp(uid)) throw invalidArgument({ field, description: `"${uid}" is not a valid UIDP` });
 }
 
 export interface GroupsDeps {
@@ -128,15 +115,7 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
 
     async deleteGroup(req) {
       requireUid("uid", req.uid);
-      const result = await groups.delete(req.uid);
-      if (result.kind === "not_found") throw notFound("group", req.uid);
-      if (result.kind === "not_empty") {
-        throw failedPrecondition({
-          type: "RESOURCE_NOT_EMPTY",
-          description: `cannot delete group with ${result.blockedBy.join(", ")}`,
-        });
-      }
-      return {};
+      return deleteOutcome(await groups.delete(req.uid), "group", req.uid);
     },
   });
 }

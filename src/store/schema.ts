@@ -22,7 +22,89 @@ export interface ServerSecretsTable {
   create_time: Generated<Date>;
 }
 
+type Json<T = unknown> = ColumnType<T, string, string>;
+
+export interface IdentitiesTable {
+  uid: string;
+  parent_uid: string | null;
+  name: string;
+  description: string;
+  company: string;
+  email: string;
+  email_unverified: string;
+  relationship_type: number;
+  relationship: Json;
+  issuer: string | null;
+  subject: string | null;
+  last_seen_time: Timestamp;
+  create_time: Timestamp;
+  update_time: Timestamp;
+}
+
+export interface RolesTable {
+  uid: string;
+  parent_uid: string | null;
+  name: string;
+  description: string;
+  capabilities: number[];
+  create_time: Timestamp;
+  update_time: Timestamp;
+}
+
+export interface RoleBindingsTable {
+  uid: string;
+  parent_uid: string;
+  identity_uid: string;
+  role_uid: string;
+  create_time: Timestamp;
+  update_time: Timestamp;
+}
+
+export interface IdentityProvidersTable {
+  uid: string;
+  parent_uid: string;
+  name: string;
+  description: string;
+  default_role_uid: string;
+  oidc: Json | null;
+  client_secret_encrypted: string | null;
+  create_time: Timestamp;
+  update_time: Timestamp;
+}
+
+export interface AccountAssociationsTable {
+  uid: string;
+  parent_uid: string | null;
+  name: string;
+  description: string;
+  providers: Json;
+  create_time: Timestamp;
+  update_time: Timestamp;
+}
+
+export interface GroupInvitesTable {
+  uid: string;
+  parent_uid: string;
+  role_uid: string;
+  email: string;
+  single_use: boolean;
+  key_id: string;
+  code_hash: Buffer;
+  expiration_time: Timestamp;
+  used_time: Date | null;
+  create_time: Timestamp;
+}
+
 export interface Database {
   groups: GroupsTable;
   server_secrets: ServerSecretsTable;
+  identities: IdentitiesTable;
+  roles: RolesTable;
+  role_bindings: RoleBindingsTable;
+  identity_providers: IdentityProvidersTable;
+  account_associations: AccountAssociationsTable;
+  group_invites: GroupInvitesTable;
 }
+
+/** Tables whose rows are addressed by a UIDP `uid`. */
+export type UidTable = Exclude<keyof Database, "server_secrets">;

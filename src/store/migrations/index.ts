@@ -1,7 +1,9 @@
 // Numbered migrations, applied in order by Kysely's Migrator. Append; never edit a released one.
 import type { Migration } from "kysely";
 import * as m001 from "./001_groups.js";
+import * as m002 from "./002_iam.js";
 
 export const migrations: Record<string, Migration> = {
   "001_groups": m001,
+  "002_iam": m002,
 };

@@ -1,0 +1,103 @@
+// Operations every aggregate's table shares: get by uid, read-modify-write under a row lock,
+// and delete that refuses while anything still references the row.
+import { sql, type Selectable, type Transaction, type Updateable } from "kysely";
+import type { Db } from "./db.js";
+import type { Database, UidTable } from "./schema.js";
+import { FOREIGN_KEY_VIOLATION, sqlState } from "./errors.js";
+
+export type Row<T extends UidTable> = Selectable<Database[T]>;
+
+export async function getByUid<T extends UidTable>(db: Db | Transaction<Database>, table: T, uid: string): Promise<Row<T> | undefined> {
+  return (db as Db).selectFrom(table as UidTable).selectAll().where("uid", "=", uid).executeTakeFirst() as Promise<Row<T> | undefined>;
+}
+
+/**
+ * Locks the row, lets `change` compute the new column values (it may throw to abort), writes
+ * them. Undefined when the row does not exist.
+ */
+export async function updateByUid<T extends UidTable>(
+  db: Db,
+  table: T,
+  uid: string,
+  change: (current: Row<T>, trx: Transaction<Database>) => Promise<Updateable<Database[T]>> | Updateable<Database[T]>,
+): Promise<Row<T> | undefined> {
+  return db.transaction().execute(async (trx) => {
+    const current = (await trx.selectFrom(table as UidTable).selectAll().where("uid", "=", uid).forUpdate().executeTakeFirst()) as Row<T> | undefined;
+    if (!current) return undefined;
+    const values = await change(current, trx);
+    return (await trx
+      .updateTable(table as UidTable)
+      .set(values as never)
+      .where("uid", "=", uid)
+      .returningAll()
+      .executeTakeFirstOrThrow()) as Row<T>;
+  });
+}
+
+export type DeleteResult = { kind: "deleted" } | { kind: "not_found" } | { kind: "not_empty"; blockedBy: string[] };
+
+interface Dependent {
+  table: string;
+  column: string;
+}
+
+// Which tables reference which, read from the catalog: the schema is fixed once migrations
+// have run, and a dependent missing here would still be stopped by its foreign key.
+const dependentsCache = new WeakMap<Db, Map<string, Promise<Dependent[]>>>();
+
+function dependentsOf(db: Db, table: UidTable): Promise<Dependent[]> {
+  let perTable = dependentsCache.get(db);
+  if (!perTable) dependentsCache.set(db, (perTable = new Map()));
+  let found = perTable.get(table);
+  if (!found) {
+    found = sql<Dependent>`
+      select cl.relname::text as table, a.attname::text as column
+      from pg_constraint c
+      join pg_class cl on cl.oid = c.conrelid
+      join pg_attribute a on a.attrelid = c.conrelid and a.attnum = c.conkey[1]
+      where c.contype = 'f' and c.confrelid = ${table}::regclass and c.confdeltype in ('a', 'r')
+      order by cl.relname, a.attname`
+      .execute(db)
+      .then((r) => r.rows);
+    perTable.set(table, found);
+  }
+  return found;
+}
+
+/** "child role bindings" for a parent link, "role bindings" for any other reference. */
+function label(d: Dependent): string {
+  const name = d.table.replace(/_/g, " ");
+  return d.column === "parent_uid" ? `child ${name}` : name;
+}
+
+async function blockers(db: Db | Transaction<Database>, dependents: Dependent[], uid: string): Promise<string[]> {
+  if (dependents.length === 0) return [];
+  const checks = dependents.map(
+    (d, i) => sql`select ${i}::int as i where exists (select 1 from ${sql.table(d.table)} where ${sql.ref(d.column)} = ${uid})`,
+  );
+  const result = await sql<{ i: number }>`${sql.join(checks, sql` union all `)}`.execute(db);
+  return [...new Set(result.rows.map((r) => label(dependents[r.i]!)))];
+}
+
+/**
+ * Deletes a row unless something still references it. The row lock (FOR UPDATE) conflicts with
+ * the FOR KEY SHARE lock a concurrent insert of a referencing row takes, so the check cannot race
+ * with a new reference; the foreign keys stand behind it regardless.
+ */
+export async function deleteByUid(db: Db, table: UidTable, uid: string): Promise<DeleteResult> {
+  const dependents = await dependentsOf(db, table);
+  try {
+    return await db.transaction().execute(async (trx) => {
+      const current = await trx.selectFrom(table).select("uid").where("uid", "=", uid).forUpdate().executeTakeFirst();
+      if (!current) return { kind: "not_found" } as const;
+      const blockedBy = await blockers(trx, dependents, uid);
+      if (blockedBy.length > 0) return { kind: "not_empty", blockedBy } as const;
+      await trx.deleteFrom(table).where("uid", "=", uid).execute();
+      return { kind: "deleted" } as const;
+    });
+  } catch (err) {
+    if (sqlState(err) !== FOREIGN_KEY_VIOLATION) throw err;
+    const blockedBy = await blockers(db, dependents, uid);
+    return { kind: "not_empty", blockedBy: blockedBy.length ? blockedBy : ["dependent resources"] };
+  }
+}
