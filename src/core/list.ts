@@ -2,7 +2,8 @@
 //
 // - page_size: default 50, max 200 (larger is coerced), negative is an error.
 // - order_by: "field [asc|desc][, ...]" over the resource's sortable fields (proto, JSON and
-//   column-style names); uid is appended as the final tie-breaker so the order is total.
+//   column-style names); uid is appended as the final tie-breaker (in the direction of the
+//   first key) so the order is total.
 // - page_token: an encrypted cursor (see page-tokens.ts) holding the last row's sort key.
 //   Pages are fetched by keyset (WHERE (k1, k2) > (...)), so a page costs the same at any depth.
 //   A token minted for other filters or another order is rejected; an expired one restarts.
@@ -79,7 +80,9 @@ function parseOrder(resource: ListableResource, orderBy: string): OrderKey[] {
     }
     keys.push({ name, field, desc: direction?.toLowerCase() === "desc" });
   }
-  if (!keys.some((k) => k.name === "uid")) keys.push({ name: "uid", field: UID_FIELD, desc: false });
+  // The uid tie-breaker runs in the direction of the first key: equal names under "name desc"
+  // come in uid desc order (and a single-direction order keeps the row-comparison keyset path).
+  if (!keys.some((k) => k.name === "uid")) keys.push({ name: "uid", field: UID_FIELD, desc: keys[0]!.desc });
   return keys;
 }
 
