@@ -4,9 +4,12 @@ import type { PGlite } from "@electric-sql/pglite";
 import { pino, type Logger } from "pino";
 import { PageTokenCodec, loadSharedSecret } from "../core/page-tokens.js";
 import { allowAll, type Authorizer, type ServiceBinding } from "../core/service.js";
+import { BUILTIN_ROLES } from "../iam/builtin-roles.js";
 import { groupsService } from "../iam/groups.js";
+import { rolesService } from "../iam/roles.js";
 import { migrate, openDatabase, type Db } from "../store/db.js";
 import { GroupsRepository } from "../store/groups.js";
+import { RolesRepository } from "../store/roles.js";
 import { createApp } from "./app.js";
 
 export interface ServerConfig {
@@ -38,10 +41,23 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export function buildServices(db: Db, tokens: PageTokenCodec): ServiceBinding[] {
+export interface Repositories {
+  groups: GroupsRepository;
+  roles: RolesRepository;
+}
+
+export function repositories(db: Db): Repositories {
+  return { groups: new GroupsRepository(db), roles: new RolesRepository(db) };
+}
+
+/** Every served service; one line each. */
+export function buildServices(repos: Repositories, tokens: PageTokenCodec): ServiceBinding[] {
   const now = () => new Date();
   const lists = { tokens };
-  return [groupsService({ groups: new GroupsRepository(db), lists, now })];
+  return [
+    groupsService({ groups: repos.groups, lists, now }),
+    rolesService({ roles: repos.roles, lists, now }),
+  ];
 }
 
 export async function startServer(config: ServerConfig, authorizer: Authorizer = allowAll): Promise<RunningServer> {
@@ -49,12 +65,14 @@ export async function startServer(config: ServerConfig, authorizer: Authorizer =
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pglite: config.pglite });
   try {
     await migrate(database.db);
+    const repos = repositories(database.db);
+    await repos.roles.ensureBuiltins(BUILTIN_ROLES, new Date());
     const secret = process.env.BULWARK_PAGE_TOKEN_SECRET
       ? new TextEncoder().encode(process.env.BULWARK_PAGE_TOKEN_SECRET)
       : await loadSharedSecret(database.db, "page_tokens");
     const tokens = PageTokenCodec.fromSecret(secret);
     const { fastify, dual } = await createApp({
-      bindings: buildServices(database.db, tokens),
+      bindings: buildServices(repos, tokens),
       authorizer,
       errorDomain: config.errorDomain,
       logger,

@@ -1,0 +1,97 @@
+// RolesService: built-in roles (read-only) and custom roles under a group.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { ListRolesRequestSchema, RoleSchema, RolesService, type Role } from "../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
+import { failedPrecondition, invalidArgument, notFound } from "../core/errors.js";
+import { applyFieldMask } from "../core/fieldmask.js";
+import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { bindService } from "../core/service.js";
+import { newChildUidp } from "../core/uidp.js";
+import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
+import type { RoleFields, RoleRow, RolesRepository } from "../store/roles.js";
+import { capabilityViolations, normalizeCapabilities } from "./capabilities.js";
+
+export const roleListing: ListableResource = {
+  sortable: {
+    name: { column: "name", kind: "text" },
+    create_time: { column: "create_time", kind: "timestamp" },
+    update_time: { column: "update_time", kind: "timestamp" },
+  },
+  aliases: { created_at: "create_time", updated_at: "update_time" },
+  defaultOrder: "uid",
+};
+
+export function toRole(row: RoleRow): Role {
+  return create(RoleSchema, {
+    uid: row.uid,
+    name: row.name,
+    description: row.description,
+    capabilities: row.capabilities,
+    createTime: timestampFromDate(row.create_time),
+    updateTime: timestampFromDate(row.update_time),
+  });
+}
+
+function validated(role: { name: string; description: string; capabilities: number[] }): RoleFields {
+  throwIfViolations([...nameViolations(role.name), ...descriptionViolations(role.description), ...capabilityViolations(role.capabilities)]);
+  return { name: role.name, description: role.description, capabilities: normalizeCapabilities(role.capabilities) };
+}
+
+function refuseBuiltin(row: RoleRow, action: string): void {
+  if (row.parent_uid === null) {
+    throw failedPrecondition({ type: "BUILT_IN_ROLE", description: `built-in role "${row.name}" cannot be ${action}` });
+  }
+}
+
+export interface RolesDeps {
+  roles: RolesRepository;
+  lists: ListEngineDeps;
+  now: () => Date;
+}
+
+export function rolesService({ roles, lists, now }: RolesDeps) {
+  return bindService(RolesService, {
+    async createRole(req) {
+      requireUid("parent", req.parent);
+      const fields = validated(req.role ?? create(RoleSchema));
+      const row = await roles.insert(newChildUidp(req.parent), req.parent, fields, now());
+      if (!row) throw notFound("group", req.parent);
+      return toRole(row);
+    },
+
+    async getRole(req) {
+      requireUid("uid", req.uid);
+      const row = await roles.get(req.uid);
+      if (!row) throw notFound("role", req.uid);
+      return toRole(row);
+    },
+
+    async listRoles(req) {
+      const page = await listPage<RoleRow>(lists, roleListing, req, filterFingerprint(ListRolesRequestSchema, req), roles.listQuery(req));
+      return { roles: page.rows.map(toRole), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
+    },
+
+    async updateRole(req) {
+      const patch = req.role;
+      if (!patch) throw invalidArgument({ field: "role", description: "is required" });
+      requireUid("role.uid", patch.uid);
+      const row = await roles.update(
+        patch.uid,
+        (current) => {
+          refuseBuiltin(current, "changed");
+          return validated(applyFieldMask(RoleSchema, toRole(current), patch, req.updateMask).updated);
+        },
+        now(),
+      );
+      if (!row) throw notFound("role", patch.uid);
+      return toRole(row);
+    },
+
+    async deleteRole(req) {
+      requireUid("uid", req.uid);
+      const existing = await roles.get(req.uid);
+      if (existing) refuseBuiltin(existing, "deleted");
+      return deleteOutcome(await roles.delete(req.uid), "role", req.uid);
+    },
+  });
+}

@@ -1,0 +1,74 @@
+// Roles aggregate: built-in roles (no group) and custom roles under a group.
+import { sql } from "kysely";
+import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../core/list.js";
+import type { BuiltinRole } from "../iam/builtin-roles.js";
+import type { Db } from "./db.js";
+import { FOREIGN_KEY_VIOLATION, sqlState } from "./errors.js";
+import { deleteByUid, getByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+
+export type RoleRow = Row<"roles">;
+
+export interface RoleFields {
+  name: string;
+  description: string;
+  capabilities: number[];
+}
+
+export class RolesRepository {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Makes the built-in roles exactly what this version defines. Idempotent and safe for several
+   * replicas starting at once; a changed definition is updated in place (same uid).
+   */
+  async ensureBuiltins(roles: readonly BuiltinRole[], now: Date): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      for (const r of roles) {
+        await trx
+          .insertInto("roles")
+          .values({ uid: r.uid, parent_uid: null, name: r.name, description: r.description, capabilities: r.capabilities, create_time: now, update_time: now })
+          .onConflict((oc) =>
+            oc.column("uid").doUpdateSet({ name: r.name, description: r.description, capabilities: r.capabilities, update_time: now }).where(
+              sql<boolean>`(roles.name, roles.description, roles.capabilities) is distinct from (${r.name}, ${r.description}, ${sql.val(r.capabilities)}::integer[])`,
+            ),
+          )
+          .execute();
+      }
+    });
+  }
+
+  /** Inserts a custom role; undefined when the parent group does not exist. */
+  async insert(uid: string, parentUid: string, fields: RoleFields, now: Date): Promise<RoleRow | undefined> {
+    try {
+      return await this.db
+        .insertInto("roles")
+        .values({ uid, parent_uid: parentUid, ...fields, create_time: now, update_time: now })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    } catch (err) {
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+      throw err;
+    }
+  }
+
+  get(uid: string): Promise<RoleRow | undefined> {
+    return getByUid(this.db, "roles", uid);
+  }
+
+  update(uid: string, change: (current: RoleRow) => RoleFields, now: Date): Promise<RoleRow | undefined> {
+    return updateByUid(this.db, "roles", uid, (current) => ({ ...change(current), update_time: now }));
+  }
+
+  delete(uid: string): Promise<DeleteResult> {
+    return deleteByUid(this.db, "roles", uid);
+  }
+
+  listQuery(filter: { uidp?: UIDPFilter; name: string }) {
+    return () => {
+      let q = applyUidpFilter(this.db.selectFrom("roles"), filter.uidp);
+      if (filter.name !== "") q = q.where("name", "=", filter.name);
+      return q;
+    };
+  }
+}
