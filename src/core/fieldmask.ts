@@ -5,8 +5,9 @@
 //   JSON keys present, so over REST "present" means present, not non-default).
 // Output-only fields are never written from a patch. Immutable fields may be named or resent,
 // but a patch that would change one is rejected (AIP-203), at any depth.
-import { equals, getOption, isFieldSet, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { scalarZeroValue } from "@bufbuild/protobuf/reflect";
+// Copies go through protobuf reflection, so oneof members, lists and maps behave as fields.
+import { clone, equals, getOption, isFieldSet, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import type { FieldMask } from "@bufbuild/protobuf/wkt";
 import { FieldBehavior, field_behavior } from "../gen/google/api/field_behavior_pb.js";
 import { invalidArgument } from "./errors.js";
@@ -27,63 +28,28 @@ function isMutable(field: DescField): boolean {
   return !isOutputOnly(field) && !isImmutable(field);
 }
 
-function sameValue(field: DescField, a: unknown, b: unknown): boolean {
-  if (field.fieldKind === "message" && a && b) return equals(field.message, a as never, b as never);
-  if (field.fieldKind === "scalar" || field.fieldKind === "enum") return a === b;
-  return JSON.stringify(a) === JSON.stringify(b);
-}
-
-/** Paths of immutable fields whose value differs between two versions of a message. */
-function changedImmutable(desc: DescMessage, before: Record<string, unknown> | undefined, after: Record<string, unknown> | undefined, prefix = ""): string[] {
-  const changed: string[] = [];
-  for (const field of desc.fields) {
-    const a = before?.[field.localName];
-    const b = after?.[field.localName];
-    if (isImmutable(field)) {
-      if (!sameValue(field, a ?? defaultOf(field), b ?? defaultOf(field))) changed.push(prefix + field.name);
-    } else if (field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf.") && (a || b)) {
-      changed.push(...changedImmutable(field.message, a as Record<string, unknown>, b as Record<string, unknown>, prefix + field.name + "."));
-    }
-  }
-  return changed;
-}
-
-/** The value an absent field reads as (its parent message being unset). */
-function defaultOf(field: DescField): unknown {
-  if (field.fieldKind === "scalar") return field.getDefaultValue() ?? scalarZeroValue(field.scalar, false);
-  if (field.fieldKind === "enum") return field.getDefaultValue() ?? 0;
-  return undefined;
-}
-
 function findField(desc: DescMessage, name: string): DescField | undefined {
   return desc.fields.find((f) => f.name === name || f.jsonName === name);
 }
 
 type Path = DescField[];
 
-function resolvePaths(desc: DescMessage, mask: FieldMask | undefined, patch: Record<string, unknown>, maskField: string): Path[] {
+function resolvePaths(desc: DescMessage, mask: FieldMask | undefined, patch: MessageShape<DescMessage>, maskField: string): Path[] {
   const paths = mask?.paths ?? [];
   if (paths.length === 0) {
     // No mask: the patch's populated, writable top-level fields.
-    return desc.fields
-      .filter((f) => isMutable(f) && isFieldSet(patch as MessageShape<DescMessage>, f))
-      .map((f) => [f]);
+    return desc.fields.filter((f) => isMutable(f) && isFieldSet(patch, f)).map((f) => [f]);
   }
   if (paths.length === 1 && paths[0] === "*") {
     return desc.fields.filter(isMutable).map((f) => [f]);
   }
   return paths.map((text) => {
-    const parts = text.split(".");
     const path: Path = [];
     let current: DescMessage | undefined = desc;
-    for (const part of parts) {
+    for (const part of text.split(".")) {
       const field: DescField | undefined = current ? findField(current, part) : undefined;
-      if (!field) {
-        throw invalidArgument({ field: maskField, description: `unknown field "${text}"` });
-      }
-      if (isOutputOnly(field)) {
-        throw invalidArgument({ field: maskField, description: `field "${text}" is output only` });
-      }
+      if (!field) throw invalidArgument({ field: maskField, description: `unknown field "${text}"` });
+      if (isOutputOnly(field)) throw invalidArgument({ field: maskField, description: `field "${text}" is output only` });
       path.push(field);
       current = field.fieldKind === "message" ? field.message : undefined;
     }
@@ -91,28 +57,54 @@ function resolvePaths(desc: DescMessage, mask: FieldMask | undefined, patch: Rec
   });
 }
 
-function copyPath(target: Record<string, unknown>, source: Record<string, unknown>, path: Path): void {
+function copyPath(target: ReflectMessage, source: ReflectMessage | undefined, path: Path): void {
   const [head, ...rest] = path;
   if (!head) return;
-  const key = head.localName;
   if (rest.length === 0) {
-    target[key] = source[key];
+    if (source?.isSet(head)) target.set(head, source.get(head) as never);
+    else target.clear(head);
     return;
   }
   if (head.fieldKind !== "message") return;
-  const from = source[key] as Record<string, unknown> | undefined;
-  let to = target[key] as Record<string, unknown> | undefined;
-  if (!to) {
+  const from = source?.isSet(head) ? (source.get(head) as ReflectMessage) : undefined;
+  if (!target.isSet(head)) {
     if (!from) return;
-    to = { ...from };
-    target[key] = to;
+    target.set(head, reflect(head.message) as never);
   }
-  copyPath(to, from ?? {}, rest);
+  copyPath(target.get(head) as ReflectMessage, from, rest);
+}
+
+/** Paths of immutable fields whose value differs between two versions of a message. */
+function changedImmutable(before: ReflectMessage, after: ReflectMessage, prefix = ""): string[] {
+  const changed: string[] = [];
+  for (const field of before.desc.fields) {
+    if (isImmutable(field)) {
+      if (!sameField(field, before, after)) changed.push(prefix + field.name);
+    } else if (field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf.")) {
+      const a = before.isSet(field) ? (before.get(field) as ReflectMessage) : reflect(field.message);
+      const b = after.isSet(field) ? (after.get(field) as ReflectMessage) : reflect(field.message);
+      changed.push(...changedImmutable(a, b, prefix + field.name + "."));
+    }
+  }
+  return changed;
+}
+
+/** Whether a field holds the same value in two messages of the same type. */
+function sameField(field: DescField, a: ReflectMessage, b: ReflectMessage): boolean {
+  if (a.isSet(field) !== b.isSet(field)) return false;
+  if (!a.isSet(field)) return true;
+  // Compare just this field: copy it alone into two fresh messages and let equals() decide.
+  const only = (m: ReflectMessage) => {
+    const r = reflect(m.desc);
+    r.set(field, m.get(field) as never);
+    return r.message;
+  };
+  return equals(a.desc, only(a), only(b));
 }
 
 /**
- * Returns `existing` with the masked fields taken from `patch`. `maskField` names the request's
- * mask field in error messages.
+ * Returns a copy of `existing` with the masked fields taken from `patch`. `maskField` names the
+ * request's mask field in error messages.
  */
 export function applyFieldMask<D extends DescMessage>(
   desc: D,
@@ -121,12 +113,14 @@ export function applyFieldMask<D extends DescMessage>(
   mask: FieldMask | undefined,
   maskField = "update_mask",
 ): { updated: MessageShape<D>; changed: string[] } {
-  const paths = resolvePaths(desc, mask, patch as Record<string, unknown>, maskField);
-  const updated = { ...(existing as Record<string, unknown>) };
-  for (const path of paths) copyPath(updated, patch as Record<string, unknown>, path);
-  const immutable = changedImmutable(desc, existing as Record<string, unknown>, updated);
+  const paths = resolvePaths(desc, mask, patch, maskField);
+  const updated = clone(desc, existing);
+  const target = reflect(desc, updated);
+  const source = reflect(desc, patch);
+  for (const path of paths) copyPath(target, source, path);
+  const immutable = changedImmutable(reflect(desc, existing), target);
   if (immutable.length > 0) {
     throw invalidArgument(immutable.map((field) => ({ field, description: "is immutable and cannot be changed" })));
   }
-  return { updated: updated as MessageShape<D>, changed: paths.map((p) => p.map((f) => f.name).join(".")) };
+  return { updated, changed: paths.map((p) => p.map((f) => f.name).join(".")) };
 }
