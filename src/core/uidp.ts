@@ -43,3 +43,13 @@ export function rootOf(uid: string): string {
   const i = uid.indexOf("/");
   return i < 0 ? uid : uid.slice(0, i);
 }
+
+/**
+ * Whether a resource (a role, an identity) can be referenced from group `at`: root-level ones
+ * (built-in roles, humans' identities) from anywhere, others from their own group and below.
+ * The database checks the same rule on every reference.
+ */
+export function isUsableFrom(ref: string, at: string): boolean {
+  const owner = parentOf(ref);
+  return owner === undefined || isAncestorOrSelf(owner, at);
+}

@@ -1,0 +1,138 @@
+// IdentitiesService: assumable identities, matched by OIDC token claims (claim_match), a static
+// JWKS (static_keys), an AWS principal, or a platform service principal.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  IdentitiesService,
+  IdentitySchema,
+  ListIdentitiesRequestSchema,
+  RelationshipType,
+  type Identity,
+} from "../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
+import { invalidArgument, notFound } from "../core/errors.js";
+import { applyFieldMask } from "../core/fieldmask.js";
+import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { bindService } from "../core/service.js";
+import { newChildUidp } from "../core/uidp.js";
+import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
+import type { IdentitiesRepository, IdentityFields, IdentityRow } from "../store/identities.js";
+import { loadRelationship, relationshipViolations, storeRelationship } from "./identity-relationships.js";
+
+const MAX_COMPANY_LENGTH = 256;
+
+export const identityListing: ListableResource = {
+  sortable: {
+    name: { column: "name", kind: "text" },
+    create_time: { column: "create_time", kind: "timestamp" },
+    update_time: { column: "update_time", kind: "timestamp" },
+    last_seen_time: { column: "last_seen_time", kind: "timestamp" },
+  },
+  aliases: { created_at: "create_time", updated_at: "update_time", last_seen_at: "last_seen_time" },
+  defaultOrder: "uid",
+};
+
+export function toIdentity(row: IdentityRow): Identity {
+  return create(IdentitySchema, {
+    uid: row.uid,
+    name: row.name,
+    description: row.description,
+    email: row.email,
+    emailUnverified: row.email_unverified,
+    company: row.company,
+    lastSeenTime: timestampFromDate(row.last_seen_time),
+    createTime: timestampFromDate(row.create_time),
+    updateTime: timestampFromDate(row.update_time),
+    relationship: loadRelationship(row.relationship_type, row.relationship),
+  });
+}
+
+/**
+ * Validates an identity's writable fields and turns them into columns. The identity's own fields
+ * are checked first and reported alone, so `{}` is answered exactly like a nameless group.
+ */
+async function validated(identity: Identity, now: Date): Promise<IdentityFields> {
+  const own = [...nameViolations(identity.name), ...descriptionViolations(identity.description)];
+  if (identity.company.length > MAX_COMPANY_LENGTH) own.push({ field: "company", description: `company must be at most ${MAX_COMPANY_LENGTH} characters` });
+  throwIfViolations(own);
+  throwIfViolations(await relationshipViolations(identity.relationship, now));
+  const stored = storeRelationship(identity.relationship);
+  return {
+    name: identity.name,
+    description: identity.description,
+    company: identity.company,
+    relationship_type: stored.type,
+    relationship: stored.json,
+    issuer: stored.issuer,
+    subject: stored.subject,
+  };
+}
+
+export interface IdentitiesDeps {
+  identities: IdentitiesRepository;
+  lists: ListEngineDeps;
+  now: () => Date;
+}
+
+export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
+  return bindService(IdentitiesService, {
+    async createIdentity(req) {
+      requireUid("parent", req.parent);
+      const at = now();
+      const fields = await validated(req.identity ?? create(IdentitySchema), at);
+      const row = await identities.insert(newChildUidp(req.parent), req.parent, fields, at);
+      if (!row) throw notFound("group", req.parent);
+      return toIdentity(row);
+    },
+
+    async getIdentity(req) {
+      requireUid("uid", req.uid);
+      const row = await identities.get(req.uid);
+      if (!row) throw notFound("identity", req.uid);
+      return toIdentity(row);
+    },
+
+    async listIdentities(req) {
+      if (RelationshipType[req.relationshipType] === undefined) {
+        throw invalidArgument({ field: "relationship_type", description: `unknown relationship type ${req.relationshipType}` });
+      }
+      const page = await listPage<IdentityRow>(
+        lists,
+        identityListing,
+        req,
+        filterFingerprint(ListIdentitiesRequestSchema, req),
+        identities.listQuery({ uidp: req.uidp, name: req.name, relationshipType: req.relationshipType }),
+      );
+      return { identities: page.rows.map(toIdentity), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
+    },
+
+    async updateIdentity(req) {
+      const patch = req.identity;
+      if (!patch) throw invalidArgument({ field: "identity", description: "is required" });
+      requireUid("identity.uid", patch.uid);
+      const at = now();
+      const row = await identities.update(
+        patch.uid,
+        async (current) => validated(applyFieldMask(IdentitySchema, toIdentity(current), patch, req.updateMask).updated, at),
+        at,
+      );
+      if (!row) throw notFound("identity", patch.uid);
+      return toIdentity(row);
+    },
+
+    async deleteIdentity(req) {
+      requireUid("uid", req.uid);
+      return deleteOutcome(await identities.delete(req.uid), "identity", req.uid);
+    },
+
+    async lookupIdentity(req) {
+      const missing = [
+        ...(req.issuer === "" ? [{ field: "issuer", description: "is required" }] : []),
+        ...(req.subject === "" ? [{ field: "subject", description: "is required" }] : []),
+      ];
+      throwIfViolations(missing);
+      const row = await identities.lookup(req.issuer, req.subject);
+      if (!row) throw notFound("identity", `${req.issuer} ${req.subject}`);
+      return { uid: row.uid };
+    },
+  });
+}

@@ -1,0 +1,124 @@
+// RoleBindingsService: grants of a role to an identity at a group (and everything beneath it).
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  ListRoleBindingsRequestSchema,
+  RoleBindingSchema,
+  RoleBindingsService,
+  type CreateRoleBindingRequest,
+  type RoleBinding,
+} from "../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
+import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
+import { applyFieldMask } from "../core/fieldmask.js";
+import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { bindService } from "../core/service.js";
+import { isValidUidp, newChildUidp } from "../core/uidp.js";
+import { deleteOutcome, optionalUid, requireUid, throwIfViolations } from "../core/validate.js";
+import type { HydratedBinding, NewBinding, RoleBindingRow, RoleBindingsRepository } from "../store/role-bindings.js";
+import { displayIssuerSubject } from "./identity-relationships.js";
+
+const MAX_BATCH = 100;
+
+export const roleBindingListing: ListableResource = {
+  sortable: { create_time: { column: "create_time", kind: "timestamp" } },
+  aliases: { created_at: "create_time" },
+  defaultOrder: "uid",
+};
+
+export function toRoleBinding(b: HydratedBinding): RoleBinding {
+  const { issuer, subject } = displayIssuerSubject(b.relationship_type, b.relationship);
+  return create(RoleBindingSchema, {
+    uid: b.uid,
+    identity: { uid: b.identity_uid, name: b.identity_name, description: b.identity_description, subject, issuer, email: b.identity_email },
+    group: { uid: b.parent_uid, name: b.group_name, description: b.group_description },
+    role: { uid: b.role_uid, name: b.role_name, description: b.role_description },
+    createTime: timestampFromDate(b.create_time),
+    identityUid: b.identity_uid,
+    roleUid: b.role_uid,
+  });
+}
+
+function referenceViolations(identityUid: string, roleUid: string, prefix = ""): FieldViolation[] {
+  const v: FieldViolation[] = [];
+  for (const [field, uid] of [["identity_uid", identityUid], ["role_uid", roleUid]] as const) {
+    if (uid === "") v.push({ field: prefix + field, description: "is required" });
+    else if (!isValidUidp(uid)) v.push({ field: prefix + field, description: `"${uid}" is not a valid UIDP` });
+  }
+  return v;
+}
+
+function newBinding(parent: string, request: CreateRoleBindingRequest, defaultRoleUid: string, prefix: string): NewBinding {
+  const rb = request.roleBinding ?? create(RoleBindingSchema);
+  const roleUid = rb.roleUid || defaultRoleUid;
+  throwIfViolations(referenceViolations(rb.identityUid, roleUid, prefix));
+  return { uid: newChildUidp(parent), parentUid: parent, identityUid: rb.identityUid, roleUid };
+}
+
+export interface RoleBindingsDeps {
+  roleBindings: RoleBindingsRepository;
+  lists: ListEngineDeps;
+  now: () => Date;
+}
+
+export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDeps) {
+  return bindService(RoleBindingsService, {
+    async createRoleBinding(req) {
+      requireUid("parent", req.parent);
+      const [created] = await roleBindings.insertAll([newBinding(req.parent, req, "", "")], now());
+      return toRoleBinding(created!);
+    },
+
+    async batchCreateRoleBindings(req) {
+      requireUid("parent", req.parent);
+      optionalUid("role_uid", req.roleUid);
+      if (req.requests.length === 0) throw invalidArgument({ field: "requests", description: "at least one request is required" });
+      if (req.requests.length > MAX_BATCH) throw invalidArgument({ field: "requests", description: `at most ${MAX_BATCH} bindings per batch` });
+      const bindings = req.requests.map((r, i) => {
+        if (r.parent !== "" && r.parent !== req.parent) {
+          throw invalidArgument({ field: `requests[${i}].parent`, description: "must be empty or equal to the batch's parent" });
+        }
+        return newBinding(req.parent, r, req.roleUid, `requests[${i}].role_binding.`);
+      });
+      return { roleBindings: (await roleBindings.insertAll(bindings, now())).map(toRoleBinding) };
+    },
+
+    async getRoleBinding(req) {
+      requireUid("uid", req.uid);
+      const b = await roleBindings.get(req.uid);
+      if (!b) throw notFound("role_binding", req.uid);
+      return toRoleBinding(b);
+    },
+
+    async listRoleBindings(req) {
+      optionalUid("identity", req.identity);
+      optionalUid("group", req.group);
+      optionalUid("role", req.role);
+      const page = await listPage<RoleBindingRow>(lists, roleBindingListing, req, filterFingerprint(ListRoleBindingsRequestSchema, req), roleBindings.listQuery(req));
+      const hydrated = await roleBindings.hydrate(page.rows.map((r) => r.uid));
+      return { roleBindings: hydrated.map(toRoleBinding), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
+    },
+
+    async updateRoleBinding(req) {
+      const patch = req.roleBinding;
+      if (!patch) throw invalidArgument({ field: "role_binding", description: "is required" });
+      requireUid("role_binding.uid", patch.uid);
+      const b = await roleBindings.update(
+        patch.uid,
+        (current) => {
+          const existing = create(RoleBindingSchema, { uid: current.uid, identityUid: current.identity_uid, roleUid: current.role_uid });
+          const { updated } = applyFieldMask(RoleBindingSchema, existing, patch, req.updateMask);
+          throwIfViolations(referenceViolations(updated.identityUid, updated.roleUid));
+          return { identityUid: updated.identityUid, roleUid: updated.roleUid };
+        },
+        now(),
+      );
+      if (!b) throw notFound("role_binding", patch.uid);
+      return toRoleBinding(b);
+    },
+
+    async deleteRoleBinding(req) {
+      requireUid("uid", req.uid);
+      return deleteOutcome(await roleBindings.delete(req.uid), "role_binding", req.uid);
+    },
+  });
+}

@@ -1,0 +1,80 @@
+// Identities aggregate: assumable identities in a group, or root-level (humans).
+import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../core/list.js";
+import type { Db } from "./db.js";
+import { FOREIGN_KEY_VIOLATION, sqlState } from "./errors.js";
+import { deleteByUid, getByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+
+export type IdentityRow = Row<"identities">;
+
+export interface IdentityFields {
+  name: string;
+  description: string;
+  company: string;
+  relationship_type: number;
+  /** canonical JSON of the relationship's value */
+  relationship: unknown;
+  issuer: string | null;
+  subject: string | null;
+}
+
+function columns(f: IdentityFields) {
+  return { ...f, relationship: JSON.stringify(f.relationship) };
+}
+
+export class IdentitiesRepository {
+  constructor(private readonly db: Db) {}
+
+  /** Inserts an identity; undefined when the parent group does not exist. */
+  async insert(uid: string, parentUid: string | null, fields: IdentityFields, now: Date): Promise<IdentityRow | undefined> {
+    try {
+      return await this.db
+        .insertInto("identities")
+        .values({ uid, parent_uid: parentUid, ...columns(fields), email: "", email_unverified: "", last_seen_time: now, create_time: now, update_time: now })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    } catch (err) {
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+      throw err;
+    }
+  }
+
+  get(uid: string): Promise<IdentityRow | undefined> {
+    return getByUid(this.db, "identities", uid);
+  }
+
+  update(uid: string, change: (current: IdentityRow) => Promise<IdentityFields>, now: Date): Promise<IdentityRow | undefined> {
+    return updateByUid(this.db, "identities", uid, async (current) => ({ ...columns(await change(current)), update_time: now }));
+  }
+
+  delete(uid: string): Promise<DeleteResult> {
+    return deleteByUid(this.db, "identities", uid);
+  }
+
+  /** The identity whose exact issuer/subject these are: a root-level one first, then by uid. */
+  async lookup(issuer: string, subject: string): Promise<IdentityRow | undefined> {
+    return this.db
+      .selectFrom("identities")
+      .selectAll()
+      .where("issuer", "=", issuer)
+      .where("subject", "=", subject)
+      .orderBy((eb) => eb("parent_uid", "is", null), "desc")
+      .orderBy("uid")
+      .limit(1)
+      .executeTakeFirst();
+  }
+
+  /** Records a successful token exchange. */
+  async touch(uid: string, now: Date): Promise<void> {
+    await this.db.updateTable("identities").set({ last_seen_time: now }).where("uid", "=", uid).execute();
+  }
+
+  listQuery(filter: { uidp?: UIDPFilter; name: string; relationshipType: number }) {
+    return () => {
+      let q = applyUidpFilter(this.db.selectFrom("identities"), filter.uidp);
+      if (filter.name !== "") q = q.where("name", "=", filter.name);
+      if (filter.relationshipType !== 0) q = q.where("relationship_type", "=", filter.relationshipType);
+      return q;
+    };
+  }
+}

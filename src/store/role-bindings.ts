@@ -1,0 +1,162 @@
+// RoleBindings aggregate: (identity, role) granted at a group. Uniqueness, existence and
+// visibility of both references are enforced by the database; the checks here make the errors
+// precise. Reads are hydrated with the identity, group and role in one query per page.
+import type { Transaction } from "kysely";
+import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
+import { alreadyExists, notFound } from "../core/errors.js";
+import { applyUidpFilter } from "../core/list.js";
+import { isUsableFrom } from "../core/uidp.js";
+import type { Db } from "./db.js";
+import type { Database } from "./schema.js";
+import { UNIQUE_VIOLATION, sqlState } from "./errors.js";
+import { deleteByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+
+export type RoleBindingRow = Row<"role_bindings">;
+
+export interface HydratedBinding {
+  uid: string;
+  parent_uid: string;
+  identity_uid: string;
+  role_uid: string;
+  create_time: Date;
+  identity_name: string;
+  identity_description: string;
+  identity_email: string;
+  relationship_type: number;
+  relationship: unknown;
+  group_name: string;
+  group_description: string;
+  role_name: string;
+  role_description: string;
+}
+
+export interface NewBinding {
+  uid: string;
+  parentUid: string;
+  identityUid: string;
+  roleUid: string;
+}
+
+type Executor = Db | Transaction<Database>;
+
+/** Throws NOT_FOUND unless the group exists and every identity and role exists and is usable from it. */
+async function checkReferences(db: Executor, groupUid: string, refs: { identityUid: string; roleUid: string }[]): Promise<void> {
+  const group = await db.selectFrom("groups").select("uid").where("uid", "=", groupUid).executeTakeFirst();
+  if (!group) throw notFound("group", groupUid);
+  const identityUids = [...new Set(refs.map((r) => r.identityUid))];
+  const roleUids = [...new Set(refs.map((r) => r.roleUid))];
+  const [identities, roles] = await Promise.all([
+    db.selectFrom("identities").select("uid").where("uid", "in", identityUids).execute(),
+    db.selectFrom("roles").select("uid").where("uid", "in", roleUids).execute(),
+  ]);
+  const knownIdentities = new Set(identities.map((r) => r.uid));
+  const knownRoles = new Set(roles.map((r) => r.uid));
+  // An invisible reference is answered like a missing one: it does not reveal other trees.
+  for (const uid of identityUids) if (!knownIdentities.has(uid) || !isUsableFrom(uid, groupUid)) throw notFound("identity", uid);
+  for (const uid of roleUids) if (!knownRoles.has(uid) || !isUsableFrom(uid, groupUid)) throw notFound("role", uid);
+}
+
+function duplicate(b: { parentUid: string; identityUid: string; roleUid: string }) {
+  return alreadyExists("role_binding", `${b.parentUid}`, `identity ${b.identityUid} already has role ${b.roleUid} in group ${b.parentUid}`);
+}
+
+export class RoleBindingsRepository {
+  constructor(private readonly db: Db) {}
+
+  /** Creates all bindings or none. */
+  async insertAll(bindings: NewBinding[], now: Date): Promise<HydratedBinding[]> {
+    const seen = new Set<string>();
+    for (const b of bindings) {
+      const key = `${b.parentUid} ${b.identityUid} ${b.roleUid}`;
+      if (seen.has(key)) throw duplicate(b);
+      seen.add(key);
+    }
+    return this.db.transaction().execute(async (trx) => {
+      for (const parent of new Set(bindings.map((b) => b.parentUid))) {
+        await checkReferences(trx, parent, bindings.filter((b) => b.parentUid === parent));
+      }
+      const existing = await this.findExisting(trx, bindings);
+      if (existing) throw duplicate(existing);
+      try {
+        await trx
+          .insertInto("role_bindings")
+          .values(bindings.map((b) => ({ uid: b.uid, parent_uid: b.parentUid, identity_uid: b.identityUid, role_uid: b.roleUid, create_time: now, update_time: now })))
+          .execute();
+      } catch (err) {
+        // A concurrent create of the same binding won the race.
+        if (sqlState(err) === UNIQUE_VIOLATION) throw duplicate(bindings[0]!);
+        throw err;
+      }
+      return this.hydrate(bindings.map((b) => b.uid), trx);
+    });
+  }
+
+  /** The first of `bindings` that already exists, in one query. */
+  private async findExisting(db: Executor, bindings: NewBinding[]): Promise<NewBinding | undefined> {
+    const hits = await db
+      .selectFrom("role_bindings")
+      .select(["parent_uid", "identity_uid", "role_uid"])
+      .where((eb) =>
+        eb.or(bindings.map((b) => eb.and([eb("parent_uid", "=", b.parentUid), eb("identity_uid", "=", b.identityUid), eb("role_uid", "=", b.roleUid)]))),
+      )
+      .execute();
+    const found = new Set(hits.map((h) => `${h.parent_uid} ${h.identity_uid} ${h.role_uid}`));
+    return bindings.find((b) => found.has(`${b.parentUid} ${b.identityUid} ${b.roleUid}`));
+  }
+
+  async get(uid: string): Promise<HydratedBinding | undefined> {
+    return (await this.hydrate([uid]))[0];
+  }
+
+  /** Changes the identity and/or role of a binding, under the row lock. */
+  async update(uid: string, change: (current: RoleBindingRow) => { identityUid: string; roleUid: string }, now: Date): Promise<HydratedBinding | undefined> {
+    try {
+      const row = await updateByUid(this.db, "role_bindings", uid, async (current, trx) => {
+        const next = change(current);
+        await checkReferences(trx, current.parent_uid, [next]);
+        return { identity_uid: next.identityUid, role_uid: next.roleUid, update_time: now };
+      });
+      return row && this.get(row.uid);
+    } catch (err) {
+      if (sqlState(err) === UNIQUE_VIOLATION) {
+        throw alreadyExists("role_binding", uid, "the group already has a binding of that identity to that role");
+      }
+      throw err;
+    }
+  }
+
+  delete(uid: string): Promise<DeleteResult> {
+    return deleteByUid(this.db, "role_bindings", uid);
+  }
+
+  /** The bindings with their identity, group and role, in the order of `uids`: one query. */
+  async hydrate(uids: string[], db: Executor = this.db): Promise<HydratedBinding[]> {
+    if (uids.length === 0) return [];
+    const rows = await db
+      .selectFrom("role_bindings as rb")
+      .innerJoin("identities as i", "i.uid", "rb.identity_uid")
+      .innerJoin("groups as g", "g.uid", "rb.parent_uid")
+      .innerJoin("roles as r", "r.uid", "rb.role_uid")
+      .select([
+        "rb.uid", "rb.parent_uid", "rb.identity_uid", "rb.role_uid", "rb.create_time",
+        "i.name as identity_name", "i.description as identity_description", "i.email as identity_email",
+        "i.relationship_type", "i.relationship",
+        "g.name as group_name", "g.description as group_description",
+        "r.name as role_name", "r.description as role_description",
+      ])
+      .where("rb.uid", "in", uids)
+      .execute();
+    const byUid = new Map(rows.map((r) => [r.uid, r as HydratedBinding]));
+    return uids.map((u) => byUid.get(u)).filter((r): r is HydratedBinding => r !== undefined);
+  }
+
+  listQuery(filter: { uidp?: UIDPFilter; identity: string; group: string; role: string }) {
+    return () => {
+      let q = applyUidpFilter(this.db.selectFrom("role_bindings"), filter.uidp);
+      if (filter.identity !== "") q = q.where("identity_uid", "=", filter.identity);
+      if (filter.group !== "") q = q.where("parent_uid", "=", filter.group);
+      if (filter.role !== "") q = q.where("role_uid", "=", filter.role);
+      return q;
+    };
+  }
+}
