@@ -9,7 +9,7 @@ import {
   RelationshipType,
   type Identity,
 } from "../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
-import { invalidArgument, notFound } from "../core/errors.js";
+import { invalidArgument, notFound, unimplemented } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
 import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
@@ -122,6 +122,11 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
     async deleteIdentity(req) {
       requireUid("uid", req.uid);
       return deleteOutcome(await identities.delete(req.uid), "identity", req.uid);
+    },
+
+    async updateIdentityMetadata() {
+      // It edits the calling identity's own metadata: there is no caller before authentication.
+      throw unimplemented("UpdateIdentityMetadata changes the caller's own metadata and needs an authenticated caller, which this server does not have yet");
     },
 
     async lookupIdentity(req) {
