@@ -5,9 +5,11 @@ import { pino, type Logger } from "pino";
 import { PageTokenCodec, loadSharedSecret } from "../core/page-tokens.js";
 import { allowAll, type Authorizer, type ServiceBinding } from "../core/service.js";
 import { BUILTIN_ROLES } from "../iam/builtin-roles.js";
+import { groupInvitesService } from "../iam/group-invites.js";
 import { groupsService } from "../iam/groups.js";
 import { rolesService } from "../iam/roles.js";
 import { migrate, openDatabase, type Db } from "../store/db.js";
+import { GroupInvitesRepository } from "../store/group-invites.js";
 import { GroupsRepository } from "../store/groups.js";
 import { RolesRepository } from "../store/roles.js";
 import { createApp } from "./app.js";
@@ -44,10 +46,11 @@ export interface RunningServer {
 export interface Repositories {
   groups: GroupsRepository;
   roles: RolesRepository;
+  groupInvites: GroupInvitesRepository;
 }
 
 export function repositories(db: Db): Repositories {
-  return { groups: new GroupsRepository(db), roles: new RolesRepository(db) };
+  return { groups: new GroupsRepository(db), roles: new RolesRepository(db), groupInvites: new GroupInvitesRepository(db) };
 }
 
 /** Every served service; one line each. */
@@ -57,6 +60,7 @@ export function buildServices(repos: Repositories, tokens: PageTokenCodec): Serv
   return [
     groupsService({ groups: repos.groups, lists, now }),
     rolesService({ roles: repos.roles, lists, now }),
+    groupInvitesService({ invites: repos.groupInvites, lists, now }),
   ];
 }
 
