@@ -197,9 +197,9 @@ for (const backend of backends()) {
         ["30 days + 1s", { roleUid: VIEWER_UID, ttl: `${MAX_INVITE_TTL_SECONDS + 1}s` }, "ttl"],
         ["30 days + 1ns", { roleUid: VIEWER_UID, ttl: `${MAX_INVITE_TTL_SECONDS}.000000001s` }, "ttl"],
         ["huge ttl", { roleUid: VIEWER_UID, ttl: "315576000000s" }, "ttl"],
-        ["ttl out of the Duration range", { roleUid: VIEWER_UID, ttl: "315576000001s" }, "body"],
-        ["ttl not a duration", { roleUid: VIEWER_UID, ttl: "1 hour" }, "body"],
-        ["ttl as number", { roleUid: VIEWER_UID, ttl: 3600 }, "body"],
+        ["ttl out of the Duration range", { roleUid: VIEWER_UID, ttl: "315576000001s" }, "ttl"],
+        ["ttl not a duration", { roleUid: VIEWER_UID, ttl: "1 hour" }, "ttl"],
+        ["ttl as number", { roleUid: VIEWER_UID, ttl: 3600 }, "ttl"],
         ["email", { roleUid: VIEWER_UID, ttl: "60s", email: "not-an-email" }, "email"],
         ["email without domain", { roleUid: VIEWER_UID, ttl: "60s", email: "a@" }, "email"],
         ["email without local part", { roleUid: VIEWER_UID, ttl: "60s", email: "@example.com" }, "email"],
@@ -223,11 +223,9 @@ for (const backend of backends()) {
       assert.equal(await countAll(), before);
     });
 
-    // The REST transcoder (src/server/transcoder.ts) names the field only when protobuf-es's error
-    // does; for a well-known type that fails to parse ("cannot decode message
-    // google.protobuf.Duration from JSON: ...") it says "body". Still INVALID_ARGUMENT, never a 500
-    // (checked above), but the violation should name ttl.
-    it("names ttl when its JSON is not a Duration", { todo: "transcoder: locate the field of a failed well-known-type decode" }, async () => {
+    // A well-known type that fails to parse ("cannot decode message google.protobuf.Duration from
+    // JSON: ...") is located by the transcoder, so the violation names ttl, not "body".
+    it("names ttl when its JSON is not a Duration", async () => {
       for (const ttl of ["1 hour", 3600, "315576000001s"]) {
         assertViolation(await api.post(`${GI}/${team.uid}`, { roleUid: VIEWER_UID, ttl }), "ttl", JSON.stringify(ttl));
       }

@@ -233,7 +233,7 @@ export function buildRequest(route: RestRoute, match: RegExpExecArray, query: Re
   try {
     request = fromJson(input, root, { ignoreUnknownFields: false });
   } catch (err) {
-    throw invalidArgument(requestViolation(err));
+    throw invalidArgument(requestViolation(err, input, root, route.body));
   }
 
   if (autoMask && autoMask.length > 0 && maskField) {
@@ -242,8 +242,43 @@ export function buildRequest(route: RestRoute, match: RegExpExecArray, query: Re
   return request;
 }
 
-function requestViolation(err: unknown): FieldViolation {
+/**
+ * The proto path of the field whose JSON value fails to decode, found by decoding the request
+ * one key at a time (only on the error path). Undefined when no single field is to blame.
+ */
+function failingField(desc: DescMessage, json: JsonObject, prefix = ""): string | undefined {
+  for (const [key, value] of Object.entries(json)) {
+    const field = fieldByName(desc, key);
+    if (!field) return prefix + key;
+    try {
+      fromJson(desc, { [key]: value }, { ignoreUnknownFields: false });
+      continue;
+    } catch {
+      // this key is (part of) the problem
+    }
+    const nested =
+      field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf.") &&
+      value !== null && typeof value === "object" && !Array.isArray(value)
+        ? failingField(field.message, value, `${prefix}${field.name}.`)
+        : undefined;
+    return nested ?? prefix + field.name;
+  }
+  return undefined;
+}
+
+/**
+ * A decode failure as a field violation. Paths inside a body field are given relative to it
+ * (`name`, not `group.name`), as the services name their own violations.
+ */
+function requestViolation(err: unknown, desc: DescMessage, json: JsonObject, body: string): FieldViolation {
   const message = err instanceof Error ? err.message : String(err);
+  let located = failingField(desc, json);
+  const bodyField = body && body !== "*" ? fieldByName(desc, body) : undefined;
+  if (located && bodyField && located.startsWith(bodyField.name + ".")) located = located.slice(bodyField.name.length + 1);
+  if (located) {
+    const reason = message.replace(/^cannot decode [^:]*: /, "");
+    return { field: located, description: reason.startsWith('"') ? `invalid value ${reason}` : `cannot decode: ${reason}` };
+  }
   // protobuf-es: `cannot decode field pkg.Msg.field_name from JSON: ...` / `... key "x" is unknown`
   const unknownKey = /key "([^"]+)" is unknown/.exec(message);
   if (unknownKey) return { field: unknownKey[1]!, description: `unknown field "${unknownKey[1]}"` };
