@@ -3,14 +3,17 @@ import type { AddressInfo } from "node:net";
 import type { PGlite } from "@electric-sql/pglite";
 import { pino, type Logger } from "pino";
 import { PageTokenCodec, loadSharedSecret } from "../core/page-tokens.js";
+import { SecretBox } from "../core/secret-box.js";
 import { allowAll, type Authorizer, type ServiceBinding } from "../core/service.js";
 import { BUILTIN_ROLES } from "../iam/builtin-roles.js";
 import { groupInvitesService } from "../iam/group-invites.js";
 import { groupsService } from "../iam/groups.js";
+import { identityProvidersService } from "../iam/identity-providers.js";
 import { rolesService } from "../iam/roles.js";
 import { migrate, openDatabase, type Db } from "../store/db.js";
 import { GroupInvitesRepository } from "../store/group-invites.js";
 import { GroupsRepository } from "../store/groups.js";
+import { IdentityProvidersRepository } from "../store/identity-providers.js";
 import { RolesRepository } from "../store/roles.js";
 import { createApp } from "./app.js";
 
@@ -46,20 +49,37 @@ export interface RunningServer {
 export interface Repositories {
   groups: GroupsRepository;
   roles: RolesRepository;
+  identityProviders: IdentityProvidersRepository;
   groupInvites: GroupInvitesRepository;
 }
 
 export function repositories(db: Db): Repositories {
-  return { groups: new GroupsRepository(db), roles: new RolesRepository(db), groupInvites: new GroupInvitesRepository(db) };
+  return {
+    groups: new GroupsRepository(db),
+    roles: new RolesRepository(db),
+    identityProviders: new IdentityProvidersRepository(db),
+    groupInvites: new GroupInvitesRepository(db),
+  };
+}
+
+/** Server keys kept in the database (shared by every replica), loaded once at start. */
+export interface ServerKeys {
+  /** encrypts IdPs' OIDC client secrets at rest */
+  idpClientSecrets: SecretBox;
+}
+
+export async function loadServerKeys(db: Db): Promise<ServerKeys> {
+  return { idpClientSecrets: new SecretBox(await loadSharedSecret(db, "idp_client_secrets")) };
 }
 
 /** Every served service; one line each. */
-export function buildServices(repos: Repositories, tokens: PageTokenCodec): ServiceBinding[] {
+export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys: ServerKeys): ServiceBinding[] {
   const now = () => new Date();
   const lists = { tokens };
   return [
     groupsService({ groups: repos.groups, lists, now }),
     rolesService({ roles: repos.roles, lists, now }),
+    identityProvidersService({ identityProviders: repos.identityProviders, secrets: keys.idpClientSecrets, lists, now }),
     groupInvitesService({ invites: repos.groupInvites, lists, now }),
   ];
 }
@@ -76,7 +96,7 @@ export async function startServer(config: ServerConfig, authorizer: Authorizer =
       : await loadSharedSecret(database.db, "page_tokens");
     const tokens = PageTokenCodec.fromSecret(secret);
     const { fastify, dual } = await createApp({
-      bindings: buildServices(repos, tokens),
+      bindings: buildServices(repos, tokens, await loadServerKeys(database.db)),
       authorizer,
       errorDomain: config.errorDomain,
       logger,
