@@ -5,11 +5,13 @@ import { pino, type Logger } from "pino";
 import { PageTokenCodec, loadSharedSecret } from "../core/page-tokens.js";
 import { SecretBox } from "../core/secret-box.js";
 import { allowAll, type Authorizer, type ServiceBinding } from "../core/service.js";
+import { accountAssociationsService } from "../iam/account-associations.js";
 import { BUILTIN_ROLES } from "../iam/builtin-roles.js";
 import { groupInvitesService } from "../iam/group-invites.js";
 import { groupsService } from "../iam/groups.js";
 import { identityProvidersService } from "../iam/identity-providers.js";
 import { rolesService } from "../iam/roles.js";
+import { AccountAssociationsRepository } from "../store/account-associations.js";
 import { migrate, openDatabase, type Db } from "../store/db.js";
 import { GroupInvitesRepository } from "../store/group-invites.js";
 import { GroupsRepository } from "../store/groups.js";
@@ -50,6 +52,7 @@ export interface Repositories {
   groups: GroupsRepository;
   roles: RolesRepository;
   identityProviders: IdentityProvidersRepository;
+  accountAssociations: AccountAssociationsRepository;
   groupInvites: GroupInvitesRepository;
 }
 
@@ -58,6 +61,7 @@ export function repositories(db: Db): Repositories {
     groups: new GroupsRepository(db),
     roles: new RolesRepository(db),
     identityProviders: new IdentityProvidersRepository(db),
+    accountAssociations: new AccountAssociationsRepository(db),
     groupInvites: new GroupInvitesRepository(db),
   };
 }
@@ -80,6 +84,7 @@ export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys:
     groupsService({ groups: repos.groups, lists, now }),
     rolesService({ roles: repos.roles, lists, now }),
     identityProvidersService({ identityProviders: repos.identityProviders, secrets: keys.idpClientSecrets, lists, now }),
+    accountAssociationsService({ accountAssociations: repos.accountAssociations, lists, now }),
     groupInvitesService({ invites: repos.groupInvites, lists, now }),
   ];
 }
