@@ -9,13 +9,17 @@ import { accountAssociationsService } from "../iam/account-associations.js";
 import { BUILTIN_ROLES } from "../iam/builtin-roles.js";
 import { groupInvitesService } from "../iam/group-invites.js";
 import { groupsService } from "../iam/groups.js";
+import { identitiesService } from "../iam/identities.js";
 import { identityProvidersService } from "../iam/identity-providers.js";
+import { roleBindingsService } from "../iam/role-bindings.js";
 import { rolesService } from "../iam/roles.js";
 import { AccountAssociationsRepository } from "../store/account-associations.js";
 import { migrate, openDatabase, type Db } from "../store/db.js";
 import { GroupInvitesRepository } from "../store/group-invites.js";
 import { GroupsRepository } from "../store/groups.js";
+import { IdentitiesRepository } from "../store/identities.js";
 import { IdentityProvidersRepository } from "../store/identity-providers.js";
+import { RoleBindingsRepository } from "../store/role-bindings.js";
 import { RolesRepository } from "../store/roles.js";
 import { createApp } from "./app.js";
 
@@ -51,6 +55,8 @@ export interface RunningServer {
 export interface Repositories {
   groups: GroupsRepository;
   roles: RolesRepository;
+  identities: IdentitiesRepository;
+  roleBindings: RoleBindingsRepository;
   identityProviders: IdentityProvidersRepository;
   accountAssociations: AccountAssociationsRepository;
   groupInvites: GroupInvitesRepository;
@@ -60,6 +66,8 @@ export function repositories(db: Db): Repositories {
   return {
     groups: new GroupsRepository(db),
     roles: new RolesRepository(db),
+    identities: new IdentitiesRepository(db),
+    roleBindings: new RoleBindingsRepository(db),
     identityProviders: new IdentityProvidersRepository(db),
     accountAssociations: new AccountAssociationsRepository(db),
     groupInvites: new GroupInvitesRepository(db),
@@ -83,6 +91,8 @@ export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys:
   return [
     groupsService({ groups: repos.groups, lists, now }),
     rolesService({ roles: repos.roles, lists, now }),
+    identitiesService({ identities: repos.identities, lists, now }),
+    roleBindingsService({ roleBindings: repos.roleBindings, lists, now }),
     identityProvidersService({ identityProviders: repos.identityProviders, secrets: keys.idpClientSecrets, lists, now }),
     accountAssociationsService({ accountAssociations: repos.accountAssociations, lists, now }),
     groupInvitesService({ invites: repos.groupInvites, lists, now }),
