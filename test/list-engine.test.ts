@@ -547,6 +547,8 @@ for (const backend of backends()) {
         ["update_time desc", "updateTime", true],
         ["updateTime desc", "updateTime", true],
         ["updated_at", "updateTime", false],
+        ["createdAt desc", "createTime", true],
+        ["updatedAt", "updateTime", false],
       ];
       for (const [orderBy, key, desc] of cases) {
         it(`order_by ${JSON.stringify(orderBy)} sorts by ${key} ${desc ? "desc" : "asc"}, ties by uid ${desc ? "desc" : "asc"}`, async () => {

@@ -69,7 +69,8 @@ function parseOrder(resource: ListableResource, orderBy: string): OrderKey[] {
     if (!rawName || rest.length > 0 || (direction !== undefined && !/^(asc|desc)$/i.test(direction))) {
       throw invalidArgument({ field: "order_by", description: `cannot parse "${part.trim()}": expected "<field>" or "<field> desc"` });
     }
-    const name = resource.aliases?.[rawName] ?? camelToSnake(rawName);
+    const snake = camelToSnake(rawName);
+    const name = resource.aliases?.[rawName] ?? resource.aliases?.[snake] ?? snake;
     const field = name === "uid" ? UID_FIELD : resource.sortable[name];
     if (!field) {
       const allowed = ["uid", ...Object.keys(resource.sortable)].join(", ");
