@@ -248,3 +248,27 @@ export function applyUidpFilter<QB extends SelectQueryBuilder<any, any, any>>(qb
   return q as QB;
 }
 
+
+export interface ListResponse<Item> {
+  items: Item[];
+  nextPageToken: string;
+  totalCount: bigint;
+  skipped: number;
+}
+
+/**
+ * A List RPC's answer: fingerprints the request's filters, runs one page, and turns the page's
+ * rows into items in one call (so hydration costs one query per page, not one per row).
+ * Services return `{ <plural>: items, ...paging }`.
+ */
+export async function listResponse<D extends DescMessage, Row extends Record<string, unknown>, Item>(
+  deps: ListEngineDeps,
+  resource: ListableResource,
+  schema: D,
+  request: MessageShape<D> & ListRequestFields,
+  base: () => SelectQueryBuilder<any, any, {}>,
+  toItems: (rows: Row[]) => Item[] | Promise<Item[]>,
+): Promise<ListResponse<Item>> {
+  const page = await listPage<Row>(deps, resource, request, filterFingerprint(schema, request), base);
+  return { items: await toItems(page.rows), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
+}

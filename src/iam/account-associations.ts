@@ -21,7 +21,7 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/account_associations_pb.js";
 import { alreadyExists, invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { parentOf } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
@@ -165,19 +165,15 @@ export function accountAssociationsService({ accountAssociations, lists, now }: 
     },
 
     async listAccountAssociations(req) {
-      const page = await listPage<AccountAssociationRow>(
+      const { items, ...page } = await listResponse(
         lists,
         accountAssociationListing,
+        ListAccountAssociationsRequestSchema,
         req,
-        filterFingerprint(ListAccountAssociationsRequestSchema, req),
         accountAssociations.listQuery({ uidp: req.uidp, name: req.name }),
+        (rows: AccountAssociationRow[]) => rows.map(toAccountAssociation),
       );
-      return {
-        accountAssociations: page.rows.map(toAccountAssociation),
-        nextPageToken: page.nextPageToken,
-        totalCount: page.totalCount,
-        skipped: page.skipped,
-      };
+      return { accountAssociations: items, ...page };
     },
 
     async updateAccountAssociation(req) {

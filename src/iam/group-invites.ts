@@ -10,7 +10,7 @@ import {
   type GroupInvite,
 } from "../gen/chainguard/platform/iam/v2beta1/group_invites_pb.js";
 import { notFound, type FieldViolation } from "../core/errors.js";
-import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { isUsableFrom, newChildUidp } from "../core/uidp.js";
 import { deleteOutcome, requireUid, throwIfViolations } from "../core/validate.js";
@@ -140,20 +140,18 @@ export function groupInvitesService({ invites, lists, now }: GroupInvitesDeps) {
     },
 
     async listGroupInvites(req) {
-      const page = await listPage<GroupInviteRow>(
+      const { items, ...page } = await listResponse(
         lists,
         groupInviteListing,
+        ListGroupInvitesRequestSchema,
         req,
-        filterFingerprint(ListGroupInvitesRequestSchema, req),
         invites.listQuery({ uidp: req.uidp, keyId: req.keyId }),
+        async (rows: GroupInviteRow[]) => {
+          const roles = await invites.rolesOf(rows); // one query per page
+          return rows.map((row) => toGroupInvite(row, roles.get(row.role_uid)));
+        },
       );
-      const roles = await invites.rolesOf(page.rows);
-      return {
-        groupInvites: page.rows.map((row) => toGroupInvite(row, roles.get(row.role_uid))),
-        nextPageToken: page.nextPageToken,
-        totalCount: page.totalCount,
-        skipped: page.skipped,
-      };
+      return { groupInvites: items, ...page };
     },
 
     async deleteGroupInvite(req) {

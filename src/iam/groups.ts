@@ -10,7 +10,7 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp, newRootUidp } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid } from "../core/validate.js";
@@ -80,19 +80,15 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
     },
 
     async listGroups(req) {
-      const page = await listPage<GroupRow>(
+      const { items, ...page } = await listResponse(
         lists,
         groupListing,
+        ListGroupsRequestSchema,
         req,
-        filterFingerprint(ListGroupsRequestSchema, req),
         groups.listQuery({ uidp: req.uidp, name: req.name }),
+        (rows: GroupRow[]) => rows.map(toGroup),
       );
-      return {
-        groups: page.rows.map(toGroup),
-        nextPageToken: page.nextPageToken,
-        totalCount: page.totalCount,
-        skipped: page.skipped,
-      };
+      return { groups: items, ...page };
     },
 
     async updateGroup(req) {

@@ -11,7 +11,7 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
 import { invalidArgument, notFound, unimplemented } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
@@ -95,14 +95,15 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
       if (RelationshipType[req.relationshipType] === undefined) {
         throw invalidArgument({ field: "relationship_type", description: `unknown relationship type ${req.relationshipType}` });
       }
-      const page = await listPage<IdentityRow>(
+      const { items, ...page } = await listResponse(
         lists,
         identityListing,
+        ListIdentitiesRequestSchema,
         req,
-        filterFingerprint(ListIdentitiesRequestSchema, req),
         identities.listQuery({ uidp: req.uidp, name: req.name, relationshipType: req.relationshipType }),
+        (rows: IdentityRow[]) => rows.map(toIdentity),
       );
-      return { identities: page.rows.map(toIdentity), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
+      return { identities: items, ...page };
     },
 
     async updateIdentity(req) {

@@ -21,7 +21,7 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
 import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import type { SecretBox } from "../core/secret-box.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp } from "../core/uidp.js";
@@ -155,19 +155,15 @@ export function identityProvidersService({ identityProviders, secrets, lists, no
     },
 
     async listIdentityProviders(req) {
-      const page = await listPage<IdentityProviderRow>(
+      const { items, ...page } = await listResponse(
         lists,
         identityProviderListing,
+        ListIdentityProvidersRequestSchema,
         req,
-        filterFingerprint(ListIdentityProvidersRequestSchema, req),
         identityProviders.listQuery({ uidp: req.uidp, name: req.name }),
+        (rows: IdentityProviderRow[]) => rows.map(toIdentityProvider),
       );
-      return {
-        identityProviders: page.rows.map(toIdentityProvider),
-        nextPageToken: page.nextPageToken,
-        totalCount: page.totalCount,
-        skipped: page.skipped,
-      };
+      return { identityProviders: items, ...page };
     },
 
     async updateIdentityProvider(req) {

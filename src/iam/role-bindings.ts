@@ -10,7 +10,7 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
 import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { isValidUidp, newChildUidp } from "../core/uidp.js";
 import { deleteOutcome, optionalUid, requireUid, throwIfViolations } from "../core/validate.js";
@@ -93,9 +93,16 @@ export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDe
       optionalUid("identity", req.identity);
       optionalUid("group", req.group);
       optionalUid("role", req.role);
-      const page = await listPage<RoleBindingRow>(lists, roleBindingListing, req, filterFingerprint(ListRoleBindingsRequestSchema, req), roleBindings.listQuery(req));
-      const hydrated = await roleBindings.hydrate(page.rows.map((r) => r.uid));
-      return { roleBindings: hydrated.map(toRoleBinding), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
+      const { items, ...page } = await listResponse(
+        lists,
+        roleBindingListing,
+        ListRoleBindingsRequestSchema,
+        req,
+        roleBindings.listQuery(req),
+        // one hydration query per page
+        async (rows: RoleBindingRow[]) => (await roleBindings.hydrate(rows.map((r) => r.uid))).map(toRoleBinding),
+      );
+      return { roleBindings: items, ...page };
     },
 
     async updateRoleBinding(req) {

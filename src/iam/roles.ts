@@ -4,7 +4,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ListRolesRequestSchema, RoleSchema, RolesService, type Role } from "../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
 import { failedPrecondition, invalidArgument, notFound } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { filterFingerprint, listPage, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
@@ -67,8 +67,15 @@ export function rolesService({ roles, lists, now }: RolesDeps) {
     },
 
     async listRoles(req) {
-      const page = await listPage<RoleRow>(lists, roleListing, req, filterFingerprint(ListRolesRequestSchema, req), roles.listQuery(req));
-      return { roles: page.rows.map(toRole), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
+      const { items, ...page } = await listResponse(
+        lists,
+        roleListing,
+        ListRolesRequestSchema,
+        req,
+        roles.listQuery(req),
+        (rows: RoleRow[]) => rows.map(toRole),
+      );
+      return { roles: items, ...page };
     },
 
     async updateRole(req) {
