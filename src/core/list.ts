@@ -37,6 +37,17 @@ export interface ListableResource {
   defaultOrder: string;
 }
 
+/** The sort keys of a named resource with creation and update times (most resources). */
+export const NAMED_RESOURCE_LISTING: ListableResource = {
+  sortable: {
+    name: { column: "name", kind: "text" },
+    create_time: { column: "create_time", kind: "timestamp" },
+    update_time: { column: "update_time", kind: "timestamp" },
+  },
+  aliases: { created_at: "create_time", updated_at: "update_time" },
+  defaultOrder: "uid",
+};
+
 /** The paging fields every List request carries. */
 export interface ListRequestFields {
   pageSize: number;

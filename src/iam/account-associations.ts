@@ -21,21 +21,13 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/account_associations_pb.js";
 import { alreadyExists, invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { parentOf } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
 import type { AccountAssociationFields, AccountAssociationRow, AccountAssociationsRepository } from "../store/account-associations.js";
 
-export const accountAssociationListing: ListableResource = {
-  sortable: {
-    name: { column: "name", kind: "text" },
-    create_time: { column: "create_time", kind: "timestamp" },
-    update_time: { column: "update_time", kind: "timestamp" },
-  },
-  aliases: { created_at: "create_time", updated_at: "update_time" },
-  defaultOrder: "uid",
-};
+export const accountAssociationListing: ListableResource = NAMED_RESOURCE_LISTING;
 
 const ignoreUnknownFields = { ignoreUnknownFields: true };
 

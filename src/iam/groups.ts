@@ -10,21 +10,13 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp, newRootUidp } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid } from "../core/validate.js";
 import type { GroupRow, GroupsRepository } from "../store/groups.js";
 
-export const groupListing: ListableResource = {
-  sortable: {
-    name: { column: "name", kind: "text" },
-    create_time: { column: "create_time", kind: "timestamp" },
-    update_time: { column: "update_time", kind: "timestamp" },
-  },
-  aliases: { created_at: "create_time", updated_at: "update_time" },
-  defaultOrder: "uid",
-};
+export const groupListing: ListableResource = NAMED_RESOURCE_LISTING;
 
 function toGroup(row: GroupRow): Group {
   return create(GroupSchema, {

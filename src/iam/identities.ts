@@ -11,7 +11,7 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
 import { invalidArgument, notFound, unimplemented } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
@@ -21,14 +21,9 @@ import { loadRelationship, relationshipViolations, storeRelationship } from "./i
 const MAX_COMPANY_LENGTH = 256;
 
 export const identityListing: ListableResource = {
-  sortable: {
-    name: { column: "name", kind: "text" },
-    create_time: { column: "create_time", kind: "timestamp" },
-    update_time: { column: "update_time", kind: "timestamp" },
-    last_seen_time: { column: "last_seen_time", kind: "timestamp" },
-  },
-  aliases: { created_at: "create_time", updated_at: "update_time", last_seen_at: "last_seen_time" },
-  defaultOrder: "uid",
+  ...NAMED_RESOURCE_LISTING,
+  sortable: { ...NAMED_RESOURCE_LISTING.sortable, last_seen_time: { column: "last_seen_time", kind: "timestamp" } },
+  aliases: { ...NAMED_RESOURCE_LISTING.aliases, last_seen_at: "last_seen_time" },
 };
 
 export function toIdentity(row: IdentityRow): Identity {

@@ -21,7 +21,7 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
 import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import type { SecretBox } from "../core/secret-box.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp } from "../core/uidp.js";
@@ -33,15 +33,7 @@ import type {
   IdentityProviderWrite,
 } from "../store/identity-providers.js";
 
-export const identityProviderListing: ListableResource = {
-  sortable: {
-    name: { column: "name", kind: "text" },
-    create_time: { column: "create_time", kind: "timestamp" },
-    update_time: { column: "update_time", kind: "timestamp" },
-  },
-  aliases: { created_at: "create_time", updated_at: "update_time" },
-  defaultOrder: "uid",
-};
+export const identityProviderListing: ListableResource = NAMED_RESOURCE_LISTING;
 
 /** The API view of a row: never the client secret, never `scim`. */
 export function toIdentityProvider(row: IdentityProviderRow): IdentityProvider {

@@ -4,22 +4,14 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { ListRolesRequestSchema, RoleSchema, RolesService, type Role } from "../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
 import { failedPrecondition, invalidArgument, notFound } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
 import type { RoleFields, RoleRow, RolesRepository } from "../store/roles.js";
 import { capabilityViolations, normalizeCapabilities } from "./capabilities.js";
 
-export const roleListing: ListableResource = {
-  sortable: {
-    name: { column: "name", kind: "text" },
-    create_time: { column: "create_time", kind: "timestamp" },
-    update_time: { column: "update_time", kind: "timestamp" },
-  },
-  aliases: { created_at: "create_time", updated_at: "update_time" },
-  defaultOrder: "uid",
-};
+export const roleListing: ListableResource = NAMED_RESOURCE_LISTING;
 
 export function toRole(row: RoleRow): Role {
   return create(RoleSchema, {
