@@ -13,7 +13,7 @@ import {
 import { BadRequestSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import { backends } from "./support/db-templates.js";
 import { restClient, type JsonResponse } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { startTestServer, type TestServer, bearer } from "./support/server.js";
 
 const AA = "/iam/v2beta1/accountAssociations";
 const TENANT = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
@@ -46,7 +46,7 @@ for (const backend of backends()) {
     let org: any;
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
       org = await createGroup("", "aa org");
     });
     after(() => server.close());
@@ -319,7 +319,7 @@ for (const backend of backends()) {
       const group = await freshGroup();
       const sessions = new Http2SessionManager(server.url);
       try {
-        const client = createClient(AccountAssociationsService, createGrpcTransport({ baseUrl: server.url, sessionManager: sessions }));
+        const client = createClient(AccountAssociationsService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions }));
         const created = await client.createAccountAssociation({
           parent: group.uid,
           accountAssociation: { name: "grpc links", amazon: { account: "123456789012" }, github: { appInstallations: { "5": { installations: [{ installationId: 6n }] } } } },

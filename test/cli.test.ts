@@ -9,6 +9,21 @@ import { once } from "node:events";
 
 const dataDir = mkdtempSync(join(tmpdir(), "bulwark-cli-"));
 
+/** `bulwark admin token` for a server on this data dir and port, as the README shows it. */
+async function adminToken(port: string): Promise<string> {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "admin", "token", "--data-dir", dataDir, "--port", port], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, DATABASE_URL: "" },
+  });
+  let out = "";
+  let err = "";
+  child.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
+  child.stderr!.setEncoding("utf8").on("data", (c: string) => (err += c));
+  const [code] = await once(child, "exit");
+  assert.equal(code, 0, err);
+  return out.trim();
+}
+
 function serve(args: string[]): Promise<{ child: ChildProcess; url: string; lines: string[] }> {
   const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], {
     stdio: ["ignore", "pipe", "pipe"],
@@ -39,14 +54,23 @@ describe("bulwark serve", () => {
     const first = await serve(["--port", "0", "--data-dir", dataDir]);
     assert.equal(first.lines.filter((l) => l.includes("bulwark listening on")).length, 1, "one ready line");
     assert.equal((await fetch(`${first.url}/healthz`)).status, 200);
-    const created = (await (await fetch(`${first.url}/iam/v2beta1/groups`, { method: "POST", body: JSON.stringify({ name: "persisted" }) })).json()) as { uid: string };
+    assert.equal((await fetch(`${first.url}/iam/v2beta1/groups`)).status, 401, "the API needs a token");
+    // while the server holds the embedded database, the admin command signs with its key file
+    const port = new URL(first.url).port;
+    const token = await adminToken(port);
+    assert.match(token, /^ey[\w-]+\.[\w-]+\.[\w-]+$/);
+    const auth = { authorization: `Bearer ${token}` };
+    const created = (await (await fetch(`${first.url}/iam/v2beta1/groups`, { method: "POST", headers: auth, body: JSON.stringify({ name: "persisted" }) })).json()) as { uid: string };
     assert.match(created.uid, /^[0-9a-f]{40}$/);
     first.child.kill("SIGTERM");
     const [code] = await once(first.child, "exit");
     assert.equal(code, 0);
 
     const second = await serve(["--port", "0", "--data-dir", dataDir]);
-    const got = await fetch(`${second.url}/iam/v2beta1/groups/${created.uid}`);
+    // the issuer's keys persist too: the first run's operator token is still good if the port is the same,
+    // so ask for a fresh one for the second run's URL
+    const token2 = await adminToken(new URL(second.url).port);
+    const got = await fetch(`${second.url}/iam/v2beta1/groups/${created.uid}`, { headers: { authorization: `Bearer ${token2}` } });
     assert.equal(got.status, 200, "the group survived a restart");
     assert.equal(((await got.json()) as { name: string }).name, "persisted");
     second.child.kill("SIGINT");

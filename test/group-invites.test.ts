@@ -19,7 +19,7 @@ import { groupInvitesService, MAX_INVITE_TTL_SECONDS } from "../src/iam/group-in
 import { GroupInvitesRepository, parseInviteCode } from "../src/store/group-invites.js";
 import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
 
 const GI = "/iam/v2beta1/groupInvites";
 const VIEWER_UID = "63921b2c44617e3f2603851537be0123af4a57d7";
@@ -41,7 +41,7 @@ for (const backend of backends()) {
     let viewer: any;
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
       org = await createGroup("", "invite org");
       team = await createGroup(org.uid, "team");
       squad = await createGroup(team.uid, "squad");
@@ -372,7 +372,7 @@ for (const backend of backends()) {
       const g = await createGroup(org.uid, "counted");
       const queriesFor = async (pageSize: number) => {
         queries = 0;
-        const res = (await list(create(ListGroupInvitesRequestSchema, { uidp: { childrenOf: g.uid }, pageSize }), { headers: new Headers() })) as any;
+        const res = (await list(create(ListGroupInvitesRequestSchema, { uidp: { childrenOf: g.uid }, pageSize }), { headers: new Headers(), visibility: "all" })) as any;
         return { queries, rows: res.groupInvites.length as number, named: res.groupInvites.every((i: any) => i.role?.name) };
       };
       for (let i = 0; i < 12; i++) await invite(g.uid, { roleUid: [VIEWER_UID, orgRole.uid][i % 2] });
@@ -432,7 +432,7 @@ for (const backend of backends()) {
     it("gRPC: create returns the code once; get, list, delete; errors carry the field", async () => {
       const sessionManager = new Http2SessionManager(server.url);
       try {
-        const client = createClient(GroupInvitesService, createGrpcTransport({ baseUrl: server.url, sessionManager }));
+        const client = createClient(GroupInvitesService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager }));
         const inv = await client.createGroupInvite({ parent: squad.uid, groupInvite: { roleUid: orgRole.uid, ttl: { seconds: 90n }, email: "grpc@example.com" } });
         assert.match(inv.code, CODE);
         assert.equal(inv.ttl, undefined);

@@ -16,7 +16,7 @@ for (const backend of backends()) {
     let api: ReturnType<typeof restClient>;
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
     });
     after(() => server.close());
 

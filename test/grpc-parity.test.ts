@@ -25,7 +25,7 @@ import {
 } from "../src/gen/google/rpc/error_details_pb.js";
 import { backends } from "./support/db-templates.js";
 import { restClient, type JsonResponse } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
 import {
   errorDetailsRegistry,
   grpcClient,
@@ -149,9 +149,9 @@ interface H2Response {
   body: any;
 }
 
-function h2Request(session: http2.ClientHttp2Session, path: string): Promise<H2Response> {
+function h2Request(session: http2.ClientHttp2Session, path: string, token?: string): Promise<H2Response> {
   return new Promise((resolve, reject) => {
-    const stream = session.request({ ":method": "GET", ":path": path });
+    const stream = session.request({ ":method": "GET", ":path": path, ...(token ? { authorization: `Bearer ${token}` } : {}) });
     let headers: http2.IncomingHttpHeaders = {};
     const chunks: Buffer[] = [];
     stream.on("response", (h) => (headers = h));
@@ -183,8 +183,8 @@ for (const backend of backends()) {
 
     before(async () => {
       server = await startTestServer(backend);
-      rest = restClient(server.url);
-      rpc = grpcClient(server.port);
+      rest = restClient(server.url, server.operatorToken);
+      rpc = grpcClient(server.port, undefined, server.operatorToken);
       listRoot = await rpc.call("CreateGroup", { parent: "", group: { name: "lr", description: "list root" } });
       for (let i = 0; i < 6; i++) {
         items.push(await rpc.call("CreateGroup", { parent: listRoot.uid, group: { name: `item-${i}`, description: `item ${i}` } }));
@@ -439,16 +439,16 @@ for (const backend of backends()) {
         return { httpVersion: "2" as const, sessionManager: m };
       };
       const variants: Array<[string, () => Transport]> = [
-        ["gRPC h2 binary", () => createGrpcTransport({ baseUrl, ...h2() })],
-        ["gRPC h2 JSON", () => createGrpcTransport({ baseUrl, ...h2(), useBinaryFormat: false })],
-        ["Connect HTTP/1.1 JSON", () => createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false })],
-        ["Connect HTTP/1.1 binary", () => createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true })],
-        ["Connect HTTP/1.1 JSON GET", () => createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false, useHttpGet: true })],
-        ["Connect h2 binary", () => createConnectTransport({ baseUrl, ...h2(), useBinaryFormat: true })],
-        ["Connect h2 JSON", () => createConnectTransport({ baseUrl, ...h2(), useBinaryFormat: false })],
-        ["gRPC-Web HTTP/1.1 binary", () => createGrpcWebTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true })],
-        ["gRPC-Web HTTP/1.1 JSON", () => createGrpcWebTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false })],
-        ["gRPC-Web h2 binary", () => createGrpcWebTransport({ baseUrl, ...h2(), useBinaryFormat: true })],
+        ["gRPC h2 binary", () => createGrpcTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2() })],
+        ["gRPC h2 JSON", () => createGrpcTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2(), useBinaryFormat: false })],
+        ["Connect HTTP/1.1 JSON", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: false })],
+        ["Connect HTTP/1.1 binary", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: true })],
+        ["Connect HTTP/1.1 JSON GET", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: false, useHttpGet: true })],
+        ["Connect h2 binary", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2(), useBinaryFormat: true })],
+        ["Connect h2 JSON", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2(), useBinaryFormat: false })],
+        ["gRPC-Web HTTP/1.1 binary", () => createGrpcWebTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: true })],
+        ["gRPC-Web HTTP/1.1 JSON", () => createGrpcWebTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: false })],
+        ["gRPC-Web h2 binary", () => createGrpcWebTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2(), useBinaryFormat: true })],
       ];
       const viaGrpcJs = await rpc.call("GetGroup", { uid: child.uid });
       try {
@@ -510,7 +510,7 @@ for (const backend of backends()) {
           G + query({ "uidp.descendants_of": listRoot.uid, page_size: 3, order_by: "name desc" }),
           `${G}/${unknown}`,
         ]) {
-          const [viaH2, viaH1] = await Promise.all([h2Request(session, path), rest.get(path)]);
+          const [viaH2, viaH1] = await Promise.all([h2Request(session, path, server.operatorToken), rest.get(path)]);
           assert.equal(viaH2.status, viaH1.status, `${path}: status`);
           assert.match(String(viaH2.headers["content-type"]), /^application\/json/, `${path}: content-type`);
           if (path.includes("page_size")) {
@@ -524,7 +524,7 @@ for (const backend of backends()) {
         const health = await h2Request(session, "/healthz");
         assert.equal(health.status, 200);
         assert.deepEqual(health.body, { status: "SERVING" });
-        const got = await h2Request(session, `${G}/${child.uid}`);
+        const got = await h2Request(session, `${G}/${child.uid}`, server.operatorToken);
         assert.equal(got.status, 200);
         assertSameGroup(await rpc.call("GetGroup", { uid: child.uid }), got.body, "h2c REST vs gRPC");
       } finally {

@@ -8,7 +8,7 @@ import { IdentitiesService } from "../src/gen/chainguard/platform/iam/v2beta1/id
 import { anchored, matchesAnchored } from "../src/core/patterns.js";
 import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
 
 const NAME_RULE = "name must match ^[a-z0-9 ._-]{1,}$";
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";
@@ -30,7 +30,7 @@ for (const backend of backends()) {
     let org: string;
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
       org = (await api.post("/iam/v2beta1/groups", { name: "acme" })).body.uid;
     });
     after(() => server.close());
@@ -200,7 +200,7 @@ for (const backend of backends()) {
 
     it("answers NOT_FOUND for a missing group and the same data over gRPC", async () => {
       assert.equal((await createIdentity({ name: "x", claimMatch: claimMatch("x") }, "0".repeat(40))).status, 404);
-      const client = createClient(IdentitiesService, createGrpcTransport({ baseUrl: server.url }));
+      const client = createClient(IdentitiesService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)] }));
       const created = await client.createIdentity({ parent: org, identity: { name: "grpc", relationship: { case: "claimMatch", value: { iss: { case: "issuer", value: GITHUB }, sub: { case: "subject", value: "grpc" } } } } });
       const viaRest = (await api.get(`/iam/v2beta1/identities/${created.uid}`)).body;
       assert.equal(viaRest.name, "grpc");

@@ -18,7 +18,7 @@ import { builtinRoleUid } from "../src/iam/builtin-roles.js";
 import { IdentityProvidersRepository } from "../src/store/identity-providers.js";
 import { backends } from "./support/db-templates.js";
 import { restClient, type JsonResponse } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { startTestServer, type TestServer, bearer } from "./support/server.js";
 
 const IDP = "/iam/v2beta1/identityProviders";
 const VIEWER = builtinRoleUid("viewer");
@@ -53,7 +53,7 @@ for (const backend of backends()) {
     let sibling: any;
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
       org = await createGroup("", "idp org");
       team = await createGroup(org.uid, "team");
       sibling = await createGroup(org.uid, "sibling");
@@ -234,7 +234,7 @@ for (const backend of backends()) {
       const secret = `grpc-secret-${randomBytes(8).toString("hex")}`;
       const sessions = new Http2SessionManager(server.url);
       try {
-        const client = createClient(IdentityProvidersService, createGrpcTransport({ baseUrl: server.url, sessionManager: sessions }));
+        const client = createClient(IdentityProvidersService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions }));
         const leaks = (m: Parameters<typeof toJsonString>[1], schema: Parameters<typeof toJsonString>[0]) => {
           assert.ok(!toJsonString(schema, m).includes(secret));
           assert.ok(!Buffer.from(toBinary(schema, m)).includes(secret));
@@ -449,7 +449,7 @@ for (const backend of backends()) {
       }
       const sessions = new Http2SessionManager(server.url);
       try {
-        const client = createClient(IdentityProvidersService, createGrpcTransport({ baseUrl: server.url, sessionManager: sessions }));
+        const client = createClient(IdentityProvidersService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions }));
         const calls: Array<[string, () => Promise<unknown>]> = [
           ["GenerateScimToken", () => client.generateScimToken({ identityProviderUid: idp.uid })],
           ["RegenerateScimToken", () => client.regenerateScimToken({ identityProviderUid: idp.uid })],

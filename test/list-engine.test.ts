@@ -210,7 +210,7 @@ for (const backend of backends()) {
 
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
 
       // The big tree: 2 orgs × (1 + 249) = 500 groups, 4 levels below each org, created level by
       // level with 8 creates in flight; then ~1 in 6 is updated so update_time differs from

@@ -35,7 +35,7 @@ import {
   type Json,
 } from "./support/fixtures.js";
 import { restClient, type JsonResponse } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { startTestServer, type TestServer, bearer } from "./support/server.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 /** items per List RPC (account associations: one per group, so 7 child groups) */
@@ -258,9 +258,9 @@ for (const backend of backends()) {
     let grpc: ReturnType<typeof createGrpcTransport>;
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
       sessions = new Http2SessionManager(server.url);
-      grpc = createGrpcTransport({ baseUrl: server.url, sessionManager: sessions });
+      grpc = createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions });
     });
     after(async () => {
       sessions?.abort();

@@ -7,7 +7,7 @@ import { RoleBindingsService } from "../src/gen/chainguard/platform/iam/v2beta1/
 import { newChildUidp } from "../src/core/uidp.js";
 import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { startTestServer, type TestServer, bearer } from "./support/server.js";
 
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";
 const ISSUER = "https://issuer.example";
@@ -18,7 +18,7 @@ for (const backend of backends()) {
     let api: ReturnType<typeof restClient>;
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
     });
     after(() => server.close());
 
@@ -200,7 +200,7 @@ for (const backend of backends()) {
     it("serves the same binding over gRPC", async () => {
       const org = await group("grpc");
       const id = await identity(org.uid, "g");
-      const client = createClient(RoleBindingsService, createGrpcTransport({ baseUrl: server.url }));
+      const client = createClient(RoleBindingsService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)] }));
       const created = await client.createRoleBinding({ parent: org.uid, roleBinding: { identityUid: id.uid, roleUid: VIEWER } });
       assert.equal(created.identity?.subject, "sub-g");
       assert.equal(created.role?.name, "viewer");

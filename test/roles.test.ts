@@ -27,7 +27,7 @@ import {
   type Json,
 } from "./support/fixtures.js";
 import { restClient, type JsonResponse } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
 
 const R = "/iam/v2beta1/roles";
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -85,7 +85,7 @@ for (const backend of backends()) {
     let api: Api;
     before(async () => {
       server = await startTestServer(backend);
-      api = restClient(server.url);
+      api = restClient(server.url, server.operatorToken);
     });
     after(() => server.close());
 
@@ -124,7 +124,7 @@ for (const backend of backends()) {
         const other = await startTestServer(backend);
         try {
           const mine = new Map((await builtins()).map((r) => [r.name as string, r]));
-          const theirs = new Map((await builtins(restClient(other.url))).map((r) => [r.name as string, r]));
+          const theirs = new Map((await builtins(restClient(other.url, other.operatorToken))).map((r) => [r.name as string, r]));
           for (const name of BUILTIN_NAMES) {
             const role = mine.get(name);
             assert.ok(role, `no built-in ${name}`);
@@ -394,7 +394,7 @@ for (const backend of backends()) {
     it("gRPC smoke: get, list, create, update and delete; errors carry their codes and details", async () => {
       const sessions = new Http2SessionManager(server.url);
       try {
-        const client = createClient(RolesService, createGrpcTransport({ baseUrl: server.url, sessionManager: sessions }));
+        const client = createClient(RolesService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions }));
         const viewer = await client.getRole({ uid: VIEWER_ROLE_UID });
         const rest = (await api.get(`${R}/${VIEWER_ROLE_UID}`)).body;
         assert.equal(viewer.name, "viewer");

@@ -64,6 +64,16 @@ export function alreadyExists(resourceType: string, resourceName: string, descri
   ]);
 }
 
+/** UNAUTHENTICATED (HTTP 401): no usable credentials. */
+export function unauthenticated(reason: string): ConnectError {
+  return new ConnectError(`Unauthenticated: ${reason}`, Code.Unauthenticated);
+}
+
+/** PERMISSION_DENIED (HTTP 403): authenticated, but not allowed. */
+export function permissionDenied(reason: string): ConnectError {
+  return new ConnectError(`Permission denied: ${reason}`, Code.PermissionDenied);
+}
+
 export function unimplemented(what: string): ConnectError {
   return new ConnectError(`Unimplemented: ${what}`, Code.Unimplemented);
 }

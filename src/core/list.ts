@@ -13,7 +13,8 @@
 // - uidp filters: descendants_of / children_of / ancestors_of / in_root / ids, on uid/parent_uid.
 import { createHash } from "node:crypto";
 import { clone, toJsonString, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { sql, type Expression, type SelectQueryBuilder, type SqlBool } from "kysely";
+import { sql, type Expression, type ExpressionBuilder, type SelectQueryBuilder, type SqlBool } from "kysely";
+import type { Visibility } from "../auth/access.js";
 import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
 import { invalidArgument } from "./errors.js";
 import { ancestorsOf, isValidUidp } from "./uidp.js";
@@ -35,6 +36,11 @@ export interface ListableResource {
   aliases?: Record<string, string>;
   /** default order_by, e.g. "uid" or "create_time desc" */
   defaultOrder: string;
+  /**
+   * Rows that belong to no group (parent_uid null) are visible to every caller who holds the
+   * List capability somewhere: built-in roles.
+   */
+  sharedRoots?: boolean;
 }
 
 /** The sort keys of a named resource with creation and update times (most resources). */
@@ -221,6 +227,24 @@ export async function listPage<Row extends Record<string, unknown>>(
   return { rows: page, nextPageToken, totalCount, skipped };
 }
 
+/** `uid` is `root` or lies beneath it. "/" < "0" bytewise, so [root + "/", root + "0") is the subtree. */
+function subtree(eb: ExpressionBuilder<any, any>, root: string) {
+  return eb.or([eb(sql.ref("uid"), "=", root), eb.and([eb(sql.ref("uid"), ">", `${root}/`), eb(sql.ref("uid"), "<", `${root}0`)])]);
+}
+
+/** Keeps only what the caller may see: rows in its visible subtrees (and shared roots). */
+function restrictToVisible<QB extends SelectQueryBuilder<any, any, any>>(qb: QB, visibility: Visibility, resource: ListableResource): QB {
+  if (visibility === "all") return qb;
+  return qb.where((eb) =>
+    eb.or([
+      ...visibility.map((root) => subtree(eb, root)),
+      ...(resource.sharedRoots && visibility.length > 0 ? [eb(sql.ref("parent_uid"), "is", null)] : []),
+      // nothing visible: an always-false condition keeps the query valid
+      eb.val(false),
+    ]),
+  ) as QB;
+}
+
 /**
  * Applies a UIDPFilter to a query over a table with `uid` and `parent_uid` columns.
  * descendants_of and ancestors_of include the named uid itself.
@@ -237,9 +261,7 @@ export function applyUidpFilter<QB extends SelectQueryBuilder<any, any, any>>(qb
     const d = filter.descendantsOf;
     check("descendants_of", d);
     // "/" < "0" bytewise, so [d + "/", d + "0") is exactly the subtree below d.
-    q = q.where((eb) =>
-      eb.or([eb(sql.ref("uid"), "=", d), eb.and([eb(sql.ref("uid"), ">", `${d}/`), eb(sql.ref("uid"), "<", `${d}0`)])]),
-    );
+    q = q.where((eb) => subtree(eb, d));
   }
   if (filter.childrenOf !== "") {
     check("children_of", filter.childrenOf);
@@ -268,7 +290,8 @@ export interface ListResponse<Item> {
 }
 
 /**
- * A List RPC's answer: fingerprints the request's filters, runs one page, and turns the page's
+ * A List RPC's answer: fingerprints the request's filters, keeps only what the caller may see
+ * (so totalCount, cursors and skip count visible rows only), runs one page, and turns the page's
  * rows into items in one call (so hydration costs one query per page, not one per row).
  * Services return `{ <plural>: items, ...paging }`.
  */
@@ -279,7 +302,10 @@ export async function listResponse<D extends DescMessage, Row extends Record<str
   request: MessageShape<D> & ListRequestFields,
   base: () => SelectQueryBuilder<any, any, {}>,
   toItems: (rows: Row[]) => Item[] | Promise<Item[]>,
+  call: { visibility?: Visibility },
 ): Promise<ListResponse<Item>> {
-  const page = await listPage<Row>(deps, resource, request, filterFingerprint(schema, request), base);
+  const visibility = call.visibility ?? [];
+  const visible = () => restrictToVisible(base(), visibility, resource);
+  const page = await listPage<Row>(deps, resource, request, filterFingerprint(schema, request), visible);
   return { items: await toItems(page.rows), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
 }

@@ -2,14 +2,25 @@
 // a transport-neutral call context. Services know neither HTTP nor gRPC; both transports call
 // these handlers through `invoke`.
 import { create, type DescMethod, type DescMethodUnary, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
-import { unimplemented } from "./errors.js";
+import type { Access, Principal, Visibility } from "../auth/access.js";
+import { unauthenticated, unimplemented } from "./errors.js";
 
 export interface CallContext {
   /** request headers, lower-cased names (gRPC metadata or HTTP headers) */
   headers: Headers;
-  /** set by authentication once it exists; undefined means anonymous */
-  principal?: unknown;
+  /** who is calling, set by the authorizer for authenticated methods */
+  principal?: Principal;
+  /** what the caller may do, set by the authorizer for authenticated methods */
+  access?: Access;
+  /** for unscoped methods: the subtrees in which the caller holds the method's capabilities */
+  visibility?: Visibility;
   signal?: AbortSignal;
+}
+
+/** The caller's access; the authorizer sets it for every authenticated method. */
+export function accessOf(call: CallContext): Access {
+  if (!call.access) throw unauthenticated("a bearer token is required");
+  return call.access;
 }
 
 export type UnaryHandler<M extends DescMethodUnary> = (
@@ -40,8 +51,6 @@ export interface Authorizer {
   authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void>;
 }
 
-/** Until authentication lands every call is allowed (issue: tokens and authorization). */
-export const allowAll: Authorizer = { authorize: async () => {} };
 
 export async function invoke(
   binding: ServiceBinding,

@@ -156,7 +156,7 @@ export function accountAssociationsService({ accountAssociations, lists, now }: 
       return toAccountAssociation(row);
     },
 
-    async listAccountAssociations(req) {
+    async listAccountAssociations(req, call) {
       const { items, ...page } = await listResponse(
         lists,
         accountAssociationListing,
@@ -164,6 +164,7 @@ export function accountAssociationsService({ accountAssociations, lists, now }: 
         req,
         accountAssociations.listQuery({ uidp: req.uidp, name: req.name }),
         (rows: AccountAssociationRow[]) => rows.map(toAccountAssociation),
+        call,
       );
       return { accountAssociations: items, ...page };
     },

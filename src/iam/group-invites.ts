@@ -139,7 +139,7 @@ export function groupInvitesService({ invites, lists, now }: GroupInvitesDeps) {
       return toGroupInvite(row, roles.get(row.role_uid));
     },
 
-    async listGroupInvites(req) {
+    async listGroupInvites(req, call) {
       const { items, ...page } = await listResponse(
         lists,
         groupInviteListing,
@@ -150,6 +150,7 @@ export function groupInvitesService({ invites, lists, now }: GroupInvitesDeps) {
           const roles = await invites.rolesOf(rows); // one query per page
           return rows.map((row) => toGroupInvite(row, roles.get(row.role_uid)));
         },
+        call,
       );
       return { groupInvites: items, ...page };
     },

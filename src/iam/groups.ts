@@ -8,10 +8,12 @@ import {
   OrgKind,
   type Group,
 } from "../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
-import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
+import { Capability } from "../gen/capabilities/capabilities_pb.js";
+import { invalidArgument, notFound, permissionDenied, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
 import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
-import { bindService } from "../core/service.js";
+import { accessOf, bindService } from "../core/service.js";
+import { builtinRoleUid } from "./builtin-roles.js";
 import { newChildUidp, newRootUidp } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid } from "../core/validate.js";
 import type { GroupRow, GroupsRepository } from "../store/groups.js";
@@ -46,12 +48,21 @@ export interface GroupsDeps {
 
 export function groupsService({ groups, lists, now }: GroupsDeps) {
   return bindService(GroupsService, {
-    async createGroup(req) {
-      if (req.parent !== "") requireUid("parent", req.parent);
+    async createGroup(req, call) {
+      // CreateGroup is unscoped: the parent decides. A root organization may be created by the
+      // operator, or by a human, who becomes its owner in the same transaction; workloads cannot.
+      const access = accessOf(call);
+      if (req.parent !== "") {
+        requireUid("parent", req.parent);
+        access.require([Capability.CAP_IAM_GROUPS_CREATE], req.parent, "group");
+      } else if (access.principal.kind === "workload") {
+        throw permissionDenied("workload identities cannot create organizations");
+      }
       const g = req.group ?? create(GroupSchema);
       const violations = validateFields(g);
       if (violations.length) throw invalidArgument(violations);
       const uid = req.parent === "" ? newRootUidp() : newChildUidp(req.parent);
+      const owner = req.parent === "" && access.principal.kind === "human" ? access.principal.uid : undefined;
       const row = await groups.insert({
         uid,
         parentUid: req.parent === "" ? null : req.parent,
@@ -59,6 +70,7 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
         description: g.description,
         kind: g.kind,
         now: now(),
+        owner: owner ? { bindingUid: newChildUidp(uid), identityUid: owner, roleUid: builtinRoleUid("owner") } : undefined,
       });
       if (!row) throw notFound("group", req.parent);
       return toGroup(row);
@@ -71,7 +83,7 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
       return toGroup(row);
     },
 
-    async listGroups(req) {
+    async listGroups(req, call) {
       const { items, ...page } = await listResponse(
         lists,
         groupListing,
@@ -79,6 +91,7 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
         req,
         groups.listQuery({ uidp: req.uidp, name: req.name }),
         (rows: GroupRow[]) => rows.map(toGroup),
+        call,
       );
       return { groups: items, ...page };
     },

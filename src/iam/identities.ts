@@ -12,8 +12,9 @@ import {
 import { invalidArgument, notFound, unimplemented } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
 import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
-import { bindService } from "../core/service.js";
-import { newChildUidp } from "../core/uidp.js";
+import { Capability } from "../gen/capabilities/capabilities_pb.js";
+import { accessOf, bindService } from "../core/service.js";
+import { newChildUidp, newRootUidp } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
 import type { IdentitiesRepository, IdentityFields, IdentityRow } from "../store/identities.js";
 import { loadRelationship, relationshipViolations, storeRelationship } from "./identity-relationships.js";
@@ -71,10 +72,13 @@ export interface IdentitiesDeps {
 export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
   return bindService(IdentitiesService, {
     async createIdentity(req) {
-      requireUid("parent", req.parent);
+      // An empty parent makes a root-level identity (a human's); the authorizer lets only the
+      // platform operator act outside a group.
+      if (req.parent !== "") requireUid("parent", req.parent);
       const at = now();
       const fields = await validated(req.identity ?? create(IdentitySchema), at);
-      const row = await identities.insert(newChildUidp(req.parent), req.parent, fields, at);
+      const uid = req.parent === "" ? newRootUidp() : newChildUidp(req.parent);
+      const row = await identities.insert(uid, req.parent === "" ? null : req.parent, fields, at);
       if (!row) throw notFound("group", req.parent);
       return toIdentity(row);
     },
@@ -86,7 +90,7 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
       return toIdentity(row);
     },
 
-    async listIdentities(req) {
+    async listIdentities(req, call) {
       if (RelationshipType[req.relationshipType] === undefined) {
         throw invalidArgument({ field: "relationship_type", description: `unknown relationship type ${req.relationshipType}` });
       }
@@ -97,6 +101,7 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
         req,
         identities.listQuery({ uidp: req.uidp, name: req.name, relationshipType: req.relationshipType }),
         (rows: IdentityRow[]) => rows.map(toIdentity),
+        call,
       );
       return { identities: items, ...page };
     },
@@ -125,14 +130,17 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
       throw unimplemented("UpdateIdentityMetadata changes the caller's own metadata and needs an authenticated caller, which this server does not have yet");
     },
 
-    async lookupIdentity(req) {
+    async lookupIdentity(req, call) {
       const missing = [
         ...(req.issuer === "" ? [{ field: "issuer", description: "is required" }] : []),
         ...(req.subject === "" ? [{ field: "subject", description: "is required" }] : []),
       ];
       throwIfViolations(missing);
+      // Unscoped: answer only about identities the caller may list (or itself).
+      const access = accessOf(call);
       const row = await identities.lookup(req.issuer, req.subject);
-      if (!row) throw notFound("identity", `${req.issuer} ${req.subject}`);
+      const visible = row && (row.uid === access.principal.uid || access.can([Capability.CAP_IAM_IDENTITY_LIST], row.uid));
+      if (!row || !visible) throw notFound("identity", `${req.issuer} ${req.subject}`);
       return { uid: row.uid };
     },
   });

@@ -146,7 +146,7 @@ export function identityProvidersService({ identityProviders, secrets, lists, no
       return toIdentityProvider(row);
     },
 
-    async listIdentityProviders(req) {
+    async listIdentityProviders(req, call) {
       const { items, ...page } = await listResponse(
         lists,
         identityProviderListing,
@@ -154,6 +154,7 @@ export function identityProvidersService({ identityProviders, secrets, lists, no
         req,
         identityProviders.listQuery({ uidp: req.uidp, name: req.name }),
         (rows: IdentityProviderRow[]) => rows.map(toIdentityProvider),
+        call,
       );
       return { identityProviders: items, ...page };
     },

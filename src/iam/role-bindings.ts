@@ -89,7 +89,7 @@ export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDe
       return toRoleBinding(b);
     },
 
-    async listRoleBindings(req) {
+    async listRoleBindings(req, call) {
       optionalUid("identity", req.identity);
       optionalUid("group", req.group);
       optionalUid("role", req.role);
@@ -101,6 +101,7 @@ export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDe
         roleBindings.listQuery(req),
         // one hydration query per page
         async (rows: RoleBindingRow[]) => (await roleBindings.hydrate(rows.map((r) => r.uid))).map(toRoleBinding),
+        call,
       );
       return { roleBindings: items, ...page };
     },

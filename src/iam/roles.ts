@@ -5,13 +5,15 @@ import { ListRolesRequestSchema, RoleSchema, RolesService, type Role } from "../
 import { failedPrecondition, invalidArgument, notFound } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
 import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
-import { bindService } from "../core/service.js";
-import { newChildUidp } from "../core/uidp.js";
+import { Capability } from "../gen/capabilities/capabilities_pb.js";
+import { accessOf, bindService } from "../core/service.js";
+import { newChildUidp, parentOf } from "../core/uidp.js";
 import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
 import type { RoleFields, RoleRow, RolesRepository } from "../store/roles.js";
 import { capabilityViolations, normalizeCapabilities } from "./capabilities.js";
 
-export const roleListing: ListableResource = NAMED_RESOURCE_LISTING;
+// Built-in roles belong to no group: anyone who may list roles somewhere sees them.
+export const roleListing: ListableResource = { ...NAMED_RESOURCE_LISTING, sharedRoots: true };
 
 export function toRole(row: RoleRow): Role {
   return create(RoleSchema, {
@@ -51,14 +53,20 @@ export function rolesService({ roles, lists, now }: RolesDeps) {
       return toRole(row);
     },
 
-    async getRole(req) {
+    async getRole(req, call) {
       requireUid("uid", req.uid);
+      // GetRole is unscoped: built-in roles are readable by anyone who may list roles somewhere,
+      // custom roles by those who may list roles where the role lives.
+      const access = accessOf(call);
+      const needed = [Capability.CAP_IAM_ROLES_LIST];
+      if (parentOf(req.uid) !== undefined) access.require(needed, req.uid, "role");
+      else if (!access.holdsAnywhere(needed)) throw notFound("role", req.uid);
       const row = await roles.get(req.uid);
       if (!row) throw notFound("role", req.uid);
       return toRole(row);
     },
 
-    async listRoles(req) {
+    async listRoles(req, call) {
       const { items, ...page } = await listResponse(
         lists,
         roleListing,
@@ -66,6 +74,7 @@ export function rolesService({ roles, lists, now }: RolesDeps) {
         req,
         roles.listQuery(req),
         (rows: RoleRow[]) => rows.map(toRole),
+        call,
       );
       return { roles: items, ...page };
     },

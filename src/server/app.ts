@@ -62,6 +62,8 @@ export interface AppOptions {
   logger: Logger;
   /** max request body in bytes */
   bodyLimit?: number;
+  /** plain routes outside the RPC surface (OIDC discovery, JWKS) */
+  routes?: (app: FastifyInstance) => void;
 }
 
 export interface App {
@@ -90,6 +92,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const wireError = (err: unknown) => toWireError(err, errorDomain, logUnexpected);
   const sendError = (reply: FastifyReply, err: unknown): FastifyReply => {
     const ce = wireError(err);
+    if (ce.code === Code.Unauthenticated) reply.header("www-authenticate", 'Bearer realm="bulwark"');
     return reply.code(httpStatusFor(ce.code)).header("content-type", "application/json").send(JSON.stringify(statusJson(ce)));
   };
 
@@ -107,6 +110,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   );
 
   fastify.get("/healthz", async () => ({ status: "SERVING" }));
+  opts.routes?.(fastify);
 
   const callFromHttp = (request: FastifyRequest): CallContext => ({ headers: headersOf(request.headers) });
   const callFromConnect = (ctx: HandlerContext): CallContext => ({ headers: ctx.requestHeader, signal: ctx.signal });

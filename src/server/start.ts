@@ -1,10 +1,15 @@
 // Composition root: database, migrations, services, transports, listening socket.
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 import type { PGlite } from "@electric-sql/pglite";
 import { pino, type Logger } from "pino";
 import { PageTokenCodec, loadSharedSecret } from "../core/page-tokens.js";
 import { SecretBox } from "../core/secret-box.js";
-import { allowAll, type Authorizer, type ServiceBinding } from "../core/service.js";
+import type { ServiceBinding } from "../core/service.js";
+import { TokenAuthorizer } from "../auth/authorizer.js";
+import { registerIssuerRoutes } from "../auth/issuer-routes.js";
+import { KeyManager, REFRESH_EVERY_MS } from "../auth/keys.js";
+import { TokenIssuer, type AuthUrls } from "../auth/tokens.js";
 import { accountAssociationsService } from "../iam/account-associations.js";
 import { BUILTIN_ROLES } from "../iam/builtin-roles.js";
 import { groupInvitesService } from "../iam/group-invites.js";
@@ -32,6 +37,12 @@ export interface ServerConfig {
   /** ErrorInfo.domain of every error */
   errorDomain: string;
   logLevel?: string;
+  /** {auth_url}: the token issuer's public URL (default: the server's own URL) */
+  issuerUrl?: string;
+  /** {base_url}: the API's public URL, the audience of API tokens (default: the server's own URL) */
+  apiUrl?: string;
+  /** {registry_host}: the registry's host, the audience of registry tokens (default: the server's host:port) */
+  registryHost?: string;
   /** tests pass a PGlite cloned from a migrated template */
   pglite?: PGlite;
   logger?: Logger;
@@ -48,6 +59,8 @@ export interface RunningServer {
   url: string;
   port: number;
   db: Db;
+  /** the issuer (tests and the admin command mint tokens with it) */
+  tokens: TokenIssuer;
   backend: "pglite" | "postgres";
   close(): Promise<void>;
 }
@@ -99,7 +112,22 @@ export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys:
   ];
 }
 
-export async function startServer(config: ServerConfig, authorizer: Authorizer = allowAll): Promise<RunningServer> {
+export function issuerKeyFile(dataDir: string): string {
+  return join(dataDir, "issuer-signing-key.json");
+}
+
+/** The issuer's URLs from configuration; blanks are filled from the server's URL once it listens. */
+export function authUrls(config: Pick<ServerConfig, "issuerUrl" | "apiUrl" | "registryHost">): AuthUrls {
+  return { issuer: config.issuerUrl ?? "", apiAudience: config.apiUrl ?? "", registryAudience: config.registryHost ?? "" };
+}
+
+export function fillAuthUrls(urls: AuthUrls, serverUrl: string): void {
+  if (!urls.issuer) urls.issuer = serverUrl;
+  if (!urls.apiAudience) urls.apiAudience = serverUrl;
+  if (!urls.registryAudience) urls.registryAudience = new URL(serverUrl).host;
+}
+
+export async function startServer(config: ServerConfig): Promise<RunningServer> {
   const logger = config.logger ?? pino({ level: config.logLevel ?? "info", redact: ["req.headers.authorization"] });
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pglite: config.pglite });
   try {
@@ -110,23 +138,35 @@ export async function startServer(config: ServerConfig, authorizer: Authorizer =
       ? new TextEncoder().encode(process.env.BULWARK_PAGE_TOKEN_SECRET)
       : await loadSharedSecret(database.db, "page_tokens");
     const tokens = PageTokenCodec.fromSecret(secret);
+    // Embedded mode keeps the current signing key beside the data for `bulwark admin token`.
+    const keyFile = database.backend === "pglite" && !config.pglite && !config.dataDir.startsWith("memory://") ? issuerKeyFile(config.dataDir) : undefined;
+    const keys = new KeyManager(database.db, undefined, keyFile);
+    await keys.signingKey();
+    const refresh = setInterval(() => void keys.signingKey().then(() => keys.prune()).catch((err) => logger.error({ err }, "signing key refresh failed")), REFRESH_EVERY_MS);
+    refresh.unref();
+    const urls = authUrls(config);
+    const issuer = new TokenIssuer(keys, urls);
     const { fastify, dual } = await createApp({
       bindings: buildServices(repos, tokens, await loadServerKeys(database.db)),
-      authorizer,
+      authorizer: new TokenAuthorizer(issuer, repos.identities, repos.roleBindings),
+      routes: (app) => registerIssuerRoutes(app, urls, keys),
       errorDomain: config.errorDomain,
       logger,
     });
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;
     const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+    fillAuthUrls(urls, url);
     let closing: Promise<void> | undefined;
     return {
       url,
       port,
       db: database.db,
+      tokens: issuer,
       backend: database.backend,
       close: () =>
         (closing ??= (async () => {
+          clearInterval(refresh);
           dual.closeConnections();
           // In-flight requests get a grace period; then whatever is still open is cut.
           const force = setTimeout(() => dual.destroyConnections(), 5_000);

@@ -15,6 +15,8 @@ export interface NewGroup {
   description: string;
   kind: number;
   now: Date;
+  /** bind this identity to this role at the new group, in the same transaction */
+  owner?: { bindingUid: string; identityUid: string; roleUid: string };
 }
 
 export interface GroupChanges {
@@ -30,8 +32,9 @@ export class GroupsRepository {
   /** Inserts a group; returns undefined when the parent does not exist. */
   async insert(g: NewGroup): Promise<GroupRow | undefined> {
     try {
-      return await this.db
-        .insertInto("groups")
+      return await this.db.transaction().execute(async (trx) => {
+        const row = await trx
+          .insertInto("groups")
         .values({
           uid: g.uid,
           parent_uid: g.parentUid,
@@ -46,6 +49,14 @@ export class GroupsRepository {
         })
         .returningAll()
         .executeTakeFirstOrThrow();
+        if (g.owner) {
+          await trx
+            .insertInto("role_bindings")
+            .values({ uid: g.owner.bindingUid, parent_uid: g.uid, identity_uid: g.owner.identityUid, role_uid: g.owner.roleUid, create_time: g.now, update_time: g.now })
+            .execute();
+        }
+        return row;
+      });
     } catch (err) {
       if (sqlState(err) === FOREIGN_KEY_VIOLATION && constraintOf(err)?.includes("parent_uid")) return undefined;
       throw err;

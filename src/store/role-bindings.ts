@@ -2,6 +2,7 @@
 // visibility of both references are enforced by the database; the checks here make the errors
 // precise. Reads are hydrated with the identity, group and role in one query per page.
 import type { Transaction } from "kysely";
+import type { Grant } from "../auth/access.js";
 import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
 import { alreadyExists, notFound } from "../core/errors.js";
 import { applyUidpFilter } from "../core/list.js";
@@ -127,6 +128,17 @@ export class RoleBindingsRepository {
 
   delete(uid: string): Promise<DeleteResult> {
     return deleteByUid(this.db, "role_bindings", uid);
+  }
+
+  /** Where an identity holds which capabilities: one query, read on every request. */
+  async grantsOf(identityUid: string): Promise<Grant[]> {
+    const rows = await this.db
+      .selectFrom("role_bindings as rb")
+      .innerJoin("roles as r", "r.uid", "rb.role_uid")
+      .select(["rb.parent_uid", "r.capabilities"])
+      .where("rb.identity_uid", "=", identityUid)
+      .execute();
+    return rows.map((r) => ({ at: r.parent_uid, capabilities: new Set(r.capabilities) }));
   }
 
   /** The bindings with their identity, group and role, in the order of `uids`: one query. */

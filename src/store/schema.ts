@@ -95,6 +95,16 @@ export interface GroupInvitesTable {
   create_time: Timestamp;
 }
 
+export interface SigningKeysTable {
+  kid: string;
+  algorithm: string;
+  private_jwk: Json<Record<string, unknown>>;
+  public_jwk: Json<Record<string, unknown>>;
+  create_time: Timestamp;
+  sign_until: Timestamp;
+  publish_until: Timestamp;
+}
+
 export interface Database {
   groups: GroupsTable;
   server_secrets: ServerSecretsTable;
@@ -104,7 +114,8 @@ export interface Database {
   identity_providers: IdentityProvidersTable;
   account_associations: AccountAssociationsTable;
   group_invites: GroupInvitesTable;
+  signing_keys: SigningKeysTable;
 }
 
 /** Tables whose rows are addressed by a UIDP `uid`. */
-export type UidTable = Exclude<keyof Database, "server_secrets">;
+export type UidTable = Exclude<keyof Database, "server_secrets" | "signing_keys">;

@@ -62,7 +62,7 @@ export interface UnaryClient {
 }
 
 /** A grpc-js client for a service (full proto name) over insecure HTTP/2 to 127.0.0.1:<port>. */
-export function grpcClient(port: number, service = "chainguard.platform.iam.v2beta1.GroupsService"): UnaryClient {
+export function grpcClient(port: number, service = "chainguard.platform.iam.v2beta1.GroupsService", token?: string): UnaryClient {
   const Ctor = lookup(loadGrpcPackage(), service);
   const client = new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   const methods = client as unknown as Record<
@@ -71,6 +71,7 @@ export function grpcClient(port: number, service = "chainguard.platform.iam.v2be
   >;
   return {
     call<T>(method: string, request: Plain, metadata = new grpc.Metadata()): Promise<T> {
+      if (token && metadata.get("authorization").length === 0) metadata.set("authorization", `Bearer ${token}`);
       const fn = methods[method];
       assert.equal(typeof fn, "function", `${service} has no method ${method}`);
       return new Promise<T>((resolve, reject) => {

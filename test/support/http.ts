@@ -5,8 +5,10 @@ export interface JsonResponse<T = any> {
   headers: Headers;
 }
 
-export function restClient(baseUrl: string) {
-  async function call<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<JsonResponse<T>> {
+/** REST calls to `baseUrl`, sending `Authorization: Bearer <token>` when a token is given. */
+export function restClient(baseUrl: string, token?: string) {
+  async function call<T = any>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<JsonResponse<T>> {
+    const headers = token ? { authorization: `Bearer ${token}`, ...extraHeaders } : extraHeaders;
     const res = await fetch(baseUrl + path, {
       method,
       headers: body === undefined ? headers : { "content-type": "application/json", ...headers },

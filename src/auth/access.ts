@@ -1,0 +1,102 @@
+// What a caller may do, computed fresh for every request from its role bindings: a binding at
+// group G grants its role's capabilities on G and everything beneath it. Nothing is cached and
+// nothing is taken from the token except narrowing (`caps`, `scopes`), so a new or deleted
+// binding, a changed role or a deleted identity takes effect on the next request.
+import { Capability } from "../gen/capabilities/capabilities_pb.js";
+import { notFound, permissionDenied } from "../core/errors.js";
+import { isAncestorOrSelf } from "../core/uidp.js";
+
+export interface Grant {
+  /** the group the binding is at */
+  at: string;
+  capabilities: ReadonlySet<number>;
+}
+
+export type PrincipalKind = "operator" | "human" | "workload";
+
+export interface Principal {
+  kind: PrincipalKind;
+  /** the identity uid, or OPERATOR_SUBJECT */
+  uid: string;
+}
+
+/** Subtrees (group uids) the caller may read in, or "all". */
+export type Visibility = "all" | readonly string[];
+
+function capabilityNames(caps: readonly number[]): string {
+  return caps.map((c) => Capability[c] ?? String(c)).join(", ");
+}
+
+export class Access {
+  private constructor(readonly principal: Principal, private readonly grants: readonly Grant[] | "all") {}
+
+  static operator(principal: Principal): Access {
+    return new Access(principal, "all");
+  }
+
+  /**
+   * The caller's grants, narrowed by its token: `caps` keeps only those capabilities, `scopes`
+   * keeps only the parts of each grant's subtree that lie within one of those groups.
+   */
+  static fromGrants(principal: Principal, grants: readonly Grant[], narrowing: { caps?: ReadonlySet<number>; scopes?: readonly string[] } = {}): Access {
+    let effective = grants.map((g) => ({
+      at: g.at,
+      capabilities: narrowing.caps ? new Set([...g.capabilities].filter((c) => narrowing.caps!.has(c))) : g.capabilities,
+    }));
+    if (narrowing.scopes) {
+      const scopes = narrowing.scopes;
+      effective = effective.flatMap((g) =>
+        scopes.flatMap((s) => (isAncestorOrSelf(g.at, s) ? [{ ...g, at: s }] : isAncestorOrSelf(s, g.at) ? [g] : [])),
+      );
+    }
+    return new Access(principal, effective.filter((g) => g.capabilities.size > 0));
+  }
+
+  get isOperator(): boolean {
+    return this.grants === "all";
+  }
+
+  /** Every capability the caller holds on `uid` (bindings at it or any ancestor). */
+  capabilitiesAt(uid: string): Set<number> {
+    if (this.grants === "all") return new Set(Object.values(Capability).filter((v): v is number => typeof v === "number"));
+    const held = new Set<number>();
+    for (const g of this.grants) if (isAncestorOrSelf(g.at, uid)) for (const c of g.capabilities) held.add(c);
+    return held;
+  }
+
+  can(caps: readonly number[], uid: string): boolean {
+    if (this.grants === "all") return true;
+    const held = this.capabilitiesAt(uid);
+    return caps.every((c) => held.has(c));
+  }
+
+  /** Whether any binding of the caller covers `uid` at all. */
+  canSee(uid: string): boolean {
+    return this.grants === "all" || this.grants.some((g) => isAncestorOrSelf(g.at, uid));
+  }
+
+  /** Whether the caller holds `caps` somewhere (for resources that belong to no group). */
+  holdsAnywhere(caps: readonly number[]): boolean {
+    return this.grants === "all" || this.grants.some((g) => this.can(caps, g.at));
+  }
+
+  /** The subtrees in which the caller holds all of `caps`. */
+  visibility(caps: readonly number[]): Visibility {
+    if (this.grants === "all") return "all";
+    const roots = [...new Set(this.grants.map((g) => g.at))].filter((at) => this.can(caps, at)).sort();
+    // Drop subtrees already inside another one.
+    return roots.filter((r, i) => !roots.slice(0, i).some((o) => isAncestorOrSelf(o, r)));
+  }
+
+  /**
+   * Allows the call or throws: NOT_FOUND when the caller cannot see `uid` at all (an answer must
+   * not reveal that something exists in a tree the caller has no binding in), PERMISSION_DENIED
+   * when it can see it but lacks a capability.
+   */
+  require(caps: readonly number[], uid: string, resourceType: string): void {
+    if (this.can(caps, uid)) return;
+    if (!this.canSee(uid)) throw notFound(resourceType, uid);
+    const held = this.capabilitiesAt(uid);
+    throw permissionDenied(`missing ${capabilityNames(caps.filter((c) => !held.has(c)))} on ${uid}`);
+  }
+}

@@ -1,0 +1,107 @@
+// Authentication and authorization of every RPC, on both transports, driven by the methods'
+// `chainguard.annotations.iam` option (read here as the transcoder reads google.api.http):
+// - no option: public (the token exchange itself);
+// - `disabled`: the method checks credentials itself;
+// - `enabled`: a valid API token is required; all listed capabilities are required on the
+//   request's scope (its `iam_scope` field: the resource's uid or its parent). Unscoped methods
+//   (List*, CreateGroup, GetRole, ...) get the caller's visibility and decide per item.
+import { getOption, hasOption, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
+import { IAM_Rules, iam, iam_scope } from "../gen/annotations/auth_pb.js";
+import { Capability } from "../gen/capabilities/capabilities_pb.js";
+import { permissionDenied, unauthenticated } from "../core/errors.js";
+import type { Authorizer, CallContext } from "../core/service.js";
+import type { IdentitiesRepository } from "../store/identities.js";
+import type { RoleBindingsRepository } from "../store/role-bindings.js";
+import { Access } from "./access.js";
+import { OPERATOR_SUBJECT, bearerToken, type TokenIssuer } from "./tokens.js";
+
+export interface IamRule {
+  mode: "public" | "self-checked" | "enabled";
+  capabilities: number[];
+  unscoped: boolean;
+  /** field path of the request's scope (e.g. [group, uid]); empty when the method has none */
+  scopePath: DescField[];
+}
+
+const rules = new WeakMap<DescMethod, IamRule>();
+
+function scopePathOf(desc: DescMessage): DescField[] {
+  const field = desc.fields.find((f) => getOption(f, iam_scope));
+  if (!field) return [];
+  return field.fieldKind === "message" ? [field, ...scopePathOf(field.message)] : [field];
+}
+
+export function iamRule(method: DescMethod): IamRule {
+  let rule = rules.get(method);
+  if (!rule) {
+    if (!hasOption(method, iam)) rule = { mode: "public", capabilities: [], unscoped: true, scopePath: [] };
+    else {
+      const option = getOption(method, iam);
+      if (option.mode.case !== "enabled") rule = { mode: "self-checked", capabilities: [], unscoped: true, scopePath: [] };
+      else {
+        const r: IAM_Rules = option.mode.value;
+        rule = { mode: "enabled", capabilities: [...r.capabilities], unscoped: r.unscoped, scopePath: r.unscoped ? [] : scopePathOf(method.input) };
+      }
+    }
+    rules.set(method, rule);
+  }
+  return rule;
+}
+
+function scopeOf(request: unknown, path: DescField[]): string | undefined {
+  let value: unknown = request;
+  for (const field of path) value = (value as Record<string, unknown> | undefined)?.[field.localName];
+  return typeof value === "string" ? value : undefined;
+}
+
+/** "RoleBindingsService" → "role binding": the noun its NOT_FOUND answers use. */
+export function resourceNoun(serviceName: string): string {
+  const plural = serviceName.replace(/Service$/, "");
+  const singular = plural.endsWith("ies") ? plural.slice(0, -3) + "y" : plural.replace(/s$/, "");
+  return singular.replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase();
+}
+
+export class TokenAuthorizer implements Authorizer {
+  constructor(
+    private readonly tokens: TokenIssuer,
+    private readonly identities: IdentitiesRepository,
+    private readonly roleBindings: RoleBindingsRepository,
+  ) {}
+
+  /** Who the bearer token of these headers belongs to, and what it may do now. */
+  async authenticate(headers: Headers): Promise<Access> {
+    const token = bearerToken(headers);
+    if (!token) throw unauthenticated("a bearer token is required (Authorization: Bearer <token>)");
+    const verified = await this.tokens.verify(token, this.tokens.urls.apiAudience);
+    if (verified.subject === OPERATOR_SUBJECT) return Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT });
+    const identity = await this.identities.get(verified.subject);
+    if (!identity) throw unauthenticated("the token's identity no longer exists");
+    const principal = { kind: identity.parent_uid === null ? "human" : "workload", uid: identity.uid } as const;
+    const caps = verified.caps ? new Set(verified.caps.map((c) => Capability[c as keyof typeof Capability] as number)) : undefined;
+    return Access.fromGrants(principal, await this.roleBindings.grantsOf(identity.uid), { caps, scopes: verified.scopes });
+  }
+
+  async authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void> {
+    const rule = iamRule(method);
+    if (rule.mode !== "enabled") return;
+    const access = await this.authenticate(call.headers);
+    call.access = access;
+    call.principal = access.principal;
+    if (rule.unscoped) {
+      call.visibility = access.visibility(rule.capabilities);
+      return;
+    }
+    if (rule.scopePath.length === 0) {
+      if (rule.capabilities.length > 0 && !access.isOperator) throw permissionDenied("this method is for the platform operator");
+      return;
+    }
+    const scope = scopeOf(request, rule.scopePath) ?? "";
+    if (scope === "") {
+      // Outside any group (e.g. a root-level identity): the operator's business only.
+      if (!access.isOperator) throw permissionDenied("only the platform operator may act outside a group");
+      return;
+    }
+    const isParent = rule.scopePath[rule.scopePath.length - 1]!.name === "parent";
+    access.require(rule.capabilities, scope, isParent ? "group" : resourceNoun(method.parent.name));
+  }
+}

@@ -1,0 +1,133 @@
+// API and registry tokens: ES256 JWTs signed with the issuer's current key (auth/keys.ts).
+// iss = {auth_url}, aud = the requested audience ({base_url} or {registry_host}), sub = the
+// caller's identity uid, at most one hour. Optional `caps`/`scopes` claims only ever narrow
+// what the identity's role bindings grant at request time; they never add to it.
+import { randomUUID } from "node:crypto";
+import { SignJWT, createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
+import { unauthenticated } from "../core/errors.js";
+import { ALGORITHM, MAX_TOKEN_LIFETIME_MS, type KeyManager } from "./keys.js";
+
+/** Signs with `signingKey`; verifies with `publishedKeys` (absent for a sign-only issuer). */
+export type KeySource = Pick<KeyManager, "signingKey"> & Partial<Pick<KeyManager, "publishedKeys">>;
+
+/** Where tokens come from and whom they are for; filled from the server's URL when not configured. */
+export interface AuthUrls {
+  /** {auth_url}: iss of every token, and the OIDC discovery base */
+  issuer: string;
+  /** {base_url}: the API audience */
+  apiAudience: string;
+  /** {registry_host}: the registry audience */
+  registryAudience: string;
+}
+
+/** The `sub` of the platform operator's tokens (not a UIDP, so never an identity's uid). */
+export const OPERATOR_SUBJECT = "bulwark:operator";
+
+/** Verification tolerance for our own tokens' time claims. */
+const CLOCK_TOLERANCE_SECONDS = 30;
+
+export interface MintRequest {
+  subject: string;
+  audience: string[];
+  lifetimeMs?: number;
+  /** capability names the token is narrowed to */
+  caps?: string[];
+  /** group uids the token is narrowed to */
+  scopes?: string[];
+}
+
+export interface IssuedToken {
+  token: string;
+  expiry: Date;
+}
+
+export interface VerifiedToken {
+  subject: string;
+  audience: string[];
+  issuedAt: Date;
+  expiry: Date;
+  caps?: string[];
+  scopes?: string[];
+}
+
+function stringList(value: unknown): string[] | undefined {
+  return Array.isArray(value) && value.every((v) => typeof v === "string") ? (value as string[]) : undefined;
+}
+
+export class TokenIssuer {
+  constructor(
+    private readonly keys: KeySource,
+    readonly urls: AuthUrls,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  async mint(req: MintRequest): Promise<IssuedToken> {
+    const key = await this.keys.signingKey();
+    const issuedAt = Math.floor(this.now().getTime() / 1000);
+    const lifetime = Math.min(req.lifetimeMs ?? MAX_TOKEN_LIFETIME_MS, MAX_TOKEN_LIFETIME_MS);
+    const exp = issuedAt + Math.floor(lifetime / 1000);
+    const claims: JWTPayload = {};
+    if (req.caps) claims.caps = req.caps;
+    if (req.scopes) claims.scopes = req.scopes;
+    const token = await new SignJWT(claims)
+      .setProtectedHeader({ alg: ALGORITHM, kid: key.kid, typ: "JWT" })
+      .setIssuer(this.urls.issuer)
+      .setSubject(req.subject)
+      .setAudience(req.audience)
+      .setIssuedAt(issuedAt)
+      .setNotBefore(issuedAt)
+      .setExpirationTime(exp)
+      .setJti(randomUUID())
+      .sign(key.privateKey);
+    return { token, expiry: new Date(exp * 1000) };
+  }
+
+  /** Verifies one of our tokens for `audience`; anything wrong is UNAUTHENTICATED. */
+  async verify(token: string, audience: string): Promise<VerifiedToken> {
+    try {
+      const { payload } = await jwtVerify(
+        token,
+        async (header, jws) => {
+          const published = (await this.keys.publishedKeys?.({ unknownKid: header.kid })) ?? [];
+          return createLocalJWKSet({ keys: published.map((k) => k.jwk) })(header, jws);
+        },
+        {
+          issuer: this.urls.issuer,
+          audience,
+          algorithms: [ALGORITHM],
+          clockTolerance: CLOCK_TOLERANCE_SECONDS,
+          currentDate: this.now(),
+          requiredClaims: ["sub", "exp", "iat"],
+          maxTokenAge: `${MAX_TOKEN_LIFETIME_MS / 1000 + CLOCK_TOLERANCE_SECONDS}s`,
+        },
+      );
+      return {
+        subject: payload.sub!,
+        audience: typeof payload.aud === "string" ? [payload.aud] : (payload.aud ?? []),
+        issuedAt: new Date(payload.iat! * 1000),
+        expiry: new Date(payload.exp! * 1000),
+        caps: stringList(payload.caps),
+        scopes: stringList(payload.scopes),
+      };
+    } catch (err) {
+      throw unauthenticated(describeJoseError(err));
+    }
+  }
+}
+
+/** A short reason that helps a client without revealing server configuration. */
+function describeJoseError(err: unknown): string {
+  if (err instanceof joseErrors.JWTExpired) return "token has expired";
+  if (err instanceof joseErrors.JWTClaimValidationFailed) return `token ${err.claim === "aud" ? "audience" : err.claim === "iss" ? "issuer" : `claim "${err.claim}"`} is not accepted`;
+  if (err instanceof joseErrors.JWKSNoMatchingKey) return "token is not signed by a current key";
+  if (err instanceof joseErrors.JOSEAlgNotAllowed) return "token algorithm is not accepted";
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return "token signature is invalid";
+  return "token is malformed";
+}
+
+/** The bearer token of an Authorization header, or undefined. */
+export function bearerToken(headers: Headers): string | undefined {
+  const value = headers.get("authorization");
+  const m = value ? /^Bearer\s+([A-Za-z0-9\-_.~+/]+=*)\s*$/i.exec(value) : null;
+  return m?.[1];
+}
