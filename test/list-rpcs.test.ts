@@ -20,7 +20,7 @@ import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-no
 import { http } from "../src/gen/google/api/annotations_pb.js";
 import { DEFAULT_PAGE_SIZE, type ListableResource } from "../src/core/list.js";
 import type { PageTokenCodec } from "../src/core/page-tokens.js";
-import { buildServices, type Repositories, type ServerKeys } from "../src/server/start.js";
+import { buildServices, type Repositories, type ServerKeys, type AuthDeps } from "../src/server/start.js";
 import { backends } from "./support/db-templates.js";
 import {
   createAccountAssociation,
@@ -93,7 +93,7 @@ const FACTORIES: Record<string, Factory> = {
  * Every served service, read from buildServices itself. Making the bindings touches none of the
  * dependencies (each service only closes over them), so inert stand-ins do.
  */
-const SERVED: DescService[] = buildServices({} as Repositories, {} as PageTokenCodec, {} as ServerKeys).map((b) => b.service);
+const SERVED: DescService[] = buildServices({} as Repositories, {} as PageTokenCodec, {} as ServerKeys, {} as AuthDeps).map((b) => b.service);
 
 /** Every `*Listing` (a ListableResource) exported by src/iam, by export name. */
 const LISTINGS = new Map<string, ListableResource>();

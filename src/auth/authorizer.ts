@@ -13,7 +13,7 @@ import type { Authorizer, CallContext } from "../core/service.js";
 import type { IdentitiesRepository } from "../store/identities.js";
 import type { RoleBindingsRepository } from "../store/role-bindings.js";
 import { Access } from "./access.js";
-import { OPERATOR_SUBJECT, bearerToken, type TokenIssuer } from "./tokens.js";
+import { OPERATOR_SUBJECT, bearerToken, type TokenIssuer, type VerifiedToken } from "./tokens.js";
 
 export interface IamRule {
   mode: "public" | "self-checked" | "enabled";
@@ -69,24 +69,26 @@ export class TokenAuthorizer implements Authorizer {
   ) {}
 
   /** Who the bearer token of these headers belongs to, and what it may do now. */
-  async authenticate(headers: Headers): Promise<Access> {
+  async authenticate(headers: Headers): Promise<{ access: Access; token: VerifiedToken }> {
     const token = bearerToken(headers);
     if (!token) throw unauthenticated("a bearer token is required (Authorization: Bearer <token>)");
     const verified = await this.tokens.verify(token, this.tokens.urls.apiAudience);
-    if (verified.subject === OPERATOR_SUBJECT) return Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT });
+    if (verified.subject === OPERATOR_SUBJECT) return { access: Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }), token: verified };
     const identity = await this.identities.get(verified.subject);
     if (!identity) throw unauthenticated("the token's identity no longer exists");
     const principal = { kind: identity.parent_uid === null ? "human" : "workload", uid: identity.uid } as const;
     const caps = verified.caps ? new Set(verified.caps.map((c) => Capability[c as keyof typeof Capability] as number)) : undefined;
-    return Access.fromGrants(principal, await this.roleBindings.grantsOf(identity.uid), { caps, scopes: verified.scopes });
+    const access = Access.fromGrants(principal, await this.roleBindings.grantsOf(identity.uid), { caps, scopes: verified.scopes });
+    return { access, token: verified };
   }
 
   async authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void> {
     const rule = iamRule(method);
     if (rule.mode !== "enabled") return;
-    const access = await this.authenticate(call.headers);
+    const { access, token } = await this.authenticate(call.headers);
     call.access = access;
     call.principal = access.principal;
+    call.token = token;
     if (rule.unscoped) {
       call.visibility = access.visibility(rule.capabilities);
       return;

@@ -3,6 +3,7 @@
 // these handlers through `invoke`.
 import { create, type DescMethod, type DescMethodUnary, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import type { Access, Principal, Visibility } from "../auth/access.js";
+import type { VerifiedToken } from "../auth/tokens.js";
 import { unauthenticated, unimplemented } from "./errors.js";
 
 export interface CallContext {
@@ -14,6 +15,8 @@ export interface CallContext {
   access?: Access;
   /** for unscoped methods: the subtrees in which the caller holds the method's capabilities */
   visibility?: Visibility;
+  /** the caller's verified API token */
+  token?: VerifiedToken;
   signal?: AbortSignal;
 }
 

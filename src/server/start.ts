@@ -6,6 +6,7 @@ import { pino, type Logger } from "pino";
 import { PageTokenCodec, loadSharedSecret } from "../core/page-tokens.js";
 import { SecretBox } from "../core/secret-box.js";
 import type { ServiceBinding } from "../core/service.js";
+import { authService } from "../auth/auth-service.js";
 import { TokenAuthorizer } from "../auth/authorizer.js";
 import { registerIssuerRoutes } from "../auth/issuer-routes.js";
 import { KeyManager, REFRESH_EVERY_MS } from "../auth/keys.js";
@@ -97,8 +98,13 @@ export async function loadServerKeys(db: Db): Promise<ServerKeys> {
   return { idpClientSecrets: new SecretBox(await loadSharedSecret(db, "idp_client_secrets")) };
 }
 
+/** The issuer's parts the auth services need. */
+export interface AuthDeps {
+  issuer: TokenIssuer;
+}
+
 /** Every served service; one line each. */
-export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys: ServerKeys): ServiceBinding[] {
+export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys: ServerKeys, auth: AuthDeps): ServiceBinding[] {
   const now = () => new Date();
   const lists = { tokens };
   return [
@@ -109,6 +115,7 @@ export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys:
     identityProvidersService({ identityProviders: repos.identityProviders, secrets: keys.idpClientSecrets, lists, now }),
     accountAssociationsService({ accountAssociations: repos.accountAssociations, lists, now }),
     groupInvitesService({ invites: repos.groupInvites, lists, now }),
+    authService({ tokens: auth.issuer, identities: repos.identities, roleBindings: repos.roleBindings }),
   ];
 }
 
@@ -147,7 +154,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const urls = authUrls(config);
     const issuer = new TokenIssuer(keys, urls);
     const { fastify, dual } = await createApp({
-      bindings: buildServices(repos, tokens, await loadServerKeys(database.db)),
+      bindings: buildServices(repos, tokens, await loadServerKeys(database.db), { issuer }),
       authorizer: new TokenAuthorizer(issuer, repos.identities, repos.roleBindings),
       routes: (app) => registerIssuerRoutes(app, urls, keys),
       errorDomain: config.errorDomain,

@@ -182,11 +182,36 @@ function decodeSegment(value: string, field: string): string {
   }
 }
 
-export function buildRequest(route: RestRoute, match: RegExpExecArray, query: Record<string, string | string[] | undefined>, rawBody: Buffer | undefined): MessageShape<DescMessage> {
+/** A form body (OAuth-style endpoints) read as more query parameters. */
+function formFields(raw: Buffer): Record<string, string | string[]> {
+  const fields: Record<string, string | string[]> = {};
+  for (const [key, value] of new URLSearchParams(raw.toString("utf8"))) {
+    const prev = fields[key];
+    fields[key] = prev === undefined ? value : Array.isArray(prev) ? [...prev, value] : [prev, value];
+  }
+  return fields;
+}
+
+export function buildRequest(
+  route: RestRoute,
+  match: RegExpExecArray,
+  query: Record<string, string | string[] | undefined>,
+  rawBody: Buffer | undefined,
+  contentType = "",
+): MessageShape<DescMessage> {
   const input = route.method.input;
   let root: JsonObject = {};
   const bound = new Set<string>();
-  const body = parseBody(rawBody);
+  // A rule without a body takes its fields from the query string; a POSTed form adds to it.
+  if (route.body === "" && rawBody?.length && /^application\/x-www-form-urlencoded\b/i.test(contentType)) {
+    const form = formFields(rawBody);
+    for (const [key, value] of Object.entries(form)) {
+      const prev = query[key];
+      query = { ...query, [key]: prev === undefined ? value : [...[prev].flat(), ...[value].flat()] };
+    }
+    rawBody = undefined;
+  }
+  const body = route.body === "" ? undefined : parseBody(rawBody);
   let bodyObject: JsonObject | undefined;
 
   if (route.body === "*") {
@@ -338,7 +363,7 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
         }
         if (!route || !match) return opts.sendError(reply, routeNotFound(request.method, path, routes));
         try {
-          const input = buildRequest(route, match, request.query as Record<string, string | string[]>, request.body as Buffer | undefined);
+          const input = buildRequest(route, match, request.query as Record<string, string | string[]>, request.body as Buffer | undefined, contentType);
           const output = await invoke(route.binding, route.method, input, opts.callContext(request), opts.authorizer);
           let desc: DescMessage = route.method.output;
           let message: MessageShape<DescMessage> = output;

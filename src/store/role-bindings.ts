@@ -130,6 +130,21 @@ export class RoleBindingsRepository {
     return deleteByUid(this.db, "role_bindings", uid);
   }
 
+  /** An identity's bindings with their group and role, for "who am I". */
+  bindingsOf(identityUid: string) {
+    return this.db
+      .selectFrom("role_bindings as rb")
+      .innerJoin("groups as g", "g.uid", "rb.parent_uid")
+      .innerJoin("roles as r", "r.uid", "rb.role_uid")
+      .select([
+        "g.uid as group_uid", "g.name as group_name", "g.description as group_description",
+        "r.uid as role_uid", "r.name as role_name", "r.description as role_description", "r.capabilities",
+      ])
+      .where("rb.identity_uid", "=", identityUid)
+      .orderBy("rb.uid")
+      .execute();
+  }
+
   /** Where an identity holds which capabilities: one query, read on every request. */
   async grantsOf(identityUid: string): Promise<Grant[]> {
     const rows = await this.db
