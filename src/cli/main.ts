@@ -3,6 +3,7 @@ import { Command, Option } from "commander";
 import { pino } from "pino";
 import { DEFAULT_CONFIG, startServer } from "../server/start.js";
 import { adminToken } from "./admin.js";
+import { CliError, login, logout, status, token } from "./auth.js";
 
 function parsePort(value: string): number {
   const n = Number(value);
@@ -80,12 +81,49 @@ export function buildCli(): Command {
       const { token } = await adminToken({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl, urls, audience: opts.audience ?? urls.apiAudience });
       process.stdout.write(token + "\n");
     });
+  const auth = program.command("auth").description("log in and get API tokens");
+  const clientUrls = (cmd: Command) =>
+    cmd
+      .addOption(new Option("--api-url <url>", "{base_url}: the API's URL").env("BULWARK_API_URL").default("http://127.0.0.1:8080"))
+      .addOption(new Option("--issuer-url <url>", "{auth_url}: the token issuer's URL (default: the API URL)").env("BULWARK_ISSUER_URL"));
+  clientUrls(auth.command("login"))
+    .description("exchange a workload's OIDC token for an API token and keep it (0600, in the user's config dir)")
+    .requiredOption("--identity <uid>", "the assumable identity's uid")
+    .requiredOption("--identity-token <jwt|path>", "the workload's OIDC token, or a file holding it (re-read on refresh)")
+    .action(async (opts: { apiUrl: string; issuerUrl?: string; identity: string; identityToken: string }) => {
+      const creds = await login({ apiUrl: opts.apiUrl, issuerUrl: opts.issuerUrl ?? opts.apiUrl, identity: opts.identity, identityToken: opts.identityToken });
+      const t = creds.tokens[creds.apiUrl]!;
+      process.stdout.write(`logged in as ${opts.identity}; token expires ${t.expiry}\n`);
+    });
+  auth
+    .command("token")
+    .description("print a valid token (refreshed through the exchange when possible)")
+    .option("--audience <aud>", "token audience (default: the API URL; the registry host for registry tokens)")
+    .action(async (opts: { audience?: string }) => {
+      process.stdout.write((await token(opts.audience)) + "\n");
+    });
+  auth
+    .command("status")
+    .description("show who the token belongs to and when it expires")
+    .action(async () => {
+      const s = await status();
+      const lines = [`subject: ${s.subject}`, ...(s.email ? [`email: ${s.email}`] : []), `issuer: ${s.issuer}`, `expires: ${s.expiry}`];
+      for (const c of s.capabilities ?? []) lines.push(`role ${c.role?.name ?? "?"} in ${c.group?.name ?? "?"} (${c.group?.id ?? "?"})`);
+      process.stdout.write(lines.join("\n") + "\n");
+    });
+  auth
+    .command("logout")
+    .description("forget the stored tokens")
+    .action(async () => {
+      process.stdout.write((await logout()) ? "logged out\n" : "not logged in\n");
+    });
   return program;
 }
 
 buildCli()
   .parseAsync(process.argv)
   .catch((err: unknown) => {
-    console.error(`bulwark: ${err instanceof Error ? err.message : String(err)}`);
+    // CliErrors are for the user; anything else is unexpected but still reported without a stack.
+    console.error(`bulwark: ${err instanceof CliError || err instanceof Error ? err.message : String(err)}`);
     process.exit(1);
   });
