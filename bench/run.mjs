@@ -6,14 +6,18 @@ import http from "node:http";
 import { once } from "node:events";
 import { pino } from "pino";
 import { startServer } from "../dist/server/start.js";
+import { OPERATOR_SUBJECT } from "../dist/auth/tokens.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
 
+let authorization = "";
+
 function request(url, method = "GET", body) {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, agent, headers: body ? { "content-type": "application/json" } : {} }, (res) => {
+    const headers = { ...(authorization ? { authorization } : {}), ...(body ? { "content-type": "application/json" } : {}) };
+    const req = http.request(url, { method, agent, headers }, (res) => {
       res.resume();
       res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`${url}: ${res.statusCode}`))));
     });
@@ -50,7 +54,8 @@ await once(bare, "listening");
 const bareUrl = `http://127.0.0.1:${bare.address().port}/`;
 
 const server = await startServer({ port: 0, host: "127.0.0.1", dataDir: "memory://", errorDomain: "bench", logger: pino({ level: "silent" }) });
-const post = async (path, body) => (await fetch(server.url + path, { method: "POST", body: JSON.stringify(body) })).json();
+authorization = `Bearer ${(await server.tokens.mint({ subject: OPERATOR_SUBJECT, audience: [server.tokens.urls.apiAudience] })).token}`;
+const post = async (path, body) => (await fetch(server.url + path, { method: "POST", headers: { authorization }, body: JSON.stringify(body) })).json();
 const org = await post("/iam/v2beta1/groups", { name: "bench" });
 const N = 2000;
 for (let i = 0; i < N; i += 50) {
@@ -59,6 +64,7 @@ for (let i = 0; i < N; i += 50) {
 
 const results = [];
 results.push(await throughput("bare node:http (baseline)", bareUrl));
+results.push(await throughput("Auth.Validate (token verify only)", `${server.url}/auth/v1/ok`));
 results.push(await throughput("GET /healthz (Fastify + one-port sniffer)", `${server.url}/healthz`));
 results.push(await throughput("REST GetGroup", `${server.url}/iam/v2beta1/groups/${org.uid}`));
 results.push(await throughput("REST ListGroups page_size=50", `${server.url}/iam/v2beta1/groups?uidp.children_of=${org.uid}&page_size=50`));
@@ -69,11 +75,12 @@ console.log(`\nThroughput (${SECONDS}s each, ${CONCURRENCY} connections, PGlite 
 for (const r of results) console.log(`  ${r.label.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   ${(r.rps / base).toFixed(3)} × baseline`);
 
 // Page depth: page 1 vs the page after walking 1,900 rows by cursor, name order.
+const get = (url) => fetch(url, { headers: { authorization } });
 const listUrl = (token) => `${server.url}/iam/v2beta1/groups?uidp.children_of=${org.uid}&page_size=50&order_by=name${token ? `&page_token=${encodeURIComponent(token)}` : ""}`;
 let token;
-for (let i = 0; i < 38; i++) token = (await (await fetch(listUrl(token))).json()).nextPageToken;
-const first = await timeIt(() => fetch(listUrl()).then((r) => r.text()), 50);
-const deep = await timeIt(() => fetch(listUrl(token)).then((r) => r.text()), 50);
+for (let i = 0; i < 38; i++) token = (await (await get(listUrl(token))).json()).nextPageToken;
+const first = await timeIt(() => get(listUrl()).then((r) => r.text()), 50);
+const deep = await timeIt(() => get(listUrl(token)).then((r) => r.text()), 50);
 console.log(`\nPage cost by depth (ms per page of 50): first ${first.toFixed(2)}, after 1,900 rows ${deep.toFixed(2)}  → ratio ${(deep / first).toFixed(2)} (1.0 = flat)`);
 
 await server.close();

@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { SignJWT, createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
 import { unauthenticated } from "../core/errors.js";
-import { ALGORITHM, MAX_TOKEN_LIFETIME_MS, type KeyManager } from "./keys.js";
+import { ALGORITHM, MAX_TOKEN_LIFETIME_MS, type KeyManager, type PublishedKey } from "./keys.js";
 
 /** Signs with `signingKey`; verifies with `publishedKeys` (absent for a sign-only issuer). */
 export type KeySource = Pick<KeyManager, "signingKey"> & Partial<Pick<KeyManager, "publishedKeys">>;
@@ -55,6 +55,9 @@ function stringList(value: unknown): string[] | undefined {
 }
 
 export class TokenIssuer {
+  /** the imported key set, rebuilt only when the published keys change */
+  #jwks: { source: readonly PublishedKey[]; verify: ReturnType<typeof createLocalJWKSet> } | undefined;
+
   constructor(
     private readonly keys: KeySource,
     readonly urls: AuthUrls,
@@ -89,7 +92,8 @@ export class TokenIssuer {
         token,
         async (header, jws) => {
           const published = (await this.keys.publishedKeys?.({ unknownKid: header.kid })) ?? [];
-          return createLocalJWKSet({ keys: published.map((k) => k.jwk) })(header, jws);
+          if (this.#jwks?.source !== published) this.#jwks = { source: published, verify: createLocalJWKSet({ keys: published.map((k) => k.jwk) }) };
+          return this.#jwks.verify(header, jws);
         },
         {
           issuer: this.urls.issuer,
