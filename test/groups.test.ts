@@ -288,3 +288,30 @@ for (const backend of backends()) {
     });
   });
 }
+
+for (const backend of backends()) {
+  describe(`group verification [${backend}]`, () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer(backend);
+    });
+    after(() => server.close());
+
+    it("lets only the platform operator change verified", async () => {
+      const operator = restClient(server.url, server.operatorToken);
+      const org = (await operator.post("/iam/v2beta1/groups", { name: "verify-me" })).body;
+      const id = (await operator.post(`/iam/v2beta1/identities/${org.uid}`, { name: "owner", claimMatch: { issuer: "https://issuer.example", subject: "o" } })).body;
+      const ownerRole = (await operator.get("/iam/v2beta1/roles?name=owner")).body.roles[0].uid;
+      assert.equal((await operator.post(`/iam/v2beta1/roleBindings/${org.uid}`, { identityUid: id.uid, roleUid: ownerRole })).status, 200);
+      const owner = restClient(server.url, await server.tokenFor(id.uid));
+      const denied = await owner.patch(`/iam/v2beta1/groups/${org.uid}`, { verified: true });
+      assert.equal(denied.status, 403);
+      assert.equal(denied.body.code, 7);
+      assert.equal((await owner.patch(`/iam/v2beta1/groups/${org.uid}`, { description: "owners may edit this" })).status, 200);
+      const byOperator = await operator.patch(`/iam/v2beta1/groups/${org.uid}`, { verified: true });
+      assert.equal(byOperator.body.verified, true);
+      // resending the current value is not a change
+      assert.equal((await owner.patch(`/iam/v2beta1/groups/${org.uid}`, { verified: true, description: "still" })).status, 200);
+    });
+  });
+}

@@ -96,7 +96,7 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
       return { groups: items, ...page };
     },
 
-    async updateGroup(req) {
+    async updateGroup(req, call) {
       const patch = req.group;
       if (!patch) throw invalidArgument({ field: "group", description: "is required" });
       requireUid("group.uid", patch.uid);
@@ -106,6 +106,10 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
           const { updated } = applyFieldMask(GroupSchema, toGroup(current), patch, req.updateMask);
           const violations = validateFields(updated);
           if (violations.length) throw invalidArgument(violations);
+          // `verified` is the platform's statement about an organization, not the owner's.
+          if (updated.verified !== current.verified && !accessOf(call).isOperator) {
+            throw permissionDenied("verified is set by the platform operator");
+          }
           return { name: updated.name, description: updated.description, verified: updated.verified, kind: updated.kind };
         },
         now(),
