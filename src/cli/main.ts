@@ -11,6 +11,16 @@ function parsePort(value: string): number {
   return n;
 }
 
+/**
+ * A switch that also reads an environment variable: commander would take any defined value
+ * (even "false") as on, so the value is parsed; the bare flag means true.
+ */
+function parseSwitch(value: string): boolean {
+  if (/^(1|true|yes|on)$/i.test(value)) return true;
+  if (/^(0|false|no|off|)$/i.test(value)) return false;
+  throw new Error(`invalid boolean: ${value}`);
+}
+
 /** Options shared by every command that opens the database. */
 function databaseOptions(cmd: Command): Command {
   return cmd
@@ -47,7 +57,17 @@ export function buildCli(): Command {
     .description("start the API server (REST/JSON, gRPC, gRPC-Web and Connect on one port)")
     .addOption(new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors").env("BULWARK_ERROR_DOMAIN").default(DEFAULT_CONFIG.errorDomain))
     .addOption(new Option("--log-level <level>", "log level").env("BULWARK_LOG_LEVEL").default("info"))
-    .action(async (opts: UrlOpts & { dataDir: string; databaseUrl?: string; errorDomain: string; logLevel: string }) => {
+    .addOption(
+      new Option("--allow-insecure-issuers [bool]", "token exchange: accept plain-http OIDC issuers on loopback hosts (tests and local use only)")
+        .env("BULWARK_ALLOW_INSECURE_ISSUERS")
+        .argParser(parseSwitch),
+    )
+    .addOption(
+      new Option("--allow-private-issuer-addresses [bool]", "token exchange: accept OIDC issuers on private, loopback, link-local, CGNAT, ... addresses")
+        .env("BULWARK_ALLOW_PRIVATE_ISSUER_ADDRESSES")
+        .argParser(parseSwitch),
+    )
+    .action(async (opts: UrlOpts & { dataDir: string; databaseUrl?: string; errorDomain: string; logLevel: string; allowInsecureIssuers?: boolean; allowPrivateIssuerAddresses?: boolean }) => {
       const logger = pino({ level: opts.logLevel });
       const server = await startServer({ ...opts, logger });
       logger.info(

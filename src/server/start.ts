@@ -10,7 +10,9 @@ import { authService } from "../auth/auth-service.js";
 import { TokenAuthorizer } from "../auth/authorizer.js";
 import { registerIssuerRoutes } from "../auth/issuer-routes.js";
 import { KeyManager, REFRESH_EVERY_MS } from "../auth/keys.js";
+import { securityTokenService } from "../auth/sts.js";
 import { TokenIssuer, type AuthUrls } from "../auth/tokens.js";
+import { UpstreamIssuers, type UpstreamOptions } from "../auth/upstream.js";
 import { accountAssociationsService } from "../iam/account-associations.js";
 import { BUILTIN_ROLES } from "../iam/builtin-roles.js";
 import { groupInvitesService } from "../iam/group-invites.js";
@@ -44,6 +46,10 @@ export interface ServerConfig {
   apiUrl?: string;
   /** {registry_host}: the registry's host, the audience of registry tokens (default: the server's host:port) */
   registryHost?: string;
+  /** accept plain-http upstream OIDC issuers on loopback hosts (tests and local use only) */
+  allowInsecureIssuers?: boolean;
+  /** accept upstream OIDC issuers (and their jwks_uri hosts) on private, loopback, link-local, ... addresses */
+  allowPrivateIssuerAddresses?: boolean;
   /** tests pass a PGlite cloned from a migrated template */
   pglite?: PGlite;
   logger?: Logger;
@@ -101,6 +107,9 @@ export async function loadServerKeys(db: Db): Promise<ServerKeys> {
 /** The issuer's parts the auth services need. */
 export interface AuthDeps {
   issuer: TokenIssuer;
+  /** how the token exchange reaches workloads' OIDC issuers */
+  upstream?: UpstreamOptions;
+  logger?: Logger;
 }
 
 /** Every served service; one line each. */
@@ -116,6 +125,7 @@ export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys:
     accountAssociationsService({ accountAssociations: repos.accountAssociations, lists, now }),
     groupInvitesService({ invites: repos.groupInvites, lists, now }),
     authService({ tokens: auth.issuer, identities: repos.identities, roleBindings: repos.roleBindings }),
+    securityTokenService({ tokens: auth.issuer, identities: repos.identities, upstream: new UpstreamIssuers(auth.upstream), logger: auth.logger, now }),
   ];
 }
 
@@ -154,7 +164,11 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const urls = authUrls(config);
     const issuer = new TokenIssuer(keys, urls);
     const { fastify, dual } = await createApp({
-      bindings: buildServices(repos, tokens, await loadServerKeys(database.db), { issuer }),
+      bindings: buildServices(repos, tokens, await loadServerKeys(database.db), {
+        issuer,
+        upstream: { allowInsecureIssuers: config.allowInsecureIssuers, allowPrivateIssuerAddresses: config.allowPrivateIssuerAddresses },
+        logger,
+      }),
       authorizer: new TokenAuthorizer(issuer, repos.identities, repos.roleBindings),
       routes: (app) => registerIssuerRoutes(app, urls, keys),
       errorDomain: config.errorDomain,

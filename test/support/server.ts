@@ -29,8 +29,22 @@ async function withTokens(server: RunningServer, backend: Backend, close = serve
   return { ...server, backend, close, tokenFor, operatorToken: await tokenFor(OPERATOR_SUBJECT) };
 }
 
-export async function startTestServer(backend: Backend): Promise<TestServer> {
-  const common = { port: 0, host: "127.0.0.1", dataDir: "", errorDomain: ERROR_DOMAIN, logger: pino({ level: process.env.BULWARK_TEST_LOG ?? "silent" }) };
+/** Test servers reach the test OIDC issuers on 127.0.0.1 over http, so both default to on. */
+export interface TestServerOptions {
+  allowInsecureIssuers?: boolean;
+  allowPrivateIssuerAddresses?: boolean;
+}
+
+export async function startTestServer(backend: Backend, options: TestServerOptions = {}): Promise<TestServer> {
+  const common = {
+    port: 0,
+    host: "127.0.0.1",
+    dataDir: "",
+    errorDomain: ERROR_DOMAIN,
+    logger: pino({ level: process.env.BULWARK_TEST_LOG ?? "silent" }),
+    allowInsecureIssuers: options.allowInsecureIssuers ?? true,
+    allowPrivateIssuerAddresses: options.allowPrivateIssuerAddresses ?? true,
+  };
   if (backend === "pglite") {
     const server = await startServer({ ...common, pglite: await clonePglite() });
     return withTokens(server, backend);
