@@ -374,7 +374,12 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
               message = ((output as Record<string, unknown>)[f.localName] as MessageShape<DescMessage>) ?? create(f.message);
             }
           }
-          return reply.code(200).header("content-type", "application/json").send(JSON.stringify(toRestJson(desc, message)));
+          // API answers are per caller (and some are tokens): never stored by caches (RFC 6749 §5.1).
+          return reply
+            .code(200)
+            .header("content-type", "application/json")
+            .header("cache-control", "no-store")
+            .send(JSON.stringify(toRestJson(desc, message)));
         } catch (err) {
           return opts.sendError(reply, err);
         }
