@@ -62,9 +62,10 @@ export async function invoke(
   call: CallContext,
   authorizer: Authorizer,
 ): Promise<MessageShape<DescMessageOf<typeof method, "output">>> {
+  // Authorization comes first, so even an unimplemented method tells an anonymous caller nothing.
+  await authorizer.authorize(method, request, call);
   const handler = binding.handlers[method.localName];
   if (!handler) throw unimplemented(`${binding.service.name}.${method.name} is not implemented by this server`);
-  await authorizer.authorize(method, request, call);
   return create(method.output, await handler(request, call));
 }
 
