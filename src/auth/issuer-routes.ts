@@ -5,22 +5,21 @@ import type { KeyManager } from "./keys.js";
 import { ALGORITHM } from "./keys.js";
 import type { AuthUrls } from "./tokens.js";
 
-/** Paths below the issuer URL (which may itself have a path). */
-function issuerPath(issuer: string, suffix: string): string {
-  const base = new URL(issuer).pathname.replace(/\/$/, "");
-  return `${base}${suffix}`;
-}
-
 export function registerIssuerRoutes(app: FastifyInstance, urls: AuthUrls, keys: KeyManager): void {
-  // Routes are resolved per request because the issuer URL may only be known after listen.
-  app.get("/.well-known/openid-configuration", async (request, reply) => {
-    if (issuerPath(urls.issuer, "/.well-known/openid-configuration") !== request.url.split("?")[0]) return reply.callNotFound();
+  // Served at the root; an issuer URL with a path is served under it too (app.ts pathPrefixes).
+  // The document is built per request because the issuer URL may only be known after listen.
+  app.get("/.well-known/openid-configuration", async (_request, reply) => {
     const issuer = urls.issuer.replace(/\/$/, "");
     return reply.header("cache-control", "public, max-age=300").send({
       issuer: urls.issuer,
       jwks_uri: `${issuer}/.well-known/jwks.json`,
-      token_endpoint: `${issuer}/sts/exchange`,
-      response_types_supported: ["id_token"],
+      // Human sign-in for the CLI (auth/login.ts): authorization code + PKCE, and the device flow.
+      authorization_endpoint: `${issuer}/oauth/authorize`,
+      token_endpoint: `${issuer}/oauth/token`,
+      device_authorization_endpoint: `${issuer}/oauth/device_authorization`,
+      grant_types_supported: ["authorization_code", "urn:ietf:params:oauth:grant-type:device_code"],
+      response_types_supported: ["code"],
+      code_challenge_methods_supported: ["S256"],
       subject_types_supported: ["public"],
       id_token_signing_alg_values_supported: [ALGORITHM],
       token_endpoint_auth_methods_supported: ["none"],

@@ -184,6 +184,12 @@ function isLoopbackName(hostname: string): boolean {
 // ---------------------------------------------------------------------------------------------
 // Fetching.
 
+interface RequestInit {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array;
+}
+
 export interface UpstreamResponse {
   status: number;
   headers: http.IncomingHttpHeaders;
@@ -266,17 +272,17 @@ export class UpstreamIssuers {
     };
   }
 
-  /** One GET, no redirects followed; rejects when the deadline passes or the body is too large. */
-  private request(url: URL, deadline: number, signal?: AbortSignal): Promise<Omit<UpstreamResponse, "url">> {
+  /** One request (GET unless `init` says otherwise), no redirects followed; rejects when the deadline passes or the body is too large. */
+  private request(url: URL, deadline: number, signal?: AbortSignal, init: RequestInit = {}): Promise<Omit<UpstreamResponse, "url">> {
     return new Promise((resolve, reject) => {
       const remaining = deadline - Date.now();
       if (remaining <= 0) return reject(new UpstreamError(`timed out after ${this.timeoutMs} ms (${url.origin})`));
       const client = url.protocol === "https:" ? https : http;
       const req = client.request(url, {
-        method: "GET",
+        method: init.method ?? "GET",
         agent: false,
         lookup: this.lookupFor(url.protocol),
-        headers: { accept: "application/json, application/jwk-set+json", "user-agent": "bulwark-sts" },
+        headers: { accept: "application/json, application/jwk-set+json", "user-agent": "bulwark-sts", ...init.headers },
       });
       const timer = setTimeout(() => req.destroy(new UpstreamError(`timed out after ${this.timeoutMs} ms (${url.origin})`)), remaining);
       const onAbort = () => req.destroy(new UpstreamError(`aborted (${url.origin})`));
@@ -314,9 +320,34 @@ export class UpstreamIssuers {
         res.on("aborted", () => finish(new UpstreamError(`${url.origin}: response aborted`)));
         res.on("end", () => finish(undefined, { status, headers: res.headers, body: Buffer.concat(chunks) }));
       });
-      req.end();
+      req.end(init.body);
     });
   }
+
+  /**
+   * A WHATWG-style fetch with the same guards (any method, no redirects followed), for OIDC
+   * client libraries: openid-client's `customFetch` when signing users in through an upstream.
+   */
+  readonly clientFetch = async (
+    input: string,
+    options: { method?: string; headers?: Record<string, string> | Headers; body?: string | URLSearchParams | Uint8Array | null; signal?: AbortSignal | null } = {},
+  ): Promise<Response> => {
+    const url = new URL(input);
+    const problem = this.urlProblem(url);
+    if (problem) throw new UpstreamError(problem);
+    const headers: Record<string, string> = {};
+    new Headers(options.headers ?? {}).forEach((value, key) => (headers[key] = value));
+    const body = options.body == null ? undefined : typeof options.body === "string" || options.body instanceof Uint8Array ? options.body : options.body.toString();
+    if (body !== undefined && options.body instanceof URLSearchParams && !headers["content-type"]) headers["content-type"] = "application/x-www-form-urlencoded";
+    const res = await this.request(url, Date.now() + this.timeoutMs, options.signal ?? undefined, { method: options.method ?? "GET", headers, body });
+    const responseHeaders = new Headers();
+    for (const [key, value] of Object.entries(res.headers)) {
+      if (value === undefined) continue;
+      for (const v of Array.isArray(value) ? value : [value]) responseHeaders.append(key, v);
+    }
+    const nullBody = res.status === 204 || res.status === 304 || (res.status >= 300 && res.status < 400);
+    return new Response(nullBody ? null : new Uint8Array(res.body), { status: res.status, headers: responseHeaders });
+  };
 
   /** GET with every hop validated; one deadline for the whole fetch. */
   async fetch(input: string, signal?: AbortSignal): Promise<UpstreamResponse> {

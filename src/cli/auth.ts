@@ -51,6 +51,13 @@ export interface LoginOptions {
   identityToken: string;
 }
 
+/** Keeps a token a person obtained by signing in (no refresh: sign in again when it expires). */
+export async function saveHumanLogin(apiUrl: string, issuerUrl: string, token: { token: string; expiry: Date }): Promise<Credentials> {
+  const creds: Credentials = { apiUrl, issuerUrl, tokens: { [apiUrl]: { token: token.token, expiry: token.expiry.toISOString() } } };
+  await saveCredentials(creds);
+  return creds;
+}
+
 export async function login(opts: LoginOptions): Promise<Credentials> {
   const { token: upstream, file } = await readIdentityToken(opts.identityToken);
   const apiToken = await exchange(opts.issuerUrl, upstream, { identity: opts.identity, audience: opts.apiUrl });

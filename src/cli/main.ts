@@ -3,7 +3,8 @@ import { Command, Option } from "commander";
 import { pino } from "pino";
 import { DEFAULT_CONFIG, startServer } from "../server/start.js";
 import { adminToken } from "./admin.js";
-import { CliError, login, logout, status, token } from "./auth.js";
+import { CliError, login, logout, saveHumanLogin, status, token } from "./auth.js";
+import { browserLogin, headlessLogin } from "./browser-login.js";
 
 function parsePort(value: string): number {
   const n = Number(value);
@@ -67,9 +68,16 @@ export function buildCli(): Command {
         .env("BULWARK_ALLOW_PRIVATE_ISSUER_ADDRESSES")
         .argParser(parseSwitch),
     )
-    .action(async (opts: UrlOpts & { dataDir: string; databaseUrl?: string; errorDomain: string; logLevel: string; allowInsecureIssuers?: boolean; allowPrivateIssuerAddresses?: boolean }) => {
+    .addOption(new Option("--upstream-issuer <url>", "sign-in: the platform's default upstream OIDC provider for people").env("BULWARK_UPSTREAM_ISSUER"))
+    .addOption(new Option("--upstream-client-id <id>", "sign-in: this server's client id at the upstream provider").env("BULWARK_UPSTREAM_CLIENT_ID"))
+    .addOption(
+      new Option("--upstream-client-secret <secret>", "sign-in: its client secret (prefer the env variable; omit for a public client with PKCE)").env("BULWARK_UPSTREAM_CLIENT_SECRET"),
+    )
+    .action(async (opts: UrlOpts & { dataDir: string; databaseUrl?: string; errorDomain: string; logLevel: string; allowInsecureIssuers?: boolean; allowPrivateIssuerAddresses?: boolean; upstreamIssuer?: string; upstreamClientId?: string; upstreamClientSecret?: string }) => {
       const logger = pino({ level: opts.logLevel });
-      const server = await startServer({ ...opts, logger });
+      if (Boolean(opts.upstreamIssuer) !== Boolean(opts.upstreamClientId)) throw new CliError("--upstream-issuer and --upstream-client-id go together");
+      const defaultUpstream = opts.upstreamIssuer && opts.upstreamClientId ? { issuer: opts.upstreamIssuer, clientId: opts.upstreamClientId, clientSecret: opts.upstreamClientSecret || undefined } : undefined;
+      const server = await startServer({ ...opts, defaultUpstream, logger });
       logger.info(
         { url: server.url, issuer: server.tokens.urls.issuer, database: server.backend === "postgres" ? "postgres" : `pglite:${opts.dataDir}` },
         `bulwark listening on ${server.url}`,
@@ -107,13 +115,25 @@ export function buildCli(): Command {
       .addOption(new Option("--api-url <url>", "{base_url}: the API's URL").env("BULWARK_API_URL").default("http://127.0.0.1:8080"))
       .addOption(new Option("--issuer-url <url>", "{auth_url}: the token issuer's URL (default: the API URL)").env("BULWARK_ISSUER_URL"));
   clientUrls(auth.command("login"))
-    .description("exchange a workload's OIDC token for an API token and keep it (0600, in the user's config dir)")
-    .requiredOption("--identity <uid>", "the assumable identity's uid")
-    .requiredOption("--identity-token <jwt|path>", "the workload's OIDC token, or a file holding it (re-read on refresh)")
-    .action(async (opts: { apiUrl: string; issuerUrl?: string; identity: string; identityToken: string }) => {
-      const creds = await login({ apiUrl: opts.apiUrl, issuerUrl: opts.issuerUrl ?? opts.apiUrl, identity: opts.identity, identityToken: opts.identityToken });
-      const t = creds.tokens[creds.apiUrl]!;
-      process.stdout.write(`logged in as ${opts.identity}; token expires ${t.expiry}\n`);
+    .description("sign in and keep an API token (0600, in the user's config dir): in a browser, or as a workload with --identity")
+    .option("--identity <uid>", "assume this identity with --identity-token (workloads)")
+    .option("--identity-token <jwt|path>", "the workload's OIDC token, or a file holding it (re-read on refresh)")
+    .option("--identity-provider <uid>", "sign in through this organization's identity provider")
+    .option("--invite-code <code>", "accept this group invite after signing in")
+    .option("--headless", "no browser here: approve a code in a browser elsewhere")
+    .option("--no-browser", "print the sign-in URL without opening a browser")
+    .action(async (opts: { apiUrl: string; issuerUrl?: string; identity?: string; identityToken?: string; identityProvider?: string; inviteCode?: string; headless?: boolean; browser: boolean }) => {
+      const issuerUrl = opts.issuerUrl ?? opts.apiUrl;
+      if (opts.identity || opts.identityToken) {
+        if (!opts.identity || !opts.identityToken) throw new CliError("--identity and --identity-token go together");
+        const creds = await login({ apiUrl: opts.apiUrl, issuerUrl, identity: opts.identity, identityToken: opts.identityToken });
+        process.stdout.write(`logged in as ${opts.identity}; token expires ${creds.tokens[creds.apiUrl]!.expiry}\n`);
+        return;
+      }
+      const human = { issuerUrl, identityProvider: opts.identityProvider, inviteCode: opts.inviteCode, noBrowser: !opts.browser, say: (l: string) => process.stderr.write(l + "\n") };
+      const signedIn = opts.headless ? await headlessLogin(human) : await browserLogin(human);
+      await saveHumanLogin(opts.apiUrl, issuerUrl, signedIn);
+      process.stdout.write(`signed in; token expires ${signedIn.expiry.toISOString()}\n`);
     });
   auth
     .command("token")

@@ -64,6 +64,11 @@ export interface AppOptions {
   bodyLimit?: number;
   /** plain routes outside the RPC surface (OIDC discovery, JWKS) */
   routes?: (app: FastifyInstance) => void;
+  /**
+   * Path prefixes of the public URLs (an issuer or API published at https://host/prefix): a
+   * request under one is served as if the prefix were absent, as behind a path-routing proxy.
+   */
+  pathPrefixes?: string[];
 }
 
 export interface App {
@@ -79,6 +84,13 @@ export async function createApp(opts: AppOptions): Promise<App> {
     // Per-request logs would be noise at this rate; errors are logged where they are handled.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
+    rewriteUrl: (req) => {
+      const url = req.url ?? "/";
+      for (const prefix of opts.pathPrefixes ?? []) {
+        if (url === prefix || url.startsWith(prefix + "/") || url.startsWith(prefix + "?")) return url.slice(prefix.length) || "/";
+      }
+      return url;
+    },
     // Requests Fastify rejects before routing (e.g. a malformed percent-encoding in the URL).
     frameworkErrors: (err, _request, reply) =>
       sendError(reply as unknown as FastifyReply, invalidArgument({ field: "request", description: err.message })),

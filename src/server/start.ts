@@ -8,6 +8,7 @@ import { SecretBox } from "../core/secret-box.js";
 import type { ServiceBinding } from "../core/service.js";
 import { authService } from "../auth/auth-service.js";
 import { TokenAuthorizer } from "../auth/authorizer.js";
+import { registerLoginRoutes, type UpstreamProvider } from "../auth/login.js";
 import { registerIssuerRoutes } from "../auth/issuer-routes.js";
 import { KeyManager, REFRESH_EVERY_MS } from "../auth/keys.js";
 import { securityTokenService } from "../auth/sts.js";
@@ -26,6 +27,7 @@ import { migrate, openDatabase, type Db } from "../store/db.js";
 import { GroupInvitesRepository } from "../store/group-invites.js";
 import { GroupsRepository } from "../store/groups.js";
 import { IdentitiesRepository } from "../store/identities.js";
+import { LoginSessionsRepository } from "../store/login-sessions.js";
 import { IdentityProvidersRepository } from "../store/identity-providers.js";
 import { RoleBindingsRepository } from "../store/role-bindings.js";
 import { RolesRepository } from "../store/roles.js";
@@ -50,6 +52,8 @@ export interface ServerConfig {
   allowInsecureIssuers?: boolean;
   /** accept upstream OIDC issuers (and their jwks_uri hosts) on private, loopback, link-local, ... addresses */
   allowPrivateIssuerAddresses?: boolean;
+  /** the platform's default upstream OIDC provider for human sign-in (`bulwark auth login`) */
+  defaultUpstream?: UpstreamProvider;
   /** tests pass a PGlite cloned from a migrated template */
   pglite?: PGlite;
   logger?: Logger;
@@ -80,6 +84,7 @@ export interface Repositories {
   identityProviders: IdentityProvidersRepository;
   accountAssociations: AccountAssociationsRepository;
   groupInvites: GroupInvitesRepository;
+  loginSessions: LoginSessionsRepository;
 }
 
 export function repositories(db: Db): Repositories {
@@ -91,6 +96,7 @@ export function repositories(db: Db): Repositories {
     identityProviders: new IdentityProvidersRepository(db),
     accountAssociations: new AccountAssociationsRepository(db),
     groupInvites: new GroupInvitesRepository(db),
+    loginSessions: new LoginSessionsRepository(db),
   };
 }
 
@@ -107,8 +113,8 @@ export async function loadServerKeys(db: Db): Promise<ServerKeys> {
 /** The issuer's parts the auth services need. */
 export interface AuthDeps {
   issuer: TokenIssuer;
-  /** how the token exchange reaches workloads' OIDC issuers */
-  upstream?: UpstreamOptions;
+  /** how the token exchange and sign-in reach upstream OIDC issuers (SSRF-guarded) */
+  upstream: UpstreamIssuers;
   logger?: Logger;
 }
 
@@ -125,7 +131,7 @@ export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys:
     accountAssociationsService({ accountAssociations: repos.accountAssociations, lists, now }),
     groupInvitesService({ invites: repos.groupInvites, lists, now }),
     authService({ tokens: auth.issuer, identities: repos.identities, roleBindings: repos.roleBindings }),
-    securityTokenService({ tokens: auth.issuer, identities: repos.identities, upstream: new UpstreamIssuers(auth.upstream), logger: auth.logger, now }),
+    securityTokenService({ tokens: auth.issuer, identities: repos.identities, upstream: auth.upstream, logger: auth.logger, now }),
   ];
 }
 
@@ -159,18 +165,43 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const keyFile = database.backend === "pglite" && !config.pglite && !config.dataDir.startsWith("memory://") ? issuerKeyFile(config.dataDir) : undefined;
     const keys = new KeyManager(database.db, undefined, keyFile);
     await keys.signingKey();
-    const refresh = setInterval(() => void keys.signingKey().then(() => keys.prune()).catch((err) => logger.error({ err }, "signing key refresh failed")), REFRESH_EVERY_MS);
+    const refresh = setInterval(
+      () =>
+        void keys
+          .signingKey()
+          .then(() => Promise.all([keys.prune(), repos.loginSessions.prune(new Date())]))
+          .catch((err) => logger.error({ err }, "periodic key refresh failed")),
+      REFRESH_EVERY_MS,
+    );
     refresh.unref();
     const urls = authUrls(config);
     const issuer = new TokenIssuer(keys, urls);
+    const upstreamOptions: UpstreamOptions = { allowInsecureIssuers: config.allowInsecureIssuers, allowPrivateIssuerAddresses: config.allowPrivateIssuerAddresses };
+    const upstream = new UpstreamIssuers(upstreamOptions);
+    const serverKeys = await loadServerKeys(database.db);
     const { fastify, dual } = await createApp({
-      bindings: buildServices(repos, tokens, await loadServerKeys(database.db), {
-        issuer,
-        upstream: { allowInsecureIssuers: config.allowInsecureIssuers, allowPrivateIssuerAddresses: config.allowPrivateIssuerAddresses },
-        logger,
-      }),
+      bindings: buildServices(repos, tokens, serverKeys, { issuer, upstream, logger }),
       authorizer: new TokenAuthorizer(issuer, repos.identities, repos.roleBindings),
-      routes: (app) => registerIssuerRoutes(app, urls, keys),
+      routes: (app) => {
+        registerIssuerRoutes(app, urls, keys);
+        registerLoginRoutes(app, {
+          issuer,
+          upstream,
+          upstreamOptions,
+          defaultUpstream: config.defaultUpstream,
+          sessions: repos.loginSessions,
+          identities: repos.identities,
+          roleBindings: repos.roleBindings,
+          identityProviders: repos.identityProviders,
+          idpSecrets: serverKeys.idpClientSecrets,
+          invites: repos.groupInvites,
+          logger,
+        });
+      },
+      pathPrefixes: [config.issuerUrl, config.apiUrl].flatMap((u) => {
+        const path = u ? new URL(u).pathname.replace(/\/+$/, "") : "";
+        return path ? [path] : [];
+      }),
       errorDomain: config.errorDomain,
       logger,
     });

@@ -64,6 +64,35 @@ export class IdentitiesRepository {
       .executeTakeFirst();
   }
 
+  /**
+   * Registers a human on first sign-in, or refreshes it on later ones: a root-level identity
+   * whose claim match is the upstream's (issuer, subject).
+   */
+  async upsertHuman(h: { uid: string; name: string; issuer: string; subject: string; email: string; emailUnverified: string; now: Date }): Promise<IdentityRow> {
+    const relationship = JSON.stringify({ issuer: h.issuer, subject: h.subject });
+    return this.db
+      .insertInto("identities")
+      .values({
+        uid: h.uid,
+        parent_uid: null,
+        name: h.name,
+        description: "",
+        company: "",
+        email: h.email,
+        email_unverified: h.emailUnverified,
+        relationship_type: 1,
+        relationship,
+        issuer: h.issuer,
+        subject: h.subject,
+        last_seen_time: h.now,
+        create_time: h.now,
+        update_time: h.now,
+      })
+      .onConflict((oc) => oc.column("uid").doUpdateSet({ email: h.email, email_unverified: h.emailUnverified, last_seen_time: h.now }))
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
   /** Records a successful token exchange. */
   async touch(uid: string, now: Date): Promise<void> {
     await this.db.updateTable("identities").set({ last_seen_time: now }).where("uid", "=", uid).execute();

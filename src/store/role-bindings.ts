@@ -130,6 +130,15 @@ export class RoleBindingsRepository {
     return deleteByUid(this.db, "role_bindings", uid);
   }
 
+  /** Binds unless the same binding exists already (sign-in's default role, accepted invites). */
+  async ensure(b: NewBinding, now: Date): Promise<void> {
+    await this.db
+      .insertInto("role_bindings")
+      .values({ uid: b.uid, parent_uid: b.parentUid, identity_uid: b.identityUid, role_uid: b.roleUid, create_time: now, update_time: now })
+      .onConflict((oc) => oc.columns(["parent_uid", "identity_uid", "role_uid"]).doNothing())
+      .execute();
+  }
+
   /** An identity's bindings with their group and role, for "who am I". */
   bindingsOf(identityUid: string) {
     return this.db

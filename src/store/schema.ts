@@ -105,6 +105,28 @@ export interface SigningKeysTable {
   publish_until: Timestamp;
 }
 
+export interface LoginSessionsTable {
+  id: string;
+  kind: "browser" | "device";
+  status: ColumnType<"pending" | "signed_in" | "failed" | "used", "pending" | "signed_in" | "failed" | "used" | undefined, "pending" | "signed_in" | "failed" | "used">;
+  client_redirect_uri: string | null;
+  client_state: string | null;
+  code_challenge: string | null;
+  code_hash: Buffer | null;
+  device_code_hash: Buffer | null;
+  user_code: string | null;
+  last_poll_time: Date | null;
+  identity_provider_uid: string | null;
+  invite_uid: string | null;
+  upstream_started: ColumnType<boolean, boolean | undefined, boolean>;
+  upstream_nonce: string;
+  upstream_verifier: string;
+  identity_uid: string | null;
+  error: string | null;
+  create_time: Timestamp;
+  expire_time: Timestamp;
+}
+
 export interface Database {
   groups: GroupsTable;
   server_secrets: ServerSecretsTable;
@@ -115,7 +137,8 @@ export interface Database {
   account_associations: AccountAssociationsTable;
   group_invites: GroupInvitesTable;
   signing_keys: SigningKeysTable;
+  login_sessions: LoginSessionsTable;
 }
 
 /** Tables whose rows are addressed by a UIDP `uid`. */
-export type UidTable = Exclude<keyof Database, "server_secrets" | "signing_keys">;
+export type UidTable = Exclude<keyof Database, "server_secrets" | "signing_keys" | "login_sessions">;
