@@ -1,0 +1,173 @@
+// Principals for the authentication and authorization suites: tokens that must be refused
+// (expired, not yet valid, wrong issuer or audience), workload identities with role bindings,
+// an independent model of what a set of bindings grants (from the reference's built-in
+// capability sets, not from src/), and AIP-193 error assertions.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { KeyManager } from "../../src/auth/keys.js";
+import { TokenIssuer, type AuthUrls, type MintRequest } from "../../src/auth/tokens.js";
+import { createIdentity, createRoleBinding, type Api, type Json } from "./fixtures.js";
+import type { JsonResponse } from "./http.js";
+import { ERROR_DOMAIN, type TestServer } from "./server.js";
+
+export const MINUTE = 60_000;
+export const HOUR = 60 * MINUTE;
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const REFERENCE = JSON.parse(readFileSync(join(ROOT, "reference", "api-surface.json"), "utf8")) as {
+  builtinRoles: Record<string, { expanded: string[] }>;
+};
+
+/** The built-in roles by name, with the reference's capability-set name each one is. */
+export const BUILTIN_SETS: Record<string, string> = {
+  viewer: "ViewerCaps",
+  editor: "EditorCaps",
+  owner: "OwnerCaps",
+  "registry.pull": "RegistryPullCaps",
+  "registry.push": "RegistryPushCaps",
+  "registry.pull_token_creator": "RegistryPullTokenCreatorCaps",
+};
+
+/** A built-in role's capabilities (names), as the reference defines them. */
+export function builtinCaps(role: string): ReadonlySet<string> {
+  const set = BUILTIN_SETS[role];
+  assert.ok(set, `no built-in role ${role}`);
+  const expanded = REFERENCE.builtinRoles[set]?.expanded;
+  assert.ok(expanded, `reference has no capability set ${set}`);
+  return new Set(expanded);
+}
+
+// ---------------------------------------------------------------------------------------------
+// What bindings grant: a binding at G grants its role's capabilities on G and everything beneath.
+
+export interface ModelBinding {
+  /** the group the binding is at */
+  at: string;
+  /** capability names of its role */
+  caps: ReadonlySet<string>;
+}
+
+export function isAncestorOrSelf(ancestor: string, uid: string): boolean {
+  return uid === ancestor || uid.startsWith(`${ancestor}/`);
+}
+
+/** Every capability the bindings grant on `uid`. */
+export function capsAt(bindings: readonly ModelBinding[], uid: string): Set<string> {
+  const out = new Set<string>();
+  for (const b of bindings) if (isAncestorOrSelf(b.at, uid)) for (const c of b.caps) out.add(c);
+  return out;
+}
+
+/** Whether any of the bindings is at `uid` or above it. */
+export function covers(bindings: readonly ModelBinding[], uid: string): boolean {
+  return bindings.some((b) => isAncestorOrSelf(b.at, uid));
+}
+
+export function holdsAll(bindings: readonly ModelBinding[], uid: string, caps: readonly string[]): boolean {
+  const held = capsAt(bindings, uid);
+  return caps.every((c) => held.has(c));
+}
+
+/** Whether the bindings grant all of `caps` anywhere (what built-in roles' visibility needs). */
+export function holdsAnywhere(bindings: readonly ModelBinding[], caps: readonly string[]): boolean {
+  return bindings.some((b) => holdsAll(bindings, b.at, caps));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokens.
+
+/** An issuer on the server's database and URLs whose clock reads `now()`. */
+export function issuerAt(server: TestServer, now: () => Date, urls: Partial<AuthUrls> = {}): TokenIssuer {
+  return new TokenIssuer(new KeyManager(server.db), { ...server.tokens.urls, ...urls }, now);
+}
+
+function apiToken(issuer: TokenIssuer, server: TestServer, subject: string, options: Partial<MintRequest> = {}): Promise<string> {
+  return issuer.mint({ subject, audience: [server.tokens.urls.apiAudience], ...options }).then((t) => t.token);
+}
+
+/** Minted two hours ago: expired an hour ago. */
+export function expiredToken(server: TestServer, subject: string): Promise<string> {
+  return apiToken(issuerAt(server, () => new Date(Date.now() - 2 * HOUR)), server, subject);
+}
+
+/** Minted by a clock ten minutes ahead: nbf (and iat) in the future. */
+export function notYetValidToken(server: TestServer, subject: string): Promise<string> {
+  return apiToken(issuerAt(server, () => new Date(Date.now() + 10 * MINUTE)), server, subject);
+}
+
+/** Signed with the server's key, but naming another issuer. */
+export function wrongIssuerToken(server: TestServer, subject: string): Promise<string> {
+  return apiToken(issuerAt(server, () => new Date(), { issuer: "https://issuer.other.example" }), server, subject);
+}
+
+export function wrongAudienceToken(server: TestServer, subject: string): Promise<string> {
+  return server.tokenFor(subject, { audience: ["https://other.example"] });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workload identities.
+
+let serial = 0;
+
+export interface Workload {
+  uid: string;
+  token: string;
+  /** what its bindings grant, for the model */
+  bindings: ModelBinding[];
+}
+
+/**
+ * A claim-match identity created at `parent` (by the operator's `api`), bound to each role at
+ * its group, with an API token.
+ */
+export async function workload(
+  server: TestServer,
+  api: Api,
+  parent: string,
+  name: string,
+  grants: { at: string; role: Json }[] = [],
+): Promise<Workload> {
+  const identity = await createIdentity(api, parent, name, `workload-${++serial}-${Date.now()}`);
+  const bindings: ModelBinding[] = [];
+  for (const g of grants) {
+    await createRoleBinding(api, g.at, identity.uid, g.role.uid);
+    bindings.push({ at: g.at, caps: new Set(g.role.capabilities as string[]) });
+  }
+  return { uid: identity.uid, token: await server.tokenFor(identity.uid), bindings };
+}
+
+// ---------------------------------------------------------------------------------------------
+// AIP-193 errors.
+
+/** An AIP-193 error body with this HTTP status and google.rpc code; ErrorInfo first. */
+export function assertRpcError(res: JsonResponse, status: number, code: number, where: string): Json {
+  const ctx = `${where}: HTTP ${res.status} ${JSON.stringify(res.body)}`;
+  assert.equal(res.status, status, ctx);
+  assert.equal(res.headers.get("content-type")?.split(";")[0], "application/json", ctx);
+  const body = res.body as Json;
+  assert.equal(body?.code, code, ctx);
+  assert.equal(typeof body.message, "string", ctx);
+  assert.ok(Array.isArray(body.details) && body.details.length >= 1, ctx);
+  assert.equal(body.details[0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo", ctx);
+  assert.equal(body.details[0].domain, ERROR_DOMAIN, ctx);
+  return body;
+}
+
+export function assertUnauthenticated(res: JsonResponse, where: string): void {
+  const body = assertRpcError(res, 401, 16, where);
+  assert.equal(body.details[0].reason, "UNAUTHENTICATED", where);
+  assert.match(body.message, /^Unauthenticated: /, where);
+  assert.match(res.headers.get("www-authenticate") ?? "", /^Bearer\b/, `${where}: WWW-Authenticate`);
+}
+
+export function assertPermissionDenied(res: JsonResponse, where: string): void {
+  const body = assertRpcError(res, 403, 7, where);
+  assert.equal(body.details[0].reason, "PERMISSION_DENIED", where);
+}
+
+export function assertNotFound(res: JsonResponse, where: string): void {
+  const body = assertRpcError(res, 404, 5, where);
+  assert.equal(body.details[0].reason, "NOT_FOUND", where);
+}
