@@ -394,11 +394,6 @@ for (const backend of backends()) {
 
       it(
         "an operator token narrowed with caps or scopes is narrowed too",
-        {
-          todo:
-            "src/auth/authorizer.ts authenticate(): a token whose sub is OPERATOR_SUBJECT gets Access.operator() and its caps/scopes claims are " +
-            "ignored, so a narrowed operator token (tokenFor(OPERATOR_SUBJECT, {caps}), or one re-issued narrower by the token exchange) keeps full power",
-        },
         async () => {
           const victim = await createGroup(op, team.uid, "operator victim");
           const listOnly = restClient(server.url, await server.tokenFor(OPERATOR_SUBJECT, { caps: ["CAP_IAM_GROUPS_LIST"] }));
@@ -413,12 +408,7 @@ for (const backend of backends()) {
 
       it(
         "a narrowed human token cannot create a root organization",
-        {
-          todo:
-            "src/iam/groups.ts createGroup(): root-organization creation checks only the principal kind, not the token's narrowing, so a human's " +
-            "token narrowed to caps [CAP_IAM_GROUPS_LIST] (or caps [], or scopes) still creates organizations (and an owner binding)",
-        },
-        async () => {
+                async () => {
           const created = await op.post("/iam/v2beta1/identities/", { name: "narrow human", claimMatch: { issuer: "https://accounts.example", subject: `narrow-human-${Date.now()}` } });
           assert.equal(created.status, 200, JSON.stringify(created.body));
           const failures: string[] = [];

@@ -7,9 +7,23 @@ import { notFound, permissionDenied } from "../core/errors.js";
 import { isAncestorOrSelf } from "../core/uidp.js";
 
 export interface Grant {
-  /** the group the binding is at */
+  /** the group the binding is at; EVERYWHERE for the (narrowed) operator */
   at: string;
   capabilities: ReadonlySet<number>;
+}
+
+/** A grant location covering every resource (only a narrowed operator token has one). */
+export const EVERYWHERE = "*";
+
+function covers(at: string, uid: string): boolean {
+  return at === EVERYWHERE || isAncestorOrSelf(at, uid);
+}
+
+const ALL_CAPABILITIES: ReadonlySet<number> = new Set(Object.values(Capability).filter((v): v is number => typeof v === "number"));
+
+export interface Narrowing {
+  caps?: ReadonlySet<number>;
+  scopes?: readonly string[];
 }
 
 export type PrincipalKind = "operator" | "human" | "workload";
@@ -28,17 +42,24 @@ function capabilityNames(caps: readonly number[]): string {
 }
 
 export class Access {
-  private constructor(readonly principal: Principal, private readonly grants: readonly Grant[] | "all") {}
+  private constructor(
+    readonly principal: Principal,
+    private readonly grants: readonly Grant[] | "all",
+    /** what the token narrowed, if anything: actions outside any group need an unnarrowed token */
+    private readonly narrowing: Narrowing = {},
+  ) {}
 
-  static operator(principal: Principal): Access {
-    return new Access(principal, "all");
+  /** The operator: everything, unless the token narrows it (then it is an ordinary grant set). */
+  static operator(principal: Principal, narrowing: Narrowing = {}): Access {
+    if (!narrowing.caps && !narrowing.scopes) return new Access(principal, "all");
+    return Access.fromGrants(principal, [{ at: EVERYWHERE, capabilities: ALL_CAPABILITIES }], narrowing);
   }
 
   /**
    * The caller's grants, narrowed by its token: `caps` keeps only those capabilities, `scopes`
    * keeps only the parts of each grant's subtree that lie within one of those groups.
    */
-  static fromGrants(principal: Principal, grants: readonly Grant[], narrowing: { caps?: ReadonlySet<number>; scopes?: readonly string[] } = {}): Access {
+  static fromGrants(principal: Principal, grants: readonly Grant[], narrowing: Narrowing = {}): Access {
     let effective = grants.map((g) => ({
       at: g.at,
       capabilities: narrowing.caps ? new Set([...g.capabilities].filter((c) => narrowing.caps!.has(c))) : g.capabilities,
@@ -46,10 +67,19 @@ export class Access {
     if (narrowing.scopes) {
       const scopes = narrowing.scopes;
       effective = effective.flatMap((g) =>
-        scopes.flatMap((s) => (isAncestorOrSelf(g.at, s) ? [{ ...g, at: s }] : isAncestorOrSelf(s, g.at) ? [g] : [])),
+        scopes.flatMap((s) => (covers(g.at, s) ? [{ ...g, at: s }] : g.at !== EVERYWHERE && isAncestorOrSelf(s, g.at) ? [g] : [])),
       );
     }
-    return new Access(principal, effective.filter((g) => g.capabilities.size > 0));
+    return new Access(principal, effective.filter((g) => g.capabilities.size > 0), narrowing);
+  }
+
+  /**
+   * Whether the token leaves `caps` untouched and is not confined to groups: acting outside any
+   * group (creating an organization) needs that, whatever the identity's bindings.
+   */
+  unnarrowedFor(caps: readonly number[]): boolean {
+    if (this.narrowing.scopes) return false;
+    return !this.narrowing.caps || caps.every((c) => this.narrowing.caps!.has(c));
   }
 
   get isOperator(): boolean {
@@ -58,9 +88,9 @@ export class Access {
 
   /** Every capability the caller holds on `uid` (bindings at it or any ancestor). */
   capabilitiesAt(uid: string): Set<number> {
-    if (this.grants === "all") return new Set(Object.values(Capability).filter((v): v is number => typeof v === "number"));
+    if (this.grants === "all") return new Set(ALL_CAPABILITIES);
     const held = new Set<number>();
-    for (const g of this.grants) if (isAncestorOrSelf(g.at, uid)) for (const c of g.capabilities) held.add(c);
+    for (const g of this.grants) if (covers(g.at, uid)) for (const c of g.capabilities) held.add(c);
     return held;
   }
 
@@ -72,7 +102,7 @@ export class Access {
 
   /** Whether any binding of the caller covers `uid` at all. */
   canSee(uid: string): boolean {
-    return this.grants === "all" || this.grants.some((g) => isAncestorOrSelf(g.at, uid));
+    return this.grants === "all" || this.grants.some((g) => covers(g.at, uid));
   }
 
   /** Whether the caller holds `caps` somewhere (for resources that belong to no group). */
@@ -83,7 +113,8 @@ export class Access {
   /** The subtrees in which the caller holds all of `caps`. */
   visibility(caps: readonly number[]): Visibility {
     if (this.grants === "all") return "all";
-    const roots = [...new Set(this.grants.map((g) => g.at))].filter((at) => this.can(caps, at)).sort();
+    if (this.grants.some((g) => g.at === EVERYWHERE && caps.every((c) => g.capabilities.has(c)))) return "all";
+    const roots = [...new Set(this.grants.map((g) => g.at))].filter((at) => at !== EVERYWHERE && this.can(caps, at)).sort();
     // Drop subtrees already inside another one.
     return roots.filter((r, i) => !roots.slice(0, i).some((o) => isAncestorOrSelf(o, r)));
   }

@@ -73,12 +73,13 @@ export class TokenAuthorizer implements Authorizer {
     const token = bearerToken(headers);
     if (!token) throw unauthenticated("a bearer token is required (Authorization: Bearer <token>)");
     const verified = await this.tokens.verify(token, this.tokens.urls.apiAudience);
-    if (verified.subject === OPERATOR_SUBJECT) return { access: Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }), token: verified };
+    const caps = verified.caps ? new Set(verified.caps.map((c) => Capability[c as keyof typeof Capability] as number)) : undefined;
+    const narrowing = { caps, scopes: verified.scopes };
+    if (verified.subject === OPERATOR_SUBJECT) return { access: Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }, narrowing), token: verified };
     const identity = await this.identities.get(verified.subject);
     if (!identity) throw unauthenticated("the token's identity no longer exists");
     const principal = { kind: identity.parent_uid === null ? "human" : "workload", uid: identity.uid } as const;
-    const caps = verified.caps ? new Set(verified.caps.map((c) => Capability[c as keyof typeof Capability] as number)) : undefined;
-    const access = Access.fromGrants(principal, await this.roleBindings.grantsOf(identity.uid), { caps, scopes: verified.scopes });
+    const access = Access.fromGrants(principal, await this.roleBindings.grantsOf(identity.uid), narrowing);
     return { access, token: verified };
   }
 

@@ -57,6 +57,8 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
         access.require([Capability.CAP_IAM_GROUPS_CREATE], req.parent, "group");
       } else if (access.principal.kind === "workload") {
         throw permissionDenied("workload identities cannot create organizations");
+      } else if (!access.unnarrowedFor([Capability.CAP_IAM_GROUPS_CREATE])) {
+        throw permissionDenied("this token is narrowed and cannot create organizations");
       }
       const g = req.group ?? create(GroupSchema);
       const violations = validateFields(g);

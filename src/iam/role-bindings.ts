@@ -85,7 +85,7 @@ export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDe
     async getRoleBinding(req) {
       requireUid("uid", req.uid);
       const b = await roleBindings.get(req.uid);
-      if (!b) throw notFound("role_binding", req.uid);
+      if (!b) throw notFound("role binding", req.uid);
       return toRoleBinding(b);
     },
 
@@ -120,13 +120,13 @@ export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDe
         },
         now(),
       );
-      if (!b) throw notFound("role_binding", patch.uid);
+      if (!b) throw notFound("role binding", patch.uid);
       return toRoleBinding(b);
     },
 
     async deleteRoleBinding(req) {
       requireUid("uid", req.uid);
-      return deleteOutcome(await roleBindings.delete(req.uid), "role_binding", req.uid);
+      return deleteOutcome(await roleBindings.delete(req.uid), "role binding", req.uid);
     },
   });
 }

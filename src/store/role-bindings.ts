@@ -58,7 +58,7 @@ async function checkReferences(db: Executor, groupUid: string, refs: { identityU
 }
 
 function duplicate(b: { parentUid: string; identityUid: string; roleUid: string }) {
-  return alreadyExists("role_binding", `${b.parentUid}`, `identity ${b.identityUid} already has role ${b.roleUid} in group ${b.parentUid}`);
+  return alreadyExists("role binding", `${b.parentUid}`, `identity ${b.identityUid} already has role ${b.roleUid} in group ${b.parentUid}`);
 }
 
 export class RoleBindingsRepository {
@@ -120,7 +120,7 @@ export class RoleBindingsRepository {
       return row && this.get(row.uid);
     } catch (err) {
       if (sqlState(err) === UNIQUE_VIOLATION) {
-        throw alreadyExists("role_binding", uid, "the group already has a binding of that identity to that role");
+        throw alreadyExists("role binding", uid, "the group already has a binding of that identity to that role");
       }
       throw err;
     }
