@@ -16,7 +16,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import * as oidc from "openid-client";
 import type { SecretBox } from "../core/secret-box.js";
-import { isValidUidp, newChildUidp } from "../core/uidp.js";
+import { isAncestorOrSelf, isValidUidp, newChildUidp } from "../core/uidp.js";
 import type { GroupInvitesRepository } from "../store/group-invites.js";
 import { parseInviteCode } from "../store/group-invites.js";
 import type { IdentitiesRepository } from "../store/identities.js";
@@ -226,7 +226,8 @@ async function loginRoutes(app: FastifyInstance, deps: LoginDeps): Promise<void>
       await deps.sessions.create({
         id: session.id,
         kind: "browser",
-        clientRedirectUri: redirect.href,
+        // Kept exactly as sent: the token request must repeat it byte for byte (RFC 6749 §4.1.3).
+        clientRedirectUri: q.redirect_uri as string,
         clientState: q.state,
         codeChallenge: q.code_challenge,
         identityProviderUid: options.identityProviderUid,
@@ -258,7 +259,13 @@ async function loginRoutes(app: FastifyInstance, deps: LoginDeps): Promise<void>
         expectedNonce: session.upstream_nonce,
         idTokenExpected: true,
       });
-      claims = (tokens.claims() ?? {}) as Record<string, unknown>;
+      claims = { ...((tokens.claims() ?? {}) as Record<string, unknown>) };
+      // Conformant providers may release email and profile only at userinfo (OIDC Core §5.4).
+      const userinfoEndpoint = config.serverMetadata().userinfo_endpoint;
+      if (claims.email === undefined && userinfoEndpoint && typeof claims.sub === "string") {
+        const info = (await oidc.fetchUserInfo(config, tokens.access_token, claims.sub)) as Record<string, unknown>;
+        for (const [k, v] of Object.entries(info)) if (claims[k] === undefined) claims[k] = v;
+      }
     } catch (err) {
       deps.logger.debug({ err: String(err), session: session.id }, "upstream code exchange failed");
       throw new LoginError("access_denied", "the sign-in provider's answer could not be verified");
@@ -267,33 +274,45 @@ async function loginRoutes(app: FastifyInstance, deps: LoginDeps): Promise<void>
     const sub = String(claims.sub ?? "");
     if (!iss || !sub) throw new LoginError("access_denied", "the sign-in provider's answer has no subject");
     const email = typeof claims.email === "string" ? claims.email : "";
-    const verified = claims.email_verified === true;
+    const verified = claims.email_verified === true && email !== "";
+    // Whose word the email is: the platform's default provider vouches for it everywhere; an
+    // organization's IdP (which its owners configure) only within that IdP's group.
+    const idp = session.identity_provider_uid ? await deps.identityProviders.get(session.identity_provider_uid) : undefined;
+    const platformVerified = verified && !session.identity_provider_uid;
     const at = now();
     const identity = await deps.identities.upsertHuman({
       uid: humanUid(iss, sub),
       name: displayName(claims),
       issuer: iss,
       subject: sub,
-      email: verified ? email : "",
-      emailUnverified: verified ? "" : email,
+      email: platformVerified ? email : undefined,
+      emailUnverified: platformVerified ? "" : email,
       now: at,
     });
-    if (session.identity_provider_uid) {
-      const idp = await deps.identityProviders.get(session.identity_provider_uid);
-      if (idp) {
-        await deps.roleBindings.ensure({ uid: newChildUidp(idp.parent_uid), parentUid: idp.parent_uid, identityUid: identity.uid, roleUid: idp.default_role_uid }, at);
-      }
+    if (idp) {
+      await deps.roleBindings.ensure({ uid: newChildUidp(idp.parent_uid), parentUid: idp.parent_uid, identityUid: identity.uid, roleUid: idp.default_role_uid }, at);
     }
-    if (session.invite_uid) await acceptInvite(session.invite_uid, identity.uid, identity.email, at);
+    if (session.invite_uid) {
+      const vouched = { platformEmail: identity.email, idpEmail: verified && idp ? { email, group: idp.parent_uid } : undefined };
+      await acceptInvite(session.invite_uid, identity.uid, vouched, at);
+    }
     deps.logger.info({ identity: identity.uid, via: session.identity_provider_uid ?? "default upstream" }, "signed in");
     return identity.uid;
   }
 
-  async function acceptInvite(inviteUid: string, identityUid: string, email: string, at: Date): Promise<void> {
+  async function acceptInvite(
+    inviteUid: string,
+    identityUid: string,
+    vouched: { platformEmail: string; idpEmail?: { email: string; group: string } },
+    at: Date,
+  ): Promise<void> {
     const invite = await deps.invites.get(inviteUid);
     if (!invite || invite.expiration_time <= at) throw new LoginError("access_denied", "the invite has expired");
-    if (invite.email && invite.email.toLowerCase() !== email.toLowerCase()) {
-      throw new LoginError("access_denied", "the invite is for another email address (a verified email is required)");
+    if (invite.email) {
+      const wanted = invite.email.toLowerCase();
+      const byPlatform = vouched.platformEmail.toLowerCase() === wanted;
+      const byIdp = vouched.idpEmail !== undefined && vouched.idpEmail.email.toLowerCase() === wanted && isAncestorOrSelf(vouched.idpEmail.group, invite.parent_uid);
+      if (!byPlatform && !byIdp) throw new LoginError("access_denied", "the invite is for another email address (a verified email is required)");
     }
     if (invite.single_use) {
       if (!(await deps.invites.markUsed(invite.uid, at))) throw new LoginError("access_denied", "the invite code has already been used");
@@ -368,13 +387,35 @@ async function loginRoutes(app: FastifyInstance, deps: LoginDeps): Promise<void>
     }
   });
 
-  // Device flow: the person, in a browser, enters the user code.
+  // Device flow: the person, in a browser, enters the user code, then confirms it (RFC 8628 §5.4:
+  // a link carrying someone else's code must not sign that device in with one click). The
+  // confirmation is a POST carrying a token that must match a SameSite=Strict cookie, so another
+  // site cannot submit it.
   app.get("/device", async (request, reply) => {
     const q = request.query as Record<string, unknown>;
     if (typeof q.user_code !== "string" || q.user_code === "") {
       return html(reply, 200, "Sign in a device", `<form method="get" action="device"><p>Enter the code shown in your terminal:</p><p><input name="user_code" autocomplete="off" autofocus></p><p><button type="submit">Continue</button></p></form>`);
     }
-    const code = q.user_code.toUpperCase().replace(/[^A-Z]/g, "");
+    const code = normalizeUserCode(q.user_code);
+    const csrf = b64url(24);
+    reply.header("set-cookie", `${DEVICE_CSRF_COOKIE}=${csrf}; Path=/; HttpOnly; SameSite=Strict; Max-Age=600`);
+    return html(
+      reply,
+      200,
+      "Sign in a device",
+      `<p>A device is asking to sign in as you with the code</p><p style="font-size:2em;letter-spacing:.2em"><b>{{${code.slice(0, 4)}-${code.slice(4)}}}</b></p>` +
+        `<p>Continue only if this is the code shown on your own device.</p>` +
+        `<form method="post" action="device"><input type="hidden" name="user_code" value="{{${code}}}"><input type="hidden" name="csrf" value="{{${csrf}}}"><button type="submit">Sign in this device</button></form>`,
+    );
+  });
+
+  app.post("/device", async (request, reply) => {
+    const f = formOf(request);
+    const cookie = cookieValue(request.headers.cookie, DEVICE_CSRF_COOKIE);
+    if (!cookie || typeof f.csrf !== "string" || !sameText(cookie, f.csrf)) {
+      return html(reply, 400, "Sign-in failed", "<p>Please start again from the code entry page.</p>");
+    }
+    const code = normalizeUserCode(f.user_code ?? "");
     const session = await deps.sessions.claimUserCode(code, now());
     if (!session) return html(reply, 400, "Sign-in failed", "<p>That code is unknown, expired or already used.</p>");
     try {
@@ -418,6 +459,20 @@ async function loginRoutes(app: FastifyInstance, deps: LoginDeps): Promise<void>
       .header("pragma", "no-cache")
       .send({ access_token: minted.token, token_type: "Bearer", expires_in: Math.floor((minted.expiry.getTime() - now().getTime()) / 1000) });
   });
+}
+
+const DEVICE_CSRF_COOKIE = "bulwark_device_csrf";
+
+function normalizeUserCode(text: string): string {
+  return text.toUpperCase().replace(/[^A-Z]/g, "").slice(0, 8);
+}
+
+function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? "").split(";")) {
+    const [k, ...v] = part.trim().split("=");
+    if (k === name) return v.join("=");
+  }
+  return undefined;
 }
 
 function formOf(request: FastifyRequest): Record<string, string> {

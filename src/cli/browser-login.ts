@@ -50,6 +50,11 @@ function openBrowser(url: string): void {
   }
 }
 
+/** Server-supplied text for a terminal: no control characters or escape sequences. */
+function printable(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, " ").slice(0, 300);
+}
+
 function result(tokens: { access_token: string; expires_in?: number }): LoginResult {
   return { token: tokens.access_token, expiry: new Date(Date.now() + (tokens.expires_in ?? 3600) * 1000) };
 }
@@ -62,19 +67,22 @@ export async function browserLogin(opts: BrowserLoginOptions): Promise<LoginResu
   let finish!: (url: URL) => void;
   let fail!: (err: Error) => void;
   const callback = new Promise<URL>((resolve, reject) => ((finish = resolve), (fail = reject)));
+  let redirectUri = "";
   const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? "/", "http://127.0.0.1");
-    if (url.pathname !== "/callback") {
-      res.writeHead(404).end();
+    // The callback as the issuer sent it: our redirect URI (with its port) plus the parameters.
+    const url = new URL(req.url ?? "/", redirectUri);
+    if (url.pathname !== "/callback" || url.searchParams.get("state") !== state) {
+      // Not our sign-in (anyone on this machine can reach the port): ignore it, keep waiting.
+      res.writeHead(400, { "content-type": "text/plain; charset=utf-8" }).end("Unknown sign-in.\n");
       return;
     }
-    const ok = url.searchParams.get("state") === state && !url.searchParams.has("error");
+    const ok = !url.searchParams.has("error");
     res.writeHead(ok ? 200 : 400, { "content-type": "text/plain; charset=utf-8" });
     res.end(ok ? "Signed in. You can close this window and return to your terminal.\n" : "Sign-in failed. See your terminal.\n");
     finish(url);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const redirectUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`;
+  redirectUri = `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`;
   const timer = setTimeout(() => fail(new Error("timed out waiting for the browser sign-in")), WAIT_FOR_BROWSER_MS);
   try {
     const url = oidc.buildAuthorizationUrl(config, {
@@ -88,7 +96,7 @@ export async function browserLogin(opts: BrowserLoginOptions): Promise<LoginResu
     if (!opts.noBrowser) openBrowser(url.href);
     const returned = await callback;
     const error = returned.searchParams.get("error");
-    if (error) throw new Error(`sign-in failed: ${returned.searchParams.get("error_description") ?? error}`);
+    if (error) throw new Error(`sign-in failed: ${printable(returned.searchParams.get("error_description") ?? error)}`);
     // Checks state, then redeems the code with the PKCE verifier at the token endpoint.
     const tokens = await oidc.authorizationCodeGrant(config, returned, { pkceCodeVerifier: verifier, expectedState: state });
     return result(tokens);

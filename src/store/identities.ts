@@ -68,7 +68,16 @@ export class IdentitiesRepository {
    * Registers a human on first sign-in, or refreshes it on later ones: a root-level identity
    * whose claim match is the upstream's (issuer, subject).
    */
-  async upsertHuman(h: { uid: string; name: string; issuer: string; subject: string; email: string; emailUnverified: string; now: Date }): Promise<IdentityRow> {
+  async upsertHuman(h: {
+    uid: string;
+    name: string;
+    issuer: string;
+    subject: string;
+    /** a verified email the platform vouches for; undefined keeps the one recorded before */
+    email: string | undefined;
+    emailUnverified: string;
+    now: Date;
+  }): Promise<IdentityRow> {
     const relationship = JSON.stringify({ issuer: h.issuer, subject: h.subject });
     return this.db
       .insertInto("identities")
@@ -78,7 +87,7 @@ export class IdentitiesRepository {
         name: h.name,
         description: "",
         company: "",
-        email: h.email,
+        email: h.email ?? "",
         email_unverified: h.emailUnverified,
         relationship_type: 1,
         relationship,
@@ -88,7 +97,9 @@ export class IdentitiesRepository {
         create_time: h.now,
         update_time: h.now,
       })
-      .onConflict((oc) => oc.column("uid").doUpdateSet({ email: h.email, email_unverified: h.emailUnverified, last_seen_time: h.now }))
+      .onConflict((oc) =>
+        oc.column("uid").doUpdateSet({ ...(h.email !== undefined ? { email: h.email } : {}), email_unverified: h.emailUnverified, last_seen_time: h.now }),
+      )
       .returningAll()
       .executeTakeFirstOrThrow();
   }
