@@ -1,6 +1,7 @@
 // Starts the real server on an ephemeral port over a fresh database of the given backend.
 import { pino } from "pino";
 import type { Interceptor } from "@connectrpc/connect";
+import type { UpstreamProvider } from "../../src/auth/login.js";
 import { OPERATOR_SUBJECT, type MintRequest } from "../../src/auth/tokens.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
 import { clonePglite, clonePostgres, type Backend } from "./db-templates.js";
@@ -33,6 +34,8 @@ async function withTokens(server: RunningServer, backend: Backend, close = serve
 export interface TestServerOptions {
   allowInsecureIssuers?: boolean;
   allowPrivateIssuerAddresses?: boolean;
+  /** the platform's default upstream OIDC provider for human sign-in */
+  defaultUpstream?: UpstreamProvider;
 }
 
 export async function startTestServer(backend: Backend, options: TestServerOptions = {}): Promise<TestServer> {
@@ -44,6 +47,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     logger: pino({ level: process.env.BULWARK_TEST_LOG ?? "silent" }),
     allowInsecureIssuers: options.allowInsecureIssuers ?? true,
     allowPrivateIssuerAddresses: options.allowPrivateIssuerAddresses ?? true,
+    defaultUpstream: options.defaultUpstream,
   };
   if (backend === "pglite") {
     const server = await startServer({ ...common, pglite: await clonePglite() });
