@@ -356,7 +356,6 @@ for (const backend of backends()) {
 
       it(
         "the platform provider's current word on the email wins: no longer verified, it is no longer the identity's email",
-        { todo: "src/auth/login.ts signIn passes email: undefined (\"keep the one recorded before\") whenever the email is not platform-verified, also on a sign-in through the platform's own provider: an address the provider no longer vouches for stays the identity's verified email (and keeps satisfying email-restricted invites)" },
         async () => {
           const quinn = humanUid(upstream.issuer, "quinn");
           upstream.setAccount("quinn", { email: "quinn@old.example", email_verified: true, preferred_username: "quinn" });
@@ -401,14 +400,13 @@ for (const backend of backends()) {
       };
       /**
        * A browser that applies CSP form-action to a form's own target only, not to the redirects
-       * after it: the device confirmation's redirect to the upstream is refused by Chrome (see
-       * the todo test below), so the device tests that are about other things use this one.
+       * after it. The Chrome-like default is covered by its own test below; the device tests that
+       * are about other things use this one.
        */
       const lax = () => new Browser({ formActionOnRedirects: false });
 
       it(
         "the device confirmation goes on to the upstream in a browser that applies form-action to redirects (Chrome)",
-        { todo: "src/auth/login.ts html() sends `form-action 'self'` with the device confirmation page; its POST /device answers 302 to the upstream's authorization endpoint, another origin, and Chrome applies form-action to the redirects after a form submission, so the device flow cannot be completed in Chrome" },
         async () => {
           const device = await deviceAuthorization();
           const outcome = await new Browser().navigate(device.verification_uri_complete, { login: "chris", submit: confirmDevice });

@@ -107,7 +107,9 @@ function html(reply: FastifyReply, status: number, title: string, body: string):
     .code(status)
     .header("content-type", "text/html; charset=utf-8")
     .header("cache-control", "no-store")
-    .header("content-security-policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
+    // No form-action: the device confirmation's POST continues (by redirect) to the upstream's
+    // origin, which browsers would block under form-action 'self'.
+    .header("content-security-policy", "default-src 'none'; style-src 'unsafe-inline'")
     .header("x-frame-options", "DENY")
     .send(`<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}</title></head><body style="font-family:sans-serif;max-width:36em;margin:4em auto"><h1>${esc(title)}</h1>${body.replace(/\{\{(.*?)\}\}/g, (_, t: string) => esc(t))}</body></html>`);
 }
@@ -285,7 +287,9 @@ async function loginRoutes(app: FastifyInstance, deps: LoginDeps): Promise<void>
       name: displayName(claims),
       issuer: iss,
       subject: sub,
-      email: platformVerified ? email : undefined,
+      // The platform's provider decides the email each time (an address it no longer vouches for
+      // is dropped); an organization's IdP never changes it.
+      email: session.identity_provider_uid ? undefined : platformVerified ? email : "",
       emailUnverified: platformVerified ? "" : email,
       now: at,
     });
