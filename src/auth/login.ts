@@ -479,9 +479,8 @@ function cookieValue(header: string | undefined, name: string): string | undefin
   return undefined;
 }
 
+/** The form this scope's parser made of the body (empty without one). */
 function formOf(request: FastifyRequest): Record<string, string> {
   const body = request.body;
-  if (body && typeof body === "object" && !Buffer.isBuffer(body)) return body as Record<string, string>;
-  const text = Buffer.isBuffer(body) ? body.toString("utf8") : typeof body === "string" ? body : "";
-  return Object.fromEntries(new URLSearchParams(text));
+  return body && typeof body === "object" ? (body as Record<string, string>) : {};
 }

@@ -10,7 +10,7 @@
 // the identity does not exist, cannot be exchanged, or the token fails any check; the precise
 // reason goes to the debug log (never the token), so an answer reveals nothing of an identity's
 // configuration.
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
   createLocalJWKSet,
   decodeJwt,
@@ -185,7 +185,7 @@ export function securityTokenService(deps: StsDeps) {
   }
 
   async function assumeStaticKeys(token: string, sk: Identity_StaticKeys): Promise<number | undefined> {
-    const expiresAt = sk.expirationTime ? Number(sk.expirationTime.seconds) * 1000 + Math.floor(sk.expirationTime.nanos / 1e6) : undefined;
+    const expiresAt = sk.expirationTime ? timestampDate(sk.expirationTime).getTime() : undefined;
     // A token it mints must not outlive it either (see the lifetime cap in exchange).
     if (expiresAt !== undefined && expiresAt - now().getTime() < 1000) deny("the identity's static keys have expired");
     let keys: JWTVerifyGetKey;

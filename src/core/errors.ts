@@ -3,7 +3,7 @@
 // `toWireError`, which adds the ErrorInfo (reason + configured domain) and hides anything
 // unexpected behind a plain INTERNAL so no stack trace or SQL text reaches a client.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { create, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
+import type { DescMessage, MessageInitShape } from "@bufbuild/protobuf";
 import {
   BadRequestSchema,
   ErrorInfoSchema,
@@ -128,8 +128,4 @@ export function toWireError(err: unknown, domain: string, logUnexpected: Unexpec
 
 export function isOutgoingDetail(d: ConnectError["details"][number]): d is OutgoingDetail {
   return "desc" in d;
-}
-
-export function makeDetail<D extends DescMessage>(desc: D, value: MessageInitShape<D>) {
-  return create(desc, value);
 }

@@ -4,7 +4,6 @@
 import { randomBytes } from "node:crypto";
 
 const UIDP_PATTERN = /^[0-9a-f]{40}(?:\/[0-9a-f]{16})*$/;
-export const UIDP_PATTERN_TEXT = "^[0-9a-f]{40}(?:/[0-9a-f]{16})*$";
 
 export function isValidUidp(value: string): boolean {
   return UIDP_PATTERN.test(value);
@@ -16,10 +15,6 @@ export function newRootUidp(): string {
 
 export function newChildUidp(parent: string): string {
   return `${parent}/${randomBytes(8).toString("hex")}`;
-}
-
-export function isRootUidp(uid: string): boolean {
-  return !uid.includes("/");
 }
 
 /** The parent's UIDP, or undefined for a root. */
@@ -37,11 +32,6 @@ export function ancestorsOf(uid: string): string[] {
 
 export function isAncestorOrSelf(ancestor: string, uid: string): boolean {
   return uid === ancestor || uid.startsWith(ancestor + "/");
-}
-
-export function rootOf(uid: string): string {
-  const i = uid.indexOf("/");
-  return i < 0 ? uid : uid.slice(0, i);
 }
 
 /**

@@ -177,4 +177,3 @@ export const BUILTIN_ROLES: readonly BuiltinRole[] = [
   ]),
 ];
 
-export const BUILTIN_ROLE_BY_NAME = new Map(BUILTIN_ROLES.map((r) => [r.name, r]));
