@@ -4,7 +4,14 @@ import assert from "node:assert/strict";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RoleBindingsService } from "../src/gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
+import { randomBytes } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import type { KyselyPlugin } from "kysely";
+import { ListRoleBindingsRequestSchema } from "../src/gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
+import { PageTokenCodec } from "../src/core/page-tokens.js";
 import { newChildUidp } from "../src/core/uidp.js";
+import { roleBindingsService } from "../src/iam/role-bindings.js";
+import { RoleBindingsRepository } from "../src/store/role-bindings.js";
 import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
 import { startTestServer, type TestServer, bearer } from "./support/server.js";
@@ -138,6 +145,35 @@ for (const backend of backends()) {
       const bad = await api.get(`/iam/v2beta1/roleBindings?identity=nope`);
       assert.equal(bad.status, 400);
       assert.equal(bad.body.details[1].fieldViolations[0].field, "identity");
+    });
+
+    it("hydrates a List page with one query, however many rows it has", async () => {
+      const org = await group("counted");
+      for (let i = 0; i < 12; i++) await ok(bind(org.uid, (await identity(org.uid, `c-${i}`)).uid, VIEWER));
+      let queries = 0;
+      const counting: KyselyPlugin = {
+        transformQuery: (args) => {
+          queries++;
+          return args.node;
+        },
+        transformResult: async (args) => args.result,
+      };
+      const service = roleBindingsService({
+        roleBindings: new RoleBindingsRepository(server.db.withPlugin(counting)),
+        lists: { tokens: PageTokenCodec.fromSecret(randomBytes(32)) },
+        now: () => new Date(),
+      });
+      const queriesFor = async (pageSize: number) => {
+        queries = 0;
+        const res = (await service.handlers.listRoleBindings!(create(ListRoleBindingsRequestSchema, { group: org.uid, pageSize }), { headers: new Headers(), visibility: "all" })) as any;
+        assert.ok(res.roleBindings.every((b: any) => b.identity?.name && b.role?.name && b.group?.name), "every row hydrated");
+        return { queries, rows: res.roleBindings.length as number };
+      };
+      const small = await queriesFor(2);
+      const big = await queriesFor(12);
+      assert.deepEqual([small.rows, big.rows], [2, 12]);
+      assert.equal(big.queries, small.queries, `queries do not grow with rows (${small.queries} vs ${big.queries})`);
+      assert.ok(big.queries <= 3, `page + count + hydration, got ${big.queries}`);
     });
 
     it("updates the role of a binding, re-checking visibility and duplicates", async () => {
