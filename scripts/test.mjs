@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// `npm test`: type-check, prepare migrated database templates, then run every suite on both
-// PGlite and PostgreSQL. PostgreSQL comes from BULWARK_TEST_DATABASE_URL, or else a private
-// cluster is started from the machine's PostgreSQL 15 binaries for the run and removed after.
+// `npm test`: formatting check and type-check, prepare migrated database templates, then run the
+// unit tier (test/unit) and every suite on both PGlite and PostgreSQL. PostgreSQL comes from
+// BULWARK_TEST_DATABASE_URL, or else a private cluster is started from the machine's PostgreSQL 15
+// binaries for the run and removed after.
 import { spawnSync, execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +11,10 @@ import { join } from "node:path";
 const run = (cmd, args, env = process.env) => spawnSync(cmd, args, { stdio: "inherit", env }).status ?? 1;
 const extraArgs = process.argv.slice(2);
 
+if (!extraArgs.length && run("npx", ["prettier", "--check", "--log-level", "warn", "."]) !== 0) {
+  console.error("Formatting differs: run `npm run format`.");
+  process.exit(1);
+}
 if (!extraArgs.length && run("npx", ["tsc", "--noEmit", "-p", "tsconfig.json"]) !== 0) process.exit(1);
 if (!extraArgs.length && run("npx", ["tsc", "--noEmit", "-p", "test/tsconfig.json"]) !== 0) process.exit(1);
 
@@ -19,19 +24,31 @@ if (!env.BULWARK_TEST_DATABASE_URL && env.BULWARK_TEST_SKIP_POSTGRES !== "1") {
   pgDir = mkdtempSync(join(tmpdir(), "bulwark-pg-"));
   const port = String(20000 + Math.floor(Math.random() * 20000));
   try {
-    env.BULWARK_TEST_DATABASE_URL = execFileSync("bash", ["scripts/pg-temp.sh", "start", pgDir, port], { encoding: "utf8" }).trim();
+    env.BULWARK_TEST_DATABASE_URL = execFileSync("bash", ["scripts/pg-temp.sh", "start", pgDir, port], {
+      encoding: "utf8",
+    }).trim();
   } catch {
-    console.error("Could not start a PostgreSQL cluster: set BULWARK_TEST_DATABASE_URL, or BULWARK_TEST_SKIP_POSTGRES=1 to run on PGlite only.");
+    console.error(
+      "Could not start a PostgreSQL cluster: set BULWARK_TEST_DATABASE_URL, or BULWARK_TEST_SKIP_POSTGRES=1 to run on PGlite only.",
+    );
     process.exit(1);
   }
   console.log(`PostgreSQL for this run: ${env.BULWARK_TEST_DATABASE_URL}`);
 }
 const stopPg = () => pgDir && spawnSync("bash", ["scripts/pg-temp.sh", "stop", pgDir], { stdio: "inherit" });
-process.on("SIGINT", () => { stopPg(); process.exit(130); });
+process.on("SIGINT", () => {
+  stopPg();
+  process.exit(130);
+});
 
 let status = run("node", ["--import", "tsx", "test/support/prepare.ts"], env);
 if (status === 0) {
-  const files = extraArgs.length ? extraArgs : readdirSync("test").filter((f) => f.endsWith(".test.ts")).sort().map((f) => join("test", f));
+  const suites = (dir) =>
+    readdirSync(dir)
+      .filter((f) => f.endsWith(".test.ts"))
+      .sort()
+      .map((f) => join(dir, f));
+  const files = extraArgs.length ? extraArgs : [...suites(join("test", "unit")), ...suites("test")];
   status = run("node", ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files], env);
 }
 stopPg();
