@@ -7,6 +7,7 @@ import { once } from "node:events";
 import { pino } from "pino";
 import { startServer } from "../dist/server/start.js";
 import { OPERATOR_SUBJECT } from "../dist/auth/tokens.js";
+import { authModule } from "../dist/auth/module.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
@@ -16,7 +17,10 @@ let authorization = "";
 
 function request(url, method = "GET", body) {
   return new Promise((resolve, reject) => {
-    const headers = { ...(authorization ? { authorization } : {}), ...(body ? { "content-type": "application/json" } : {}) };
+    const headers = {
+      ...(authorization ? { authorization } : {}),
+      ...(body ? { "content-type": "application/json" } : {}),
+    };
     const req = http.request(url, { method, agent, headers }, (res) => {
       res.resume();
       res.on("end", () => (res.statusCode === 200 ? resolve() : reject(new Error(`${url}: ${res.statusCode}`))));
@@ -30,12 +34,14 @@ async function throughput(label, url, method, body) {
   for (let i = 0; i < 200; i++) await request(url, method, body); // warm-up
   let done = 0;
   const deadline = Date.now() + SECONDS * 1000;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (Date.now() < deadline) {
-      await request(url, method, body);
-      done++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (Date.now() < deadline) {
+        await request(url, method, body);
+        done++;
+      }
+    }),
+  );
   return { label, rps: done / SECONDS };
 }
 
@@ -53,13 +59,25 @@ bare.listen(0, "127.0.0.1");
 await once(bare, "listening");
 const bareUrl = `http://127.0.0.1:${bare.address().port}/`;
 
-const server = await startServer({ port: 0, host: "127.0.0.1", dataDir: "memory://", errorDomain: "bench", logger: pino({ level: "silent" }) });
-authorization = `Bearer ${(await server.tokens.mint({ subject: OPERATOR_SUBJECT, audience: [server.tokens.urls.apiAudience] })).token}`;
-const post = async (path, body) => (await fetch(server.url + path, { method: "POST", headers: { authorization }, body: JSON.stringify(body) })).json();
+const server = await startServer({
+  port: 0,
+  host: "127.0.0.1",
+  dataDir: "memory://",
+  errorDomain: "bench",
+  logger: pino({ level: "silent" }),
+});
+const issuer = server.exportsOf(authModule).issuer;
+authorization = `Bearer ${(await issuer.mint({ subject: OPERATOR_SUBJECT, audience: [issuer.urls.apiAudience] })).token}`;
+const post = async (path, body) =>
+  (await fetch(server.url + path, { method: "POST", headers: { authorization }, body: JSON.stringify(body) })).json();
 const org = await post("/iam/v2beta1/groups", { name: "bench" });
 const N = 2000;
 for (let i = 0; i < N; i += 50) {
-  await Promise.all(Array.from({ length: 50 }, (_, j) => post(`/iam/v2beta1/groups/${org.uid}`, { name: `g${String(i + j).padStart(5, "0")}` })));
+  await Promise.all(
+    Array.from({ length: 50 }, (_, j) =>
+      post(`/iam/v2beta1/groups/${org.uid}`, { name: `g${String(i + j).padStart(5, "0")}` }),
+    ),
+  );
 }
 
 const results = [];
@@ -67,21 +85,39 @@ results.push(await throughput("bare node:http (baseline)", bareUrl));
 results.push(await throughput("Auth.Validate (token verify only)", `${server.url}/auth/v1/ok`));
 results.push(await throughput("GET /healthz (Fastify + one-port sniffer)", `${server.url}/healthz`));
 results.push(await throughput("REST GetGroup", `${server.url}/iam/v2beta1/groups/${org.uid}`));
-results.push(await throughput("REST ListGroups page_size=50", `${server.url}/iam/v2beta1/groups?uidp.children_of=${org.uid}&page_size=50`));
-results.push(await throughput("Connect JSON GetGroup", `${server.url}/chainguard.platform.iam.v2beta1.GroupsService/GetGroup`, "POST", JSON.stringify({ uid: org.uid })));
+results.push(
+  await throughput(
+    "REST ListGroups page_size=50",
+    `${server.url}/iam/v2beta1/groups?uidp.children_of=${org.uid}&page_size=50`,
+  ),
+);
+results.push(
+  await throughput(
+    "Connect JSON GetGroup",
+    `${server.url}/chainguard.platform.iam.v2beta1.GroupsService/GetGroup`,
+    "POST",
+    JSON.stringify({ uid: org.uid }),
+  ),
+);
 
 const base = results[0].rps;
 console.log(`\nThroughput (${SECONDS}s each, ${CONCURRENCY} connections, PGlite in memory, ${N} groups)`);
-for (const r of results) console.log(`  ${r.label.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   ${(r.rps / base).toFixed(3)} × baseline`);
+for (const r of results)
+  console.log(
+    `  ${r.label.padEnd(44)} ${r.rps.toFixed(0).padStart(7)} req/s   ${(r.rps / base).toFixed(3)} × baseline`,
+  );
 
 // Page depth: page 1 vs the page after walking 1,900 rows by cursor, name order.
 const get = (url) => fetch(url, { headers: { authorization } });
-const listUrl = (token) => `${server.url}/iam/v2beta1/groups?uidp.children_of=${org.uid}&page_size=50&order_by=name${token ? `&page_token=${encodeURIComponent(token)}` : ""}`;
+const listUrl = (token) =>
+  `${server.url}/iam/v2beta1/groups?uidp.children_of=${org.uid}&page_size=50&order_by=name${token ? `&page_token=${encodeURIComponent(token)}` : ""}`;
 let token;
 for (let i = 0; i < 38; i++) token = (await (await get(listUrl(token))).json()).nextPageToken;
 const first = await timeIt(() => get(listUrl()).then((r) => r.text()), 50);
 const deep = await timeIt(() => get(listUrl(token)).then((r) => r.text()), 50);
-console.log(`\nPage cost by depth (ms per page of 50): first ${first.toFixed(2)}, after 1,900 rows ${deep.toFixed(2)}  → ratio ${(deep / first).toFixed(2)} (1.0 = flat)`);
+console.log(
+  `\nPage cost by depth (ms per page of 50): first ${first.toFixed(2)}, after 1,900 rows ${deep.toFixed(2)}  → ratio ${(deep / first).toFixed(2)} (1.0 = flat)`,
+);
 
 await server.close();
 bare.close();

@@ -1,13 +1,19 @@
-// chainguard.platform.auth.Auth: "who am I" for a token (Validate). Register, Delete and the
-// headless sessions belong to human sign-in and answer UNIMPLEMENTED until it exists.
+// chainguard.platform.auth.Auth: "who am I" for a token (Validate). Register, Delete and
+// GetHeadlessSession have no handler and answer UNIMPLEMENTED: people sign in through the OAuth
+// endpoints instead (auth/sign-in/).
 import { create, getOption } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { Auth, WhoAmISchema, WhoAmI_CapabilitySchema, type WhoAmI_Capability } from "../gen/platform/auth/v1/auth.platform_pb.js";
+import {
+  Auth,
+  WhoAmISchema,
+  WhoAmI_CapabilitySchema,
+  type WhoAmI_Capability,
+} from "../gen/platform/auth/v1/auth.platform_pb.js";
 import { Capability, CapabilitySchema, name as capabilityName } from "../gen/capabilities/capabilities_pb.js";
 import { accessOf, bindService } from "../core/service.js";
 import { unauthenticated } from "../core/errors.js";
-import type { IdentitiesRepository } from "../store/identities.js";
-import type { RoleBindingsRepository } from "../store/role-bindings.js";
+import type { IdentitiesRepository } from "../iam/storage/identities.js";
+import type { RoleBindingsRepository } from "../iam/storage/role-bindings.js";
 import type { TokenIssuer } from "./tokens.js";
 
 /** "groups.list" for CAP_IAM_GROUPS_LIST: the capability's string name in v1 APIs. */

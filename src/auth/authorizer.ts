@@ -9,11 +9,11 @@ import { getOption, hasOption, type DescField, type DescMessage, type DescMethod
 import { IAM_Rules, iam, iam_scope } from "../gen/annotations/auth_pb.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { permissionDenied, unauthenticated } from "../core/errors.js";
-import type { Authorizer, CallContext } from "../core/service.js";
-import type { IdentitiesRepository } from "../store/identities.js";
-import type { RoleBindingsRepository } from "../store/role-bindings.js";
-import { Access } from "./access.js";
-import { OPERATOR_SUBJECT, bearerToken, type TokenIssuer, type VerifiedToken } from "./tokens.js";
+import type { Audience, Authorizer, CallContext, RouteRule } from "../core/service.js";
+import type { IdentitiesRepository } from "../iam/storage/identities.js";
+import type { RoleBindingsRepository } from "../iam/storage/role-bindings.js";
+import { Access, type VerifiedToken } from "../core/access.js";
+import { OPERATOR_SUBJECT, bearerToken, type TokenIssuer } from "./tokens.js";
 
 export interface IamRule {
   mode: "public" | "self-checked" | "enabled";
@@ -37,10 +37,16 @@ export function iamRule(method: DescMethod): IamRule {
     if (!hasOption(method, iam)) rule = { mode: "public", capabilities: [], unscoped: true, scopePath: [] };
     else {
       const option = getOption(method, iam);
-      if (option.mode.case !== "enabled") rule = { mode: "self-checked", capabilities: [], unscoped: true, scopePath: [] };
+      if (option.mode.case !== "enabled")
+        rule = { mode: "self-checked", capabilities: [], unscoped: true, scopePath: [] };
       else {
         const r: IAM_Rules = option.mode.value;
-        rule = { mode: "enabled", capabilities: [...r.capabilities], unscoped: r.unscoped, scopePath: r.unscoped ? [] : scopePathOf(method.input) };
+        rule = {
+          mode: "enabled",
+          capabilities: [...r.capabilities],
+          unscoped: r.unscoped,
+          scopePath: r.unscoped ? [] : scopePathOf(method.input),
+        };
       }
     }
     rules.set(method, rule);
@@ -69,13 +75,17 @@ export class TokenAuthorizer implements Authorizer {
   ) {}
 
   /** Who the bearer token of these headers belongs to, and what it may do now. */
-  async authenticate(headers: Headers): Promise<{ access: Access; token: VerifiedToken }> {
+  async authenticate(headers: Headers, audience: Audience = "api"): Promise<{ access: Access; token: VerifiedToken }> {
     const token = bearerToken(headers);
     if (!token) throw unauthenticated("a bearer token is required (Authorization: Bearer <token>)");
-    const verified = await this.tokens.verify(token, this.tokens.urls.apiAudience);
-    const caps = verified.caps ? new Set(verified.caps.map((c) => Capability[c as keyof typeof Capability] as number)) : undefined;
+    const urls = this.tokens.urls;
+    const verified = await this.tokens.verify(token, audience === "api" ? urls.apiAudience : urls.registryAudience);
+    const caps = verified.caps
+      ? new Set(verified.caps.map((c) => Capability[c as keyof typeof Capability] as number))
+      : undefined;
     const narrowing = { caps, scopes: verified.scopes };
-    if (verified.subject === OPERATOR_SUBJECT) return { access: Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }, narrowing), token: verified };
+    if (verified.subject === OPERATOR_SUBJECT)
+      return { access: Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }, narrowing), token: verified };
     const identity = await this.identities.get(verified.subject);
     if (!identity) throw unauthenticated("the token's identity no longer exists");
     const principal = { kind: identity.parent_uid === null ? "human" : "workload", uid: identity.uid } as const;
@@ -83,19 +93,35 @@ export class TokenAuthorizer implements Authorizer {
     return { access, token: verified };
   }
 
-  async authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void> {
-    const rule = iamRule(method);
-    if (rule.mode !== "enabled") return;
-    const { access, token } = await this.authenticate(call.headers);
+  /** Authenticates the call's bearer token for `audience` and records the caller on the call. */
+  private async admit(call: CallContext, audience: Audience): Promise<Access> {
+    const { access, token } = await this.authenticate(call.headers, audience);
     call.access = access;
     call.principal = access.principal;
     call.token = token;
+    return access;
+  }
+
+  async authorizeRoute(rule: RouteRule, call: CallContext): Promise<void> {
+    const access = await this.admit(call, rule.audience);
+    if (rule.scope === undefined) {
+      call.visibility = access.visibility(rule.capabilities);
+      return;
+    }
+    access.require(rule.capabilities, rule.scope, rule.resourceType ?? "resource");
+  }
+
+  async authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void> {
+    const rule = iamRule(method);
+    if (rule.mode !== "enabled") return;
+    const access = await this.admit(call, "api");
     if (rule.unscoped) {
       call.visibility = access.visibility(rule.capabilities);
       return;
     }
     if (rule.scopePath.length === 0) {
-      if (rule.capabilities.length > 0 && !access.isOperator) throw permissionDenied("this method is for the platform operator");
+      if (rule.capabilities.length > 0 && !access.isOperator)
+        throw permissionDenied("this method is for the platform operator");
       return;
     }
     const scope = scopeOf(request, rule.scopePath) ?? "";

@@ -1,11 +1,12 @@
 // The issuer's ES256 signing keys, kept in the database so every replica signs and verifies
-// with the same set. Rotation: a key signs for SIGNING_WINDOW, then stays published until every
+// with the same set. Rotation: a key signs for SIGNING_WINDOW_MS (24 h), then stays published until every
 // token it could have signed has expired. Private keys never leave this module and the database.
 import { randomUUID } from "node:crypto";
 import { readFile, rename, writeFile } from "node:fs/promises";
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from "jose";
 import { sql } from "kysely";
-import type { Db } from "../store/db.js";
+import type { Db } from "../storage/db.js";
+import { authTables, type AuthDb } from "./storage/schema.js";
 
 export const ALGORITHM = "ES256";
 export const SIGNING_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -58,12 +59,16 @@ export class KeyManager {
   #lastUnknownKidRefresh = 0;
   #signing: SigningKey | undefined;
 
+  private readonly db: AuthDb;
+
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly now: () => Date = () => new Date(),
     /** where to keep the current signing key for `bulwark admin token` (embedded database only) */
     private readonly keyFile?: string,
-  ) {}
+  ) {
+    this.db = authTables(db);
+  }
 
   /** The key to sign with now, creating the next one when none is in its signing window. */
   async signingKey(): Promise<SigningKey> {
@@ -75,7 +80,11 @@ export class KeyManager {
       await this.db.transaction().execute(async (trx) => {
         // One replica creates the next key; the others wait here and then find it.
         await sql`select pg_advisory_xact_lock(hashtext('bulwark.signing_keys'))`.execute(trx);
-        const existing = await trx.selectFrom("signing_keys").select("kid").where("sign_until", ">", new Date(now.getTime() + ROTATE_BEFORE_MS)).executeTakeFirst();
+        const existing = await trx
+          .selectFrom("signing_keys")
+          .select("kid")
+          .where("sign_until", ">", new Date(now.getTime() + ROTATE_BEFORE_MS))
+          .executeTakeFirst();
         if (existing) return;
         const { publicKey, privateKey } = await generateKeyPair(ALGORITHM, { extractable: true });
         const kid = randomUUID();
@@ -97,9 +106,17 @@ export class KeyManager {
       row = await this.currentRow(now);
       if (!row) throw new Error("no signing key after creating one");
     }
-    this.#signing = { kid: row.kid, privateKey: await importJWK(row.private_jwk as JWK, ALGORITHM), signUntil: row.sign_until };
+    this.#signing = {
+      kid: row.kid,
+      privateKey: await importJWK(row.private_jwk as JWK, ALGORITHM),
+      signUntil: row.sign_until,
+    };
     if (this.keyFile) {
-      const file: KeyFile = { kid: row.kid, privateJwk: row.private_jwk as JWK, signUntil: row.sign_until.toISOString() };
+      const file: KeyFile = {
+        kid: row.kid,
+        privateJwk: row.private_jwk as JWK,
+        signUntil: row.sign_until.toISOString(),
+      };
       const tmp = `${this.keyFile}.${process.pid}.tmp`;
       await writeFile(tmp, JSON.stringify(file), { mode: 0o600 });
       await rename(tmp, this.keyFile);
@@ -123,7 +140,9 @@ export class KeyManager {
     const cached = this.#published;
     const stale = !cached || nowMs - cached.loadedAt > KEY_CACHE_MS;
     const missing =
-      options.unknownKid !== undefined && cached && !cached.keys.some((k) => k.kid === options.unknownKid) &&
+      options.unknownKid !== undefined &&
+      cached &&
+      !cached.keys.some((k) => k.kid === options.unknownKid) &&
       nowMs - this.#lastUnknownKidRefresh > UNKNOWN_KID_COOLDOWN_MS;
     if (stale || missing) {
       if (missing) this.#lastUnknownKidRefresh = nowMs;

@@ -4,21 +4,18 @@
 // what the identity's role bindings grant at request time; they never add to it.
 import { randomUUID } from "node:crypto";
 import { SignJWT, createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
+import type { VerifiedToken } from "../core/access.js";
+import type { PublicUrls } from "../platform/config.js";
 import { unauthenticated } from "../core/errors.js";
+
+export type { VerifiedToken };
 import { ALGORITHM, MAX_TOKEN_LIFETIME_MS, type KeyManager, type PublishedKey } from "./keys.js";
 
 /** Signs with `signingKey`; verifies with `publishedKeys` (absent for a sign-only issuer). */
 export type KeySource = Pick<KeyManager, "signingKey"> & Partial<Pick<KeyManager, "publishedKeys">>;
 
 /** Where tokens come from and whom they are for; filled from the server's URL when not configured. */
-export interface AuthUrls {
-  /** {auth_url}: iss of every token, and the OIDC discovery base */
-  issuer: string;
-  /** {base_url}: the API audience */
-  apiAudience: string;
-  /** {registry_host}: the registry audience */
-  registryAudience: string;
-}
+export type AuthUrls = PublicUrls;
 
 /** The `sub` of the platform operator's tokens (not a UIDP, so never an identity's uid). */
 export const OPERATOR_SUBJECT = "bulwark:operator";
@@ -39,15 +36,6 @@ export interface MintRequest {
 export interface IssuedToken {
   token: string;
   expiry: Date;
-}
-
-export interface VerifiedToken {
-  subject: string;
-  audience: string[];
-  issuedAt: Date;
-  expiry: Date;
-  caps?: string[];
-  scopes?: string[];
 }
 
 function stringList(value: unknown): string[] | undefined {
@@ -92,7 +80,8 @@ export class TokenIssuer {
         token,
         async (header, jws) => {
           const published = (await this.keys.publishedKeys?.({ unknownKid: header.kid })) ?? [];
-          if (this.#jwks?.source !== published) this.#jwks = { source: published, verify: createLocalJWKSet({ keys: published.map((k) => k.jwk) }) };
+          if (this.#jwks?.source !== published)
+            this.#jwks = { source: published, verify: createLocalJWKSet({ keys: published.map((k) => k.jwk) }) };
           return this.#jwks.verify(header, jws);
         },
         {
@@ -122,7 +111,10 @@ export class TokenIssuer {
 /** A short reason that helps a client without revealing server configuration. */
 function describeJoseError(err: unknown): string {
   if (err instanceof joseErrors.JWTExpired) return "token has expired";
-  if (err instanceof joseErrors.JWTClaimValidationFailed) return `token ${err.claim === "aud" ? "audience" : err.claim === "iss" ? "issuer" : `claim "${err.claim}"`} is not accepted`;
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    const what = err.claim === "aud" ? "audience" : err.claim === "iss" ? "issuer" : `claim "${err.claim}"`;
+    return `token ${what} is not accepted`;
+  }
   if (err instanceof joseErrors.JWKSNoMatchingKey) return "token is not signed by a current key";
   if (err instanceof joseErrors.JOSEAlgNotAllowed) return "token algorithm is not accepted";
   if (err instanceof joseErrors.JWSSignatureVerificationFailed) return "token signature is invalid";

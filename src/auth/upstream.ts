@@ -57,14 +57,7 @@ export class UpstreamError extends Error {
 // Addresses.
 
 export type AddressCategory =
-  | "public"
-  | "loopback"
-  | "private"
-  | "link-local"
-  | "cgnat"
-  | "multicast"
-  | "unspecified"
-  | "reserved";
+  "public" | "loopback" | "private" | "link-local" | "cgnat" | "multicast" | "unspecified" | "reserved";
 
 function parseIPv4(s: string): number[] | undefined {
   const parts = s.split(".");
@@ -92,7 +85,9 @@ function parseIPv6(s: string): number[] | undefined {
   const wanted = 8 - tail.length / 2;
   const fill = halves.length === 2 ? wanted - head.length - rest.length : 0;
   if (fill < 0 || (halves.length === 1 && head.length !== wanted)) return undefined;
-  const bytes = [...head, ...Array<string>(fill).fill("0"), ...rest].map((g) => parseInt(g, 16)).flatMap((g) => [g >> 8, g & 0xff]);
+  const bytes = [...head, ...Array<string>(fill).fill("0"), ...rest]
+    .map((g) => parseInt(g, 16))
+    .flatMap((g) => [g >> 8, g & 0xff]);
   return [...bytes, ...tail];
 }
 
@@ -144,7 +139,8 @@ function v6Category(b: number[]): AddressCategory {
   if (b.every((x) => x === 0)) return "unspecified";
   if (b.slice(0, 15).every((x) => x === 0) && b[15] === 1) return "loopback";
   // IPv4 inside IPv6: mapped (::ffff:0:0/96), compatible (::/96), NAT64 (64:ff9b::/96), 6to4.
-  if (inPrefix(b, hex("::ffff:0:0"), 96) || inPrefix(b, hex("::"), 96) || inPrefix(b, hex("64:ff9b::"), 96)) return v4Category(b.slice(12));
+  if (inPrefix(b, hex("::ffff:0:0"), 96) || inPrefix(b, hex("::"), 96) || inPrefix(b, hex("64:ff9b::"), 96))
+    return v4Category(b.slice(12));
   if (inPrefix(b, hex("2002::"), 16)) return v4Category(b.slice(2, 6));
   for (const [prefix, bits, category] of V6_RANGES) if (inPrefix(b, prefix, bits)) return category;
   return "public";
@@ -225,9 +221,11 @@ export class UpstreamIssuers {
   addressProblem(address: string, protocol: string): string | undefined {
     const category = addressCategory(address);
     if (category === undefined) return `${address} is not an IP address`;
-    if (protocol === "http:" && category !== "loopback") return `plain http is only allowed to loopback addresses, not ${address}`;
+    if (protocol === "http:" && category !== "loopback")
+      return `plain http is only allowed to loopback addresses, not ${address}`;
     if (category === "public") return undefined;
-    if (this.options.allowPrivateIssuerAddresses || this.allowedPrivate.has(addressKey(address) ?? address)) return undefined;
+    if (this.options.allowPrivateIssuerAddresses || this.allowedPrivate.has(addressKey(address) ?? address))
+      return undefined;
     return `${address} is a ${category} address`;
   }
 
@@ -245,7 +243,11 @@ export class UpstreamIssuers {
   }
 
   /** The addresses `hostname` resolves to, when every one of them is allowed. */
-  private async allowedAddresses(hostname: string, protocol: string, family: number): Promise<{ address: string; family: number }[]> {
+  private async allowedAddresses(
+    hostname: string,
+    protocol: string,
+    family: number,
+  ): Promise<{ address: string; family: number }[]> {
     const all = await this.resolve(hostname);
     if (all.length === 0) throw new UpstreamError(`${hostname} does not resolve`);
     // Any refused address refuses the name: which one a connection would pick is not ours to bet on.
@@ -267,13 +269,22 @@ export class UpstreamIssuers {
           if (options.all) callback(null, usable);
           else callback(null, usable[0]!.address, usable[0]!.family);
         },
-        (err: unknown) => callback(err instanceof Error ? (err as NodeJS.ErrnoException) : new UpstreamError(String(err)), "", 0),
+        (err: unknown) =>
+          callback(err instanceof Error ? (err as NodeJS.ErrnoException) : new UpstreamError(String(err)), "", 0),
       );
     };
   }
 
-  /** One request (GET unless `init` says otherwise), no redirects followed; rejects when the deadline passes or the body is too large. */
-  private request(url: URL, deadline: number, signal?: AbortSignal, init: RequestInit = {}): Promise<Omit<UpstreamResponse, "url">> {
+  /**
+   * One request (GET unless `init` says otherwise), no redirects followed; rejects when the
+   * deadline passes or the body is too large.
+   */
+  private request(
+    url: URL,
+    deadline: number,
+    signal?: AbortSignal,
+    init: RequestInit = {},
+  ): Promise<Omit<UpstreamResponse, "url">> {
     return new Promise((resolve, reject) => {
       const remaining = deadline - Date.now();
       if (remaining <= 0) return reject(new UpstreamError(`timed out after ${this.timeoutMs} ms (${url.origin})`));
@@ -284,7 +295,10 @@ export class UpstreamIssuers {
         lookup: this.lookupFor(url.protocol),
         headers: { accept: "application/json, application/jwk-set+json", "user-agent": "bulwark-sts", ...init.headers },
       });
-      const timer = setTimeout(() => req.destroy(new UpstreamError(`timed out after ${this.timeoutMs} ms (${url.origin})`)), remaining);
+      const timer = setTimeout(
+        () => req.destroy(new UpstreamError(`timed out after ${this.timeoutMs} ms (${url.origin})`)),
+        remaining,
+      );
       const onAbort = () => req.destroy(new UpstreamError(`aborted (${url.origin})`));
       signal?.addEventListener("abort", onAbort, { once: true });
       let settled = false;
@@ -296,7 +310,9 @@ export class UpstreamIssuers {
         if (err) reject(err);
         else resolve(value!);
       };
-      req.on("error", (err) => finish(err instanceof UpstreamError ? err : new UpstreamError(`${url.origin}: ${err.message}`)));
+      req.on("error", (err) =>
+        finish(err instanceof UpstreamError ? err : new UpstreamError(`${url.origin}: ${err.message}`)),
+      );
       req.on("response", (res) => {
         const status = res.statusCode ?? 0;
         if (REDIRECT_STATUSES.has(status)) {
@@ -316,7 +332,9 @@ export class UpstreamIssuers {
           if (size > this.maxBodyBytes) req.destroy(tooLarge());
           else chunks.push(chunk);
         });
-        res.on("error", (err) => finish(err instanceof UpstreamError ? err : new UpstreamError(`${url.origin}: ${err.message}`)));
+        res.on("error", (err) =>
+          finish(err instanceof UpstreamError ? err : new UpstreamError(`${url.origin}: ${err.message}`)),
+        );
         res.on("aborted", () => finish(new UpstreamError(`${url.origin}: response aborted`)));
         res.on("end", () => finish(undefined, { status, headers: res.headers, body: Buffer.concat(chunks) }));
       });
@@ -330,16 +348,31 @@ export class UpstreamIssuers {
    */
   readonly clientFetch = async (
     input: string,
-    options: { method?: string; headers?: Record<string, string> | Headers; body?: string | URLSearchParams | Uint8Array | null; signal?: AbortSignal | null } = {},
+    options: {
+      method?: string;
+      headers?: Record<string, string> | Headers;
+      body?: string | URLSearchParams | Uint8Array | null;
+      signal?: AbortSignal | null;
+    } = {},
   ): Promise<Response> => {
     const url = new URL(input);
     const problem = this.urlProblem(url);
     if (problem) throw new UpstreamError(problem);
     const headers: Record<string, string> = {};
     new Headers(options.headers ?? {}).forEach((value, key) => (headers[key] = value));
-    const body = options.body == null ? undefined : typeof options.body === "string" || options.body instanceof Uint8Array ? options.body : options.body.toString();
-    if (body !== undefined && options.body instanceof URLSearchParams && !headers["content-type"]) headers["content-type"] = "application/x-www-form-urlencoded";
-    const res = await this.request(url, Date.now() + this.timeoutMs, options.signal ?? undefined, { method: options.method ?? "GET", headers, body });
+    const body =
+      options.body == null
+        ? undefined
+        : typeof options.body === "string" || options.body instanceof Uint8Array
+          ? options.body
+          : options.body.toString();
+    if (body !== undefined && options.body instanceof URLSearchParams && !headers["content-type"])
+      headers["content-type"] = "application/x-www-form-urlencoded";
+    const res = await this.request(url, Date.now() + this.timeoutMs, options.signal ?? undefined, {
+      method: options.method ?? "GET",
+      headers,
+      body,
+    });
     const responseHeaders = new Headers();
     for (const [key, value] of Object.entries(res.headers)) {
       if (value === undefined) continue;
@@ -384,7 +417,8 @@ export class UpstreamIssuers {
     } catch {
       throw new UpstreamError(`response of ${new URL(res.url).origin} is not JSON`);
     }
-    if (!json || typeof json !== "object" || Array.isArray(json)) throw new UpstreamError(`response of ${new URL(res.url).origin} is not a JSON object`);
+    if (!json || typeof json !== "object" || Array.isArray(json))
+      throw new UpstreamError(`response of ${new URL(res.url).origin} is not a JSON object`);
     return json as Record<string, unknown>;
   }
 
@@ -419,7 +453,8 @@ export class UpstreamIssuers {
     if (base.search || base.hash) throw new UpstreamError("an issuer URL has no query or fragment");
     const doc = await this.fetchJson(`${issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`);
     if (doc.issuer !== issuer) throw new UpstreamError(`the discovery document of ${base.origin} names another issuer`);
-    if (typeof doc.jwks_uri !== "string") throw new UpstreamError(`the discovery document of ${base.origin} has no jwks_uri`);
+    if (typeof doc.jwks_uri !== "string")
+      throw new UpstreamError(`the discovery document of ${base.origin} has no jwks_uri`);
     let jwksUri: URL;
     try {
       jwksUri = new URL(doc.jwks_uri);

@@ -3,7 +3,13 @@
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { decodeJwt } from "jose";
-import { loadCredentials, saveCredentials, forgetCredentials, type Credentials, type StoredToken } from "./credentials.js";
+import {
+  loadCredentials,
+  saveCredentials,
+  forgetCredentials,
+  type Credentials,
+  type StoredToken,
+} from "./credentials.js";
 
 /** Refresh a stored token when less than this much of its life is left. */
 const REFRESH_MARGIN_MS = 5 * 60 * 1000;
@@ -29,7 +35,11 @@ async function errorText(res: Response): Promise<string> {
 }
 
 /** One call of the token exchange. */
-export async function exchange(issuerUrl: string, bearer: string, params: { identity?: string; audience: string }): Promise<StoredToken> {
+export async function exchange(
+  issuerUrl: string,
+  bearer: string,
+  params: { identity?: string; audience: string },
+): Promise<StoredToken> {
   const url = new URL("/sts/exchange", issuerUrl);
   url.searchParams.append("aud", params.audience);
   if (params.identity) url.searchParams.set("identity", params.identity);
@@ -52,8 +62,16 @@ export interface LoginOptions {
 }
 
 /** Keeps a token a person obtained by signing in (no refresh: sign in again when it expires). */
-export async function saveHumanLogin(apiUrl: string, issuerUrl: string, token: { token: string; expiry: Date }): Promise<Credentials> {
-  const creds: Credentials = { apiUrl, issuerUrl, tokens: { [apiUrl]: { token: token.token, expiry: token.expiry.toISOString() } } };
+export async function saveHumanLogin(
+  apiUrl: string,
+  issuerUrl: string,
+  token: { token: string; expiry: Date },
+): Promise<Credentials> {
+  const creds: Credentials = {
+    apiUrl,
+    issuerUrl,
+    tokens: { [apiUrl]: { token: token.token, expiry: token.expiry.toISOString() } },
+  };
   await saveCredentials(creds);
   return creds;
 }
@@ -81,14 +99,24 @@ export async function token(audience?: string): Promise<string> {
   if (fresh(stored)) return stored.token;
 
   let minted: StoredToken | undefined;
-  const upstream = creds.identityTokenFile ? (await readIdentityToken(creds.identityTokenFile)).token : creds.identityToken;
-  if (upstream && creds.identity && fresh({ token: upstream, expiry: new Date((decodeJwt(upstream).exp ?? 0) * 1000).toISOString() }, Date.now() - REFRESH_MARGIN_MS)) {
+  const upstream = creds.identityTokenFile
+    ? (await readIdentityToken(creds.identityTokenFile)).token
+    : creds.identityToken;
+  if (
+    upstream &&
+    creds.identity &&
+    fresh(
+      { token: upstream, expiry: new Date((decodeJwt(upstream).exp ?? 0) * 1000).toISOString() },
+      Date.now() - REFRESH_MARGIN_MS,
+    )
+  ) {
     minted = await exchange(creds.issuerUrl, upstream, { identity: creds.identity, audience: aud });
   } else if (aud !== creds.apiUrl && fresh(creds.tokens[creds.apiUrl])) {
     // Another audience (the registry) from a still-valid API token; no identity needed.
     minted = await exchange(creds.issuerUrl, creds.tokens[creds.apiUrl]!.token, { audience: aud });
   }
-  if (!minted) throw new CliError("the stored token has expired and cannot be refreshed: run `bulwark auth login` again");
+  if (!minted)
+    throw new CliError("the stored token has expired and cannot be refreshed: run `bulwark auth login` again");
   creds.tokens[aud] = minted;
   await saveCredentials(creds);
   return minted.token;

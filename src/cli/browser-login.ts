@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as oidc from "openid-client";
-import { CLI_CLIENT_ID } from "../auth/login.js";
+import { CLI_CLIENT_ID } from "../auth/sign-in/service.js";
 
 const WAIT_FOR_BROWSER_MS = 5 * 60 * 1000;
 
@@ -28,7 +28,9 @@ export interface LoginResult {
 async function ourIssuer(issuerUrl: string): Promise<oidc.Configuration> {
   const url = new URL(issuerUrl);
   const insecure = url.protocol === "http:";
-  return oidc.discovery(url, CLI_CLIENT_ID, undefined, oidc.None(), { execute: insecure ? [oidc.allowInsecureRequests] : [] });
+  return oidc.discovery(url, CLI_CLIENT_ID, undefined, oidc.None(), {
+    execute: insecure ? [oidc.allowInsecureRequests] : [],
+  });
 }
 
 function extraParameters(opts: BrowserLoginOptions): Record<string, string> {
@@ -78,7 +80,11 @@ export async function browserLogin(opts: BrowserLoginOptions): Promise<LoginResu
     }
     const ok = !url.searchParams.has("error");
     res.writeHead(ok ? 200 : 400, { "content-type": "text/plain; charset=utf-8" });
-    res.end(ok ? "Signed in. You can close this window and return to your terminal.\n" : "Sign-in failed. See your terminal.\n");
+    res.end(
+      ok
+        ? "Signed in. You can close this window and return to your terminal.\n"
+        : "Sign-in failed. See your terminal.\n",
+    );
     finish(url);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -98,7 +104,10 @@ export async function browserLogin(opts: BrowserLoginOptions): Promise<LoginResu
     const error = returned.searchParams.get("error");
     if (error) throw new Error(`sign-in failed: ${printable(returned.searchParams.get("error_description") ?? error)}`);
     // Checks state, then redeems the code with the PKCE verifier at the token endpoint.
-    const tokens = await oidc.authorizationCodeGrant(config, returned, { pkceCodeVerifier: verifier, expectedState: state });
+    const tokens = await oidc.authorizationCodeGrant(config, returned, {
+      pkceCodeVerifier: verifier,
+      expectedState: state,
+    });
     return result(tokens);
   } finally {
     clearTimeout(timer);

@@ -25,18 +25,46 @@ function parseSwitch(value: string): boolean {
 /** Options shared by every command that opens the database. */
 function databaseOptions(cmd: Command): Command {
   return cmd
-    .addOption(new Option("--data-dir <dir>", "embedded PGlite data directory").env("BULWARK_DATA_DIR").default(DEFAULT_CONFIG.dataDir))
-    .addOption(new Option("--database-url <url>", "PostgreSQL connection string; when set, PGlite is not used").env("DATABASE_URL"));
+    .addOption(
+      new Option("--data-dir <dir>", "embedded PGlite data directory")
+        .env("BULWARK_DATA_DIR")
+        .default(DEFAULT_CONFIG.dataDir),
+    )
+    .addOption(
+      new Option("--database-url <url>", "PostgreSQL connection string; when set, PGlite is not used").env(
+        "DATABASE_URL",
+      ),
+    );
 }
 
 /** The public URLs of the issuer, the API and the registry; by default the server's own. */
 function urlOptions(cmd: Command): Command {
   return cmd
-    .addOption(new Option("--port <port>", "port to listen on").env("BULWARK_PORT").default(DEFAULT_CONFIG.port).argParser(parsePort))
+    .addOption(
+      new Option("--port <port>", "port to listen on")
+        .env("BULWARK_PORT")
+        .default(DEFAULT_CONFIG.port)
+        .argParser(parsePort),
+    )
     .addOption(new Option("--host <host>", "address to bind").env("BULWARK_HOST").default(DEFAULT_CONFIG.host))
-    .addOption(new Option("--issuer-url <url>", "{auth_url}: public URL of the token issuer (default: http://<host>:<port>)").env("BULWARK_ISSUER_URL"))
-    .addOption(new Option("--api-url <url>", "{base_url}: public URL of the API, the audience of API tokens (default: http://<host>:<port>)").env("BULWARK_API_URL"))
-    .addOption(new Option("--registry-host <host>", "{registry_host}: the registry's host, the audience of registry tokens (default: <host>:<port>)").env("BULWARK_REGISTRY_HOST"));
+    .addOption(
+      new Option(
+        "--issuer-url <url>",
+        "{auth_url}: public URL of the token issuer (default: http://<host>:<port>)",
+      ).env("BULWARK_ISSUER_URL"),
+    )
+    .addOption(
+      new Option(
+        "--api-url <url>",
+        "{base_url}: public URL of the API, the audience of API tokens (default: http://<host>:<port>)",
+      ).env("BULWARK_API_URL"),
+    )
+    .addOption(
+      new Option(
+        "--registry-host <host>",
+        "{registry_host}: the registry's host, the audience of registry tokens (default: <host>:<port>)",
+      ).env("BULWARK_REGISTRY_HOST"),
+    );
 }
 
 interface UrlOpts {
@@ -52,89 +80,181 @@ function ownUrl(o: UrlOpts): string {
 }
 
 export function buildCli(): Command {
-  const program = new Command("bulwark").description("Identity, Registry and Vulnerability Management API server").showHelpAfterError();
+  const program = new Command("bulwark")
+    .description("Identity, Registry and Vulnerability Management API server")
+    .showHelpAfterError();
 
   urlOptions(databaseOptions(program.command("serve")))
     .description("start the API server (REST/JSON, gRPC, gRPC-Web and Connect on one port)")
-    .addOption(new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors").env("BULWARK_ERROR_DOMAIN").default(DEFAULT_CONFIG.errorDomain))
+    .addOption(
+      new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors")
+        .env("BULWARK_ERROR_DOMAIN")
+        .default(DEFAULT_CONFIG.errorDomain),
+    )
     .addOption(new Option("--log-level <level>", "log level").env("BULWARK_LOG_LEVEL").default("info"))
     .addOption(
-      new Option("--allow-insecure-issuers [bool]", "token exchange: accept plain-http OIDC issuers on loopback hosts (tests and local use only)")
+      new Option(
+        "--allow-insecure-issuers [bool]",
+        "token exchange: accept plain-http OIDC issuers on loopback hosts (tests and local use only)",
+      )
         .env("BULWARK_ALLOW_INSECURE_ISSUERS")
         .argParser(parseSwitch),
     )
     .addOption(
-      new Option("--allow-private-issuer-addresses [bool]", "token exchange: accept OIDC issuers on private, loopback, link-local, CGNAT, ... addresses")
+      new Option(
+        "--allow-private-issuer-addresses [bool]",
+        "token exchange: accept OIDC issuers on private, loopback, link-local, CGNAT, ... addresses",
+      )
         .env("BULWARK_ALLOW_PRIVATE_ISSUER_ADDRESSES")
         .argParser(parseSwitch),
     )
-    .addOption(new Option("--upstream-issuer <url>", "sign-in: the platform's default upstream OIDC provider for people").env("BULWARK_UPSTREAM_ISSUER"))
-    .addOption(new Option("--upstream-client-id <id>", "sign-in: this server's client id at the upstream provider").env("BULWARK_UPSTREAM_CLIENT_ID"))
     .addOption(
-      new Option("--upstream-client-secret <secret>", "sign-in: its client secret (prefer the env variable; omit for a public client with PKCE)").env("BULWARK_UPSTREAM_CLIENT_SECRET"),
+      new Option("--upstream-issuer <url>", "sign-in: the platform's default upstream OIDC provider for people").env(
+        "BULWARK_UPSTREAM_ISSUER",
+      ),
     )
-    .action(async (opts: UrlOpts & { dataDir: string; databaseUrl?: string; errorDomain: string; logLevel: string; allowInsecureIssuers?: boolean; allowPrivateIssuerAddresses?: boolean; upstreamIssuer?: string; upstreamClientId?: string; upstreamClientSecret?: string }) => {
-      const logger = pino({ level: opts.logLevel });
-      if (Boolean(opts.upstreamIssuer) !== Boolean(opts.upstreamClientId)) throw new CliError("--upstream-issuer and --upstream-client-id go together");
-      const defaultUpstream = opts.upstreamIssuer && opts.upstreamClientId ? { issuer: opts.upstreamIssuer, clientId: opts.upstreamClientId, clientSecret: opts.upstreamClientSecret || undefined } : undefined;
-      const server = await startServer({ ...opts, defaultUpstream, logger });
-      logger.info(
-        { url: server.url, issuer: server.tokens.urls.issuer, database: server.backend === "postgres" ? "postgres" : `pglite:${opts.dataDir}` },
-        `bulwark listening on ${server.url}`,
-      );
-      let stopping = false;
-      const stop = async (signal: string) => {
-        if (stopping) return;
-        stopping = true;
-        logger.info({ signal }, "shutting down");
-        try {
-          await server.close();
-          process.exit(0);
-        } catch (err) {
-          logger.error({ err }, "error during shutdown");
-          process.exit(1);
-        }
-      };
-      process.on("SIGTERM", () => void stop("SIGTERM"));
-      process.on("SIGINT", () => void stop("SIGINT"));
-    });
+    .addOption(
+      new Option("--upstream-client-id <id>", "sign-in: this server's client id at the upstream provider").env(
+        "BULWARK_UPSTREAM_CLIENT_ID",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--upstream-client-secret <secret>",
+        "sign-in: its client secret (prefer the env variable; omit for a public client with PKCE)",
+      ).env("BULWARK_UPSTREAM_CLIENT_SECRET"),
+    )
+    .action(
+      async (
+        opts: UrlOpts & {
+          dataDir: string;
+          databaseUrl?: string;
+          errorDomain: string;
+          logLevel: string;
+          allowInsecureIssuers?: boolean;
+          allowPrivateIssuerAddresses?: boolean;
+          upstreamIssuer?: string;
+          upstreamClientId?: string;
+          upstreamClientSecret?: string;
+        },
+      ) => {
+        const logger = pino({ level: opts.logLevel });
+        if (Boolean(opts.upstreamIssuer) !== Boolean(opts.upstreamClientId))
+          throw new CliError("--upstream-issuer and --upstream-client-id go together");
+        const defaultUpstream =
+          opts.upstreamIssuer && opts.upstreamClientId
+            ? {
+                issuer: opts.upstreamIssuer,
+                clientId: opts.upstreamClientId,
+                clientSecret: opts.upstreamClientSecret || undefined,
+              }
+            : undefined;
+        const server = await startServer({ ...opts, defaultUpstream, logger });
+        logger.info(
+          {
+            url: server.url,
+            issuer: server.urls.issuer,
+            database: server.backend === "postgres" ? "postgres" : `pglite:${opts.dataDir}`,
+          },
+          `bulwark listening on ${server.url}`,
+        );
+        let stopping = false;
+        const stop = async (signal: string) => {
+          if (stopping) return;
+          stopping = true;
+          logger.info({ signal }, "shutting down");
+          try {
+            await server.close();
+            process.exit(0);
+          } catch (err) {
+            logger.error({ err }, "error during shutdown");
+            process.exit(1);
+          }
+        };
+        process.on("SIGTERM", () => void stop("SIGTERM"));
+        process.on("SIGINT", () => void stop("SIGINT"));
+      },
+    );
 
-  const admin = program.command("admin").description("operator commands (need access to the database, not the network)");
+  const admin = program
+    .command("admin")
+    .description("operator commands (need access to the database, not the network)");
   urlOptions(databaseOptions(admin.command("token")))
     .description("print a one-hour API token for the platform operator, who may do everything")
     .addOption(new Option("--audience <aud>", "token audience (default: the API URL)"))
     .action(async (opts: UrlOpts & { dataDir: string; databaseUrl?: string; audience?: string }) => {
       const own = ownUrl(opts);
-      const urls = { issuer: opts.issuerUrl ?? own, apiAudience: opts.apiUrl ?? own, registryAudience: opts.registryHost ?? new URL(own).host };
-      const { token } = await adminToken({ dataDir: opts.dataDir, databaseUrl: opts.databaseUrl, urls, audience: opts.audience ?? urls.apiAudience });
+      const urls = {
+        issuer: opts.issuerUrl ?? own,
+        apiAudience: opts.apiUrl ?? own,
+        registryAudience: opts.registryHost ?? new URL(own).host,
+      };
+      const { token } = await adminToken({
+        dataDir: opts.dataDir,
+        databaseUrl: opts.databaseUrl,
+        urls,
+        audience: opts.audience ?? urls.apiAudience,
+      });
       process.stdout.write(token + "\n");
     });
   const auth = program.command("auth").description("log in and get API tokens");
   const clientUrls = (cmd: Command) =>
     cmd
-      .addOption(new Option("--api-url <url>", "{base_url}: the API's URL").env("BULWARK_API_URL").default("http://127.0.0.1:8080"))
-      .addOption(new Option("--issuer-url <url>", "{auth_url}: the token issuer's URL (default: the API URL)").env("BULWARK_ISSUER_URL"));
+      .addOption(
+        new Option("--api-url <url>", "{base_url}: the API's URL")
+          .env("BULWARK_API_URL")
+          .default("http://127.0.0.1:8080"),
+      )
+      .addOption(
+        new Option("--issuer-url <url>", "{auth_url}: the token issuer's URL (default: the API URL)").env(
+          "BULWARK_ISSUER_URL",
+        ),
+      );
   clientUrls(auth.command("login"))
-    .description("sign in and keep an API token (0600, in the user's config dir): in a browser, or as a workload with --identity")
+    .description(
+      "sign in and keep an API token (0600, in the user's config dir): in a browser, or as a workload with --identity",
+    )
     .option("--identity <uid>", "assume this identity with --identity-token (workloads)")
     .option("--identity-token <jwt|path>", "the workload's OIDC token, or a file holding it (re-read on refresh)")
     .option("--identity-provider <uid>", "sign in through this organization's identity provider")
     .option("--invite-code <code>", "accept this group invite after signing in")
     .option("--headless", "no browser here: approve a code in a browser elsewhere")
     .option("--no-browser", "print the sign-in URL without opening a browser")
-    .action(async (opts: { apiUrl: string; issuerUrl?: string; identity?: string; identityToken?: string; identityProvider?: string; inviteCode?: string; headless?: boolean; browser: boolean }) => {
-      const issuerUrl = opts.issuerUrl ?? opts.apiUrl;
-      if (opts.identity || opts.identityToken) {
-        if (!opts.identity || !opts.identityToken) throw new CliError("--identity and --identity-token go together");
-        const creds = await login({ apiUrl: opts.apiUrl, issuerUrl, identity: opts.identity, identityToken: opts.identityToken });
-        process.stdout.write(`logged in as ${opts.identity}; token expires ${creds.tokens[creds.apiUrl]!.expiry}\n`);
-        return;
-      }
-      const human = { issuerUrl, identityProvider: opts.identityProvider, inviteCode: opts.inviteCode, noBrowser: !opts.browser, say: (l: string) => process.stderr.write(l + "\n") };
-      const signedIn = opts.headless ? await headlessLogin(human) : await browserLogin(human);
-      await saveHumanLogin(opts.apiUrl, issuerUrl, signedIn);
-      process.stdout.write(`signed in; token expires ${signedIn.expiry.toISOString()}\n`);
-    });
+    .action(
+      async (opts: {
+        apiUrl: string;
+        issuerUrl?: string;
+        identity?: string;
+        identityToken?: string;
+        identityProvider?: string;
+        inviteCode?: string;
+        headless?: boolean;
+        browser: boolean;
+      }) => {
+        const issuerUrl = opts.issuerUrl ?? opts.apiUrl;
+        if (opts.identity || opts.identityToken) {
+          if (!opts.identity || !opts.identityToken) throw new CliError("--identity and --identity-token go together");
+          const creds = await login({
+            apiUrl: opts.apiUrl,
+            issuerUrl,
+            identity: opts.identity,
+            identityToken: opts.identityToken,
+          });
+          process.stdout.write(`logged in as ${opts.identity}; token expires ${creds.tokens[creds.apiUrl]!.expiry}\n`);
+          return;
+        }
+        const human = {
+          issuerUrl,
+          identityProvider: opts.identityProvider,
+          inviteCode: opts.inviteCode,
+          noBrowser: !opts.browser,
+          say: (l: string) => process.stderr.write(l + "\n"),
+        };
+        const signedIn = opts.headless ? await headlessLogin(human) : await browserLogin(human);
+        await saveHumanLogin(opts.apiUrl, issuerUrl, signedIn);
+        process.stdout.write(`signed in; token expires ${signedIn.expiry.toISOString()}\n`);
+      },
+    );
   auth
     .command("token")
     .description("print a valid token (refreshed through the exchange when possible)")
@@ -147,8 +267,14 @@ export function buildCli(): Command {
     .description("show who the token belongs to and when it expires")
     .action(async () => {
       const s = await status();
-      const lines = [`subject: ${s.subject}`, ...(s.email ? [`email: ${s.email}`] : []), `issuer: ${s.issuer}`, `expires: ${s.expiry}`];
-      for (const c of s.capabilities ?? []) lines.push(`role ${c.role?.name ?? "?"} in ${c.group?.name ?? "?"} (${c.group?.id ?? "?"})`);
+      const lines = [
+        `subject: ${s.subject}`,
+        ...(s.email ? [`email: ${s.email}`] : []),
+        `issuer: ${s.issuer}`,
+        `expires: ${s.expiry}`,
+      ];
+      for (const c of s.capabilities ?? [])
+        lines.push(`role ${c.role?.name ?? "?"} in ${c.group?.name ?? "?"} (${c.group?.id ?? "?"})`);
       process.stdout.write(lines.join("\n") + "\n");
     });
   auth

@@ -3,8 +3,8 @@
 // nothing is taken from the token except narrowing (`caps`, `scopes`), so a new or deleted
 // binding, a changed role or a deleted identity takes effect on the next request.
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
-import { notFound, permissionDenied } from "../core/errors.js";
-import { isAncestorOrSelf } from "../core/uidp.js";
+import { notFound, permissionDenied } from "./errors.js";
+import { isAncestorOrSelf } from "./uidp.js";
 
 export interface Grant {
   /** the group the binding is at; EVERYWHERE for the (narrowed) operator */
@@ -19,7 +19,9 @@ function covers(at: string, uid: string): boolean {
   return at === EVERYWHERE || isAncestorOrSelf(at, uid);
 }
 
-const ALL_CAPABILITIES: ReadonlySet<number> = new Set(Object.values(Capability).filter((v): v is number => typeof v === "number"));
+const ALL_CAPABILITIES: ReadonlySet<number> = new Set(
+  Object.values(Capability).filter((v): v is number => typeof v === "number"),
+);
 
 export interface Narrowing {
   caps?: ReadonlySet<number>;
@@ -32,6 +34,18 @@ export interface Principal {
   kind: PrincipalKind;
   /** the identity uid, or OPERATOR_SUBJECT */
   uid: string;
+}
+
+/** The claims of a caller's token, once its signature, issuer, audience and times are checked. */
+export interface VerifiedToken {
+  subject: string;
+  audience: string[];
+  issuedAt: Date;
+  expiry: Date;
+  /** capability names the token is narrowed to */
+  caps?: string[];
+  /** group uids the token is narrowed to */
+  scopes?: string[];
 }
 
 /** Subtrees (group uids) the caller may read in, or "all". */
@@ -62,15 +76,23 @@ export class Access {
   static fromGrants(principal: Principal, grants: readonly Grant[], narrowing: Narrowing = {}): Access {
     let effective = grants.map((g) => ({
       at: g.at,
-      capabilities: narrowing.caps ? new Set([...g.capabilities].filter((c) => narrowing.caps!.has(c))) : g.capabilities,
+      capabilities: narrowing.caps
+        ? new Set([...g.capabilities].filter((c) => narrowing.caps!.has(c)))
+        : g.capabilities,
     }));
     if (narrowing.scopes) {
       const scopes = narrowing.scopes;
       effective = effective.flatMap((g) =>
-        scopes.flatMap((s) => (covers(g.at, s) ? [{ ...g, at: s }] : g.at !== EVERYWHERE && isAncestorOrSelf(s, g.at) ? [g] : [])),
+        scopes.flatMap((s) =>
+          covers(g.at, s) ? [{ ...g, at: s }] : g.at !== EVERYWHERE && isAncestorOrSelf(s, g.at) ? [g] : [],
+        ),
       );
     }
-    return new Access(principal, effective.filter((g) => g.capabilities.size > 0), narrowing);
+    return new Access(
+      principal,
+      effective.filter((g) => g.capabilities.size > 0),
+      narrowing,
+    );
   }
 
   /**
@@ -114,7 +136,9 @@ export class Access {
   visibility(caps: readonly number[]): Visibility {
     if (this.grants === "all") return "all";
     if (this.grants.some((g) => g.at === EVERYWHERE && caps.every((c) => g.capabilities.has(c)))) return "all";
-    const roots = [...new Set(this.grants.map((g) => g.at))].filter((at) => at !== EVERYWHERE && this.can(caps, at)).sort();
+    const roots = [...new Set(this.grants.map((g) => g.at))]
+      .filter((at) => at !== EVERYWHERE && this.can(caps, at))
+      .sort();
     // Drop subtrees already inside another one.
     return roots.filter((r, i) => !roots.slice(0, i).some((o) => isAncestorOrSelf(o, r)));
   }

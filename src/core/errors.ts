@@ -86,23 +86,40 @@ export function codeName(code: Code): string {
 /** grpc-gateway's mapping from gRPC code to HTTP status. */
 export function httpStatusFor(code: Code): number {
   switch (code) {
-    case Code.Canceled: return 499;
-    case Code.Unknown: return 500;
-    case Code.InvalidArgument: return 400;
-    case Code.DeadlineExceeded: return 504;
-    case Code.NotFound: return 404;
-    case Code.AlreadyExists: return 409;
-    case Code.PermissionDenied: return 403;
-    case Code.Unauthenticated: return 401;
-    case Code.ResourceExhausted: return 429;
-    case Code.FailedPrecondition: return 400;
-    case Code.Aborted: return 409;
-    case Code.OutOfRange: return 400;
-    case Code.Unimplemented: return 501;
-    case Code.Internal: return 500;
-    case Code.Unavailable: return 503;
-    case Code.DataLoss: return 500;
-    default: return 500;
+    case Code.Canceled:
+      return 499;
+    case Code.Unknown:
+      return 500;
+    case Code.InvalidArgument:
+      return 400;
+    case Code.DeadlineExceeded:
+      return 504;
+    case Code.NotFound:
+      return 404;
+    case Code.AlreadyExists:
+      return 409;
+    case Code.PermissionDenied:
+      return 403;
+    case Code.Unauthenticated:
+      return 401;
+    case Code.ResourceExhausted:
+      return 429;
+    case Code.FailedPrecondition:
+      return 400;
+    case Code.Aborted:
+      return 409;
+    case Code.OutOfRange:
+      return 400;
+    case Code.Unimplemented:
+      return 501;
+    case Code.Internal:
+      return 500;
+    case Code.Unavailable:
+      return 503;
+    case Code.DataLoss:
+      return 500;
+    default:
+      return 500;
   }
 }
 

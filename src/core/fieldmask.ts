@@ -6,7 +6,15 @@
 // Output-only fields are never written from a patch. Immutable fields may be named or resent,
 // but a patch that would change one is rejected (AIP-203), at any depth.
 // Copies go through protobuf reflection, so oneof members, lists and maps behave as fields.
-import { clone, equals, getOption, isFieldSet, type DescField, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import {
+  clone,
+  equals,
+  getOption,
+  isFieldSet,
+  type DescField,
+  type DescMessage,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import type { FieldMask } from "@bufbuild/protobuf/wkt";
 import { FieldBehavior, field_behavior } from "../gen/google/api/field_behavior_pb.js";
@@ -34,7 +42,12 @@ function findField(desc: DescMessage, name: string): DescField | undefined {
 
 type Path = DescField[];
 
-function resolvePaths(desc: DescMessage, mask: FieldMask | undefined, patch: MessageShape<DescMessage>, maskField: string): Path[] {
+function resolvePaths(
+  desc: DescMessage,
+  mask: FieldMask | undefined,
+  patch: MessageShape<DescMessage>,
+  maskField: string,
+): Path[] {
   const paths = mask?.paths ?? [];
   if (paths.length === 0) {
     // No mask: the patch's populated, writable top-level fields.
@@ -49,7 +62,8 @@ function resolvePaths(desc: DescMessage, mask: FieldMask | undefined, patch: Mes
     for (const part of text.split(".")) {
       const field: DescField | undefined = current ? findField(current, part) : undefined;
       if (!field) throw invalidArgument({ field: maskField, description: `unknown field "${text}"` });
-      if (isOutputOnly(field)) throw invalidArgument({ field: maskField, description: `field "${text}" is output only` });
+      if (isOutputOnly(field))
+        throw invalidArgument({ field: maskField, description: `field "${text}" is output only` });
       path.push(field);
       current = field.fieldKind === "message" ? field.message : undefined;
     }

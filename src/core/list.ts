@@ -1,4 +1,5 @@
-// The list engine: every List RPC's paging, ordering, skipping and counting, written once.
+// The list engine's rules: every List RPC's paging, ordering, skipping and counting, written
+// once. This part decides without SQL (storage/list-query.ts fetches, platform/list.ts composes).
 //
 // - page_size: default 50, max 200 (larger is coerced), negative is an error.
 // - order_by: "field [asc|desc][, ...]" over the resource's sortable fields (proto, JSON and
@@ -10,14 +11,13 @@
 // - skip: skips that many results before the page (also from a cursor); `skipped` reports what
 //   was skipped and accumulates over the pages of one walk.
 // - totalCount: all matches, on every page.
-// - uidp filters: descendants_of / children_of / ancestors_of / in_root / ids, on uid/parent_uid.
+// - uidp filters: descendants_of / children_of / ancestors_of / in_root / ids, on uid/parent_uid
+//   (validated here, applied by storage/list-query.ts).
 import { createHash } from "node:crypto";
 import { clone, toJsonString, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
-import { sql, type Expression, type ExpressionBuilder, type SelectQueryBuilder, type SqlBool } from "kysely";
-import type { Visibility } from "../auth/access.js";
 import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
 import { invalidArgument } from "./errors.js";
-import { ancestorsOf, isValidUidp } from "./uidp.js";
+import { isValidUidp } from "./uidp.js";
 import type { PageCursor, PageTokenCodec } from "./page-tokens.js";
 
 export const DEFAULT_PAGE_SIZE = 50;
@@ -69,7 +69,7 @@ export interface ListPage<Row> {
   skipped: number;
 }
 
-interface OrderKey {
+export interface OrderKey {
   name: string;
   field: SortField;
   desc: boolean;
@@ -84,14 +84,20 @@ function parseOrder(resource: ListableResource, orderBy: string): OrderKey[] {
     const words = part.trim().split(/\s+/).filter(Boolean);
     const [rawName, direction, ...rest] = words;
     if (!rawName || rest.length > 0 || (direction !== undefined && !/^(asc|desc)$/i.test(direction))) {
-      throw invalidArgument({ field: "order_by", description: `cannot parse "${part.trim()}": expected "<field>" or "<field> desc"` });
+      throw invalidArgument({
+        field: "order_by",
+        description: `cannot parse "${part.trim()}": expected "<field>" or "<field> desc"`,
+      });
     }
     const snake = camelToSnake(rawName);
     const name = resource.aliases?.[rawName] ?? resource.aliases?.[snake] ?? snake;
     const field = name === "uid" ? UID_FIELD : resource.sortable[name];
     if (!field) {
       const allowed = ["uid", ...Object.keys(resource.sortable)].join(", ");
-      throw invalidArgument({ field: "order_by", description: `cannot order by "${rawName}"; sortable fields: ${allowed}` });
+      throw invalidArgument({
+        field: "order_by",
+        description: `cannot order by "${rawName}"; sortable fields: ${allowed}`,
+      });
     }
     if (keys.some((k) => k.name === name)) {
       throw invalidArgument({ field: "order_by", description: `"${rawName}" appears more than once` });
@@ -123,56 +129,44 @@ export function filterFingerprint<D extends DescMessage>(schema: D, request: Mes
   return createHash("sha256").update(schema.typeName).update("\0").update(text).digest("base64url").slice(0, 22);
 }
 
-function typedValue(field: SortField, value: string) {
-  return field.kind === "timestamp" ? sql`${value}::timestamptz` : sql`${value}::text`;
-}
-
 function keyValue(field: SortField, row: Record<string, unknown>): string {
   const v = row[field.column];
   if (v instanceof Date) return v.toISOString();
   return String(v);
 }
 
-/** WHERE clause selecting rows strictly after the cursor in the given order. */
-function afterCursor(keys: OrderKey[], after: string[]): Expression<SqlBool> {
-  const ref = (k: OrderKey) => sql.ref(k.field.column);
-  const sameDirection = keys.every((k) => k.desc === keys[0]!.desc);
-  if (sameDirection) {
-    // Row comparison: an index range scan on (k1, ..., uid).
-    const cols = sql.join(keys.map(ref));
-    const vals = sql.join(keys.map((k, i) => typedValue(k.field, after[i]!)));
-    return keys[0]!.desc ? sql<SqlBool>`(${cols}) < (${vals})` : sql<SqlBool>`(${cols}) > (${vals})`;
-  }
-  // Mixed directions: (k1 > v1) or (k1 = v1 and k2 < v2) or ...
-  const ors = keys.map((k, i) => {
-    const eqs = keys.slice(0, i).map((p, j) => sql`${ref(p)} = ${typedValue(p.field, after[j]!)}`);
-    const cmp = k.desc ? sql`${ref(k)} < ${typedValue(k.field, after[i]!)}` : sql`${ref(k)} > ${typedValue(k.field, after[i]!)}`;
-    return sql`(${sql.join([...eqs, cmp], sql` and `)})`;
-  });
-  return sql<SqlBool>`(${sql.join(ors, sql` or `)})`;
-}
-
 export interface ListEngineDeps {
   tokens: PageTokenCodec;
 }
 
+/** One page's plan: everything the storage layer needs to fetch it, decided without SQL. */
+export interface PagePlan {
+  pageSize: number;
+  /** the order's keys, uid last */
+  keys: OrderKey[];
+  /** the canonical order_by the walk uses */
+  order: string;
+  fingerprint: string;
+  /** where the previous page ended, when continuing a walk */
+  cursor?: PageCursor;
+  skip: number;
+}
+
 /**
- * Runs one page of a List. `base` is the resource's filtered query (FROM + WHERE, nothing
- * selected); the engine adds the cursor, order, offset and limit, and counts the matches.
+ * Validates the paging fields and decodes the page token. A token minted for other filters or
+ * another order is rejected; an expired one restarts the walk from the first page.
  */
-export async function listPage<Row extends Record<string, unknown>>(
+export async function planPage(
   deps: ListEngineDeps,
   resource: ListableResource,
   request: ListRequestFields,
   fingerprint: string,
-  base: () => SelectQueryBuilder<any, any, {}>,
-): Promise<ListPage<Row>> {
+): Promise<PagePlan> {
   if (request.pageSize < 0) throw invalidArgument({ field: "page_size", description: "must not be negative" });
   if (request.skip < 0) throw invalidArgument({ field: "skip", description: "must not be negative" });
   const pageSize = request.pageSize === 0 ? DEFAULT_PAGE_SIZE : Math.min(request.pageSize, MAX_PAGE_SIZE);
   const keys = parseOrder(resource, request.orderBy);
   const order = canonicalOrder(keys);
-
   let cursor: PageCursor | undefined;
   if (request.pageToken !== "") {
     const decoded = await deps.tokens.decode(request.pageToken);
@@ -190,122 +184,57 @@ export async function listPage<Row extends Record<string, unknown>>(
     }
     // expired: restart from the first page, as if no token was given
   }
+  return { pageSize, keys, order, fingerprint, cursor, skip: request.skip };
+}
 
-  const filtered = () => (cursor ? base().where(afterCursor(keys, cursor.after)) : base());
-  let query = filtered().selectAll();
-  for (const k of keys) query = query.orderBy(sql.ref(k.field.column), k.desc ? "desc" : "asc");
-  query = query.limit(pageSize + 1).offset(request.skip);
+/** What the storage layer found for a plan. */
+export interface FetchedPage<Row> {
+  /** up to pageSize + 1 rows: one more than the page tells whether another page follows */
+  rows: Row[];
+  totalCount: bigint;
+  /** how many rows the skip actually passed over (less than asked when it ran past the end) */
+  skippedNow: number;
+}
 
-  const [rows, countRow] = await Promise.all([
-    query.execute() as Promise<Row[]>,
-    base().select((eb) => eb.fn.countAll().as("count")).executeTakeFirstOrThrow() as Promise<{ count: unknown }>,
-  ]);
-  const totalCount = BigInt(countRow.count as string | number | bigint);
-
-  let skippedNow = request.skip;
-  if (rows.length === 0 && request.skip > 0) {
-    // The skip ran past the end: report how much was actually there to skip.
-    const remaining = (await filtered()
-      .select((eb) => eb.fn.countAll().as("count"))
-      .executeTakeFirstOrThrow()) as { count: unknown };
-    skippedNow = Math.min(request.skip, Number(remaining.count));
-  }
-  const skipped = (cursor?.skipped ?? 0) + skippedNow;
-
-  const hasMore = rows.length > pageSize;
-  const page = hasMore ? rows.slice(0, pageSize) : rows;
+/** Cuts the page and mints the next page token from its last row. */
+export async function finishPage<Row extends Record<string, unknown>>(
+  deps: ListEngineDeps,
+  plan: PagePlan,
+  fetched: FetchedPage<Row>,
+): Promise<ListPage<Row>> {
+  const skipped = (plan.cursor?.skipped ?? 0) + fetched.skippedNow;
+  const hasMore = fetched.rows.length > plan.pageSize;
+  const rows = hasMore ? fetched.rows.slice(0, plan.pageSize) : fetched.rows;
   let nextPageToken = "";
   if (hasMore) {
-    const last = page[page.length - 1]!;
+    const last = rows[rows.length - 1]!;
     nextPageToken = await deps.tokens.encode({
-      order,
-      filter: fingerprint,
-      after: keys.map((k) => keyValue(k.field, last)),
+      order: plan.order,
+      filter: plan.fingerprint,
+      after: plan.keys.map((k) => keyValue(k.field, last)),
       skipped,
     });
   }
-  return { rows: page, nextPageToken, totalCount, skipped };
+  return { rows, nextPageToken, totalCount: fetched.totalCount, skipped };
 }
 
-/** `uid` is `root` or lies beneath it. "/" < "0" bytewise, so [root + "/", root + "0") is the subtree. */
-function subtree(eb: ExpressionBuilder<any, any>, root: string) {
-  return eb.or([eb(sql.ref("uid"), "=", root), eb.and([eb(sql.ref("uid"), ">", `${root}/`), eb(sql.ref("uid"), "<", `${root}0`)])]);
-}
-
-/** Keeps only what the caller may see: rows in its visible subtrees (and shared roots). */
-function restrictToVisible<QB extends SelectQueryBuilder<any, any, any>>(qb: QB, visibility: Visibility, resource: ListableResource): QB {
-  if (visibility === "all") return qb;
-  return qb.where((eb) =>
-    eb.or([
-      ...visibility.map((root) => subtree(eb, root)),
-      ...(resource.sharedRoots && visibility.length > 0 ? [eb(sql.ref("parent_uid"), "is", null)] : []),
-      // nothing visible: an always-false condition keeps the query valid
-      eb.val(false),
-    ]),
-  ) as QB;
-}
-
-/**
- * Applies a UIDPFilter to a query over a table with `uid` and `parent_uid` columns.
- * descendants_of and ancestors_of include the named uid itself.
- */
-export function applyUidpFilter<QB extends SelectQueryBuilder<any, any, any>>(qb: QB, filter: UIDPFilter | undefined): QB {
-  if (!filter) return qb;
+/** Rejects malformed UIDPs in a filter before any query is built from it. */
+export function validateUidpFilter(filter: UIDPFilter | undefined): void {
+  if (!filter) return;
   const check = (field: string, value: string) => {
     if (!isValidUidp(value)) {
       throw invalidArgument({ field: `uidp.${field}`, description: `"${value}" is not a valid UIDP` });
     }
   };
-  let q = qb as SelectQueryBuilder<any, any, any>;
-  if (filter.descendantsOf !== "") {
-    const d = filter.descendantsOf;
-    check("descendants_of", d);
-    // "/" < "0" bytewise, so [d + "/", d + "0") is exactly the subtree below d.
-    q = q.where((eb) => subtree(eb, d));
-  }
-  if (filter.childrenOf !== "") {
-    check("children_of", filter.childrenOf);
-    q = q.where(sql.ref("parent_uid"), "=", filter.childrenOf);
-  }
-  if (filter.ancestorsOf !== "") {
-    check("ancestors_of", filter.ancestorsOf);
-    q = q.where(sql.ref("uid"), "in", [...ancestorsOf(filter.ancestorsOf), filter.ancestorsOf]);
-  }
-  if (filter.inRoot) {
-    q = q.where(sql.ref("parent_uid"), "is", null);
-  }
-  if (filter.ids.length > 0) {
-    filter.ids.forEach((id, i) => check(`ids[${i}]`, id));
-    q = q.where(sql.ref("uid"), "in", filter.ids);
-  }
-  return q as QB;
+  if (filter.descendantsOf !== "") check("descendants_of", filter.descendantsOf);
+  if (filter.childrenOf !== "") check("children_of", filter.childrenOf);
+  if (filter.ancestorsOf !== "") check("ancestors_of", filter.ancestorsOf);
+  filter.ids.forEach((id, i) => check(`ids[${i}]`, id));
 }
-
 
 export interface ListResponse<Item> {
   items: Item[];
   nextPageToken: string;
   totalCount: bigint;
   skipped: number;
-}
-
-/**
- * A List RPC's answer: fingerprints the request's filters, keeps only what the caller may see
- * (so totalCount, cursors and skip count visible rows only), runs one page, and turns the page's
- * rows into items in one call (so hydration costs one query per page, not one per row).
- * Services return `{ <plural>: items, ...paging }`.
- */
-export async function listResponse<D extends DescMessage, Row extends Record<string, unknown>, Item>(
-  deps: ListEngineDeps,
-  resource: ListableResource,
-  schema: D,
-  request: MessageShape<D> & ListRequestFields,
-  base: () => SelectQueryBuilder<any, any, {}>,
-  toItems: (rows: Row[]) => Item[] | Promise<Item[]>,
-  call: { visibility?: Visibility },
-): Promise<ListResponse<Item>> {
-  const visibility = call.visibility ?? [];
-  const visible = () => restrictToVisible(base(), visibility, resource);
-  const page = await listPage<Row>(deps, resource, request, filterFingerprint(schema, request), visible);
-  return { items: await toItems(page.rows), nextPageToken: page.nextPageToken, totalCount: page.totalCount, skipped: page.skipped };
 }

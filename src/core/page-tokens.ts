@@ -1,9 +1,8 @@
 // Page tokens: opaque and tamper-proof. They are JWTs encrypted with A256GCM under a key every
 // replica shares (kept in the database), so any replica can continue a walk, and a client can
 // neither read nor forge one. Lifetime 3 days; an expired token restarts the walk (see list.ts).
-import { hkdfSync, randomBytes } from "node:crypto";
+import { hkdfSync } from "node:crypto";
 import { EncryptJWT, jwtDecrypt, errors as joseErrors } from "jose";
-import type { Db } from "../store/db.js";
 
 export const PAGE_TOKEN_LIFETIME_SECONDS = 3 * 24 * 60 * 60;
 
@@ -21,7 +20,10 @@ export interface PageCursor {
 export type DecodedToken = { kind: "ok"; cursor: PageCursor } | { kind: "expired" } | { kind: "invalid" };
 
 export class PageTokenCodec {
-  private constructor(private readonly key: Uint8Array, private readonly now: () => number) {}
+  private constructor(
+    private readonly key: Uint8Array,
+    private readonly now: () => number,
+  ) {}
 
   /** Derives the AEAD key from a shared secret. */
   static fromSecret(secret: Uint8Array, now: () => number = Date.now): PageTokenCodec {
@@ -47,8 +49,13 @@ export class PageTokenCodec {
       });
       const { o, f, a, s } = payload as Record<string, unknown>;
       if (
-        typeof o !== "string" || typeof f !== "string" || typeof s !== "number" || !Number.isInteger(s) || s < 0 ||
-        !Array.isArray(a) || !a.every((v) => typeof v === "string")
+        typeof o !== "string" ||
+        typeof f !== "string" ||
+        typeof s !== "number" ||
+        !Number.isInteger(s) ||
+        s < 0 ||
+        !Array.isArray(a) ||
+        !a.every((v) => typeof v === "string")
       ) {
         return { kind: "invalid" };
       }
@@ -60,15 +67,3 @@ export class PageTokenCodec {
     }
   }
 }
-
-/** The named secret shared by all replicas, created on first use. */
-export async function loadSharedSecret(db: Db, name: string): Promise<Uint8Array> {
-  await db
-    .insertInto("server_secrets")
-    .values({ name, secret: randomBytes(32) })
-    .onConflict((oc) => oc.column("name").doNothing())
-    .execute();
-  const row = await db.selectFrom("server_secrets").select("secret").where("name", "=", name).executeTakeFirstOrThrow();
-  return new Uint8Array(row.secret);
-}
-

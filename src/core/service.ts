@@ -1,9 +1,15 @@
 // What a resource service implements: one async function per RPC taking the decoded request and
 // a transport-neutral call context. Services know neither HTTP nor gRPC; both transports call
 // these handlers through `invoke`.
-import { create, type DescMethod, type DescMethodUnary, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
-import type { Access, Principal, Visibility } from "../auth/access.js";
-import type { VerifiedToken } from "../auth/tokens.js";
+import {
+  create,
+  type DescMethod,
+  type DescMethodUnary,
+  type DescService,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
+import type { Access, Principal, VerifiedToken, Visibility } from "./access.js";
 import { unauthenticated, unimplemented } from "./errors.js";
 
 export interface CallContext {
@@ -46,14 +52,30 @@ export function bindService<S extends DescService>(service: S, handlers: Service
   return { service, handlers: handlers as ServiceBinding["handlers"] };
 }
 
+/** Whom a token must be for: the API ({base_url}) or the registry ({registry_host}). */
+export type Audience = "api" | "registry";
+
+/** What a plain (non-RPC) route requires of its caller, as an RPC's iam annotation does. */
+export interface RouteRule {
+  audience: Audience;
+  /** capabilities the caller must hold on `scope`, or (without a scope) the ones its visibility is computed for */
+  capabilities: readonly number[];
+  /** the uid the capabilities are required on; absent: the handler decides per item from `call.visibility` */
+  scope?: string;
+  /** the noun a NOT_FOUND answer uses for the scope ("group", "repo", ...) */
+  resourceType?: string;
+}
+
 /**
- * Decides whether a call may proceed. Every RPC passes through it on both transports; the
- * method's `chainguard.annotations.iam` option says which capabilities it needs.
+ * Decides whether a call may proceed. Every RPC passes through `authorize` on every protocol
+ * (the method's `chainguard.annotations.iam` option says which capabilities it needs); every
+ * authenticated plain route through `authorizeRoute`. Both fill the call's principal, access,
+ * token and visibility.
  */
 export interface Authorizer {
   authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void>;
+  authorizeRoute(rule: RouteRule, call: CallContext): Promise<void>;
 }
-
 
 export async function invoke(
   binding: ServiceBinding,

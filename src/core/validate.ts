@@ -1,5 +1,5 @@
 // Field rules several resources share, so each resource states them the same way.
-import { failedPrecondition, invalidArgument, notFound, type FieldViolation } from "./errors.js";
+import { invalidArgument, type FieldViolation } from "./errors.js";
 import { isValidUidp } from "./uidp.js";
 
 export const NAME_PATTERN = /^[a-z0-9 ._-]{1,}$/;
@@ -9,7 +9,8 @@ export const MAX_DESCRIPTION_LENGTH = 4096;
 /** The spec's name rule (groups, identities, roles, ...). */
 export function nameViolations(name: string, field = "name"): FieldViolation[] {
   if (!NAME_PATTERN.test(name)) return [{ field, description: `name must match ${NAME_PATTERN.source}` }];
-  if (name.length > MAX_NAME_LENGTH) return [{ field, description: `name must be at most ${MAX_NAME_LENGTH} characters` }];
+  if (name.length > MAX_NAME_LENGTH)
+    return [{ field, description: `name must be at most ${MAX_NAME_LENGTH} characters` }];
   return [];
 }
 
@@ -32,20 +33,4 @@ export function requireUid(field: string, uid: string): void {
 /** An optional UIDP field ("" allowed). */
 export function optionalUid(field: string, uid: string): void {
   if (uid !== "" && !isValidUidp(uid)) throw invalidArgument({ field, description: `"${uid}" is not a valid UIDP` });
-}
-
-/** Turns a table delete's outcome into the API's answer. */
-export function deleteOutcome(
-  result: { kind: "deleted" } | { kind: "not_found" } | { kind: "not_empty"; blockedBy: string[] },
-  resourceType: string,
-  uid: string,
-): Record<string, never> {
-  if (result.kind === "not_found") throw notFound(resourceType, uid);
-  if (result.kind === "not_empty") {
-    throw failedPrecondition({
-      type: "RESOURCE_NOT_EMPTY",
-      description: `cannot delete ${resourceType} with ${result.blockedBy.join(", ")}`,
-    });
-  }
-  return {};
 }

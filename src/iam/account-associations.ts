@@ -19,13 +19,19 @@ import {
   ListAccountAssociationsRequestSchema,
   type AccountAssociation,
 } from "../gen/chainguard/platform/iam/v2beta1/account_associations_pb.js";
-import { alreadyExists, invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
+import { invalidArgument, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse } from "../platform/list.js";
 import { bindService } from "../core/service.js";
 import { parentOf } from "../core/uidp.js";
-import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
-import type { AccountAssociationFields, AccountAssociationRow, AccountAssociationsRepository } from "../store/account-associations.js";
+import { deleted, found, written } from "../platform/outcomes.js";
+import { descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
+import type {
+  AccountAssociationFields,
+  AccountAssociationRow,
+  AccountAssociationsRepository,
+} from "./storage/account-associations.js";
 
 export const accountAssociationListing: ListableResource = NAMED_RESOURCE_LISTING;
 
@@ -37,11 +43,17 @@ export function toAccountAssociation(row: AccountAssociationRow): AccountAssocia
     uid: row.uid,
     name: row.name,
     description: row.description,
-    amazon: p.amazon === undefined ? undefined : fromJson(AccountAssociation_AmazonSchema, p.amazon, ignoreUnknownFields),
-    google: p.google === undefined ? undefined : fromJson(AccountAssociation_GoogleSchema, p.google, ignoreUnknownFields),
+    amazon:
+      p.amazon === undefined ? undefined : fromJson(AccountAssociation_AmazonSchema, p.amazon, ignoreUnknownFields),
+    google:
+      p.google === undefined ? undefined : fromJson(AccountAssociation_GoogleSchema, p.google, ignoreUnknownFields),
     azure: p.azure === undefined ? undefined : fromJson(AccountAssociation_AzureSchema, p.azure, ignoreUnknownFields),
-    github: p.github === undefined ? undefined : fromJson(AccountAssociation_GitHubSchema, p.github, ignoreUnknownFields),
-    chainguard: p.chainguard === undefined ? undefined : fromJson(AccountAssociation_ChainguardSchema, p.chainguard, ignoreUnknownFields),
+    github:
+      p.github === undefined ? undefined : fromJson(AccountAssociation_GitHubSchema, p.github, ignoreUnknownFields),
+    chainguard:
+      p.chainguard === undefined
+        ? undefined
+        : fromJson(AccountAssociation_ChainguardSchema, p.chainguard, ignoreUnknownFields),
     createTime: timestampFromDate(row.create_time),
     updateTime: timestampFromDate(row.update_time),
   });
@@ -76,22 +88,39 @@ function mapKey(field: string, key: string): string {
 function providerViolations(a: AccountAssociation): FieldViolation[] {
   const v: FieldViolation[] = [];
   if (!a.amazon && !a.google && !a.azure && !a.github && !a.chainguard) {
-    v.push({ field: "account_association", description: "at least one provider block (amazon, google, azure, github, chainguard) is required" });
+    v.push({
+      field: "account_association",
+      description: "at least one provider block (amazon, google, azure, github, chainguard) is required",
+    });
   }
   if (a.amazon) {
-    check(v, "amazon.account", a.amazon.account, AWS_ACCOUNT.test(a.amazon.account), "must be a 12-digit AWS account ID");
+    check(
+      v,
+      "amazon.account",
+      a.amazon.account,
+      AWS_ACCOUNT.test(a.amazon.account),
+      "must be a 12-digit AWS account ID",
+    );
   }
   if (a.google) {
     const { projectId, projectNumber } = a.google;
-    check(v, "google.project_id", projectId, GCP_PROJECT_ID.test(projectId), "must be 6 to 30 lowercase letters, digits or hyphens, starting with a letter");
+    check(
+      v,
+      "google.project_id",
+      projectId,
+      GCP_PROJECT_ID.test(projectId),
+      "must be 6 to 30 lowercase letters, digits or hyphens, starting with a letter",
+    );
     check(v, "google.project_number", projectNumber, DIGITS.test(projectNumber), "must be a decimal number");
   }
   if (a.azure) {
     check(v, "azure.tenant_id", a.azure.tenantId, UUID.test(a.azure.tenantId), "must be a UUID");
     const clients = Object.entries(a.azure.clientIds);
-    if (clients.length === 0) v.push({ field: "azure.client_ids", description: "is required (at least one name -> client ID)" });
+    if (clients.length === 0)
+      v.push({ field: "azure.client_ids", description: "is required (at least one name -> client ID)" });
     for (const [name, id] of clients) {
-      if (name.trim() === "") v.push({ field: mapKey("azure.client_ids", name), description: "name must not be empty" });
+      if (name.trim() === "")
+        v.push({ field: mapKey("azure.client_ids", name), description: "name must not be empty" });
       check(v, mapKey("azure.client_ids", name), id, UUID.test(id), "must be a UUID");
     }
   }
@@ -103,16 +132,22 @@ function providerViolations(a: AccountAssociation): FieldViolation[] {
       app.installations.forEach((inst, i) => {
         const f = `${field}.installations[${i}].installation_id`;
         if (inst.installationId <= 0n) v.push({ field: f, description: "must be positive" });
-        else if (seen.has(inst.installationId)) v.push({ field: f, description: `duplicate installation ${inst.installationId}` });
+        else if (seen.has(inst.installationId))
+          v.push({ field: f, description: `duplicate installation ${inst.installationId}` });
         seen.add(inst.installationId);
       });
     }
   }
   if (a.chainguard) {
     const bindings = Object.entries(a.chainguard.serviceBindings);
-    if (bindings.length === 0) v.push({ field: "chainguard.service_bindings", description: "is required (at least one binding)" });
+    if (bindings.length === 0)
+      v.push({ field: "chainguard.service_bindings", description: "is required (at least one binding)" });
     for (const [service, target] of bindings) {
-      if (service.trim() === "") v.push({ field: mapKey("chainguard.service_bindings", service), description: "service name must not be empty" });
+      if (service.trim() === "")
+        v.push({
+          field: mapKey("chainguard.service_bindings", service),
+          description: "service name must not be empty",
+        });
       if (target === "") v.push({ field: mapKey("chainguard.service_bindings", service), description: "is required" });
     }
   }
@@ -124,9 +159,18 @@ function validated(a: AccountAssociation): AccountAssociationFields {
   return { name: a.name, description: a.description, providers: providersJson(a) };
 }
 
-const CHECKABLE: Partial<Record<AccountProviderType, { block: "google" | "amazon" | "azure"; cloud: string; describe: (a: AccountAssociation) => string }>> = {
+const CHECKABLE: Partial<
+  Record<
+    AccountProviderType,
+    { block: "google" | "amazon" | "azure"; cloud: string; describe: (a: AccountAssociation) => string }
+  >
+> = {
   [AccountProviderType.AMAZON]: { block: "amazon", cloud: "AWS", describe: (a) => `account ${a.amazon!.account}` },
-  [AccountProviderType.GOOGLE]: { block: "google", cloud: "Google Cloud", describe: (a) => `project ${a.google!.projectId}` },
+  [AccountProviderType.GOOGLE]: {
+    block: "google",
+    cloud: "Google Cloud",
+    describe: (a) => `project ${a.google!.projectId}`,
+  },
   [AccountProviderType.AZURE]: { block: "azure", cloud: "Azure", describe: (a) => `tenant ${a.azure!.tenantId}` },
 };
 
@@ -141,31 +185,26 @@ export function accountAssociationsService({ accountAssociations, lists, now }: 
     async createAccountAssociation(req) {
       requireUid("parent", req.parent);
       const fields = validated(req.accountAssociation ?? create(AccountAssociationSchema));
-      const result = await accountAssociations.insert(req.parent, parentOf(req.parent) ?? null, fields, now());
-      if (result.kind === "missing_group") throw notFound("group", req.parent);
-      if (result.kind === "exists") {
-        throw alreadyExists("account association", req.parent, `group ${req.parent} already has an account association`);
-      }
-      return toAccountAssociation(result.row);
+      return toAccountAssociation(
+        written(await accountAssociations.insert(req.parent, parentOf(req.parent) ?? null, fields, now())),
+      );
     },
 
     async getAccountAssociation(req) {
       requireUid("uid", req.uid);
-      const row = await accountAssociations.get(req.uid);
-      if (!row) throw notFound("account association", req.uid);
-      return toAccountAssociation(row);
+      return toAccountAssociation(found(await accountAssociations.get(req.uid), "account association", req.uid));
     },
 
     async listAccountAssociations(req, call) {
-      const { items, ...page } = await listResponse(
+      const { items, ...page } = await listResponse({
         lists,
-        accountAssociationListing,
-        ListAccountAssociationsRequestSchema,
-        req,
-        accountAssociations.listQuery({ uidp: req.uidp, name: req.name }),
-        (rows: AccountAssociationRow[]) => rows.map(toAccountAssociation),
+        resource: accountAssociationListing,
+        schema: ListAccountAssociationsRequestSchema,
+        request: req,
+        query: accountAssociations.listQuery({ uidp: req.uidp, name: req.name }),
+        toItems: (rows: AccountAssociationRow[]) => rows.map(toAccountAssociation),
         call,
-      );
+      });
       return { accountAssociations: items, ...page };
     },
 
@@ -173,18 +212,20 @@ export function accountAssociationsService({ accountAssociations, lists, now }: 
       const patch = req.accountAssociation;
       if (!patch) throw invalidArgument({ field: "account_association", description: "is required" });
       requireUid("account_association.uid", patch.uid);
-      const row = await accountAssociations.update(
+      const result = await accountAssociations.update(
         patch.uid,
-        (current) => validated(applyFieldMask(AccountAssociationSchema, toAccountAssociation(current), patch, req.updateMask).updated),
+        (current) =>
+          validated(
+            applyFieldMask(AccountAssociationSchema, toAccountAssociation(current), patch, req.updateMask).updated,
+          ),
         now(),
       );
-      if (!row) throw notFound("account association", patch.uid);
-      return toAccountAssociation(row);
+      return toAccountAssociation(written(result));
     },
 
     async deleteAccountAssociation(req) {
       requireUid("uid", req.uid);
-      return deleteOutcome(await accountAssociations.delete(req.uid), "account association", req.uid);
+      return deleted(await accountAssociations.delete(req.uid), "account association", req.uid);
     },
 
     async checkAccountAssociation(req) {
@@ -193,12 +234,15 @@ export function accountAssociationsService({ accountAssociations, lists, now }: 
       if (!provider) {
         throw invalidArgument({
           field: "provider_type",
-          description: req.providerType === AccountProviderType.UNSPECIFIED ? "is required" : `unknown AccountProviderType ${req.providerType}`,
+          description:
+            req.providerType === AccountProviderType.UNSPECIFIED
+              ? "is required"
+              : `unknown AccountProviderType ${req.providerType}`,
         });
       }
-      const row = await accountAssociations.get(req.uid);
-      if (!row) throw notFound("account association", req.uid);
-      const association = toAccountAssociation(row);
+      const association = toAccountAssociation(
+        found(await accountAssociations.get(req.uid), "account association", req.uid),
+      );
       if (!association[provider.block]) {
         return {
           status: CheckStatus.NOT_READY,
@@ -210,10 +254,9 @@ export function accountAssociationsService({ accountAssociations, lists, now }: 
         status: CheckStatus.NOT_READY,
         reason: "UNVERIFIABLE",
         message:
-          `the ${provider.block} configuration (${provider.describe(association)}) is present, but it cannot be verified ` +
-          `from this server: it has no access to ${provider.cloud}`,
+          `the ${provider.block} configuration (${provider.describe(association)}) is present, ` +
+          `but it cannot be verified from this server: it has no access to ${provider.cloud}`,
       };
     },
   });
 }
-

@@ -7,7 +7,9 @@ import type { FieldViolation } from "../core/errors.js";
 
 const grantable = new Set(
   CapabilitySchema.values
-    .filter((v) => v.number !== Capability.UNKNOWN && v.number !== Capability.CAP_INTERNAL && !getOption(v, internal_only))
+    .filter(
+      (v) => v.number !== Capability.UNKNOWN && v.number !== Capability.CAP_INTERNAL && !getOption(v, internal_only),
+    )
     .map((v) => v.number),
 );
 

@@ -10,11 +10,19 @@ import {
   type GroupInvite,
 } from "../gen/chainguard/platform/iam/v2beta1/group_invites_pb.js";
 import { notFound, type FieldViolation } from "../core/errors.js";
-import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import type { ListableResource, ListEngineDeps } from "../core/list.js";
+import { listResponse } from "../platform/list.js";
+import { deleted, found, written } from "../platform/outcomes.js";
 import { bindService } from "../core/service.js";
 import { isUsableFrom, newChildUidp } from "../core/uidp.js";
-import { deleteOutcome, requireUid, throwIfViolations } from "../core/validate.js";
-import { mintInviteCode, type GroupInviteRow, type GroupInvitesRepository, type InviteRole } from "../store/group-invites.js";
+import { requireUid, throwIfViolations } from "../core/validate.js";
+import { mintInviteCode } from "./invites.js";
+import {
+  KEY_ID_TAKEN,
+  type GroupInviteRow,
+  type GroupInvitesRepository,
+  type InviteRole,
+} from "./storage/group-invites.js";
 
 export const groupInviteListing: ListableResource = {
   sortable: {
@@ -75,7 +83,14 @@ function toGroupInvite(row: GroupInviteRow, role: InviteRole | undefined, code =
   return create(GroupInviteSchema, {
     uid: row.uid,
     roleUid: row.role_uid,
-    role: role && create(GroupInviteRoleSchema, { uid: role.uid, name: role.name, description: role.description, capabilities: role.capabilities }),
+    role:
+      role &&
+      create(GroupInviteRoleSchema, {
+        uid: role.uid,
+        name: role.name,
+        description: role.description,
+        capabilities: role.capabilities,
+      }),
     email: row.email,
     expirationTime: timestampFromDate(row.expiration_time),
     singleUse: row.single_use,
@@ -118,46 +133,41 @@ export function groupInvitesService({ invites, lists, now }: GroupInvitesDeps) {
           expirationTime,
           now: createTime,
         });
-        switch (result.kind) {
-          case "created":
-            return toGroupInvite(result.row, result.role, code.code);
-          case "group_not_found":
-            throw notFound("group", req.parent);
-          case "role_not_found":
-            throw notFound("role", invite.roleUid);
-          case "key_id_taken":
-            if (attempt >= 2) throw new Error("could not allocate a unique invite key id");
+        const keyIdTaken = result.kind === "conflict" && result.description === KEY_ID_TAKEN;
+        if (!keyIdTaken) {
+          const created = written(result);
+          return toGroupInvite(created.row, created.role, code.code);
         }
+        if (attempt >= 2) throw new Error("could not allocate a unique invite key id");
       }
     },
 
     async getGroupInvite(req) {
       requireUid("uid", req.uid);
-      const row = await invites.get(req.uid);
-      if (!row) throw notFound("group invite", req.uid);
+      const row = found(await invites.get(req.uid), "group invite", req.uid);
       const roles = await invites.rolesOf([row]);
       return toGroupInvite(row, roles.get(row.role_uid));
     },
 
     async listGroupInvites(req, call) {
-      const { items, ...page } = await listResponse(
+      const { items, ...page } = await listResponse({
         lists,
-        groupInviteListing,
-        ListGroupInvitesRequestSchema,
-        req,
-        invites.listQuery({ uidp: req.uidp, keyId: req.keyId }),
-        async (rows: GroupInviteRow[]) => {
+        resource: groupInviteListing,
+        schema: ListGroupInvitesRequestSchema,
+        request: req,
+        query: invites.listQuery({ uidp: req.uidp, keyId: req.keyId }),
+        toItems: async (rows: GroupInviteRow[]) => {
           const roles = await invites.rolesOf(rows); // one query per page
           return rows.map((row) => toGroupInvite(row, roles.get(row.role_uid)));
         },
         call,
-      );
+      });
       return { groupInvites: items, ...page };
     },
 
     async deleteGroupInvite(req) {
       requireUid("uid", req.uid);
-      return deleteOutcome(await invites.delete(req.uid), "group invite", req.uid);
+      return deleted(await invites.delete(req.uid), "group invite", req.uid);
     },
   });
 }

@@ -9,14 +9,16 @@ import {
   type Group,
 } from "../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
-import { invalidArgument, notFound, permissionDenied, type FieldViolation } from "../core/errors.js";
+import { invalidArgument, permissionDenied, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse } from "../platform/list.js";
 import { accessOf, bindService } from "../core/service.js";
 import { builtinRoleUid } from "./builtin-roles.js";
 import { newChildUidp, newRootUidp } from "../core/uidp.js";
-import { deleteOutcome, descriptionViolations, nameViolations, requireUid } from "../core/validate.js";
-import type { GroupRow, GroupsRepository } from "../store/groups.js";
+import { descriptionViolations, nameViolations, requireUid } from "../core/validate.js";
+import { deleted, found, written } from "../platform/outcomes.js";
+import type { GroupRow, GroupsRepository } from "./storage/groups.js";
 
 export const groupListing: ListableResource = NAMED_RESOURCE_LISTING;
 
@@ -65,36 +67,37 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
       if (violations.length) throw invalidArgument(violations);
       const uid = req.parent === "" ? newRootUidp() : newChildUidp(req.parent);
       const owner = req.parent === "" && access.principal.kind === "human" ? access.principal.uid : undefined;
-      const row = await groups.insert({
-        uid,
-        parentUid: req.parent === "" ? null : req.parent,
-        name: g.name,
-        description: g.description,
-        kind: g.kind,
-        now: now(),
-        owner: owner ? { bindingUid: newChildUidp(uid), identityUid: owner, roleUid: builtinRoleUid("owner") } : undefined,
-      });
-      if (!row) throw notFound("group", req.parent);
+      const row = written(
+        await groups.insert({
+          uid,
+          parentUid: req.parent === "" ? null : req.parent,
+          name: g.name,
+          description: g.description,
+          kind: g.kind,
+          now: now(),
+          owner: owner
+            ? { bindingUid: newChildUidp(uid), identityUid: owner, roleUid: builtinRoleUid("owner") }
+            : undefined,
+        }),
+      );
       return toGroup(row);
     },
 
     async getGroup(req) {
       requireUid("uid", req.uid);
-      const row = await groups.get(req.uid);
-      if (!row) throw notFound("group", req.uid);
-      return toGroup(row);
+      return toGroup(found(await groups.get(req.uid), "group", req.uid));
     },
 
     async listGroups(req, call) {
-      const { items, ...page } = await listResponse(
+      const { items, ...page } = await listResponse({
         lists,
-        groupListing,
-        ListGroupsRequestSchema,
-        req,
-        groups.listQuery({ uidp: req.uidp, name: req.name }),
-        (rows: GroupRow[]) => rows.map(toGroup),
+        resource: groupListing,
+        schema: ListGroupsRequestSchema,
+        request: req,
+        query: groups.listQuery({ uidp: req.uidp, name: req.name }),
+        toItems: (rows: GroupRow[]) => rows.map(toGroup),
         call,
-      );
+      });
       return { groups: items, ...page };
     },
 
@@ -102,7 +105,7 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
       const patch = req.group;
       if (!patch) throw invalidArgument({ field: "group", description: "is required" });
       requireUid("group.uid", patch.uid);
-      const row = await groups.update(
+      const result = await groups.update(
         patch.uid,
         (current) => {
           const { updated } = applyFieldMask(GroupSchema, toGroup(current), patch, req.updateMask);
@@ -112,17 +115,21 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
           if (updated.verified !== current.verified && !accessOf(call).isOperator) {
             throw permissionDenied("verified is set by the platform operator");
           }
-          return { name: updated.name, description: updated.description, verified: updated.verified, kind: updated.kind };
+          return {
+            name: updated.name,
+            description: updated.description,
+            verified: updated.verified,
+            kind: updated.kind,
+          };
         },
         now(),
       );
-      if (!row) throw notFound("group", patch.uid);
-      return toGroup(row);
+      return toGroup(written(result));
     },
 
     async deleteGroup(req) {
       requireUid("uid", req.uid);
-      return deleteOutcome(await groups.delete(req.uid), "group", req.uid);
+      return deleted(await groups.delete(req.uid), "group", req.uid);
     },
   });
 }

@@ -11,12 +11,14 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
 import { invalidArgument, notFound, unimplemented } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse } from "../platform/list.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { accessOf, bindService } from "../core/service.js";
 import { newChildUidp, newRootUidp } from "../core/uidp.js";
-import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
-import type { IdentitiesRepository, IdentityFields, IdentityRow } from "../store/identities.js";
+import { deleted, found, written } from "../platform/outcomes.js";
+import { descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
+import type { IdentitiesRepository, IdentityFields, IdentityRow } from "./storage/identities.js";
 import { loadRelationship, relationshipViolations, storeRelationship } from "./identity-relationships.js";
 
 const MAX_COMPANY_LENGTH = 256;
@@ -48,7 +50,8 @@ export function toIdentity(row: IdentityRow): Identity {
  */
 async function validated(identity: Identity, now: Date): Promise<IdentityFields> {
   const own = [...nameViolations(identity.name), ...descriptionViolations(identity.description)];
-  if (identity.company.length > MAX_COMPANY_LENGTH) own.push({ field: "company", description: `company must be at most ${MAX_COMPANY_LENGTH} characters` });
+  if (identity.company.length > MAX_COMPANY_LENGTH)
+    own.push({ field: "company", description: `company must be at most ${MAX_COMPANY_LENGTH} characters` });
   throwIfViolations(own);
   throwIfViolations(await relationshipViolations(identity.relationship, now));
   const stored = storeRelationship(identity.relationship);
@@ -78,31 +81,30 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
       const at = now();
       const fields = await validated(req.identity ?? create(IdentitySchema), at);
       const uid = req.parent === "" ? newRootUidp() : newChildUidp(req.parent);
-      const row = await identities.insert(uid, req.parent === "" ? null : req.parent, fields, at);
-      if (!row) throw notFound("group", req.parent);
-      return toIdentity(row);
+      return toIdentity(written(await identities.insert(uid, req.parent === "" ? null : req.parent, fields, at)));
     },
 
     async getIdentity(req) {
       requireUid("uid", req.uid);
-      const row = await identities.get(req.uid);
-      if (!row) throw notFound("identity", req.uid);
-      return toIdentity(row);
+      return toIdentity(found(await identities.get(req.uid), "identity", req.uid));
     },
 
     async listIdentities(req, call) {
       if (RelationshipType[req.relationshipType] === undefined) {
-        throw invalidArgument({ field: "relationship_type", description: `unknown relationship type ${req.relationshipType}` });
+        throw invalidArgument({
+          field: "relationship_type",
+          description: `unknown relationship type ${req.relationshipType}`,
+        });
       }
-      const { items, ...page } = await listResponse(
+      const { items, ...page } = await listResponse({
         lists,
-        identityListing,
-        ListIdentitiesRequestSchema,
-        req,
-        identities.listQuery({ uidp: req.uidp, name: req.name, relationshipType: req.relationshipType }),
-        (rows: IdentityRow[]) => rows.map(toIdentity),
+        resource: identityListing,
+        schema: ListIdentitiesRequestSchema,
+        request: req,
+        query: identities.listQuery({ uidp: req.uidp, name: req.name, relationshipType: req.relationshipType }),
+        toItems: (rows: IdentityRow[]) => rows.map(toIdentity),
         call,
-      );
+      });
       return { identities: items, ...page };
     },
 
@@ -111,23 +113,23 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
       if (!patch) throw invalidArgument({ field: "identity", description: "is required" });
       requireUid("identity.uid", patch.uid);
       const at = now();
-      const row = await identities.update(
+      const result = await identities.update(
         patch.uid,
-        async (current) => validated(applyFieldMask(IdentitySchema, toIdentity(current), patch, req.updateMask).updated, at),
+        async (current) =>
+          validated(applyFieldMask(IdentitySchema, toIdentity(current), patch, req.updateMask).updated, at),
         at,
       );
-      if (!row) throw notFound("identity", patch.uid);
-      return toIdentity(row);
+      return toIdentity(written(result));
     },
 
     async deleteIdentity(req) {
       requireUid("uid", req.uid);
-      return deleteOutcome(await identities.delete(req.uid), "identity", req.uid);
+      return deleted(await identities.delete(req.uid), "identity", req.uid);
     },
 
     async updateIdentityMetadata() {
-      // It edits the calling identity's own metadata: there is no caller before authentication.
-      throw unimplemented("UpdateIdentityMetadata changes the caller's own metadata and needs an authenticated caller, which this server does not have yet");
+      // It edits the calling identity's own metadata (IdentityMetadata), which this server does not store.
+      throw unimplemented("UpdateIdentityMetadata is not implemented by this server: it keeps no identity metadata");
     },
 
     async lookupIdentity(req, call) {
@@ -139,7 +141,8 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
       // Unscoped: answer only about identities the caller may list (or itself).
       const access = accessOf(call);
       const row = await identities.lookup(req.issuer, req.subject);
-      const visible = row && (row.uid === access.principal.uid || access.can([Capability.CAP_IAM_IDENTITY_LIST], row.uid));
+      const visible =
+        row && (row.uid === access.principal.uid || access.can([Capability.CAP_IAM_IDENTITY_LIST], row.uid));
       if (!row || !visible) throw notFound("identity", `${req.issuer} ${req.subject}`);
       return { uid: row.uid };
     },

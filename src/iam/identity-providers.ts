@@ -19,19 +19,20 @@ import {
   type IdentityProvider,
   type IdentityProvider_OIDC,
 } from "../gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
-import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
+import { invalidArgument, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse } from "../platform/list.js";
 import type { SecretBox } from "../core/secret-box.js";
 import { bindService } from "../core/service.js";
 import { newChildUidp } from "../core/uidp.js";
-import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
+import { deleted, found, written } from "../platform/outcomes.js";
+import { descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
 import type {
   IdentityProviderFields,
   IdentityProviderRow,
   IdentityProvidersRepository,
-  IdentityProviderWrite,
-} from "../store/identity-providers.js";
+} from "./storage/identity-providers.js";
 
 export const identityProviderListing: ListableResource = NAMED_RESOURCE_LISTING;
 
@@ -45,7 +46,10 @@ export function toIdentityProvider(row: IdentityProviderRow): IdentityProvider {
     configuration:
       row.oidc === null
         ? { case: undefined }
-        : { case: "oidc", value: fromJson(IdentityProvider_OIDCSchema, row.oidc as JsonValue, { ignoreUnknownFields: true }) },
+        : {
+            case: "oidc",
+            value: fromJson(IdentityProvider_OIDCSchema, row.oidc as JsonValue, { ignoreUnknownFields: true }),
+          },
     createTime: timestampFromDate(row.create_time),
     updateTime: timestampFromDate(row.update_time),
   });
@@ -102,20 +106,21 @@ function oidcOf(idp: IdentityProvider): IdentityProvider_OIDC | undefined {
 }
 
 /** Validates an IdP as it would be stored; returns its columns except the secret. */
-function validated(idp: IdentityProvider, oidc: IdentityProvider_OIDC | undefined): Omit<IdentityProviderFields, "clientSecretEncrypted"> & { oidc: JsonValue } {
+function validated(
+  idp: IdentityProvider,
+  oidc: IdentityProvider_OIDC | undefined,
+): Omit<IdentityProviderFields, "clientSecretEncrypted"> & { oidc: JsonValue } {
   throwIfViolations([...nameViolations(idp.name), ...descriptionViolations(idp.description), ...oidcViolations(oidc)]);
   requireUid("default_role", idp.defaultRole);
   // Stored without the secret: that lives only in client_secret_encrypted.
   const stored = clone(IdentityProvider_OIDCSchema, oidc!);
   stored.clientSecret = "";
-  return { name: idp.name, description: idp.description, defaultRoleUid: idp.defaultRole, oidc: toJson(IdentityProvider_OIDCSchema, stored) };
-}
-
-function throwIfMissing(result: IdentityProviderWrite, uids: { group?: string; role: string; idp?: string }): IdentityProviderRow {
-  if (result.kind === "ok") return result.row;
-  if (result.what === "group") throw notFound("group", uids.group ?? "");
-  if (result.what === "role") throw notFound("role", uids.role);
-  throw notFound("identity provider", uids.idp ?? "");
+  return {
+    name: idp.name,
+    description: idp.description,
+    defaultRoleUid: idp.defaultRole,
+    oidc: toJson(IdentityProvider_OIDCSchema, stored),
+  };
 }
 
 export interface IdentityProvidersDeps {
@@ -135,27 +140,30 @@ export function identityProvidersService({ identityProviders, secrets, lists, no
       const fields = validated(idp, oidc);
       const uid = newChildUidp(req.parent);
       const secret = oidc!.clientSecret === "" ? null : await secrets.encrypt(oidc!.clientSecret, uid);
-      const result = await identityProviders.insert(uid, req.parent, { ...fields, clientSecretEncrypted: secret }, now());
-      return toIdentityProvider(throwIfMissing(result, { group: req.parent, role: fields.defaultRoleUid }));
+      const result = await identityProviders.insert(
+        uid,
+        req.parent,
+        { ...fields, clientSecretEncrypted: secret },
+        now(),
+      );
+      return toIdentityProvider(written(result));
     },
 
     async getIdentityProvider(req) {
       requireUid("uid", req.uid);
-      const row = await identityProviders.get(req.uid);
-      if (!row) throw notFound("identity provider", req.uid);
-      return toIdentityProvider(row);
+      return toIdentityProvider(found(await identityProviders.get(req.uid), "identity provider", req.uid));
     },
 
     async listIdentityProviders(req, call) {
-      const { items, ...page } = await listResponse(
+      const { items, ...page } = await listResponse({
         lists,
-        identityProviderListing,
-        ListIdentityProvidersRequestSchema,
-        req,
-        identityProviders.listQuery({ uidp: req.uidp, name: req.name }),
-        (rows: IdentityProviderRow[]) => rows.map(toIdentityProvider),
+        resource: identityProviderListing,
+        schema: ListIdentityProvidersRequestSchema,
+        request: req,
+        query: identityProviders.listQuery({ uidp: req.uidp, name: req.name }),
+        toItems: (rows: IdentityProviderRow[]) => rows.map(toIdentityProvider),
         call,
-      );
+      });
       return { identityProviders: items, ...page };
     },
 
@@ -163,29 +171,35 @@ export function identityProvidersService({ identityProviders, secrets, lists, no
       const patch = req.identityProvider;
       if (!patch) throw invalidArgument({ field: "identity_provider", description: "is required" });
       requireUid("identity_provider.uid", patch.uid);
-      let defaultRole = "";
       const result = await identityProviders.update(
         patch.uid,
         async (current) => {
           // applyFieldMask also refuses a change of oidc.correlation_rule (IMMUTABLE).
-          const { updated } = applyFieldMask(IdentityProviderSchema, toIdentityProvider(current), patch, req.updateMask);
+          const { updated } = applyFieldMask(
+            IdentityProviderSchema,
+            toIdentityProvider(current),
+            patch,
+            req.updateMask,
+          );
           const oidc = oidcOf(updated);
           const fields = validated(updated, oidc);
-          defaultRole = fields.defaultRoleUid;
           // The secret is write-only, so a client that read the IdP and sends its oidc block back
           // sends an empty client_secret: empty keeps the stored secret, non-empty replaces it.
           // (It cannot be cleared through this API; delete and re-create the IdP for that.)
-          const secret = oidc!.clientSecret === "" ? current.client_secret_encrypted : await secrets.encrypt(oidc!.clientSecret, current.uid);
+          const secret =
+            oidc!.clientSecret === ""
+              ? current.client_secret_encrypted
+              : await secrets.encrypt(oidc!.clientSecret, current.uid);
           return { ...fields, clientSecretEncrypted: secret };
         },
         now(),
       );
-      return toIdentityProvider(throwIfMissing(result, { role: defaultRole, idp: patch.uid }));
+      return toIdentityProvider(written(result));
     },
 
     async deleteIdentityProvider(req) {
       requireUid("uid", req.uid);
-      return deleteOutcome(await identityProviders.delete(req.uid), "identity provider", req.uid);
+      return deleted(await identityProviders.delete(req.uid), "identity provider", req.uid);
     },
   });
 }

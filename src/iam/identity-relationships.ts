@@ -40,7 +40,8 @@ function urlProblem(value: string): string | undefined {
 
 function claimMatchViolations(cm: Identity_ClaimMatch, out: FieldViolation[]): void {
   const p = "claim_match";
-  if (!cm.iss.case || cm.iss.value === "") out.push({ field: `${p}.issuer`, description: "one of issuer or issuer_pattern is required" });
+  if (!cm.iss.case || cm.iss.value === "")
+    out.push({ field: `${p}.issuer`, description: "one of issuer or issuer_pattern is required" });
   else if (cm.iss.case === "issuer") {
     const problem = urlProblem(cm.iss.value);
     if (problem) out.push({ field: `${p}.issuer`, description: `issuer ${problem}` });
@@ -48,7 +49,8 @@ function claimMatchViolations(cm: Identity_ClaimMatch, out: FieldViolation[]): v
     const problem = patternProblem(cm.iss.value);
     if (problem) out.push({ field: `${p}.issuer_pattern`, description: problem });
   }
-  if (!cm.sub.case || cm.sub.value === "") out.push({ field: `${p}.subject`, description: "one of subject or subject_pattern is required" });
+  if (!cm.sub.case || cm.sub.value === "")
+    out.push({ field: `${p}.subject`, description: "one of subject or subject_pattern is required" });
   else if (cm.sub.case === "subjectPattern") {
     const problem = patternProblem(cm.sub.value);
     if (problem) out.push({ field: `${p}.subject_pattern`, description: problem });
@@ -114,14 +116,18 @@ async function staticKeysViolations(sk: Identity_StaticKeys, now: Date, out: Fie
   if (sk.expirationTime && timestampDate(sk.expirationTime) <= now) {
     out.push({ field: `${p}.expiration_time`, description: "must be in the future" });
   }
-  if (sk.audiences.some((a) => a === "")) out.push({ field: `${p}.audiences`, description: "audiences must not be empty" });
+  if (sk.audiences.some((a) => a === ""))
+    out.push({ field: `${p}.audiences`, description: "audiences must not be empty" });
 }
 
 function awsViolations(aws: Identity_AWSIdentity, out: FieldViolation[]): void {
   const p = "aws_identity";
-  if (!/^\d{12}$/.test(aws.awsAccount)) out.push({ field: `${p}.aws_account`, description: "must be a 12-digit AWS account id" });
-  if (!aws.awsArn.case || aws.awsArn.value === "") out.push({ field: `${p}.arn`, description: "one of arn or arn_pattern is required" });
-  else if (aws.awsArn.case === "arn" && !aws.awsArn.value.startsWith("arn:")) out.push({ field: `${p}.arn`, description: 'must start with "arn:"' });
+  if (!/^\d{12}$/.test(aws.awsAccount))
+    out.push({ field: `${p}.aws_account`, description: "must be a 12-digit AWS account id" });
+  if (!aws.awsArn.case || aws.awsArn.value === "")
+    out.push({ field: `${p}.arn`, description: "one of arn or arn_pattern is required" });
+  else if (aws.awsArn.case === "arn" && !aws.awsArn.value.startsWith("arn:"))
+    out.push({ field: `${p}.arn`, description: 'must start with "arn:"' });
   else if (aws.awsArn.case === "arnPattern") {
     const problem = patternProblem(aws.awsArn.value);
     if (problem) out.push({ field: `${p}.arn_pattern`, description: problem });
@@ -137,7 +143,10 @@ export async function relationshipViolations(relationship: Relationship, now: Da
   const out: FieldViolation[] = [];
   switch (relationship.case) {
     case undefined:
-      out.push({ field: "relationship", description: "one of claim_match, static_keys, aws_identity or service_principal is required" });
+      out.push({
+        field: "relationship",
+        description: "one of claim_match, static_keys, aws_identity or service_principal is required",
+      });
       break;
     case "claimMatch":
       claimMatchViolations(relationship.value, out);
@@ -169,11 +178,26 @@ export function storeRelationship(relationship: Relationship): StoredRelationshi
       };
     }
     case "staticKeys":
-      return { type: RelationshipType.STATIC, json: toJson(Identity_StaticKeysSchema, relationship.value), issuer: relationship.value.issuer, subject: relationship.value.subject };
+      return {
+        type: RelationshipType.STATIC,
+        json: toJson(Identity_StaticKeysSchema, relationship.value),
+        issuer: relationship.value.issuer,
+        subject: relationship.value.subject,
+      };
     case "awsIdentity":
-      return { type: RelationshipType.AWS_IDENTITY, json: toJson(Identity_AWSIdentitySchema, relationship.value), issuer: null, subject: null };
+      return {
+        type: RelationshipType.AWS_IDENTITY,
+        json: toJson(Identity_AWSIdentitySchema, relationship.value),
+        issuer: null,
+        subject: null,
+      };
     case "servicePrincipal":
-      return { type: RelationshipType.SERVICE_PRINCIPAL, json: ServicePrincipal[relationship.value] ?? relationship.value, issuer: null, subject: null };
+      return {
+        type: RelationshipType.SERVICE_PRINCIPAL,
+        json: ServicePrincipal[relationship.value] ?? relationship.value,
+        issuer: null,
+        subject: null,
+      };
     default:
       throw new Error("identity without a relationship");
   }
@@ -190,7 +214,10 @@ export function loadRelationship(type: number, json: unknown): Relationship {
     case RelationshipType.SERVICE_PRINCIPAL:
       return {
         case: "servicePrincipal",
-        value: typeof json === "string" ? (ServicePrincipal[json as keyof typeof ServicePrincipal] as ServicePrincipal) : (json as ServicePrincipal),
+        value:
+          typeof json === "string"
+            ? (ServicePrincipal[json as keyof typeof ServicePrincipal] as ServicePrincipal)
+            : (json as ServicePrincipal),
       };
     default:
       return { case: undefined };

@@ -8,13 +8,15 @@ import {
   type CreateRoleBindingRequest,
   type RoleBinding,
 } from "../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
-import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
+import { invalidArgument, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse } from "../platform/list.js";
 import { bindService } from "../core/service.js";
 import { isValidUidp, newChildUidp } from "../core/uidp.js";
-import { deleteOutcome, optionalUid, requireUid, throwIfViolations } from "../core/validate.js";
-import type { HydratedBinding, NewBinding, RoleBindingRow, RoleBindingsRepository } from "../store/role-bindings.js";
+import { deleted, found, written } from "../platform/outcomes.js";
+import { optionalUid, requireUid, throwIfViolations } from "../core/validate.js";
+import type { HydratedBinding, NewBinding, RoleBindingRow, RoleBindingsRepository } from "./storage/role-bindings.js";
 import { displayIssuerSubject } from "./identity-relationships.js";
 
 const MAX_BATCH = 100;
@@ -29,7 +31,14 @@ export function toRoleBinding(b: HydratedBinding): RoleBinding {
   const { issuer, subject } = displayIssuerSubject(b.relationship_type, b.relationship);
   return create(RoleBindingSchema, {
     uid: b.uid,
-    identity: { uid: b.identity_uid, name: b.identity_name, description: b.identity_description, subject, issuer, email: b.identity_email },
+    identity: {
+      uid: b.identity_uid,
+      name: b.identity_name,
+      description: b.identity_description,
+      subject,
+      issuer,
+      email: b.identity_email,
+    },
     group: { uid: b.parent_uid, name: b.group_name, description: b.group_description },
     role: { uid: b.role_uid, name: b.role_name, description: b.role_description },
     createTime: timestampFromDate(b.create_time),
@@ -40,14 +49,22 @@ export function toRoleBinding(b: HydratedBinding): RoleBinding {
 
 function referenceViolations(identityUid: string, roleUid: string, prefix = ""): FieldViolation[] {
   const v: FieldViolation[] = [];
-  for (const [field, uid] of [["identity_uid", identityUid], ["role_uid", roleUid]] as const) {
+  for (const [field, uid] of [
+    ["identity_uid", identityUid],
+    ["role_uid", roleUid],
+  ] as const) {
     if (uid === "") v.push({ field: prefix + field, description: "is required" });
     else if (!isValidUidp(uid)) v.push({ field: prefix + field, description: `"${uid}" is not a valid UIDP` });
   }
   return v;
 }
 
-function newBinding(parent: string, request: CreateRoleBindingRequest, defaultRoleUid: string, prefix: string): NewBinding {
+function newBinding(
+  parent: string,
+  request: CreateRoleBindingRequest,
+  defaultRoleUid: string,
+  prefix: string,
+): NewBinding {
   const rb = request.roleBinding ?? create(RoleBindingSchema);
   const roleUid = rb.roleUid || defaultRoleUid;
   throwIfViolations(referenceViolations(rb.identityUid, roleUid, prefix));
@@ -64,45 +81,49 @@ export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDe
   return bindService(RoleBindingsService, {
     async createRoleBinding(req) {
       requireUid("parent", req.parent);
-      const [created] = await roleBindings.insertAll([newBinding(req.parent, req, "", "")], now());
+      const [created] = written(await roleBindings.insertAll([newBinding(req.parent, req, "", "")], now()));
       return toRoleBinding(created!);
     },
 
     async batchCreateRoleBindings(req) {
       requireUid("parent", req.parent);
       optionalUid("role_uid", req.roleUid);
-      if (req.requests.length === 0) throw invalidArgument({ field: "requests", description: "at least one request is required" });
-      if (req.requests.length > MAX_BATCH) throw invalidArgument({ field: "requests", description: `at most ${MAX_BATCH} bindings per batch` });
+      if (req.requests.length === 0)
+        throw invalidArgument({ field: "requests", description: "at least one request is required" });
+      if (req.requests.length > MAX_BATCH)
+        throw invalidArgument({ field: "requests", description: `at most ${MAX_BATCH} bindings per batch` });
       const bindings = req.requests.map((r, i) => {
         if (r.parent !== "" && r.parent !== req.parent) {
-          throw invalidArgument({ field: `requests[${i}].parent`, description: "must be empty or equal to the batch's parent" });
+          throw invalidArgument({
+            field: `requests[${i}].parent`,
+            description: "must be empty or equal to the batch's parent",
+          });
         }
         return newBinding(req.parent, r, req.roleUid, `requests[${i}].role_binding.`);
       });
-      return { roleBindings: (await roleBindings.insertAll(bindings, now())).map(toRoleBinding) };
+      return { roleBindings: written(await roleBindings.insertAll(bindings, now())).map(toRoleBinding) };
     },
 
     async getRoleBinding(req) {
       requireUid("uid", req.uid);
-      const b = await roleBindings.get(req.uid);
-      if (!b) throw notFound("role binding", req.uid);
-      return toRoleBinding(b);
+      return toRoleBinding(found(await roleBindings.get(req.uid), "role binding", req.uid));
     },
 
     async listRoleBindings(req, call) {
       optionalUid("identity", req.identity);
       optionalUid("group", req.group);
       optionalUid("role", req.role);
-      const { items, ...page } = await listResponse(
+      const { items, ...page } = await listResponse({
         lists,
-        roleBindingListing,
-        ListRoleBindingsRequestSchema,
-        req,
-        roleBindings.listQuery(req),
+        resource: roleBindingListing,
+        schema: ListRoleBindingsRequestSchema,
+        request: req,
+        query: roleBindings.listQuery(req),
         // one hydration query per page
-        async (rows: RoleBindingRow[]) => (await roleBindings.hydrate(rows.map((r) => r.uid))).map(toRoleBinding),
+        toItems: async (rows: RoleBindingRow[]) =>
+          (await roleBindings.hydrate(rows.map((r) => r.uid))).map(toRoleBinding),
         call,
-      );
+      });
       return { roleBindings: items, ...page };
     },
 
@@ -110,23 +131,26 @@ export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDe
       const patch = req.roleBinding;
       if (!patch) throw invalidArgument({ field: "role_binding", description: "is required" });
       requireUid("role_binding.uid", patch.uid);
-      const b = await roleBindings.update(
+      const result = await roleBindings.update(
         patch.uid,
         (current) => {
-          const existing = create(RoleBindingSchema, { uid: current.uid, identityUid: current.identity_uid, roleUid: current.role_uid });
+          const existing = create(RoleBindingSchema, {
+            uid: current.uid,
+            identityUid: current.identity_uid,
+            roleUid: current.role_uid,
+          });
           const { updated } = applyFieldMask(RoleBindingSchema, existing, patch, req.updateMask);
           throwIfViolations(referenceViolations(updated.identityUid, updated.roleUid));
           return { identityUid: updated.identityUid, roleUid: updated.roleUid };
         },
         now(),
       );
-      if (!b) throw notFound("role binding", patch.uid);
-      return toRoleBinding(b);
+      return toRoleBinding(written(result));
     },
 
     async deleteRoleBinding(req) {
       requireUid("uid", req.uid);
-      return deleteOutcome(await roleBindings.delete(req.uid), "role binding", req.uid);
+      return deleted(await roleBindings.delete(req.uid), "role binding", req.uid);
     },
   });
 }

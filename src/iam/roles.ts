@@ -1,15 +1,22 @@
 // RolesService: built-in roles (read-only) and custom roles under a group.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { ListRolesRequestSchema, RoleSchema, RolesService, type Role } from "../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
+import {
+  ListRolesRequestSchema,
+  RoleSchema,
+  RolesService,
+  type Role,
+} from "../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
 import { failedPrecondition, invalidArgument, notFound } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
-import { NAMED_RESOURCE_LISTING, listResponse, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { NAMED_RESOURCE_LISTING, type ListableResource, type ListEngineDeps } from "../core/list.js";
+import { listResponse } from "../platform/list.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { accessOf, bindService } from "../core/service.js";
 import { newChildUidp, parentOf } from "../core/uidp.js";
-import { deleteOutcome, descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
-import type { RoleFields, RoleRow, RolesRepository } from "../store/roles.js";
+import { deleted, found, written } from "../platform/outcomes.js";
+import { descriptionViolations, nameViolations, requireUid, throwIfViolations } from "../core/validate.js";
+import type { RoleFields, RoleRow, RolesRepository } from "./storage/roles.js";
 import { capabilityViolations, normalizeCapabilities } from "./capabilities.js";
 
 // Built-in roles belong to no group: anyone who may list roles somewhere sees them.
@@ -27,7 +34,11 @@ export function toRole(row: RoleRow): Role {
 }
 
 function validated(role: { name: string; description: string; capabilities: number[] }): RoleFields {
-  throwIfViolations([...nameViolations(role.name), ...descriptionViolations(role.description), ...capabilityViolations(role.capabilities)]);
+  throwIfViolations([
+    ...nameViolations(role.name),
+    ...descriptionViolations(role.description),
+    ...capabilityViolations(role.capabilities),
+  ]);
   return { name: role.name, description: role.description, capabilities: normalizeCapabilities(role.capabilities) };
 }
 
@@ -48,9 +59,7 @@ export function rolesService({ roles, lists, now }: RolesDeps) {
     async createRole(req) {
       requireUid("parent", req.parent);
       const fields = validated(req.role ?? create(RoleSchema));
-      const row = await roles.insert(newChildUidp(req.parent), req.parent, fields, now());
-      if (!row) throw notFound("group", req.parent);
-      return toRole(row);
+      return toRole(written(await roles.insert(newChildUidp(req.parent), req.parent, fields, now())));
     },
 
     async getRole(req, call) {
@@ -61,21 +70,19 @@ export function rolesService({ roles, lists, now }: RolesDeps) {
       const needed = [Capability.CAP_IAM_ROLES_LIST];
       if (parentOf(req.uid) !== undefined) access.require(needed, req.uid, "role");
       else if (!access.holdsAnywhere(needed)) throw notFound("role", req.uid);
-      const row = await roles.get(req.uid);
-      if (!row) throw notFound("role", req.uid);
-      return toRole(row);
+      return toRole(found(await roles.get(req.uid), "role", req.uid));
     },
 
     async listRoles(req, call) {
-      const { items, ...page } = await listResponse(
+      const { items, ...page } = await listResponse({
         lists,
-        roleListing,
-        ListRolesRequestSchema,
-        req,
-        roles.listQuery(req),
-        (rows: RoleRow[]) => rows.map(toRole),
+        resource: roleListing,
+        schema: ListRolesRequestSchema,
+        request: req,
+        query: roles.listQuery(req),
+        toItems: (rows: RoleRow[]) => rows.map(toRole),
         call,
-      );
+      });
       return { roles: items, ...page };
     },
 
@@ -83,7 +90,7 @@ export function rolesService({ roles, lists, now }: RolesDeps) {
       const patch = req.role;
       if (!patch) throw invalidArgument({ field: "role", description: "is required" });
       requireUid("role.uid", patch.uid);
-      const row = await roles.update(
+      const result = await roles.update(
         patch.uid,
         (current) => {
           refuseBuiltin(current, "changed");
@@ -91,15 +98,14 @@ export function rolesService({ roles, lists, now }: RolesDeps) {
         },
         now(),
       );
-      if (!row) throw notFound("role", patch.uid);
-      return toRole(row);
+      return toRole(written(result));
     },
 
     async deleteRole(req) {
       requireUid("uid", req.uid);
       const existing = await roles.get(req.uid);
       if (existing) refuseBuiltin(existing, "deleted");
-      return deleteOutcome(await roles.delete(req.uid), "role", req.uid);
+      return deleted(await roles.delete(req.uid), "role", req.uid);
     },
   });
 }

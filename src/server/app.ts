@@ -21,12 +21,22 @@ import {
 } from "../gen/google/rpc/error_details_pb.js";
 import { Code, ConnectError, httpStatusFor, invalidArgument, isOutgoingDetail, toWireError } from "../core/errors.js";
 import { invoke, type Authorizer, type CallContext, type ServiceBinding } from "../core/service.js";
+import type { PlainRouter } from "../platform/routes.js";
 import { createDualServer, type DualServer } from "./dual-server.js";
+import { headersOf, plainRouter } from "./plain-routes.js";
 import { registerTranscoder } from "./transcoder.js";
 
 const errorDetailRegistry = createRegistry(
-  ErrorInfoSchema, BadRequestSchema, PreconditionFailureSchema, ResourceInfoSchema, RetryInfoSchema,
-  DebugInfoSchema, QuotaFailureSchema, RequestInfoSchema, HelpSchema, LocalizedMessageSchema,
+  ErrorInfoSchema,
+  BadRequestSchema,
+  PreconditionFailureSchema,
+  ResourceInfoSchema,
+  RetryInfoSchema,
+  DebugInfoSchema,
+  QuotaFailureSchema,
+  RequestInfoSchema,
+  HelpSchema,
+  LocalizedMessageSchema,
 );
 
 /** google.rpc.Status as canonical JSON: {code, message, details: [{"@type": ...}]}. */
@@ -44,17 +54,6 @@ export function statusJson(err: ConnectError) {
   return json;
 }
 
-function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(raw)) {
-    // http2 compat requests carry pseudo-headers (":path") that Headers rejects.
-    if (name.startsWith(":") || value === undefined) continue;
-    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
-    else headers.set(name, value);
-  }
-  return headers;
-}
-
 export interface AppOptions {
   bindings: ServiceBinding[];
   authorizer: Authorizer;
@@ -62,8 +61,8 @@ export interface AppOptions {
   logger: Logger;
   /** max request body in bytes */
   bodyLimit?: number;
-  /** plain routes outside the RPC surface (OIDC discovery, JWKS) */
-  routes?: (app: FastifyInstance) => void;
+  /** each module's plain routes outside the RPC surface (OIDC discovery, sign-in, ...), one scope each */
+  routes?: ((router: PlainRouter) => void)[];
   /**
    * Path prefixes of the public URLs (an issuer or API published at https://host/prefix): a
    * request under one is served as if the prefix were absent, as behind a path-routing proxy.
@@ -87,7 +86,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
     rewriteUrl: (req) => {
       const url = req.url ?? "/";
       for (const prefix of opts.pathPrefixes ?? []) {
-        if (url === prefix || url.startsWith(prefix + "/") || url.startsWith(prefix + "?")) return url.slice(prefix.length) || "/";
+        if (url === prefix || url.startsWith(prefix + "/") || url.startsWith(prefix + "?"))
+          return url.slice(prefix.length) || "/";
       }
       return url;
     },
@@ -105,24 +105,36 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const sendError = (reply: FastifyReply, err: unknown): FastifyReply => {
     const ce = wireError(err);
     if (ce.code === Code.Unauthenticated) reply.header("www-authenticate", 'Bearer realm="bulwark"');
-    return reply.code(httpStatusFor(ce.code)).header("content-type", "application/json").send(JSON.stringify(statusJson(ce)));
+    return reply
+      .code(httpStatusFor(ce.code))
+      .header("content-type", "application/json")
+      .send(JSON.stringify(statusJson(ce)));
   };
 
   fastify.setErrorHandler((err: Error & { statusCode?: number; code?: string }, _request, reply) => {
     // Errors Fastify raises before a handler runs (body too large, bad content length, ...).
     if (err instanceof ConnectError) return sendError(reply, err);
-    if (err.statusCode === 413) return sendError(reply, invalidArgument({ field: "body", description: `exceeds ${opts.bodyLimit ?? 1048576} bytes` }));
+    if (err.statusCode === 413)
+      return sendError(
+        reply,
+        invalidArgument({ field: "body", description: `exceeds ${opts.bodyLimit ?? 1048576} bytes` }),
+      );
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return sendError(reply, invalidArgument({ field: "request", description: err.message }));
     }
     return sendError(reply, err);
   });
   fastify.setNotFoundHandler((request, reply) =>
-    sendError(reply, new ConnectError(`Not found: no route for ${request.method} ${request.url.split("?")[0]}`, Code.NotFound)),
+    sendError(
+      reply,
+      new ConnectError(`Not found: no route for ${request.method} ${request.url.split("?")[0]}`, Code.NotFound),
+    ),
   );
 
   fastify.get("/healthz", async () => ({ status: "SERVING" }));
-  opts.routes?.(fastify);
+  for (const register of opts.routes ?? []) {
+    await fastify.register(async (scope) => register(plainRouter(scope, { authorizer, wireError, sendError })));
+  }
 
   const callFromHttp = (request: FastifyRequest): CallContext => ({ headers: headersOf(request.headers) });
   const callFromConnect = (ctx: HandlerContext): CallContext => ({ headers: ctx.requestHeader, signal: ctx.signal });

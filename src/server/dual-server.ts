@@ -1,6 +1,7 @@
 // One cleartext port for HTTP/1.1 and h2c. Fastify's http2 mode without TLS speaks only h2c, so a
 // front net.Server peeks at each connection: the HTTP/2 client preface goes to an http2 server,
-// anything else to an http/1.1 server; both run Fastify's handler (see notes/stack.md).
+// anything else to an http/1.1 server; both run Fastify's handler. (Node's http2 allowHTTP1
+// fallback exists only for TLS servers, hence the sniffing.)
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
@@ -19,7 +20,10 @@ export interface DualServer {
 
 export function createDualServer(handler: http.RequestListener): DualServer {
   const h1 = http.createServer({ keepAliveTimeout: 5_000 }, handler);
-  const h2 = http2.createServer({}, handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+  const h2 = http2.createServer(
+    {},
+    handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+  );
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (session) => {
     sessions.add(session);

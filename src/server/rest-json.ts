@@ -1,7 +1,14 @@
 // JSON for REST responses: the proto3 canonical mapping with implicit fields emitted (so
 // `skipped: 0`, `verified: false`, `resourceLimits: {}` are present, as the hosted API shows),
 // timestamps always with millisecond precision, and an empty next_page_token omitted.
-import { toJson, type DescMessage, type JsonObject, type JsonValue, type MessageShape, type Registry } from "@bufbuild/protobuf";
+import {
+  toJson,
+  type DescMessage,
+  type JsonObject,
+  type JsonValue,
+  type MessageShape,
+  type Registry,
+} from "@bufbuild/protobuf";
 
 const TIMESTAMP = "google.protobuf.Timestamp";
 
@@ -20,8 +27,14 @@ function normalize(desc: DescMessage, json: JsonObject): void {
       json[field.jsonName] = normalizeMessage(field.message, value);
     } else if (field.fieldKind === "list" && field.listKind === "message" && Array.isArray(value)) {
       json[field.jsonName] = value.map((v) => normalizeMessage(field.message, v));
-    } else if (field.fieldKind === "map" && field.mapKind === "message" && typeof value === "object" && !Array.isArray(value)) {
-      for (const [k, v] of Object.entries(value)) (value as JsonObject)[k] = normalizeMessage(field.message, v as JsonValue);
+    } else if (
+      field.fieldKind === "map" &&
+      field.mapKind === "message" &&
+      typeof value === "object" &&
+      !Array.isArray(value)
+    ) {
+      for (const [k, v] of Object.entries(value))
+        (value as JsonObject)[k] = normalizeMessage(field.message, v as JsonValue);
     }
   }
 }

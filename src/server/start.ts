@@ -1,46 +1,24 @@
-// Composition root: database, migrations, services, transports, listening socket.
+// Composition root: database, migrations, feature modules, transports, listening socket. It loops
+// over the modules (server/modules.ts) and names no feature.
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
 import type { PGlite } from "@electric-sql/pglite";
+import type { Kysely } from "kysely";
 import { pino, type Logger } from "pino";
-import { PageTokenCodec, loadSharedSecret } from "../core/page-tokens.js";
-import { SecretBox } from "../core/secret-box.js";
-import type { ServiceBinding } from "../core/service.js";
-import { authService } from "../auth/auth-service.js";
-import { TokenAuthorizer } from "../auth/authorizer.js";
-import { registerLoginRoutes, type UpstreamProvider } from "../auth/login.js";
-import { registerIssuerRoutes } from "../auth/issuer-routes.js";
-import { KeyManager, REFRESH_EVERY_MS } from "../auth/keys.js";
-import { securityTokenService } from "../auth/sts.js";
-import { TokenIssuer, type AuthUrls } from "../auth/tokens.js";
-import { UpstreamIssuers, type UpstreamOptions } from "../auth/upstream.js";
-import { accountAssociationsService } from "../iam/account-associations.js";
-import { BUILTIN_ROLES } from "../iam/builtin-roles.js";
-import { groupInvitesService } from "../iam/group-invites.js";
-import { groupsService } from "../iam/groups.js";
-import { identitiesService } from "../iam/identities.js";
-import { identityProvidersService } from "../iam/identity-providers.js";
-import { roleBindingsService } from "../iam/role-bindings.js";
-import { rolesService } from "../iam/roles.js";
-import { AccountAssociationsRepository } from "../store/account-associations.js";
-import { migrate, openDatabase, type Db } from "../store/db.js";
-import { GroupInvitesRepository } from "../store/group-invites.js";
-import { GroupsRepository } from "../store/groups.js";
-import { IdentitiesRepository } from "../store/identities.js";
-import { LoginSessionsRepository } from "../store/login-sessions.js";
-import { IdentityProvidersRepository } from "../store/identity-providers.js";
-import { RoleBindingsRepository } from "../store/role-bindings.js";
-import { RolesRepository } from "../store/roles.js";
+import { PageTokenCodec } from "../core/page-tokens.js";
+import type { Authorizer, ServiceBinding } from "../core/service.js";
+import { fillPublicUrls, publicUrls, type PlatformSettings, type PublicUrls } from "../platform/config.js";
+import type { FeatureModule, ModuleContext, ModuleRuntime } from "../platform/module.js";
+import { migrate, openDatabase } from "../storage/db.js";
+import { loadSharedSecret } from "../storage/server-secrets.js";
 import { createApp } from "./app.js";
+import { MODULES } from "./modules.js";
 
-export interface ServerConfig {
+export interface ServerConfig extends PlatformSettings {
   port: number;
   host: string;
   /** PGlite data directory (ignored when databaseUrl is set) */
   dataDir: string;
   databaseUrl?: string;
-  /** ErrorInfo.domain of every error */
-  errorDomain: string;
   logLevel?: string;
   /** {auth_url}: the token issuer's public URL (default: the server's own URL) */
   issuerUrl?: string;
@@ -48,15 +26,11 @@ export interface ServerConfig {
   apiUrl?: string;
   /** {registry_host}: the registry's host, the audience of registry tokens (default: the server's host:port) */
   registryHost?: string;
-  /** accept plain-http upstream OIDC issuers on loopback hosts (tests and local use only) */
-  allowInsecureIssuers?: boolean;
-  /** accept upstream OIDC issuers (and their jwks_uri hosts) on private, loopback, link-local, ... addresses */
-  allowPrivateIssuerAddresses?: boolean;
-  /** the platform's default upstream OIDC provider for human sign-in (`bulwark auth login`) */
-  defaultUpstream?: UpstreamProvider;
   /** tests pass a PGlite cloned from a migrated template */
   pglite?: PGlite;
   logger?: Logger;
+  /** the features to run (default: all of them) */
+  modules?: readonly FeatureModule<any, any>[];
 }
 
 export const DEFAULT_CONFIG: ServerConfig = {
@@ -69,135 +43,109 @@ export const DEFAULT_CONFIG: ServerConfig = {
 export interface RunningServer {
   url: string;
   port: number;
-  db: Db;
-  /** the issuer (tests and the admin command mint tokens with it) */
-  tokens: TokenIssuer;
+  /** the database, untyped here: each module types its own tables */
+  db: Kysely<any>;
   backend: "pglite" | "postgres";
+  urls: PublicUrls;
+  modules: readonly FeatureModule<any, any>[];
+  /** every served service with its handlers (a method without one answers UNIMPLEMENTED) */
+  bindings: readonly ServiceBinding[];
+  /** what a running module exports (e.g. the auth module's token issuer) */
+  exportsOf<E>(module: FeatureModule<unknown, E>): E;
   close(): Promise<void>;
 }
 
-export interface Repositories {
-  groups: GroupsRepository;
-  roles: RolesRepository;
-  identities: IdentitiesRepository;
-  roleBindings: RoleBindingsRepository;
-  identityProviders: IdentityProvidersRepository;
-  accountAssociations: AccountAssociationsRepository;
-  groupInvites: GroupInvitesRepository;
-  loginSessions: LoginSessionsRepository;
+/** Every module's migrations, for the server and for tools that open the database themselves. */
+export function migrateAll(db: Kysely<any>, modules: readonly FeatureModule<any, any>[] = MODULES): Promise<void> {
+  return migrate(db, modules);
 }
 
-export function repositories(db: Db): Repositories {
-  return {
-    groups: new GroupsRepository(db),
-    roles: new RolesRepository(db),
-    identities: new IdentitiesRepository(db),
-    roleBindings: new RoleBindingsRepository(db),
-    identityProviders: new IdentityProvidersRepository(db),
-    accountAssociations: new AccountAssociationsRepository(db),
-    groupInvites: new GroupInvitesRepository(db),
-    loginSessions: new LoginSessionsRepository(db),
-  };
+/** The one Authorizer the modules provide. */
+function authorizerOf(runtimes: ModuleRuntime[], modules: readonly FeatureModule<any, any>[]): Authorizer {
+  const providers = runtimes.flatMap((r, i) =>
+    r.authorizer ? [{ authorizer: r.authorizer, name: modules[i]!.name }] : [],
+  );
+  if (providers.length !== 1) {
+    throw new Error(
+      `exactly one module must provide the authorizer; found ${providers.map((p) => p.name).join(", ") || "none"}`,
+    );
+  }
+  return providers[0]!.authorizer;
 }
 
-/** Server keys kept in the database (shared by every replica), loaded once at start. */
-export interface ServerKeys {
-  /** encrypts IdPs' OIDC client secrets at rest */
-  idpClientSecrets: SecretBox;
-}
-
-export async function loadServerKeys(db: Db): Promise<ServerKeys> {
-  return { idpClientSecrets: new SecretBox(await loadSharedSecret(db, "idp_client_secrets")) };
-}
-
-/** The issuer's parts the auth services need. */
-export interface AuthDeps {
-  issuer: TokenIssuer;
-  /** how the token exchange and sign-in reach upstream OIDC issuers (SSRF-guarded) */
-  upstream: UpstreamIssuers;
-  logger?: Logger;
-}
-
-/** Every served service; one line each. */
-export function buildServices(repos: Repositories, tokens: PageTokenCodec, keys: ServerKeys, auth: AuthDeps): ServiceBinding[] {
-  const now = () => new Date();
-  const lists = { tokens };
-  return [
-    groupsService({ groups: repos.groups, lists, now }),
-    rolesService({ roles: repos.roles, lists, now }),
-    identitiesService({ identities: repos.identities, lists, now }),
-    roleBindingsService({ roleBindings: repos.roleBindings, lists, now }),
-    identityProvidersService({ identityProviders: repos.identityProviders, secrets: keys.idpClientSecrets, lists, now }),
-    accountAssociationsService({ accountAssociations: repos.accountAssociations, lists, now }),
-    groupInvitesService({ invites: repos.groupInvites, lists, now }),
-    authService({ tokens: auth.issuer, identities: repos.identities, roleBindings: repos.roleBindings }),
-    securityTokenService({ tokens: auth.issuer, identities: repos.identities, upstream: auth.upstream, logger: auth.logger, now }),
-  ];
-}
-
-export function issuerKeyFile(dataDir: string): string {
-  return join(dataDir, "issuer-signing-key.json");
-}
-
-/** The issuer's URLs from configuration; blanks are filled from the server's URL once it listens. */
-export function authUrls(config: Pick<ServerConfig, "issuerUrl" | "apiUrl" | "registryHost">): AuthUrls {
-  return { issuer: config.issuerUrl ?? "", apiAudience: config.apiUrl ?? "", registryAudience: config.registryHost ?? "" };
-}
-
-export function fillAuthUrls(urls: AuthUrls, serverUrl: string): void {
-  if (!urls.issuer) urls.issuer = serverUrl;
-  if (!urls.apiAudience) urls.apiAudience = serverUrl;
-  if (!urls.registryAudience) urls.registryAudience = new URL(serverUrl).host;
+/** A module's bindings must be exactly the services it declares (tests rely on the list, and later reflection and OpenAPI will). */
+function checkBindings(module: FeatureModule<any, any>, bindings: ServiceBinding[]): void {
+  const declared = module.services.map((s) => s.typeName).sort();
+  const bound = bindings.map((b) => b.service.typeName).sort();
+  if (declared.join() !== bound.join()) {
+    throw new Error(`module ${module.name} declares [${declared.join(", ")}] but binds [${bound.join(", ")}]`);
+  }
 }
 
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
   const logger = config.logger ?? pino({ level: config.logLevel ?? "info", redact: ["req.headers.authorization"] });
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pglite: config.pglite });
+  const modules = config.modules ?? MODULES;
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    pglite: config.pglite,
+  });
+  const timers: NodeJS.Timeout[] = [];
   try {
-    await migrate(database.db);
-    const repos = repositories(database.db);
-    await repos.roles.ensureBuiltins(BUILTIN_ROLES, new Date());
+    await migrate(database.db, modules);
     const secret = process.env.BULWARK_PAGE_TOKEN_SECRET
       ? new TextEncoder().encode(process.env.BULWARK_PAGE_TOKEN_SECRET)
       : await loadSharedSecret(database.db, "page_tokens");
-    const tokens = PageTokenCodec.fromSecret(secret);
-    // Embedded mode keeps the current signing key beside the data for `bulwark admin token`.
-    const keyFile = database.backend === "pglite" && !config.pglite && !config.dataDir.startsWith("memory://") ? issuerKeyFile(config.dataDir) : undefined;
-    const keys = new KeyManager(database.db, undefined, keyFile);
-    await keys.signingKey();
-    const refresh = setInterval(
-      () =>
-        void keys
-          .signingKey()
-          .then(() => Promise.all([keys.prune(), repos.loginSessions.prune(new Date())]))
-          .catch((err) => logger.error({ err }, "periodic key refresh failed")),
-      REFRESH_EVERY_MS,
-    );
-    refresh.unref();
-    const urls = authUrls(config);
-    const issuer = new TokenIssuer(keys, urls);
-    const upstreamOptions: UpstreamOptions = { allowInsecureIssuers: config.allowInsecureIssuers, allowPrivateIssuerAddresses: config.allowPrivateIssuerAddresses };
-    const upstream = new UpstreamIssuers(upstreamOptions);
-    const serverKeys = await loadServerKeys(database.db);
-    const { fastify, dual } = await createApp({
-      bindings: buildServices(repos, tokens, serverKeys, { issuer, upstream, logger }),
-      authorizer: new TokenAuthorizer(issuer, repos.identities, repos.roleBindings),
-      routes: (app) => {
-        registerIssuerRoutes(app, urls, keys);
-        registerLoginRoutes(app, {
-          issuer,
-          upstream,
-          upstreamOptions,
-          defaultUpstream: config.defaultUpstream,
-          sessions: repos.loginSessions,
-          identities: repos.identities,
-          roleBindings: repos.roleBindings,
-          identityProviders: repos.identityProviders,
-          idpSecrets: serverKeys.idpClientSecrets,
-          invites: repos.groupInvites,
-          logger,
-        });
+    const urls = publicUrls(config);
+    const repositories = new Map<FeatureModule<any, any>, unknown>();
+    const exports = new Map<FeatureModule<any, any>, unknown>();
+    const exportsOf = <E>(module: FeatureModule<unknown, E>): E => {
+      if (!exports.has(module))
+        throw new Error(`module ${module.name} is not running (or starts after the module asking)`);
+      return exports.get(module) as E;
+    };
+    const embeddedOnDisk = database.backend === "pglite" && !config.pglite && !config.dataDir.startsWith("memory://");
+    const ctx: ModuleContext = {
+      db: database.db,
+      backend: database.backend,
+      settings: config,
+      urls,
+      dataDir: embeddedOnDisk ? config.dataDir : undefined,
+      logger,
+      lists: { tokens: PageTokenCodec.fromSecret(secret) },
+      now: () => new Date(),
+      repositoriesOf: <R>(module: FeatureModule<R, unknown>): R => {
+        if (!repositories.has(module)) repositories.set(module, module.repositories(database.db));
+        return repositories.get(module) as R;
       },
+      exportsOf,
+      sharedSecret: (name) => loadSharedSecret(database.db, name),
+    };
+    const runtimes: ModuleRuntime[] = [];
+    for (const module of modules) {
+      const runtime = await module.start(ctx);
+      checkBindings(module, runtime.bindings);
+      exports.set(module, runtime.exports);
+      runtimes.push(runtime);
+    }
+    for (const [i, runtime] of runtimes.entries()) {
+      for (const task of runtime.tasks ?? []) {
+        const timer = setInterval(
+          () =>
+            void task
+              .run()
+              .catch((err) => logger.error({ err, module: modules[i]!.name, task: task.name }, "periodic task failed")),
+          task.everyMs,
+        );
+        timer.unref();
+        timers.push(timer);
+      }
+    }
+    const bindings = runtimes.flatMap((r) => r.bindings);
+    const { fastify, dual } = await createApp({
+      bindings,
+      authorizer: authorizerOf(runtimes, modules),
+      routes: runtimes.flatMap((r) => (r.routes ? [r.routes.bind(r)] : [])),
       pathPrefixes: [config.issuerUrl, config.apiUrl].flatMap((u) => {
         const path = u ? new URL(u).pathname.replace(/\/+$/, "") : "";
         return path ? [path] : [];
@@ -208,17 +156,20 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;
     const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
-    fillAuthUrls(urls, url);
+    fillPublicUrls(urls, url);
     let closing: Promise<void> | undefined;
     return {
       url,
       port,
       db: database.db,
-      tokens: issuer,
       backend: database.backend,
+      urls,
+      modules,
+      bindings,
+      exportsOf,
       close: () =>
         (closing ??= (async () => {
-          clearInterval(refresh);
+          for (const timer of timers) clearInterval(timer);
           dual.closeConnections();
           // In-flight requests get a grace period; then whatever is still open is cut.
           const force = setTimeout(() => dual.destroyConnections(), 5_000);
@@ -231,6 +182,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         })()),
     };
   } catch (err) {
+    for (const timer of timers) clearInterval(timer);
     await database.close();
     throw err;
   }

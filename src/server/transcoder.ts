@@ -109,21 +109,33 @@ function queryValue(field: DescField, raw: string): JsonValue {
   const scalarLike = field.fieldKind === "scalar" || field.fieldKind === "list" ? field.scalar : undefined;
   if (field.fieldKind === "message" && field.message.typeName === FieldMaskSchema.typeName) {
     // Accept snake_case paths too: "update_mask=resource_limits,name".
-    return raw.split(",").map((p) => protoCamelCase(p.trim())).join(",");
+    return raw
+      .split(",")
+      .map((p) => protoCamelCase(p.trim()))
+      .join(",");
   }
-  if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.BoolValue") return raw === "true" ? true : raw === "false" ? false : raw;
+  if (field.fieldKind === "message" && field.message.typeName === "google.protobuf.BoolValue")
+    return raw === "true" ? true : raw === "false" ? false : raw;
   if (scalarLike === 8 /* BOOL */) {
     if (raw === "true" || raw === "1") return true;
     if (raw === "false" || raw === "0") return false;
     throw invalidArgument({ field: field.name, description: `"${raw}" is not a boolean` });
   }
-  if ((field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum")) && /^-?\d+$/.test(raw)) {
+  if (
+    (field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum")) &&
+    /^-?\d+$/.test(raw)
+  ) {
     return Number(raw);
   }
   return raw;
 }
 
-function applyQuery(root: JsonObject, desc: DescMessage, query: Record<string, string | string[] | undefined>, bound: Set<string>): void {
+function applyQuery(
+  root: JsonObject,
+  desc: DescMessage,
+  query: Record<string, string | string[] | undefined>,
+  bound: Set<string>,
+): void {
   for (const [key, rawValue] of Object.entries(query)) {
     if (rawValue === undefined) continue;
     const path = key.split(".");
@@ -131,12 +143,24 @@ function applyQuery(root: JsonObject, desc: DescMessage, query: Record<string, s
     if (!field) throw invalidArgument({ field: key, description: `unknown query parameter "${key}"` });
     const top = fieldByName(desc, path[0]!)!;
     if (bound.has(top.name)) {
-      throw invalidArgument({ field: key, description: `"${key}" is taken from the path or body, not the query string` });
+      throw invalidArgument({
+        field: key,
+        description: `"${key}" is taken from the path or body, not the query string`,
+      });
     }
     const values = Array.isArray(rawValue) ? rawValue : [rawValue];
     if (field.fieldKind === "list") {
-      setAtPath(root, desc, path, values.map((v) => queryValue(field, v)), "query parameter");
-    } else if (field.fieldKind === "map" || (field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf."))) {
+      setAtPath(
+        root,
+        desc,
+        path,
+        values.map((v) => queryValue(field, v)),
+        "query parameter",
+      );
+    } else if (
+      field.fieldKind === "map" ||
+      (field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf."))
+    ) {
       throw invalidArgument({ field: key, description: `"${key}" cannot be set from the query string` });
     } else {
       if (values.length > 1) throw invalidArgument({ field: key, description: `"${key}" is given more than once` });
@@ -155,7 +179,10 @@ function presentPaths(desc: DescMessage, body: JsonObject, prefix = ""): string[
     if (
       field.fieldKind === "message" &&
       !field.message.typeName.startsWith("google.protobuf.") &&
-      value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length > 0
+      value !== null &&
+      typeof value === "object" &&
+      !Array.isArray(value) &&
+      Object.keys(value).length > 0
     ) {
       paths.push(...presentPaths(field.message, value, path + "."));
     } else {
@@ -241,7 +268,12 @@ export function buildRequest(
   );
   const bodyField = route.body !== "" && route.body !== "*" ? fieldByName(input, route.body) : undefined;
   let autoMask: string[] | undefined;
-  if (route.verb === "PATCH" && maskField && bodyField?.fieldKind === "message" && !(maskField.name in query || maskField.jsonName in query)) {
+  if (
+    route.verb === "PATCH" &&
+    maskField &&
+    bodyField?.fieldKind === "message" &&
+    !(maskField.name in query || maskField.jsonName in query)
+  ) {
     autoMask = bodyObject ? presentPaths(bodyField.message, bodyObject) : [];
     if (autoMask.length === 0) root[bodyField.jsonName] = {};
   }
@@ -282,8 +314,11 @@ function failingField(desc: DescMessage, json: JsonObject, prefix = ""): string 
       // this key is (part of) the problem
     }
     const nested =
-      field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf.") &&
-      value !== null && typeof value === "object" && !Array.isArray(value)
+      field.fieldKind === "message" &&
+      !field.message.typeName.startsWith("google.protobuf.") &&
+      value !== null &&
+      typeof value === "object" &&
+      !Array.isArray(value)
         ? failingField(field.message, value, `${prefix}${field.name}.`)
         : undefined;
     return nested ?? prefix + field.name;
@@ -299,10 +334,14 @@ function requestViolation(err: unknown, desc: DescMessage, json: JsonObject, bod
   const message = err instanceof Error ? err.message : String(err);
   let located = failingField(desc, json);
   const bodyField = body && body !== "*" ? fieldByName(desc, body) : undefined;
-  if (located && bodyField && located.startsWith(bodyField.name + ".")) located = located.slice(bodyField.name.length + 1);
+  if (located && bodyField && located.startsWith(bodyField.name + "."))
+    located = located.slice(bodyField.name.length + 1);
   if (located) {
     const reason = message.replace(/^cannot decode [^:]*: /, "");
-    return { field: located, description: reason.startsWith('"') ? `invalid value ${reason}` : `cannot decode: ${reason}` };
+    return {
+      field: located,
+      description: reason.startsWith('"') ? `invalid value ${reason}` : `cannot decode: ${reason}`,
+    };
   }
   // protobuf-es: `cannot decode field pkg.Msg.field_name from JSON: ...` / `... key "x" is unknown`
   const unknownKey = /key "([^"]+)" is unknown/.exec(message);
@@ -342,11 +381,17 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
         if (GRPC_CONTENT_TYPE.test(contentType)) {
           // A gRPC / gRPC-Web call to a method nobody serves: answer in its protocol
           // (trailers-only, HTTP 200, grpc-status 12), not with a REST 404.
-          const status = { "grpc-status": String(Code.Unimplemented), "grpc-message": encodeURIComponent(`unknown method ${path}`) };
+          const status = {
+            "grpc-status": String(Code.Unimplemented),
+            "grpc-message": encodeURIComponent(`unknown method ${path}`),
+          };
           reply.hijack();
           const res = reply.raw;
           // gRPC-Web reads a trailers-only status from the headers; gRPC over HTTP/2 from trailers.
-          res.writeHead(200, { "content-type": contentType.split(";")[0]!, ...(request.raw.httpVersionMajor === 2 ? {} : status) });
+          res.writeHead(200, {
+            "content-type": contentType.split(";")[0]!,
+            ...(request.raw.httpVersionMajor === 2 ? {} : status),
+          });
           if (request.raw.httpVersionMajor === 2) res.addTrailers(status);
           res.end();
           return reply;
@@ -363,7 +408,13 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
         }
         if (!route || !match) return opts.sendError(reply, routeNotFound(request.method, path, routes));
         try {
-          const input = buildRequest(route, match, request.query as Record<string, string | string[]>, request.body as Buffer | undefined, contentType);
+          const input = buildRequest(
+            route,
+            match,
+            request.query as Record<string, string | string[]>,
+            request.body as Buffer | undefined,
+            contentType,
+          );
           const output = await invoke(route.binding, route.method, input, opts.callContext(request), opts.authorizer);
           let desc: DescMessage = route.method.output;
           let message: MessageShape<DescMessage> = output;
@@ -371,7 +422,8 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
             const f = fieldByName(desc, route.responseBody)!;
             if (f.fieldKind === "message") {
               desc = f.message;
-              message = ((output as Record<string, unknown>)[f.localName] as MessageShape<DescMessage>) ?? create(f.message);
+              message =
+                ((output as Record<string, unknown>)[f.localName] as MessageShape<DescMessage>) ?? create(f.message);
             }
           }
           // API answers are per caller (and some are tokens): never stored by caches (RFC 6749 §5.1).
@@ -389,13 +441,15 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
   return routes;
 }
 
-
 function routeNotFound(verb: string, path: string, routes: RestRoute[]): ConnectError {
   const otherVerb = routes.some((r) => r.template.regex.test(path));
   if (otherVerb) {
     return new ConnectError(`Method ${verb} is not allowed for ${path}`, Code.Unimplemented);
   }
   return new ConnectError(`Not found: no route for ${verb} ${path}`, Code.NotFound, undefined, [
-    { desc: ResourceInfoSchema, value: { resourceType: "route", resourceName: `${verb} ${path}`, description: "no such route" } },
+    {
+      desc: ResourceInfoSchema,
+      value: { resourceType: "route", resourceName: `${verb} ${path}`, description: "no such route" },
+    },
   ]);
 }

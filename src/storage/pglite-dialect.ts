@@ -1,6 +1,6 @@
 // A Kysely dialect for PGlite that serializes connections. PGlite is a single connection, so
 // a transaction must hold it exclusively: kysely-pglite 0.6.1 does not, and loses concurrent
-// autocommit writes when another request's transaction rolls back (see notes/stack.md).
+// autocommit writes when another request's transaction rolls back (seen when this was written).
 import type { PGlite } from "@electric-sql/pglite";
 import {
   CompiledQuery,
@@ -26,7 +26,10 @@ class Mutex {
 }
 
 export class SerializedPGliteDialect implements Dialect {
-  constructor(private readonly pglite: PGlite, private readonly closeOnDestroy = true) {}
+  constructor(
+    private readonly pglite: PGlite,
+    private readonly closeOnDestroy = true,
+  ) {}
 
   createAdapter() {
     return new PostgresAdapter();

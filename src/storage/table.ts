@@ -1,40 +1,58 @@
 // Operations every aggregate's table shares: get by uid, read-modify-write under a row lock,
 // and delete that refuses while anything still references the row.
-import { sql, type Selectable, type Transaction, type Updateable } from "kysely";
-import type { Db } from "./db.js";
-import type { Database, UidTable } from "./schema.js";
+// Generic over a module's tables (DB): any table with a text `uid` primary key qualifies.
+import { sql, type Kysely, type Selectable, type Transaction, type Updateable } from "kysely";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "./errors.js";
+import type { DeleteResult } from "./results.js";
 
-export type Row<T extends UidTable> = Selectable<Database[T]>;
+export type { DeleteResult };
 
-export async function getByUid<T extends UidTable>(db: Db | Transaction<Database>, table: T, uid: string): Promise<Row<T> | undefined> {
-  return (db as Db).selectFrom(table as UidTable).selectAll().where("uid", "=", uid).executeTakeFirst() as Promise<Row<T> | undefined>;
+/** The untyped view the generic helpers query through (their callers' types stay exact). */
+type AnyDb = Kysely<any>;
+
+export async function getByUid<DB, T extends keyof DB & string>(
+  db: Kysely<DB> | Transaction<DB>,
+  table: T,
+  uid: string,
+): Promise<Selectable<DB[T]> | undefined> {
+  const row = (db as AnyDb)
+    .selectFrom(table as string)
+    .selectAll()
+    .where("uid", "=", uid)
+    .executeTakeFirst();
+  return row as Promise<Selectable<DB[T]> | undefined>;
 }
 
 /**
  * Locks the row, lets `change` compute the new column values (it may throw to abort), writes
  * them. Undefined when the row does not exist.
  */
-export async function updateByUid<T extends UidTable>(
-  db: Db,
+export async function updateByUid<DB, T extends keyof DB & string>(
+  db: Kysely<DB>,
   table: T,
   uid: string,
-  change: (current: Row<T>, trx: Transaction<Database>) => Promise<Updateable<Database[T]>> | Updateable<Database[T]>,
-): Promise<Row<T> | undefined> {
+  change: (current: Selectable<DB[T]>, trx: Transaction<DB>) => Promise<Updateable<DB[T]>> | Updateable<DB[T]>,
+): Promise<Selectable<DB[T]> | undefined> {
   return db.transaction().execute(async (trx) => {
-    const current = (await trx.selectFrom(table as UidTable).selectAll().where("uid", "=", uid).forUpdate().executeTakeFirst()) as Row<T> | undefined;
+    const anyTrx = trx as unknown as Transaction<any>;
+    const name: string = table;
+    const current = (await anyTrx
+      .selectFrom(name)
+      .selectAll()
+      .where("uid", "=", uid)
+      .forUpdate()
+      .executeTakeFirst()) as Selectable<DB[T]> | undefined;
     if (!current) return undefined;
     const values = await change(current, trx);
-    return (await trx
-      .updateTable(table as UidTable)
+    const updated = anyTrx
+      .updateTable(name)
       .set(values as never)
       .where("uid", "=", uid)
       .returningAll()
-      .executeTakeFirstOrThrow()) as Row<T>;
+      .executeTakeFirstOrThrow();
+    return updated as Promise<Selectable<DB[T]>>;
   });
 }
-
-export type DeleteResult = { kind: "deleted" } | { kind: "not_found" } | { kind: "not_empty"; blockedBy: string[] };
 
 interface Dependent {
   table: string;
@@ -43,9 +61,9 @@ interface Dependent {
 
 // Which tables reference which, read from the catalog: the schema is fixed once migrations
 // have run, and a dependent missing here would still be stopped by its foreign key.
-const dependentsCache = new WeakMap<Db, Map<string, Promise<Dependent[]>>>();
+const dependentsCache = new WeakMap<object, Map<string, Promise<Dependent[]>>>();
 
-function dependentsOf(db: Db, table: UidTable): Promise<Dependent[]> {
+function dependentsOf(db: AnyDb, table: string): Promise<Dependent[]> {
   let perTable = dependentsCache.get(db);
   if (!perTable) dependentsCache.set(db, (perTable = new Map()));
   let found = perTable.get(table);
@@ -70,10 +88,11 @@ function label(d: Dependent): string {
   return d.column === "parent_uid" ? `child ${name}` : name;
 }
 
-async function blockers(db: Db | Transaction<Database>, dependents: Dependent[], uid: string): Promise<string[]> {
+async function blockers(db: AnyDb | Transaction<any>, dependents: Dependent[], uid: string): Promise<string[]> {
   if (dependents.length === 0) return [];
   const checks = dependents.map(
-    (d, i) => sql`select ${i}::int as i where exists (select 1 from ${sql.table(d.table)} where ${sql.ref(d.column)} = ${uid})`,
+    (d, i) =>
+      sql`select ${i}::int as i where exists (select 1 from ${sql.table(d.table)} where ${sql.ref(d.column)} = ${uid})`,
   );
   const result = await sql<{ i: number }>`${sql.join(checks, sql` union all `)}`.execute(db);
   return [...new Set(result.rows.map((r) => label(dependents[r.i]!)))];
@@ -84,7 +103,13 @@ async function blockers(db: Db | Transaction<Database>, dependents: Dependent[],
  * the FOR KEY SHARE lock a concurrent insert of a referencing row takes, so the check cannot race
  * with a new reference; the foreign keys stand behind it regardless.
  */
-export async function deleteByUid(db: Db, table: UidTable, uid: string): Promise<DeleteResult> {
+export async function deleteByUid<DB>(
+  typed: Kysely<DB>,
+  typedTable: keyof DB & string,
+  uid: string,
+): Promise<DeleteResult> {
+  const db = typed as AnyDb;
+  const table: string = typedTable;
   const dependents = await dependentsOf(db, table);
   try {
     return await db.transaction().execute(async (trx) => {

@@ -1,47 +1,48 @@
-// Human sign-in through the browser, for `bulwark auth login`.
+// Human sign-in for `bulwark auth login`: the rules, without HTTP (routes.ts serves them, views.ts
+// renders their pages and answers).
 //
 // CLI ↔ issuer is OAuth 2.0 for native apps (RFC 8252): authorization code + PKCE (S256) with a
 // loopback redirect on any port and a `state` check; the API token is only ever returned from
 // the token endpoint (POST), never in a URL. Machines without a browser use the device flow
 // (RFC 8628): a user code approved in a browser elsewhere.
 //
-// The issuer signs people in through an upstream OIDC provider — the platform's default one
-// (operator configuration) or an organization's IdentityProvider — with authorization code +
-// PKCE, `state` and `nonce` (openid-client), every upstream request going through the
-// SSRF-guarded fetch. A person's identity is root-level, its uid derived from the upstream
+// The issuer signs people in through an upstream OIDC provider (providers.ts) — the platform's
+// default one or an organization's IdentityProvider — with authorization code + PKCE, `state` and
+// `nonce` (openid-client). A person's identity is root-level, its uid derived from the upstream
 // (issuer, subject), so LookupIdentity finds it; later sign-ins reuse it. Signing in through an
 // organization's IdP binds the IdP's default role in that organization; an invite code binds the
-// invite's role at its group.
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+// invite's role at its group (iam/invites.ts).
+import { createHash, randomBytes, randomInt, timingSafeEqual } from "node:crypto";
 import * as oidc from "openid-client";
-import type { SecretBox } from "../core/secret-box.js";
-import { isAncestorOrSelf, isValidUidp, newChildUidp } from "../core/uidp.js";
-import type { GroupInvitesRepository } from "../store/group-invites.js";
-import { parseInviteCode } from "../store/group-invites.js";
-import type { IdentitiesRepository } from "../store/identities.js";
-import type { IdentityProvidersRepository } from "../store/identity-providers.js";
-import type { LoginSession, LoginSessionsRepository } from "../store/login-sessions.js";
-import type { RoleBindingsRepository } from "../store/role-bindings.js";
-import type { TokenIssuer } from "./tokens.js";
-import type { UpstreamIssuers, UpstreamOptions } from "./upstream.js";
+import type { SecretBox } from "../../core/secret-box.js";
+import { isValidUidp, newChildUidp } from "../../core/uidp.js";
+import {
+  acceptInvite,
+  findUsableInvite,
+  InviteRefused,
+  parseInviteCode,
+  type VouchedEmails,
+} from "../../iam/invites.js";
+import type { GroupInvitesRepository } from "../../iam/storage/group-invites.js";
+import type { IdentitiesRepository } from "../../iam/storage/identities.js";
+import type { IdentityProvidersRepository } from "../../iam/storage/identity-providers.js";
+import type { RoleBindingsRepository } from "../../iam/storage/role-bindings.js";
+import type { UpstreamProvider } from "../../platform/config.js";
+import type { LoginSession, LoginSessionsRepository } from "../storage/login-sessions.js";
+import type { TokenIssuer } from "../tokens.js";
+import type { UpstreamIssuers, UpstreamOptions } from "../upstream.js";
+import { LoginError } from "./errors.js";
+import { SignInProviders } from "./providers.js";
 
 /** The CLI: a public client (no secret), per RFC 8252. */
 export const CLI_CLIENT_ID = "bulwark-cli";
+const DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
 const SIGN_IN_WINDOW_MS = 10 * 60 * 1000;
 const CODE_LIFETIME_MS = 60 * 1000;
 const DEVICE_POLL_INTERVAL_S = 5;
 const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"; // no vowels: no words; no look-alikes
-const DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
-
-/** An upstream OIDC provider people sign in with. */
-export interface UpstreamProvider {
-  issuer: string;
-  clientId: string;
-  /** absent: a public client using PKCE only */
-  clientSecret?: string;
-  scopes?: string[];
-}
+const USER_CODE_LENGTH = 8;
+const PKCE_S256_CHALLENGE = /^[A-Za-z0-9_-]{43,128}$/;
 
 export interface LoginDeps {
   issuer: TokenIssuer;
@@ -59,22 +60,76 @@ export interface LoginDeps {
   now?: () => Date;
 }
 
-class LoginError extends Error {
-  constructor(readonly oauthError: string, message: string) {
-    super(message);
-  }
+/** The issuer's sign-in pages the service sends browsers to (routes.ts serves them). */
+export interface SignInEndpoints {
+  /** the upstream's redirect_uri */
+  callback(): string;
+  /** where a person enters a device's user code (RFC 8628 verification_uri) */
+  device(): string;
 }
 
-const b64url = (bytes: number) => randomBytes(bytes).toString("base64url");
+/**
+ * The answer to an authorization request: refused on a page while the client or its redirect is
+ * unknown, else a redirect (to the upstream, or back to the client with an error).
+ */
+export type Authorization = { kind: "refused"; reason: string } | { kind: "redirect"; url: string };
 
-function s256(verifier: string): string {
-  return createHash("sha256").update(verifier, "ascii").digest("base64url");
+/** Where the upstream's redirect back leads. */
+export type UpstreamReturn =
+  | { kind: "unknown_session" }
+  /** a browser sign-in: to the client, with its code or its error */
+  | { kind: "redirect"; url: string }
+  | { kind: "device_signed_in" }
+  | { kind: "device_failed"; reason: string };
+
+/** Where a user code confirmed in a browser leads. */
+export type DeviceConfirmation =
+  | { kind: "unknown_code" }
+  /** to the upstream's sign-in */
+  | { kind: "redirect"; url: string }
+  | { kind: "failed"; reason: string };
+
+/** RFC 8628 §3.2 */
+export interface DeviceAuthorizationResponse {
+  device_code: string;
+  user_code: string;
+  verification_uri: string;
+  verification_uri_complete: string;
+  expires_in: number;
+  interval: number;
 }
 
-function sameText(a: string, b: string): boolean {
+/** RFC 6749 §5.1 */
+export interface TokenResponse {
+  access_token: string;
+  token_type: "Bearer";
+  expires_in: number;
+}
+
+/** A request's query or form fields. */
+type Fields = Record<string, unknown>;
+
+interface SessionOptions {
+  identityProviderUid?: string;
+  inviteUid?: string;
+}
+
+/** The fields of a session its upstream sign-in uses. */
+type UpstreamSession = Pick<LoginSession, "id" | "identity_provider_uid" | "upstream_nonce" | "upstream_verifier">;
+
+export function randomToken(bytes: number): string {
+  return randomBytes(bytes).toString("base64url");
+}
+
+/** Compares secrets in constant time. */
+export function sameText(a: string, b: string): boolean {
   const x = Buffer.from(a);
   const y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
+}
+
+function s256(verifier: string): string {
+  return createHash("sha256").update(verifier, "ascii").digest("base64url");
 }
 
 /** RFC 8252 §7.3: an http loopback IP redirect, any port. */
@@ -83,7 +138,8 @@ function loopbackRedirect(value: unknown): URL | undefined {
   try {
     const url = new URL(value);
     const loopback = url.hostname === "127.0.0.1" || url.hostname === "[::1]";
-    return url.protocol === "http:" && loopback && url.port !== "" && !url.hash && !url.username && !url.password ? url : undefined;
+    const bare = !url.hash && !url.username && !url.password;
+    return url.protocol === "http:" && loopback && url.port !== "" && bare ? url : undefined;
   } catch {
     return undefined;
   }
@@ -96,182 +152,278 @@ export function humanUid(issuer: string, subject: string): string {
 
 /** An identity name that fits ^[a-z0-9 ._-]{1,}$ from the upstream's claims. */
 function displayName(claims: Record<string, unknown>): string {
-  const source = [claims.preferred_username, claims.email, claims.name].find((v): v is string => typeof v === "string" && v !== "") ?? "user";
-  const name = source.split("@")[0]!.toLowerCase().replace(/[^a-z0-9 ._-]+/g, "-").slice(0, 64).replace(/^-+|-+$/g, "");
+  const candidates = [claims.preferred_username, claims.email, claims.name];
+  const source = candidates.find((v): v is string => typeof v === "string" && v !== "") ?? "user";
+  const local = source.split("@")[0]!.toLowerCase();
+  const name = local
+    .replace(/[^a-z0-9 ._-]+/g, "-")
+    .slice(0, 64)
+    .replace(/^-+|-+$/g, "");
   return name || "user";
 }
 
-function html(reply: FastifyReply, status: number, title: string, body: string): FastifyReply {
-  const esc = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  return reply
-    .code(status)
-    .header("content-type", "text/html; charset=utf-8")
-    .header("cache-control", "no-store")
-    // No form-action: the device confirmation's POST continues (by redirect) to the upstream's
-    // origin, which browsers would block under form-action 'self'.
-    .header("content-security-policy", "default-src 'none'; style-src 'unsafe-inline'")
-    .header("x-frame-options", "DENY")
-    .send(`<!doctype html><html><head><meta charset="utf-8"><title>${esc(title)}</title></head><body style="font-family:sans-serif;max-width:36em;margin:4em auto"><h1>${esc(title)}</h1>${body.replace(/\{\{(.*?)\}\}/g, (_, t: string) => esc(t))}</body></html>`);
-}
-
-function oauthError(reply: FastifyReply, status: number, error: string, description: string): FastifyReply {
-  return reply.code(status).header("cache-control", "no-store").header("pragma", "no-cache").send({ error, error_description: description });
-}
-
-export function registerLoginRoutes(root: FastifyInstance, deps: LoginDeps): void {
-  void root.register(async (app) => loginRoutes(app, deps));
-}
-
-async function loginRoutes(app: FastifyInstance, deps: LoginDeps): Promise<void> {
-  // OAuth endpoints take forms (RFC 6749 §4.1.3); their own scope keeps the parser here.
-  app.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_req, body, done) =>
-    done(null, Object.fromEntries(new URLSearchParams(body as string))),
+/** A user code of letters drawn uniformly (randomInt, so no modulo bias). */
+function mintUserCode(): string {
+  const letters = Array.from({ length: USER_CODE_LENGTH }, () =>
+    USER_CODE_ALPHABET.charAt(randomInt(USER_CODE_ALPHABET.length)),
   );
-  const now = deps.now ?? (() => new Date());
-  const base = () => deps.issuer.urls.issuer.replace(/\/$/, "");
-  const callbackUrl = () => `${base()}/oauth/callback`;
-  const configs = new Map<string, { at: number; config: Promise<oidc.Configuration> }>();
+  return letters.join("");
+}
 
-  /** openid-client's view of an upstream (discovered through the guarded fetch, cached 10 min). */
-  function upstreamConfig(p: UpstreamProvider): Promise<oidc.Configuration> {
-    const key = `${p.issuer}\0${p.clientId}\0${p.clientSecret ?? ""}`;
-    const hit = configs.get(key);
-    if (hit && Date.now() - hit.at < SIGN_IN_WINDOW_MS) return hit.config;
-    const insecure = deps.upstreamOptions.allowInsecureIssuers && new URL(p.issuer).protocol === "http:";
-    const config = oidc.discovery(
-      new URL(p.issuer),
-      p.clientId,
-      p.clientSecret ? { client_secret: p.clientSecret } : undefined,
-      p.clientSecret ? oidc.ClientSecretPost(p.clientSecret) : oidc.None(),
-      { [oidc.customFetch]: deps.upstream.clientFetch as never, execute: insecure ? [oidc.allowInsecureRequests] : [] },
-    );
-    config.catch(() => configs.delete(key));
-    configs.set(key, { at: Date.now(), config });
-    return config;
+/** A user code as typed (any case, dashes, spaces) in its stored form. */
+export function normalizeUserCode(text: string): string {
+  return text
+    .toUpperCase()
+    .replace(/[^A-Z]/g, "")
+    .slice(0, USER_CODE_LENGTH);
+}
+
+/** A user code as people are shown it: "BCDF-GHJK". */
+export function formatUserCode(code: string): string {
+  return `${code.slice(0, 4)}-${code.slice(4)}`;
+}
+
+/** A new session's upstream secrets: its id (the upstream `state`), nonce and PKCE verifier. */
+function newUpstreamSecrets() {
+  return { id: oidc.randomState(), nonce: oidc.randomNonce(), verifier: oidc.randomPKCECodeVerifier() };
+}
+
+export class SignInService {
+  private readonly providers: SignInProviders;
+  private readonly now: () => Date;
+
+  constructor(
+    private readonly deps: LoginDeps,
+    private readonly endpoints: SignInEndpoints,
+  ) {
+    this.providers = new SignInProviders(deps);
+    this.now = deps.now ?? (() => new Date());
   }
 
-  /** The provider a session signs in with: an organization's IdP, or the platform's default. */
-  async function providerOf(identityProviderUid: string | null): Promise<UpstreamProvider> {
-    if (!identityProviderUid) {
-      if (!deps.defaultUpstream) throw new LoginError("server_error", "no sign-in provider is configured on this server");
-      return deps.defaultUpstream;
+  /** The CLI's authorization request (RFC 6749 §4.1.1, RFC 7636): starts a browser sign-in. */
+  async authorize(query: Fields): Promise<Authorization> {
+    const redirect = loopbackRedirect(query.redirect_uri);
+    // Until the client and its redirect are known good, errors are shown, never redirected.
+    if (query.client_id !== CLI_CLIENT_ID) return { kind: "refused", reason: "Unknown client." };
+    if (!redirect) {
+      const reason = "The redirect must be an http loopback address (127.0.0.1 or [::1]) with a port.";
+      return { kind: "refused", reason };
     }
-    const idp = await deps.identityProviders.get(identityProviderUid);
-    const oidcConfig = idp?.oidc as { issuer?: string; clientId?: string; additionalScopes?: string[] } | null | undefined;
-    if (!idp || !oidcConfig?.issuer || !oidcConfig.clientId) throw new LoginError("invalid_request", "unknown identity provider");
-    const secret = idp.client_secret_encrypted ? await deps.idpSecrets.decrypt(idp.client_secret_encrypted, idp.uid) : undefined;
-    return { issuer: oidcConfig.issuer, clientId: oidcConfig.clientId, clientSecret: secret, scopes: oidcConfig.additionalScopes };
+    const back = (error: string, description: string): Authorization => {
+      const url = new URL(redirect);
+      url.searchParams.set("error", error);
+      url.searchParams.set("error_description", description);
+      if (typeof query.state === "string") url.searchParams.set("state", query.state);
+      return { kind: "redirect", url: url.href };
+    };
+    const { state, code_challenge: challenge } = query;
+    if (query.response_type !== "code") return back("unsupported_response_type", "response_type must be code");
+    if (typeof state !== "string" || state === "" || state.length > 512) {
+      return back("invalid_request", "state is required");
+    }
+    if (
+      query.code_challenge_method !== "S256" ||
+      typeof challenge !== "string" ||
+      !PKCE_S256_CHALLENGE.test(challenge)
+    ) {
+      return back("invalid_request", "PKCE with code_challenge_method S256 is required");
+    }
+    try {
+      const options = await this.sessionOptions(query);
+      const secrets = newUpstreamSecrets();
+      await this.deps.sessions.create({
+        id: secrets.id,
+        kind: "browser",
+        // Kept exactly as sent: the token request must repeat it byte for byte (RFC 6749 §4.1.3).
+        clientRedirectUri: query.redirect_uri as string,
+        clientState: state,
+        codeChallenge: challenge,
+        identityProviderUid: options.identityProviderUid,
+        inviteUid: options.inviteUid,
+        nonce: secrets.nonce,
+        verifier: secrets.verifier,
+        now: this.now(),
+        expiresAt: this.fromNow(SIGN_IN_WINDOW_MS),
+      });
+      const url = await this.upstreamSignInUrl({
+        id: secrets.id,
+        identity_provider_uid: options.identityProviderUid ?? null,
+        upstream_nonce: secrets.nonce,
+        upstream_verifier: secrets.verifier,
+      });
+      return { kind: "redirect", url };
+    } catch (err) {
+      if (err instanceof LoginError) return back(err.oauthError, err.message);
+      this.deps.logger.info({ err: String(err) }, "sign-in could not start");
+      return back("temporarily_unavailable", "the sign-in provider cannot be reached");
+    }
+  }
+
+  /** The device flow's start: a device code for the CLI, a user code for the person (RFC 8628 §3.1). */
+  async startDevice(form: Fields): Promise<DeviceAuthorizationResponse> {
+    if (form.client_id !== CLI_CLIENT_ID) throw new LoginError("invalid_client", "unknown client");
+    const options = await this.sessionOptions(form);
+    const deviceCode = randomToken(32);
+    const userCode = mintUserCode();
+    const secrets = newUpstreamSecrets();
+    await this.deps.sessions.create({
+      id: secrets.id,
+      kind: "device",
+      deviceCode,
+      userCode,
+      identityProviderUid: options.identityProviderUid,
+      inviteUid: options.inviteUid,
+      nonce: secrets.nonce,
+      verifier: secrets.verifier,
+      now: this.now(),
+      expiresAt: this.fromNow(SIGN_IN_WINDOW_MS),
+    });
+    const shown = formatUserCode(userCode);
+    const verificationUri = this.endpoints.device();
+    return {
+      device_code: deviceCode,
+      user_code: shown,
+      verification_uri: verificationUri,
+      verification_uri_complete: `${verificationUri}?user_code=${shown}`,
+      expires_in: SIGN_IN_WINDOW_MS / 1000,
+      interval: DEVICE_POLL_INTERVAL_S,
+    };
+  }
+
+  /** A person confirmed a user code in a browser: its one upstream sign-in starts. */
+  async confirmDevice(typedUserCode: string): Promise<DeviceConfirmation> {
+    const session = await this.deps.sessions.claimUserCode(normalizeUserCode(typedUserCode), this.now());
+    if (!session) return { kind: "unknown_code" };
+    try {
+      return { kind: "redirect", url: await this.upstreamSignInUrl(session) };
+    } catch (err) {
+      const reason = err instanceof LoginError ? err.message : "the sign-in provider cannot be reached";
+      await this.deps.sessions.fail(session.id, reason);
+      return { kind: "failed", reason };
+    }
+  }
+
+  /** The upstream provider's redirect back (its query): the sign-in completes or fails. */
+  async returnFromUpstream(query: Fields): Promise<UpstreamReturn> {
+    const session =
+      typeof query.state === "string" ? await this.deps.sessions.pending(query.state, this.now()) : undefined;
+    if (!session) return { kind: "unknown_session" };
+    const toClient = (params: Record<string, string>): UpstreamReturn => {
+      const url = new URL(session.client_redirect_uri!);
+      for (const [k, v] of Object.entries({ ...params, state: session.client_state! })) url.searchParams.set(k, v);
+      return { kind: "redirect", url: url.href };
+    };
+    try {
+      if (typeof query.error === "string") {
+        throw new LoginError("access_denied", `the sign-in provider said: ${query.error}`);
+      }
+      const identityUid = await this.signIn(session, query);
+      if (session.kind === "device") {
+        if (!(await this.deps.sessions.complete(session.id, identityUid, this.now()))) throw alreadyFinished();
+        return { kind: "device_signed_in" };
+      }
+      const code = { value: randomToken(32), expiresAt: this.fromNow(CODE_LIFETIME_MS) };
+      if (!(await this.deps.sessions.complete(session.id, identityUid, this.now(), code))) throw alreadyFinished();
+      return toClient({ code: code.value });
+    } catch (err) {
+      const e = err instanceof LoginError ? err : new LoginError("server_error", "sign-in failed");
+      if (!(err instanceof LoginError)) this.deps.logger.info({ err: String(err) }, "sign-in failed");
+      await this.deps.sessions.fail(session.id, e.message);
+      if (session.kind === "device") return { kind: "device_failed", reason: e.message };
+      return toClient({ error: e.oauthError, error_description: e.message });
+    }
+  }
+
+  /** The token endpoint: a code or a device code for an API token (RFC 6749 §4.1.3, RFC 8628 §3.4). */
+  async token(form: Fields): Promise<TokenResponse> {
+    if (form.client_id !== CLI_CLIENT_ID) throw new LoginError("invalid_client", "unknown client");
+    let identityUid: string;
+    if (form.grant_type === "authorization_code") identityUid = await this.redeemCode(form);
+    else if (form.grant_type === DEVICE_CODE_GRANT) identityUid = await this.pollDevice(form);
+    else throw new LoginError("unsupported_grant_type", "grant_type must be authorization_code or device_code");
+    const { issuer } = this.deps;
+    const minted = await issuer.mint({ subject: identityUid, audience: [issuer.urls.apiAudience] });
+    const expiresIn = Math.floor((minted.expiry.getTime() - this.now().getTime()) / 1000);
+    return { access_token: minted.token, token_type: "Bearer", expires_in: expiresIn };
+  }
+
+  /** The identity an authorization code was issued for, if this client's PKCE verifier fits it. */
+  private async redeemCode(form: Fields): Promise<string> {
+    const { code, code_verifier: verifier } = form;
+    if (typeof code !== "string" || typeof verifier !== "string") {
+      throw new LoginError("invalid_request", "code and code_verifier are required");
+    }
+    // Spent on first presentation, right or wrong: a replayed code finds nothing.
+    const session = await this.deps.sessions.redeemCode(code, this.now());
+    if (!session) throw new LoginError("invalid_grant", "the code is invalid, expired or already used");
+    if (form.redirect_uri !== session.client_redirect_uri || !sameText(s256(verifier), session.code_challenge ?? "")) {
+      throw new LoginError("invalid_grant", "the code does not match this client's request");
+    }
+    return session.identity_uid!;
+  }
+
+  /** The identity a device code's sign-in finished with; until then, why not yet (RFC 8628 §3.5). */
+  private async pollDevice(form: Fields): Promise<string> {
+    if (typeof form.device_code !== "string") throw new LoginError("invalid_request", "device_code is required");
+    const poll = await this.deps.sessions.pollDevice(form.device_code, this.now(), (DEVICE_POLL_INTERVAL_S - 1) * 1000);
+    switch (poll.kind) {
+      case "signed_in":
+        return poll.identityUid;
+      case "pending":
+        throw new LoginError("authorization_pending", "waiting for the sign-in in a browser");
+      case "slow_down":
+        throw new LoginError("slow_down", `poll at most every ${DEVICE_POLL_INTERVAL_S} s`);
+      case "expired":
+        throw new LoginError("expired_token", "the device code has expired");
+      case "denied":
+        throw new LoginError("access_denied", poll.error);
+      case "unknown":
+        throw new LoginError("invalid_grant", "the device code is invalid or already used");
+    }
   }
 
   /** Validates the optional identity_provider and invite_code of a new sign-in. */
-  async function sessionOptions(q: Record<string, unknown>): Promise<{ identityProviderUid?: string; inviteUid?: string }> {
-    const out: { identityProviderUid?: string; inviteUid?: string } = {};
-    if (typeof q.identity_provider === "string" && q.identity_provider !== "") {
-      if (!isValidUidp(q.identity_provider) || !(await deps.identityProviders.get(q.identity_provider))) {
+  private async sessionOptions(fields: Fields): Promise<SessionOptions> {
+    const options: SessionOptions = {};
+    const { identity_provider: idpUid, invite_code: inviteCode } = fields;
+    if (typeof idpUid === "string" && idpUid !== "") {
+      if (!isValidUidp(idpUid) || !(await this.deps.identityProviders.get(idpUid))) {
         throw new LoginError("invalid_request", "unknown identity provider");
       }
-      out.identityProviderUid = q.identity_provider;
-    } else if (!deps.defaultUpstream) {
-      throw new LoginError("server_error", "no sign-in provider is configured on this server; sign in through an organization's identity provider");
+      options.identityProviderUid = idpUid;
+    } else if (!this.deps.defaultUpstream) {
+      throw new LoginError(
+        "server_error",
+        "no sign-in provider is configured on this server; sign in through an organization's identity provider",
+      );
     }
-    if (typeof q.invite_code === "string" && q.invite_code !== "") {
-      const parsed = parseInviteCode(q.invite_code);
-      const invite = parsed && (await deps.invites.findUsable(parsed.keyId, parsed.secret, now()));
+    if (typeof inviteCode === "string" && inviteCode !== "") {
+      const parsed = parseInviteCode(inviteCode);
+      const invite = parsed && (await findUsableInvite(this.deps.invites, parsed.keyId, parsed.secret, this.now()));
       if (!invite) throw new LoginError("access_denied", "the invite code is invalid, expired or already used");
-      out.inviteUid = invite.uid;
+      options.inviteUid = invite.uid;
     }
-    return out;
+    return options;
   }
 
-  /** Sends the browser to the upstream provider for the session. */
-  async function toUpstream(reply: FastifyReply, session: { id: string; identity_provider_uid: string | null; upstream_nonce: string; upstream_verifier: string }) {
-    const provider = await providerOf(session.identity_provider_uid);
-    const config = await upstreamConfig(provider);
+  /** Where the browser signs in upstream for the session. */
+  private async upstreamSignInUrl(session: UpstreamSession): Promise<string> {
+    const provider = await this.providers.providerOf(session.identity_provider_uid);
+    const config = await this.providers.configOf(provider);
     const url = oidc.buildAuthorizationUrl(config, {
-      redirect_uri: callbackUrl(),
+      redirect_uri: this.endpoints.callback(),
       scope: ["openid", "email", "profile", ...(provider.scopes ?? [])].join(" "),
       state: session.id,
       nonce: session.upstream_nonce,
       code_challenge: await oidc.calculatePKCECodeChallenge(session.upstream_verifier),
       code_challenge_method: "S256",
     });
-    return reply.redirect(url.href, 302);
+    return url.href;
   }
 
-  // The CLI's authorization request.
-  app.get("/oauth/authorize", async (request, reply) => {
-    const q = request.query as Record<string, unknown>;
-    const redirect = loopbackRedirect(q.redirect_uri);
-    // Until the client and its redirect are known good, errors are shown, never redirected.
-    if (q.client_id !== CLI_CLIENT_ID) return html(reply, 400, "Sign-in failed", "<p>Unknown client.</p>");
-    if (!redirect) return html(reply, 400, "Sign-in failed", "<p>The redirect must be an http loopback address (127.0.0.1 or [::1]) with a port.</p>");
-    const back = (error: string, description: string) => {
-      const url = new URL(redirect);
-      url.searchParams.set("error", error);
-      url.searchParams.set("error_description", description);
-      if (typeof q.state === "string") url.searchParams.set("state", q.state);
-      return reply.redirect(url.href, 302);
-    };
-    if (q.response_type !== "code") return back("unsupported_response_type", "response_type must be code");
-    if (typeof q.state !== "string" || q.state === "" || q.state.length > 512) return back("invalid_request", "state is required");
-    if (q.code_challenge_method !== "S256" || typeof q.code_challenge !== "string" || !/^[A-Za-z0-9_-]{43,128}$/.test(q.code_challenge)) {
-      return back("invalid_request", "PKCE with code_challenge_method S256 is required");
-    }
-    try {
-      const options = await sessionOptions(q);
-      const session = {
-        id: oidc.randomState(),
-        identity_provider_uid: options.identityProviderUid ?? null,
-        upstream_nonce: oidc.randomNonce(),
-        upstream_verifier: oidc.randomPKCECodeVerifier(),
-      };
-      await deps.sessions.create({
-        id: session.id,
-        kind: "browser",
-        // Kept exactly as sent: the token request must repeat it byte for byte (RFC 6749 §4.1.3).
-        clientRedirectUri: q.redirect_uri as string,
-        clientState: q.state,
-        codeChallenge: q.code_challenge,
-        identityProviderUid: options.identityProviderUid,
-        inviteUid: options.inviteUid,
-        nonce: session.upstream_nonce,
-        verifier: session.upstream_verifier,
-        now: now(),
-        expiresAt: new Date(now().getTime() + SIGN_IN_WINDOW_MS),
-      });
-      return await toUpstream(reply, session);
-    } catch (err) {
-      if (err instanceof LoginError) return back(err.oauthError, err.message);
-      deps.logger.info({ err: String(err) }, "sign-in could not start");
-      return back("temporarily_unavailable", "the sign-in provider cannot be reached");
-    }
-  });
-
-  /** After the upstream sign-in: who it is, what it joins. */
-  async function signIn(session: LoginSession, request: FastifyRequest): Promise<string> {
-    const provider = await providerOf(session.identity_provider_uid);
-    const config = await upstreamConfig(provider);
-    const current = new URL(callbackUrl());
-    current.search = new URLSearchParams(request.query as Record<string, string>).toString();
-    let claims: Record<string, unknown>;
-    try {
-      const tokens = await oidc.authorizationCodeGrant(config, current, {
-        pkceCodeVerifier: session.upstream_verifier,
-        expectedState: session.id,
-        expectedNonce: session.upstream_nonce,
-        idTokenExpected: true,
-      });
-      claims = { ...((tokens.claims() ?? {}) as Record<string, unknown>) };
-      // Conformant providers may release email and profile only at userinfo (OIDC Core §5.4).
-      const userinfoEndpoint = config.serverMetadata().userinfo_endpoint;
-      if (claims.email === undefined && userinfoEndpoint && typeof claims.sub === "string") {
-        const info = (await oidc.fetchUserInfo(config, tokens.access_token, claims.sub)) as Record<string, unknown>;
-        for (const [k, v] of Object.entries(info)) if (claims[k] === undefined) claims[k] = v;
-      }
-    } catch (err) {
-      deps.logger.debug({ err: String(err), session: session.id }, "upstream code exchange failed");
-      throw new LoginError("access_denied", "the sign-in provider's answer could not be verified");
-    }
+  /** After the upstream sign-in: who it is, what it joins; the identity's uid. */
+  private async signIn(session: LoginSession, query: Fields): Promise<string> {
+    const claims = await this.upstreamClaims(session, query);
     const iss = String(claims.iss ?? "");
     const sub = String(claims.sub ?? "");
     if (!iss || !sub) throw new LoginError("access_denied", "the sign-in provider's answer has no subject");
@@ -279,208 +431,79 @@ async function loginRoutes(app: FastifyInstance, deps: LoginDeps): Promise<void>
     const verified = claims.email_verified === true && email !== "";
     // Whose word the email is: the platform's default provider vouches for it everywhere; an
     // organization's IdP (which its owners configure) only within that IdP's group.
-    const idp = session.identity_provider_uid ? await deps.identityProviders.get(session.identity_provider_uid) : undefined;
-    const platformVerified = verified && !session.identity_provider_uid;
-    const at = now();
-    const identity = await deps.identities.upsertHuman({
+    const idpUid = session.identity_provider_uid;
+    const idp = idpUid ? await this.deps.identityProviders.get(idpUid) : undefined;
+    const platformVerified = verified && !idpUid;
+    const at = this.now();
+    const identity = await this.deps.identities.upsertHuman({
       uid: humanUid(iss, sub),
       name: displayName(claims),
       issuer: iss,
       subject: sub,
       // The platform's provider decides the email each time (an address it no longer vouches for
       // is dropped); an organization's IdP never changes it.
-      email: session.identity_provider_uid ? undefined : platformVerified ? email : "",
+      email: idpUid ? undefined : platformVerified ? email : "",
       emailUnverified: platformVerified ? "" : email,
       now: at,
     });
     if (idp) {
-      await deps.roleBindings.ensure({ uid: newChildUidp(idp.parent_uid), parentUid: idp.parent_uid, identityUid: identity.uid, roleUid: idp.default_role_uid }, at);
+      const { parent_uid: group, default_role_uid: roleUid } = idp;
+      await this.deps.roleBindings.ensure(
+        { uid: newChildUidp(group), parentUid: group, identityUid: identity.uid, roleUid },
+        at,
+      );
     }
     if (session.invite_uid) {
-      const vouched = { platformEmail: identity.email, idpEmail: verified && idp ? { email, group: idp.parent_uid } : undefined };
-      await acceptInvite(session.invite_uid, identity.uid, vouched, at);
+      const idpEmail = verified && idp ? { email, group: idp.parent_uid } : undefined;
+      await this.acceptInvite(session.invite_uid, identity.uid, { platformEmail: identity.email, idpEmail }, at);
     }
-    deps.logger.info({ identity: identity.uid, via: session.identity_provider_uid ?? "default upstream" }, "signed in");
+    this.deps.logger.info({ identity: identity.uid, via: idpUid ?? "default upstream" }, "signed in");
     return identity.uid;
   }
 
-  async function acceptInvite(
-    inviteUid: string,
-    identityUid: string,
-    vouched: { platformEmail: string; idpEmail?: { email: string; group: string } },
-    at: Date,
-  ): Promise<void> {
-    const invite = await deps.invites.get(inviteUid);
-    if (!invite || invite.expiration_time <= at) throw new LoginError("access_denied", "the invite has expired");
-    if (invite.email) {
-      const wanted = invite.email.toLowerCase();
-      const byPlatform = vouched.platformEmail.toLowerCase() === wanted;
-      const byIdp = vouched.idpEmail !== undefined && vouched.idpEmail.email.toLowerCase() === wanted && isAncestorOrSelf(vouched.idpEmail.group, invite.parent_uid);
-      if (!byPlatform && !byIdp) throw new LoginError("access_denied", "the invite is for another email address (a verified email is required)");
+  /** The upstream's answer, verified (code + PKCE, state, nonce), as claims. */
+  private async upstreamClaims(session: LoginSession, query: Fields): Promise<Record<string, unknown>> {
+    const provider = await this.providers.providerOf(session.identity_provider_uid);
+    const config = await this.providers.configOf(provider);
+    const current = new URL(this.endpoints.callback());
+    current.search = new URLSearchParams(query as Record<string, string>).toString();
+    try {
+      const tokens = await oidc.authorizationCodeGrant(config, current, {
+        pkceCodeVerifier: session.upstream_verifier,
+        expectedState: session.id,
+        expectedNonce: session.upstream_nonce,
+        idTokenExpected: true,
+      });
+      const claims = { ...((tokens.claims() ?? {}) as Record<string, unknown>) };
+      // Conformant providers may release email and profile only at userinfo (OIDC Core §5.4).
+      const userinfoEndpoint = config.serverMetadata().userinfo_endpoint;
+      if (claims.email === undefined && userinfoEndpoint && typeof claims.sub === "string") {
+        const info = (await oidc.fetchUserInfo(config, tokens.access_token, claims.sub)) as Record<string, unknown>;
+        for (const [k, v] of Object.entries(info)) if (claims[k] === undefined) claims[k] = v;
+      }
+      return claims;
+    } catch (err) {
+      this.deps.logger.debug({ err: String(err), session: session.id }, "upstream code exchange failed");
+      throw new LoginError("access_denied", "the sign-in provider's answer could not be verified");
     }
-    if (invite.single_use) {
-      if (!(await deps.invites.markUsed(invite.uid, at))) throw new LoginError("access_denied", "the invite code has already been used");
-    } else if (!invite.used_time) {
-      await deps.invites.markUsed(invite.uid, at);
-    }
-    await deps.roleBindings.ensure({ uid: newChildUidp(invite.parent_uid), parentUid: invite.parent_uid, identityUid, roleUid: invite.role_uid }, at);
   }
 
-  // The upstream provider's redirect back to us.
-  app.get("/oauth/callback", async (request, reply) => {
-    const q = request.query as Record<string, unknown>;
-    const session = typeof q.state === "string" ? await deps.sessions.pending(q.state, now()) : undefined;
-    if (!session) return html(reply, 400, "Sign-in failed", "<p>This sign-in is unknown, expired or already finished. Start again from your terminal.</p>");
-    const toClient = (params: Record<string, string>) => {
-      const url = new URL(session.client_redirect_uri!);
-      for (const [k, v] of Object.entries({ ...params, state: session.client_state! })) url.searchParams.set(k, v);
-      return reply.redirect(url.href, 302);
-    };
+  /** The invite's rules (iam/invites.ts), their refusals in OAuth's terms. */
+  private async acceptInvite(inviteUid: string, identityUid: string, vouched: VouchedEmails, at: Date) {
+    const { invites, roleBindings } = this.deps;
     try {
-      if (typeof q.error === "string") throw new LoginError("access_denied", `the sign-in provider said: ${q.error}`);
-      const identityUid = await signIn(session, request);
-      if (session.kind === "device") {
-        if (!(await deps.sessions.complete(session.id, identityUid, now()))) throw new LoginError("access_denied", "this sign-in has already finished");
-        return html(reply, 200, "Signed in", "<p>You are signed in. Return to your terminal.</p>");
-      }
-      const code = b64url(32);
-      const done = await deps.sessions.complete(session.id, identityUid, now(), { value: code, expiresAt: new Date(now().getTime() + CODE_LIFETIME_MS) });
-      if (!done) throw new LoginError("access_denied", "this sign-in has already finished");
-      return toClient({ code });
+      await acceptInvite({ invites, roleBindings }, inviteUid, identityUid, vouched, at);
     } catch (err) {
-      const e = err instanceof LoginError ? err : new LoginError("server_error", "sign-in failed");
-      if (!(err instanceof LoginError)) deps.logger.info({ err: String(err) }, "sign-in failed");
-      await deps.sessions.fail(session.id, e.message);
-      if (session.kind === "device") return html(reply, 400, "Sign-in failed", `<p>{{${e.message}}}</p>`);
-      return toClient({ error: e.oauthError, error_description: e.message });
-    }
-  });
-
-  // Device flow: the CLI asks for a user code (RFC 8628 §3.1).
-  app.post("/oauth/device_authorization", async (request, reply) => {
-    const f = formOf(request);
-    if (f.client_id !== CLI_CLIENT_ID) return oauthError(reply, 401, "invalid_client", "unknown client");
-    try {
-      const options = await sessionOptions(f);
-      const deviceCode = b64url(32);
-      const userCode = Array.from(randomBytes(8), (b) => USER_CODE_ALPHABET[b % USER_CODE_ALPHABET.length]).join("");
-      await deps.sessions.create({
-        id: oidc.randomState(),
-        kind: "device",
-        deviceCode,
-        userCode,
-        identityProviderUid: options.identityProviderUid,
-        inviteUid: options.inviteUid,
-        nonce: oidc.randomNonce(),
-        verifier: oidc.randomPKCECodeVerifier(),
-        now: now(),
-        expiresAt: new Date(now().getTime() + SIGN_IN_WINDOW_MS),
-      });
-      const shown = `${userCode.slice(0, 4)}-${userCode.slice(4)}`;
-      return reply.header("cache-control", "no-store").send({
-        device_code: deviceCode,
-        user_code: shown,
-        verification_uri: `${base()}/device`,
-        verification_uri_complete: `${base()}/device?user_code=${shown}`,
-        expires_in: SIGN_IN_WINDOW_MS / 1000,
-        interval: DEVICE_POLL_INTERVAL_S,
-      });
-    } catch (err) {
-      if (err instanceof LoginError) return oauthError(reply, 400, err.oauthError, err.message);
+      if (err instanceof InviteRefused) throw new LoginError("access_denied", err.message);
       throw err;
     }
-  });
-
-  // Device flow: the person, in a browser, enters the user code, then confirms it (RFC 8628 §5.4:
-  // a link carrying someone else's code must not sign that device in with one click). The
-  // confirmation is a POST carrying a token that must match a SameSite=Strict cookie, so another
-  // site cannot submit it.
-  app.get("/device", async (request, reply) => {
-    const q = request.query as Record<string, unknown>;
-    if (typeof q.user_code !== "string" || q.user_code === "") {
-      return html(reply, 200, "Sign in a device", `<form method="get" action="device"><p>Enter the code shown in your terminal:</p><p><input name="user_code" autocomplete="off" autofocus></p><p><button type="submit">Continue</button></p></form>`);
-    }
-    const code = normalizeUserCode(q.user_code);
-    const csrf = b64url(24);
-    reply.header("set-cookie", `${DEVICE_CSRF_COOKIE}=${csrf}; Path=/; HttpOnly; SameSite=Strict; Max-Age=600`);
-    return html(
-      reply,
-      200,
-      "Sign in a device",
-      `<p>A device is asking to sign in as you with the code</p><p style="font-size:2em;letter-spacing:.2em"><b>{{${code.slice(0, 4)}-${code.slice(4)}}}</b></p>` +
-        `<p>Continue only if this is the code shown on your own device.</p>` +
-        `<form method="post" action="device"><input type="hidden" name="user_code" value="{{${code}}}"><input type="hidden" name="csrf" value="{{${csrf}}}"><button type="submit">Sign in this device</button></form>`,
-    );
-  });
-
-  app.post("/device", async (request, reply) => {
-    const f = formOf(request);
-    const cookie = cookieValue(request.headers.cookie, DEVICE_CSRF_COOKIE);
-    if (!cookie || typeof f.csrf !== "string" || !sameText(cookie, f.csrf)) {
-      return html(reply, 400, "Sign-in failed", "<p>Please start again from the code entry page.</p>");
-    }
-    const code = normalizeUserCode(f.user_code ?? "");
-    const session = await deps.sessions.claimUserCode(code, now());
-    if (!session) return html(reply, 400, "Sign-in failed", "<p>That code is unknown, expired or already used.</p>");
-    try {
-      return await toUpstream(reply, session);
-    } catch (err) {
-      const message = err instanceof LoginError ? err.message : "the sign-in provider cannot be reached";
-      await deps.sessions.fail(session.id, message);
-      return html(reply, 502, "Sign-in failed", `<p>{{${message}}}</p>`);
-    }
-  });
-
-  // The token endpoint: codes and device codes for API tokens (RFC 6749 §4.1.3, RFC 8628 §3.4).
-  app.post("/oauth/token", async (request, reply) => {
-    const f = formOf(request);
-    if (f.client_id !== CLI_CLIENT_ID) return oauthError(reply, 401, "invalid_client", "unknown client");
-    let identityUid: string;
-    if (f.grant_type === "authorization_code") {
-      if (typeof f.code !== "string" || typeof f.code_verifier !== "string") return oauthError(reply, 400, "invalid_request", "code and code_verifier are required");
-      // Spent on first presentation, right or wrong: a replayed code finds nothing.
-      const session = await deps.sessions.redeemCode(f.code, now());
-      if (!session) return oauthError(reply, 400, "invalid_grant", "the code is invalid, expired or already used");
-      if (f.redirect_uri !== session.client_redirect_uri || !sameText(s256(f.code_verifier), session.code_challenge ?? "")) {
-        return oauthError(reply, 400, "invalid_grant", "the code does not match this client's request");
-      }
-      identityUid = session.identity_uid!;
-    } else if (f.grant_type === DEVICE_CODE_GRANT) {
-      if (typeof f.device_code !== "string") return oauthError(reply, 400, "invalid_request", "device_code is required");
-      const poll = await deps.sessions.pollDevice(f.device_code, now(), (DEVICE_POLL_INTERVAL_S - 1) * 1000);
-      if (poll.kind === "pending") return oauthError(reply, 400, "authorization_pending", "waiting for the sign-in in a browser");
-      if (poll.kind === "slow_down") return oauthError(reply, 400, "slow_down", `poll at most every ${DEVICE_POLL_INTERVAL_S} s`);
-      if (poll.kind === "expired") return oauthError(reply, 400, "expired_token", "the device code has expired");
-      if (poll.kind === "denied") return oauthError(reply, 400, "access_denied", poll.error);
-      if (poll.kind === "unknown") return oauthError(reply, 400, "invalid_grant", "the device code is invalid or already used");
-      identityUid = poll.identityUid;
-    } else {
-      return oauthError(reply, 400, "unsupported_grant_type", "grant_type must be authorization_code or device_code");
-    }
-    const minted = await deps.issuer.mint({ subject: identityUid, audience: [deps.issuer.urls.apiAudience] });
-    return reply
-      .header("cache-control", "no-store")
-      .header("pragma", "no-cache")
-      .send({ access_token: minted.token, token_type: "Bearer", expires_in: Math.floor((minted.expiry.getTime() - now().getTime()) / 1000) });
-  });
-}
-
-const DEVICE_CSRF_COOKIE = "bulwark_device_csrf";
-
-function normalizeUserCode(text: string): string {
-  return text.toUpperCase().replace(/[^A-Z]/g, "").slice(0, 8);
-}
-
-function cookieValue(header: string | undefined, name: string): string | undefined {
-  for (const part of (header ?? "").split(";")) {
-    const [k, ...v] = part.trim().split("=");
-    if (k === name) return v.join("=");
   }
-  return undefined;
+
+  private fromNow(ms: number): Date {
+    return new Date(this.now().getTime() + ms);
+  }
 }
 
-/** The form this scope's parser made of the body (empty without one). */
-function formOf(request: FastifyRequest): Record<string, string> {
-  const body = request.body;
-  return body && typeof body === "object" ? (body as Record<string, string>) : {};
+function alreadyFinished(): LoginError {
+  return new LoginError("access_denied", "this sign-in has already finished");
 }

@@ -3,8 +3,8 @@
 // code each find the row already moved on.
 import { createHash } from "node:crypto";
 import type { Selectable } from "kysely";
-import type { Db } from "./db.js";
-import type { LoginSessionsTable } from "./schema.js";
+import type { Db } from "../../storage/db.js";
+import { authTables, type AuthDb, type LoginSessionsTable } from "./schema.js";
 
 export type LoginSession = Selectable<LoginSessionsTable>;
 
@@ -37,7 +37,11 @@ export type DevicePoll =
   | { kind: "unknown" };
 
 export class LoginSessionsRepository {
-  constructor(private readonly db: Db) {}
+  private readonly db: AuthDb;
+
+  constructor(db: Db) {
+    this.db = authTables(db);
+  }
 
   async create(s: NewLoginSession): Promise<void> {
     await this.db
@@ -89,8 +93,13 @@ export class LoginSessionsRepository {
       .executeTakeFirst();
   }
 
-  /** pending → signed_in, once; a browser session gets its one-time code (valid until `codeExpiresAt`). */
-  async complete(id: string, identityUid: string, now: Date, code?: { value: string; expiresAt: Date }): Promise<boolean> {
+  /** pending → signed_in, once; a browser session gets its one-time code (valid until `code.expiresAt`). */
+  async complete(
+    id: string,
+    identityUid: string,
+    now: Date,
+    code?: { value: string; expiresAt: Date },
+  ): Promise<boolean> {
     const row = await this.db
       .updateTable("login_sessions")
       .set({
@@ -107,7 +116,12 @@ export class LoginSessionsRepository {
   }
 
   async fail(id: string, error: string): Promise<void> {
-    await this.db.updateTable("login_sessions").set({ status: "failed", error }).where("id", "=", id).where("status", "=", "pending").execute();
+    await this.db
+      .updateTable("login_sessions")
+      .set({ status: "failed", error })
+      .where("id", "=", id)
+      .where("status", "=", "pending")
+      .execute();
   }
 
   /** Spends a browser session's authorization code: signed_in → used, once, before it expires. */
@@ -125,7 +139,11 @@ export class LoginSessionsRepository {
 
   /** One poll of the device flow (RFC 8628 §3.5). */
   async pollDevice(deviceCode: string, now: Date, intervalMs: number): Promise<DevicePoll> {
-    const row = await this.db.selectFrom("login_sessions").selectAll().where("device_code_hash", "=", codeHash(deviceCode)).executeTakeFirst();
+    const row = await this.db
+      .selectFrom("login_sessions")
+      .selectAll()
+      .where("device_code_hash", "=", codeHash(deviceCode))
+      .executeTakeFirst();
     if (!row || row.kind !== "device") return { kind: "unknown" };
     if (row.status === "used") return { kind: "unknown" };
     if (row.expire_time <= now) return { kind: "expired" };
@@ -146,6 +164,9 @@ export class LoginSessionsRepository {
   }
 
   async prune(now: Date): Promise<void> {
-    await this.db.deleteFrom("login_sessions").where("expire_time", "<", new Date(now.getTime() - 24 * 3600_000)).execute();
+    await this.db
+      .deleteFrom("login_sessions")
+      .where("expire_time", "<", new Date(now.getTime() - 24 * 3600_000))
+      .execute();
   }
 }

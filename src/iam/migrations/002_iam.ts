@@ -140,13 +140,23 @@ export async function up(db: Kysely<any>): Promise<void> {
     create index group_invites_role_uid on group_invites (role_uid);
   `;
   // One statement per query: PGlite's query() runs a single statement.
-  for (const statement of ddl.split(/;\s*\n/).map((s) => s.trim()).filter(Boolean)) {
+  for (const statement of ddl
+    .split(/;\s*\n/)
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     await sql.raw(statement).execute(db);
   }
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  for (const table of ["group_invites", "account_associations", "identity_providers", "role_bindings", "roles", "identities"]) {
+  for (const table of [
+    "group_invites",
+    "account_associations",
+    "identity_providers",
+    "role_bindings",
+    "roles",
+    "identities",
+  ]) {
     await sql.raw(`drop table ${table}`).execute(db);
   }
 }

@@ -1,11 +1,13 @@
 // Account associations aggregate: at most one per group. Its uid is the group's uid (a foreign
 // key to groups, so a group with an association cannot be deleted) and parent_uid the group's
 // parent (null for an organization). The provider blocks are stored as canonical JSON.
-import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { applyUidpFilter } from "../core/list.js";
-import type { Db } from "./db.js";
-import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, sqlState } from "./errors.js";
-import { deleteByUid, getByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import type { Db } from "../../storage/db.js";
+import { iamTables, type IamDb, type Row } from "./schema.js";
+import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, sqlState } from "../../storage/errors.js";
+import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
 
 export type AccountAssociationRow = Row<"account_associations">;
 
@@ -16,31 +18,36 @@ export interface AccountAssociationFields {
   providers: Record<string, unknown>;
 }
 
-export type NewAccountAssociation =
-  | { kind: "ok"; row: AccountAssociationRow }
-  | { kind: "missing_group" }
-  | { kind: "exists" };
-
 function columns(f: AccountAssociationFields) {
   return { name: f.name, description: f.description, providers: JSON.stringify(f.providers) };
 }
 
 export class AccountAssociationsRepository {
-  constructor(private readonly db: Db) {}
+  private readonly db: IamDb;
+
+  constructor(db: Db) {
+    this.db = iamTables(db);
+  }
 
   /** Inserts the association of group `uid` (whose parent is `parentUid`). */
-  async insert(uid: string, parentUid: string | null, fields: AccountAssociationFields, now: Date): Promise<NewAccountAssociation> {
+  async insert(
+    uid: string,
+    parentUid: string | null,
+    fields: AccountAssociationFields,
+    now: Date,
+  ): Promise<WriteResult<AccountAssociationRow>> {
     try {
       const row = await this.db
         .insertInto("account_associations")
         .values({ uid, parent_uid: parentUid, ...columns(fields), create_time: now, update_time: now })
         .returningAll()
         .executeTakeFirstOrThrow();
-      return { kind: "ok", row };
+      return ok(row);
     } catch (err) {
       const state = sqlState(err);
-      if (state === FOREIGN_KEY_VIOLATION) return { kind: "missing_group" };
-      if (state === UNIQUE_VIOLATION) return { kind: "exists" };
+      if (state === FOREIGN_KEY_VIOLATION) return missing("group", uid);
+      if (state === UNIQUE_VIOLATION)
+        return conflict("account association", uid, `group ${uid} already has an account association`);
       throw err;
     }
   }
@@ -49,9 +56,17 @@ export class AccountAssociationsRepository {
     return getByUid(this.db, "account_associations", uid);
   }
 
-  /** Read-modify-write under a row lock; undefined when the association does not exist. */
-  update(uid: string, change: (current: AccountAssociationRow) => AccountAssociationFields, now: Date): Promise<AccountAssociationRow | undefined> {
-    return updateByUid(this.db, "account_associations", uid, (current) => ({ ...columns(change(current)), update_time: now }));
+  /** Read-modify-write under a row lock; `change` may throw to refuse. */
+  async update(
+    uid: string,
+    change: (current: AccountAssociationRow) => AccountAssociationFields,
+    now: Date,
+  ): Promise<WriteResult<AccountAssociationRow>> {
+    const row = await updateByUid(this.db, "account_associations", uid, (current) => ({
+      ...columns(change(current)),
+      update_time: now,
+    }));
+    return updated(row, "account association", uid);
   }
 
   delete(uid: string): Promise<DeleteResult> {

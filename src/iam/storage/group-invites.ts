@@ -1,46 +1,19 @@
-// Group invites aggregate. An invite code is "<keyId>.<secret>": the key id is public (stored in
-// key_id, shown on every read), the secret is shown once, at creation, and stored only as
-// sha256(secret) in code_hash. Parent and role are foreign keys (on delete restrict), so a group
-// or role an invite names cannot be deleted under it.
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { applyUidpFilter } from "../core/list.js";
-import type { Db } from "./db.js";
-import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "./errors.js";
+// Group invites aggregate. An invite's code is "<keyId>.<secret>" (iam/invites.ts): key_id is
+// its public half; code_hash holds only sha256(secret). Parent and role are foreign keys (on
+// delete restrict), so a group or role an invite names cannot be deleted under it.
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import type { Db } from "../../storage/db.js";
+import { iamTables, type IamDb, type Row } from "./schema.js";
+import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import type { RoleRow } from "./roles.js";
-import { deleteByUid, getByUid, type DeleteResult, type Row } from "./table.js";
+import { conflict, missing, ok, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { deleteByUid, getByUid } from "../../storage/table.js";
 
 export type GroupInviteRow = Row<"group_invites">;
 
 /** What an invite shows of its role. */
 export type InviteRole = Pick<RoleRow, "uid" | "name" | "description" | "capabilities">;
-
-export interface InviteCode {
-  /** 16 lowercase hex chars (8 random bytes); the public, unique half */
-  keyId: string;
-  /** 32 random bytes, base64url; never stored */
-  secret: string;
-  /** what the client receives: `${keyId}.${secret}` */
-  code: string;
-  /** sha256 of the secret's text: the only form in which it is stored */
-  hash: Buffer;
-}
-
-export function hashInviteSecret(secret: string): Buffer {
-  return createHash("sha256").update(secret, "utf8").digest();
-}
-
-export function mintInviteCode(): InviteCode {
-  const keyId = randomBytes(8).toString("hex");
-  const secret = randomBytes(32).toString("base64url");
-  return { keyId, secret, code: `${keyId}.${secret}`, hash: hashInviteSecret(secret) };
-}
-
-/** Splits a code into its halves; undefined when it is not of the form `<keyId>.<secret>`. */
-export function parseInviteCode(code: string): { keyId: string; secret: string } | undefined {
-  const m = /^([0-9a-f]{16})\.([A-Za-z0-9_-]+)$/.exec(code);
-  return m ? { keyId: m[1]!, secret: m[2]! } : undefined;
-}
 
 export interface NewGroupInvite {
   uid: string;
@@ -54,22 +27,29 @@ export interface NewGroupInvite {
   now: Date;
 }
 
-export type InsertResult =
-  | { kind: "created"; row: GroupInviteRow; role: InviteRole }
-  | { kind: "group_not_found" }
-  | { kind: "role_not_found" }
-  | { kind: "key_id_taken" };
+/** A created invite with the role it grants. */
+export interface CreatedInvite {
+  row: GroupInviteRow;
+  role: InviteRole;
+}
+
+/** The conflict a taken key id answers: the caller mints another code and tries again. */
+export const KEY_ID_TAKEN = "key id taken";
 
 export class GroupInvitesRepository {
-  constructor(private readonly db: Db) {}
+  private readonly db: IamDb;
+
+  constructor(db: Db) {
+    this.db = iamTables(db);
+  }
 
   /**
    * Inserts an invite and reads its role in the same transaction (the insert's foreign-key check
    * holds a key-share lock on the role row, so it cannot disappear in between).
    */
-  async insert(i: NewGroupInvite): Promise<InsertResult> {
+  async insert(i: NewGroupInvite): Promise<WriteResult<CreatedInvite>> {
     try {
-      return await this.db.transaction().execute(async (trx) => {
+      const created = await this.db.transaction().execute(async (trx) => {
         const row = await trx
           .insertInto("group_invites")
           .values({
@@ -91,14 +71,16 @@ export class GroupInvitesRepository {
           .select(["uid", "name", "description", "capabilities"])
           .where("uid", "=", row.role_uid)
           .executeTakeFirstOrThrow();
-        return { kind: "created", row, role } as const;
+        return { row, role };
       });
+      return ok(created);
     } catch (err) {
       const state = sqlState(err);
       const constraint = constraintOf(err) ?? "";
-      if (state === FOREIGN_KEY_VIOLATION && constraint.includes("parent_uid")) return { kind: "group_not_found" };
-      if (state === FOREIGN_KEY_VIOLATION && constraint.includes("role_uid")) return { kind: "role_not_found" };
-      if (state === UNIQUE_VIOLATION && constraint.includes("key_id")) return { kind: "key_id_taken" };
+      if (state === FOREIGN_KEY_VIOLATION && constraint.includes("parent_uid")) return missing("group", i.parentUid);
+      if (state === FOREIGN_KEY_VIOLATION && constraint.includes("role_uid")) return missing("role", i.roleUid);
+      if (state === UNIQUE_VIOLATION && constraint.includes("key_id"))
+        return conflict("group invite", i.uid, KEY_ID_TAKEN);
       throw err;
     }
   }
@@ -115,7 +97,11 @@ export class GroupInvitesRepository {
   async rolesOf(rows: readonly GroupInviteRow[]): Promise<Map<string, InviteRole>> {
     const uids = [...new Set(rows.map((r) => r.role_uid))];
     if (uids.length === 0) return new Map();
-    const roles = await this.db.selectFrom("roles").select(["uid", "name", "description", "capabilities"]).where("uid", "in", uids).execute();
+    const roles = await this.db
+      .selectFrom("roles")
+      .select(["uid", "name", "description", "capabilities"])
+      .where("uid", "in", uids)
+      .execute();
     return new Map(roles.map((r) => [r.uid, r]));
   }
 
@@ -128,19 +114,9 @@ export class GroupInvitesRepository {
     };
   }
 
-  /**
-   * The invite a code's halves name, if it may be used at `now`: the secret's hash matches
-   * (compared in constant time), it has not expired, and a single-use invite has not been used.
-   */
-  async findUsable(keyId: string, secret: string, now: Date): Promise<GroupInviteRow | undefined> {
-    const row = await this.db.selectFrom("group_invites").selectAll().where("key_id", "=", keyId).executeTakeFirst();
-    if (!row) return undefined;
-    const stored = Buffer.from(row.code_hash);
-    const given = hashInviteSecret(secret);
-    if (stored.length !== given.length || !timingSafeEqual(stored, given)) return undefined;
-    if (row.expiration_time.getTime() <= now.getTime()) return undefined;
-    if (row.single_use && row.used_time !== null) return undefined;
-    return row;
+  /** The invite with this key id (the public half of its code), used or not, expired or not. */
+  getByKeyId(keyId: string): Promise<GroupInviteRow | undefined> {
+    return this.db.selectFrom("group_invites").selectAll().where("key_id", "=", keyId).executeTakeFirst();
   }
 
   /**

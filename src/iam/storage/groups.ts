@@ -1,10 +1,12 @@
 // Groups aggregate: the group tree. Parent links are foreign keys (on delete restrict), so the
 // database itself refuses orphans and deletes of non-empty groups, even under concurrency.
-import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { applyUidpFilter } from "../core/list.js";
-import type { Db } from "./db.js";
-import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "./errors.js";
-import { deleteByUid, getByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import type { Db } from "../../storage/db.js";
+import { iamTables, type IamDb, type Row } from "./schema.js";
+import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
+import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
 
 export type GroupRow = Row<"groups">;
 
@@ -27,38 +29,51 @@ export interface GroupChanges {
 }
 
 export class GroupsRepository {
-  constructor(private readonly db: Db) {}
+  private readonly db: IamDb;
 
-  /** Inserts a group; returns undefined when the parent does not exist. */
-  async insert(g: NewGroup): Promise<GroupRow | undefined> {
+  constructor(db: Db) {
+    this.db = iamTables(db);
+  }
+
+  /** Inserts a group (and its owner's binding); missing when the parent does not exist. */
+  async insert(g: NewGroup): Promise<WriteResult<GroupRow>> {
     try {
-      return await this.db.transaction().execute(async (trx) => {
+      const row = await this.db.transaction().execute(async (trx) => {
         const row = await trx
           .insertInto("groups")
-        .values({
-          uid: g.uid,
-          parent_uid: g.parentUid,
-          name: g.name,
-          description: g.description,
-          kind: g.kind,
-          verified: false,
-          status: 0,
-          resource_limits: "{}",
-          create_time: g.now,
-          update_time: g.now,
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+          .values({
+            uid: g.uid,
+            parent_uid: g.parentUid,
+            name: g.name,
+            description: g.description,
+            kind: g.kind,
+            verified: false,
+            status: 0,
+            resource_limits: "{}",
+            create_time: g.now,
+            update_time: g.now,
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow();
         if (g.owner) {
           await trx
             .insertInto("role_bindings")
-            .values({ uid: g.owner.bindingUid, parent_uid: g.uid, identity_uid: g.owner.identityUid, role_uid: g.owner.roleUid, create_time: g.now, update_time: g.now })
+            .values({
+              uid: g.owner.bindingUid,
+              parent_uid: g.uid,
+              identity_uid: g.owner.identityUid,
+              role_uid: g.owner.roleUid,
+              create_time: g.now,
+              update_time: g.now,
+            })
             .execute();
         }
         return row;
       });
+      return ok(row);
     } catch (err) {
-      if (sqlState(err) === FOREIGN_KEY_VIOLATION && constraintOf(err)?.includes("parent_uid")) return undefined;
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION && constraintOf(err)?.includes("parent_uid"))
+        return missing("group", g.parentUid ?? "");
       throw err;
     }
   }
@@ -67,9 +82,13 @@ export class GroupsRepository {
     return getByUid(this.db, "groups", uid);
   }
 
-  /** Read-modify-write under a row lock; undefined when the group does not exist. */
-  update(uid: string, change: (current: GroupRow) => GroupChanges, now: Date): Promise<GroupRow | undefined> {
-    return updateByUid(this.db, "groups", uid, (current) => ({ ...change(current), update_time: now }));
+  /** Read-modify-write under a row lock; `change` may throw to refuse. */
+  async update(uid: string, change: (current: GroupRow) => GroupChanges, now: Date): Promise<WriteResult<GroupRow>> {
+    return updated(
+      await updateByUid(this.db, "groups", uid, (current) => ({ ...change(current), update_time: now })),
+      "group",
+      uid,
+    );
   }
 
   delete(uid: string): Promise<DeleteResult> {

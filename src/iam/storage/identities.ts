@@ -1,9 +1,11 @@
 // Identities aggregate: assumable identities in a group, or root-level (humans).
-import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { applyUidpFilter } from "../core/list.js";
-import type { Db } from "./db.js";
-import { FOREIGN_KEY_VIOLATION, sqlState } from "./errors.js";
-import { deleteByUid, getByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import type { Db } from "../../storage/db.js";
+import { iamTables, type IamDb, type Row } from "./schema.js";
+import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
+import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
 
 export type IdentityRow = Row<"identities">;
 
@@ -23,18 +25,30 @@ function columns(f: IdentityFields) {
 }
 
 export class IdentitiesRepository {
-  constructor(private readonly db: Db) {}
+  private readonly db: IamDb;
 
-  /** Inserts an identity; undefined when the parent group does not exist. */
-  async insert(uid: string, parentUid: string | null, fields: IdentityFields, now: Date): Promise<IdentityRow | undefined> {
+  constructor(db: Db) {
+    this.db = iamTables(db);
+  }
+
+  /** Inserts an identity; missing when the parent group does not exist. */
+  async insert(
+    uid: string,
+    parentUid: string | null,
+    fields: IdentityFields,
+    now: Date,
+  ): Promise<WriteResult<IdentityRow>> {
+    const times = { last_seen_time: now, create_time: now, update_time: now };
     try {
-      return await this.db
-        .insertInto("identities")
-        .values({ uid, parent_uid: parentUid, ...columns(fields), email: "", email_unverified: "", last_seen_time: now, create_time: now, update_time: now })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      return ok(
+        await this.db
+          .insertInto("identities")
+          .values({ uid, parent_uid: parentUid, ...columns(fields), email: "", email_unverified: "", ...times })
+          .returningAll()
+          .executeTakeFirstOrThrow(),
+      );
     } catch (err) {
-      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return missing("group", parentUid ?? "");
       throw err;
     }
   }
@@ -43,8 +57,16 @@ export class IdentitiesRepository {
     return getByUid(this.db, "identities", uid);
   }
 
-  update(uid: string, change: (current: IdentityRow) => Promise<IdentityFields>, now: Date): Promise<IdentityRow | undefined> {
-    return updateByUid(this.db, "identities", uid, async (current) => ({ ...columns(await change(current)), update_time: now }));
+  async update(
+    uid: string,
+    change: (current: IdentityRow) => Promise<IdentityFields>,
+    now: Date,
+  ): Promise<WriteResult<IdentityRow>> {
+    const row = await updateByUid(this.db, "identities", uid, async (current) => ({
+      ...columns(await change(current)),
+      update_time: now,
+    }));
+    return updated(row, "identity", uid);
   }
 
   delete(uid: string): Promise<DeleteResult> {
@@ -98,7 +120,11 @@ export class IdentitiesRepository {
         update_time: h.now,
       })
       .onConflict((oc) =>
-        oc.column("uid").doUpdateSet({ ...(h.email !== undefined ? { email: h.email } : {}), email_unverified: h.emailUnverified, last_seen_time: h.now }),
+        oc.column("uid").doUpdateSet({
+          ...(h.email !== undefined ? { email: h.email } : {}),
+          email_unverified: h.emailUnverified,
+          last_seen_time: h.now,
+        }),
       )
       .returningAll()
       .executeTakeFirstOrThrow();

@@ -2,11 +2,13 @@
 // without the client secret) and the client secret, encrypted by the caller (never plaintext here).
 // The database enforces the references: the group (parent_uid), the default role (default_role_uid)
 // and that role's visibility from the group (a CHECK), so races cannot break them.
-import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { applyUidpFilter } from "../core/list.js";
-import type { Db } from "./db.js";
-import { CHECK_VIOLATION, FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "./errors.js";
-import { deleteByUid, getByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import type { Db } from "../../storage/db.js";
+import { iamTables, type IamDb, type Row } from "./schema.js";
+import { CHECK_VIOLATION, FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
+import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
 
 export type IdentityProviderRow = Row<"identity_providers">;
 
@@ -19,11 +21,6 @@ export interface IdentityProviderFields {
   /** the client secret as a ciphertext (see core/secret-box.ts); null when there is none */
   clientSecretEncrypted: string | null;
 }
-
-/** A write's outcome: the row, or which referenced resource is missing. */
-export type IdentityProviderWrite =
-  | { kind: "ok"; row: IdentityProviderRow }
-  | { kind: "missing"; what: "group" | "role" | "identity provider" };
 
 /**
  * Which reference a failed write broke. The service derives uid from parent_uid and validates
@@ -52,19 +49,29 @@ function columns(f: IdentityProviderFields) {
 }
 
 export class IdentityProvidersRepository {
-  constructor(private readonly db: Db) {}
+  private readonly db: IamDb;
 
-  async insert(uid: string, parentUid: string, fields: IdentityProviderFields, now: Date): Promise<IdentityProviderWrite> {
+  constructor(db: Db) {
+    this.db = iamTables(db);
+  }
+
+  /** Inserts an IdP; missing names the group or default role that does not exist (or is not visible). */
+  async insert(
+    uid: string,
+    parentUid: string,
+    fields: IdentityProviderFields,
+    now: Date,
+  ): Promise<WriteResult<IdentityProviderRow>> {
     try {
       const row = await this.db
         .insertInto("identity_providers")
         .values({ uid, parent_uid: parentUid, ...columns(fields), create_time: now, update_time: now })
         .returningAll()
         .executeTakeFirstOrThrow();
-      return { kind: "ok", row };
+      return ok(row);
     } catch (err) {
       const what = brokenReference(err);
-      if (what) return { kind: "missing", what };
+      if (what) return missing(what, what === "group" ? parentUid : fields.defaultRoleUid);
       throw err;
     }
   }
@@ -78,16 +85,20 @@ export class IdentityProvidersRepository {
     uid: string,
     change: (current: IdentityProviderRow) => Promise<IdentityProviderFields>,
     now: Date,
-  ): Promise<IdentityProviderWrite> {
+  ): Promise<WriteResult<IdentityProviderRow>> {
+    let roleUid = "";
+    let parentUid = "";
     try {
-      const row = await updateByUid(this.db, "identity_providers", uid, async (current) => ({
-        ...columns(await change(current)),
-        update_time: now,
-      }));
-      return row ? { kind: "ok", row } : { kind: "missing", what: "identity provider" };
+      const row = await updateByUid(this.db, "identity_providers", uid, async (current) => {
+        const fields = await change(current);
+        roleUid = fields.defaultRoleUid;
+        parentUid = current.parent_uid;
+        return { ...columns(fields), update_time: now };
+      });
+      return updated(row, "identity provider", uid);
     } catch (err) {
       const what = brokenReference(err);
-      if (what) return { kind: "missing", what };
+      if (what) return missing(what, what === "group" ? parentUid : roleUid);
       throw err;
     }
   }

@@ -2,15 +2,15 @@
 // visibility of both references are enforced by the database; the checks here make the errors
 // precise. Reads are hydrated with the identity, group and role in one query per page.
 import type { Transaction } from "kysely";
-import type { Grant } from "../auth/access.js";
-import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { alreadyExists, notFound } from "../core/errors.js";
-import { applyUidpFilter } from "../core/list.js";
-import { isUsableFrom } from "../core/uidp.js";
-import type { Db } from "./db.js";
-import type { Database } from "./schema.js";
-import { UNIQUE_VIOLATION, sqlState } from "./errors.js";
-import { deleteByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+import type { Grant } from "../../core/access.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import { isUsableFrom } from "../../core/uidp.js";
+import type { Db } from "../../storage/db.js";
+import { iamTables, type IamDb, type IamTables, type Row } from "./schema.js";
+import { UNIQUE_VIOLATION, sqlState } from "../../storage/errors.js";
+import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { deleteByUid, updateByUid } from "../../storage/table.js";
 
 export type RoleBindingRow = Row<"role_bindings">;
 
@@ -38,12 +38,23 @@ export interface NewBinding {
   roleUid: string;
 }
 
-type Executor = Db | Transaction<Database>;
+type Executor = IamDb | Transaction<IamTables>;
 
-/** Throws NOT_FOUND unless the group exists and every identity and role exists and is usable from it. */
-async function checkReferences(db: Executor, groupUid: string, refs: { identityUid: string; roleUid: string }[]): Promise<void> {
+/** A write that must not happen: thrown inside a transaction (rolling it back), answered as its result. */
+class Refused extends Error {
+  constructor(readonly result: WriteResult<never>) {
+    super(result.kind);
+  }
+}
+
+/** Refuses unless the group exists and every identity and role exists and is usable from it. */
+async function checkReferences(
+  db: Executor,
+  groupUid: string,
+  refs: { identityUid: string; roleUid: string }[],
+): Promise<void> {
   const group = await db.selectFrom("groups").select("uid").where("uid", "=", groupUid).executeTakeFirst();
-  if (!group) throw notFound("group", groupUid);
+  if (!group) throw new Refused(missing("group", groupUid));
   const identityUids = [...new Set(refs.map((r) => r.identityUid))];
   const roleUids = [...new Set(refs.map((r) => r.roleUid))];
   const [identities, roles] = await Promise.all([
@@ -53,43 +64,83 @@ async function checkReferences(db: Executor, groupUid: string, refs: { identityU
   const knownIdentities = new Set(identities.map((r) => r.uid));
   const knownRoles = new Set(roles.map((r) => r.uid));
   // An invisible reference is answered like a missing one: it does not reveal other trees.
-  for (const uid of identityUids) if (!knownIdentities.has(uid) || !isUsableFrom(uid, groupUid)) throw notFound("identity", uid);
-  for (const uid of roleUids) if (!knownRoles.has(uid) || !isUsableFrom(uid, groupUid)) throw notFound("role", uid);
+  for (const uid of identityUids)
+    if (!knownIdentities.has(uid) || !isUsableFrom(uid, groupUid)) throw new Refused(missing("identity", uid));
+  for (const uid of roleUids)
+    if (!knownRoles.has(uid) || !isUsableFrom(uid, groupUid)) throw new Refused(missing("role", uid));
 }
 
-function duplicate(b: { parentUid: string; identityUid: string; roleUid: string }) {
-  return alreadyExists("role binding", `${b.parentUid}`, `identity ${b.identityUid} already has role ${b.roleUid} in group ${b.parentUid}`);
+function duplicate(b: { parentUid: string; identityUid: string; roleUid: string }): WriteResult<never> {
+  return conflict(
+    "role binding",
+    b.parentUid,
+    `identity ${b.identityUid} already has role ${b.roleUid} in group ${b.parentUid}`,
+  );
+}
+
+/** The transaction's result, or the result a Refused carried out of it. */
+async function refusable<T>(write: () => Promise<WriteResult<T>>): Promise<WriteResult<T>> {
+  try {
+    return await write();
+  } catch (err) {
+    if (err instanceof Refused) return err.result;
+    throw err;
+  }
 }
 
 export class RoleBindingsRepository {
-  constructor(private readonly db: Db) {}
+  private readonly db: IamDb;
+
+  constructor(db: Db) {
+    this.db = iamTables(db);
+  }
 
   /** Creates all bindings or none. */
-  async insertAll(bindings: NewBinding[], now: Date): Promise<HydratedBinding[]> {
+  async insertAll(bindings: NewBinding[], now: Date): Promise<WriteResult<HydratedBinding[]>> {
     const seen = new Set<string>();
     for (const b of bindings) {
       const key = `${b.parentUid} ${b.identityUid} ${b.roleUid}`;
-      if (seen.has(key)) throw duplicate(b);
+      if (seen.has(key)) return duplicate(b);
       seen.add(key);
     }
-    return this.db.transaction().execute(async (trx) => {
-      for (const parent of new Set(bindings.map((b) => b.parentUid))) {
-        await checkReferences(trx, parent, bindings.filter((b) => b.parentUid === parent));
-      }
-      const existing = await this.findExisting(trx, bindings);
-      if (existing) throw duplicate(existing);
-      try {
-        await trx
-          .insertInto("role_bindings")
-          .values(bindings.map((b) => ({ uid: b.uid, parent_uid: b.parentUid, identity_uid: b.identityUid, role_uid: b.roleUid, create_time: now, update_time: now })))
-          .execute();
-      } catch (err) {
-        // A concurrent create of the same binding won the race.
-        if (sqlState(err) === UNIQUE_VIOLATION) throw duplicate(bindings[0]!);
-        throw err;
-      }
-      return this.hydrate(bindings.map((b) => b.uid), trx);
-    });
+    return refusable(() =>
+      this.db.transaction().execute(async (trx) => {
+        for (const parent of new Set(bindings.map((b) => b.parentUid))) {
+          await checkReferences(
+            trx,
+            parent,
+            bindings.filter((b) => b.parentUid === parent),
+          );
+        }
+        const existing = await this.findExisting(trx, bindings);
+        if (existing) throw new Refused(duplicate(existing));
+        const times = { create_time: now, update_time: now };
+        try {
+          await trx
+            .insertInto("role_bindings")
+            .values(
+              bindings.map((b) => ({
+                uid: b.uid,
+                parent_uid: b.parentUid,
+                identity_uid: b.identityUid,
+                role_uid: b.roleUid,
+                ...times,
+              })),
+            )
+            .execute();
+        } catch (err) {
+          // A concurrent create of the same binding won the race.
+          if (sqlState(err) === UNIQUE_VIOLATION) throw new Refused(duplicate(bindings[0]!));
+          throw err;
+        }
+        return ok(
+          await this.hydrate(
+            bindings.map((b) => b.uid),
+            trx,
+          ),
+        );
+      }),
+    );
   }
 
   /** The first of `bindings` that already exists, in one query. */
@@ -98,7 +149,15 @@ export class RoleBindingsRepository {
       .selectFrom("role_bindings")
       .select(["parent_uid", "identity_uid", "role_uid"])
       .where((eb) =>
-        eb.or(bindings.map((b) => eb.and([eb("parent_uid", "=", b.parentUid), eb("identity_uid", "=", b.identityUid), eb("role_uid", "=", b.roleUid)]))),
+        eb.or(
+          bindings.map((b) =>
+            eb.and([
+              eb("parent_uid", "=", b.parentUid),
+              eb("identity_uid", "=", b.identityUid),
+              eb("role_uid", "=", b.roleUid),
+            ]),
+          ),
+        ),
       )
       .execute();
     const found = new Set(hits.map((h) => `${h.parent_uid} ${h.identity_uid} ${h.role_uid}`));
@@ -110,17 +169,23 @@ export class RoleBindingsRepository {
   }
 
   /** Changes the identity and/or role of a binding, under the row lock. */
-  async update(uid: string, change: (current: RoleBindingRow) => { identityUid: string; roleUid: string }, now: Date): Promise<HydratedBinding | undefined> {
+  async update(
+    uid: string,
+    change: (current: RoleBindingRow) => { identityUid: string; roleUid: string },
+    now: Date,
+  ): Promise<WriteResult<HydratedBinding>> {
     try {
-      const row = await updateByUid(this.db, "role_bindings", uid, async (current, trx) => {
-        const next = change(current);
-        await checkReferences(trx, current.parent_uid, [next]);
-        return { identity_uid: next.identityUid, role_uid: next.roleUid, update_time: now };
+      return await refusable(async () => {
+        const row = await updateByUid(this.db, "role_bindings", uid, async (current, trx) => {
+          const next = change(current);
+          await checkReferences(trx, current.parent_uid, [next]);
+          return { identity_uid: next.identityUid, role_uid: next.roleUid, update_time: now };
+        });
+        return updated(row && (await this.get(row.uid)), "role binding", uid);
       });
-      return row && this.get(row.uid);
     } catch (err) {
       if (sqlState(err) === UNIQUE_VIOLATION) {
-        throw alreadyExists("role binding", uid, "the group already has a binding of that identity to that role");
+        return conflict("role binding", uid, "the group already has a binding of that identity to that role");
       }
       throw err;
     }
@@ -134,7 +199,14 @@ export class RoleBindingsRepository {
   async ensure(b: NewBinding, now: Date): Promise<void> {
     await this.db
       .insertInto("role_bindings")
-      .values({ uid: b.uid, parent_uid: b.parentUid, identity_uid: b.identityUid, role_uid: b.roleUid, create_time: now, update_time: now })
+      .values({
+        uid: b.uid,
+        parent_uid: b.parentUid,
+        identity_uid: b.identityUid,
+        role_uid: b.roleUid,
+        create_time: now,
+        update_time: now,
+      })
       .onConflict((oc) => oc.columns(["parent_uid", "identity_uid", "role_uid"]).doNothing())
       .execute();
   }
@@ -146,8 +218,13 @@ export class RoleBindingsRepository {
       .innerJoin("groups as g", "g.uid", "rb.parent_uid")
       .innerJoin("roles as r", "r.uid", "rb.role_uid")
       .select([
-        "g.uid as group_uid", "g.name as group_name", "g.description as group_description",
-        "r.uid as role_uid", "r.name as role_name", "r.description as role_description", "r.capabilities",
+        "g.uid as group_uid",
+        "g.name as group_name",
+        "g.description as group_description",
+        "r.uid as role_uid",
+        "r.name as role_name",
+        "r.description as role_description",
+        "r.capabilities",
       ])
       .where("rb.identity_uid", "=", identityUid)
       .orderBy("rb.uid")
@@ -174,11 +251,20 @@ export class RoleBindingsRepository {
       .innerJoin("groups as g", "g.uid", "rb.parent_uid")
       .innerJoin("roles as r", "r.uid", "rb.role_uid")
       .select([
-        "rb.uid", "rb.parent_uid", "rb.identity_uid", "rb.role_uid", "rb.create_time",
-        "i.name as identity_name", "i.description as identity_description", "i.email as identity_email",
-        "i.relationship_type", "i.relationship",
-        "g.name as group_name", "g.description as group_description",
-        "r.name as role_name", "r.description as role_description",
+        "rb.uid",
+        "rb.parent_uid",
+        "rb.identity_uid",
+        "rb.role_uid",
+        "rb.create_time",
+        "i.name as identity_name",
+        "i.description as identity_description",
+        "i.email as identity_email",
+        "i.relationship_type",
+        "i.relationship",
+        "g.name as group_name",
+        "g.description as group_description",
+        "r.name as role_name",
+        "r.description as role_description",
       ])
       .where("rb.uid", "in", uids)
       .execute();

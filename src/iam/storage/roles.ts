@@ -1,13 +1,22 @@
 // Roles aggregate: built-in roles (no group) and custom roles under a group.
 import { sql } from "kysely";
-import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { applyUidpFilter } from "../core/list.js";
-import type { BuiltinRole } from "../iam/builtin-roles.js";
-import type { Db } from "./db.js";
-import { FOREIGN_KEY_VIOLATION, sqlState } from "./errors.js";
-import { deleteByUid, getByUid, updateByUid, type DeleteResult, type Row } from "./table.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import type { Db } from "../../storage/db.js";
+import { iamTables, type IamDb, type Row } from "./schema.js";
+import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
+import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
 
 export type RoleRow = Row<"roles">;
+
+/** A built-in role as stored: fixed uid, no group. */
+export interface BuiltinRoleRow {
+  uid: string;
+  name: string;
+  description: string;
+  capabilities: number[];
+}
 
 export interface RoleFields {
   name: string;
@@ -16,38 +25,56 @@ export interface RoleFields {
 }
 
 export class RolesRepository {
-  constructor(private readonly db: Db) {}
+  private readonly db: IamDb;
+
+  constructor(db: Db) {
+    this.db = iamTables(db);
+  }
 
   /**
    * Makes the built-in roles exactly what this version defines. Idempotent and safe for several
    * replicas starting at once; a changed definition is updated in place (same uid).
    */
-  async ensureBuiltins(roles: readonly BuiltinRole[], now: Date): Promise<void> {
+  async ensureBuiltins(roles: readonly BuiltinRoleRow[], now: Date): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
       for (const r of roles) {
         await trx
           .insertInto("roles")
-          .values({ uid: r.uid, parent_uid: null, name: r.name, description: r.description, capabilities: r.capabilities, create_time: now, update_time: now })
+          .values({
+            uid: r.uid,
+            parent_uid: null,
+            name: r.name,
+            description: r.description,
+            capabilities: r.capabilities,
+            create_time: now,
+            update_time: now,
+          })
           .onConflict((oc) =>
-            oc.column("uid").doUpdateSet({ name: r.name, description: r.description, capabilities: r.capabilities, update_time: now }).where(
-              sql<boolean>`(roles.name, roles.description, roles.capabilities) is distinct from (${r.name}, ${r.description}, ${sql.val(r.capabilities)}::integer[])`,
-            ),
+            oc
+              .column("uid")
+              .doUpdateSet({ name: r.name, description: r.description, capabilities: r.capabilities, update_time: now })
+              .where(
+                sql<boolean>`(roles.name, roles.description, roles.capabilities)
+                  is distinct from (${r.name}, ${r.description}, ${sql.val(r.capabilities)}::integer[])`,
+              ),
           )
           .execute();
       }
     });
   }
 
-  /** Inserts a custom role; undefined when the parent group does not exist. */
-  async insert(uid: string, parentUid: string, fields: RoleFields, now: Date): Promise<RoleRow | undefined> {
+  /** Inserts a custom role; missing when the parent group does not exist. */
+  async insert(uid: string, parentUid: string, fields: RoleFields, now: Date): Promise<WriteResult<RoleRow>> {
     try {
-      return await this.db
-        .insertInto("roles")
-        .values({ uid, parent_uid: parentUid, ...fields, create_time: now, update_time: now })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      return ok(
+        await this.db
+          .insertInto("roles")
+          .values({ uid, parent_uid: parentUid, ...fields, create_time: now, update_time: now })
+          .returningAll()
+          .executeTakeFirstOrThrow(),
+      );
     } catch (err) {
-      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return missing("group", parentUid);
       throw err;
     }
   }
@@ -56,8 +83,12 @@ export class RolesRepository {
     return getByUid(this.db, "roles", uid);
   }
 
-  update(uid: string, change: (current: RoleRow) => RoleFields, now: Date): Promise<RoleRow | undefined> {
-    return updateByUid(this.db, "roles", uid, (current) => ({ ...change(current), update_time: now }));
+  async update(uid: string, change: (current: RoleRow) => RoleFields, now: Date): Promise<WriteResult<RoleRow>> {
+    return updated(
+      await updateByUid(this.db, "roles", uid, (current) => ({ ...change(current), update_time: now })),
+      "role",
+      uid,
+    );
   }
 
   delete(uid: string): Promise<DeleteResult> {

@@ -1,7 +1,6 @@
-// Kysely table types. Column names are snake_case as in SQL.
-import type { ColumnType, Generated } from "kysely";
-
-type Timestamp = ColumnType<Date, Date, Date>;
+// The IAM module's table types. Column names are snake_case as in SQL.
+import type { ColumnType, Kysely, Selectable } from "kysely";
+import type { Json, Timestamp } from "../../storage/schema.js";
 
 export interface GroupsTable {
   uid: string;
@@ -15,14 +14,6 @@ export interface GroupsTable {
   create_time: Timestamp;
   update_time: Timestamp;
 }
-
-export interface ServerSecretsTable {
-  name: string;
-  secret: Buffer;
-  create_time: Generated<Date>;
-}
-
-type Json<T = unknown> = ColumnType<T, string, string>;
 
 export interface IdentitiesTable {
   uid: string;
@@ -95,50 +86,24 @@ export interface GroupInvitesTable {
   create_time: Timestamp;
 }
 
-export interface SigningKeysTable {
-  kid: string;
-  algorithm: string;
-  private_jwk: Json<Record<string, unknown>>;
-  public_jwk: Json<Record<string, unknown>>;
-  create_time: Timestamp;
-  sign_until: Timestamp;
-  publish_until: Timestamp;
-}
-
-export interface LoginSessionsTable {
-  id: string;
-  kind: "browser" | "device";
-  status: ColumnType<"pending" | "signed_in" | "failed" | "used", "pending" | "signed_in" | "failed" | "used" | undefined, "pending" | "signed_in" | "failed" | "used">;
-  client_redirect_uri: string | null;
-  client_state: string | null;
-  code_challenge: string | null;
-  code_hash: Buffer | null;
-  device_code_hash: Buffer | null;
-  user_code: string | null;
-  last_poll_time: Date | null;
-  identity_provider_uid: string | null;
-  invite_uid: string | null;
-  upstream_started: ColumnType<boolean, boolean | undefined, boolean>;
-  upstream_nonce: string;
-  upstream_verifier: string;
-  identity_uid: string | null;
-  error: string | null;
-  create_time: Timestamp;
-  expire_time: Timestamp;
-}
-
-export interface Database {
+/** The IAM module's tables. */
+export interface IamTables {
   groups: GroupsTable;
-  server_secrets: ServerSecretsTable;
   identities: IdentitiesTable;
   roles: RolesTable;
   role_bindings: RoleBindingsTable;
   identity_providers: IdentityProvidersTable;
   account_associations: AccountAssociationsTable;
   group_invites: GroupInvitesTable;
-  signing_keys: SigningKeysTable;
-  login_sessions: LoginSessionsTable;
 }
 
-/** Tables whose rows are addressed by a UIDP `uid`. */
-export type UidTable = Exclude<keyof Database, "server_secrets" | "signing_keys" | "login_sessions">;
+/** The IAM tables as its repositories see them. */
+export type IamDb = Kysely<IamTables>;
+
+/** The platform's database viewed through the IAM tables. */
+export function iamTables(db: Kysely<any>): IamDb {
+  return db as unknown as IamDb;
+}
+
+/** A row of an IAM table. */
+export type Row<T extends keyof IamTables> = Selectable<IamTables[T]>;

@@ -1,0 +1,90 @@
+// The auth module: the token issuer (ES256 keys, discovery, JWKS), the authorizer every request
+// passes through, the token exchange (SecurityTokenService), "who am I" (Auth.Validate) and human
+// sign-in through the browser or the device flow.
+import { join } from "node:path";
+import { Auth } from "../gen/platform/auth/v1/auth.platform_pb.js";
+import { SecurityTokenService } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
+import { SecretBox } from "../core/secret-box.js";
+import { IDP_CLIENT_SECRETS, iamModule } from "../iam/module.js";
+import type { FeatureModule } from "../platform/module.js";
+import type { Db } from "../storage/db.js";
+import { authService } from "./auth-service.js";
+import { TokenAuthorizer } from "./authorizer.js";
+import { registerIssuerRoutes } from "./issuer-routes.js";
+import { KeyManager, REFRESH_EVERY_MS } from "./keys.js";
+import { registerLoginRoutes } from "./sign-in/routes.js";
+import * as m003 from "./migrations/003_signing_keys.js";
+import * as m004 from "./migrations/004_login_sessions.js";
+import { LoginSessionsRepository } from "./storage/login-sessions.js";
+import { securityTokenService } from "./sts.js";
+import { TokenIssuer } from "./tokens.js";
+import { UpstreamIssuers } from "./upstream.js";
+
+/** Where an embedded server keeps its current signing key for `bulwark admin token`. */
+export function issuerKeyFile(dataDir: string): string {
+  return join(dataDir, "issuer-signing-key.json");
+}
+
+export function authRepositories(db: Db) {
+  return { loginSessions: new LoginSessionsRepository(db) };
+}
+
+export interface AuthExports {
+  /** mints and verifies the server's tokens */
+  issuer: TokenIssuer;
+}
+
+export const authModule: FeatureModule<ReturnType<typeof authRepositories>, AuthExports> = {
+  name: "auth",
+  migrations: { "003_signing_keys": m003, "004_login_sessions": m004 },
+  services: [Auth, SecurityTokenService],
+  listings: {},
+  repositories: authRepositories,
+
+  async start(ctx) {
+    const iam = ctx.repositoriesOf(iamModule);
+    const { loginSessions } = ctx.repositoriesOf(authModule);
+    const keys = new KeyManager(ctx.db, undefined, ctx.dataDir && issuerKeyFile(ctx.dataDir));
+    await keys.signingKey();
+    const issuer = new TokenIssuer(keys, ctx.urls);
+    const { allowInsecureIssuers, allowPrivateIssuerAddresses, defaultUpstream } = ctx.settings;
+    const upstreamOptions = { allowInsecureIssuers, allowPrivateIssuerAddresses };
+    const upstream = new UpstreamIssuers(upstreamOptions);
+    const idpSecrets = new SecretBox(await ctx.sharedSecret(IDP_CLIENT_SECRETS));
+    const now = () => ctx.now();
+    return {
+      bindings: [
+        authService({ tokens: issuer, identities: iam.identities, roleBindings: iam.roleBindings }),
+        securityTokenService({ tokens: issuer, identities: iam.identities, upstream, logger: ctx.logger, now }),
+      ],
+      routes(router) {
+        registerIssuerRoutes(router, ctx.urls, keys);
+        registerLoginRoutes(router, {
+          issuer,
+          upstream,
+          upstreamOptions,
+          defaultUpstream,
+          sessions: loginSessions,
+          identities: iam.identities,
+          roleBindings: iam.roleBindings,
+          identityProviders: iam.identityProviders,
+          idpSecrets,
+          invites: iam.groupInvites,
+          logger: ctx.logger,
+        });
+      },
+      authorizer: new TokenAuthorizer(issuer, iam.identities, iam.roleBindings),
+      tasks: [
+        {
+          name: "signing key rotation and sign-in session pruning",
+          everyMs: REFRESH_EVERY_MS,
+          run: async () => {
+            await keys.signingKey();
+            await Promise.all([keys.prune(), loginSessions.prune(ctx.now())]);
+          },
+        },
+      ],
+      exports: { issuer },
+    };
+  },
+};

@@ -1,0 +1,52 @@
+// The auth module's table types: the issuer's signing keys and sign-in sessions.
+import type { ColumnType, Kysely } from "kysely";
+import type { Json, Timestamp } from "../../storage/schema.js";
+
+export interface SigningKeysTable {
+  kid: string;
+  algorithm: string;
+  private_jwk: Json<Record<string, unknown>>;
+  public_jwk: Json<Record<string, unknown>>;
+  create_time: Timestamp;
+  sign_until: Timestamp;
+  publish_until: Timestamp;
+}
+
+export interface LoginSessionsTable {
+  id: string;
+  kind: "browser" | "device";
+  status: ColumnType<
+    "pending" | "signed_in" | "failed" | "used",
+    "pending" | "signed_in" | "failed" | "used" | undefined,
+    "pending" | "signed_in" | "failed" | "used"
+  >;
+  client_redirect_uri: string | null;
+  client_state: string | null;
+  code_challenge: string | null;
+  code_hash: Buffer | null;
+  device_code_hash: Buffer | null;
+  user_code: string | null;
+  last_poll_time: Date | null;
+  identity_provider_uid: string | null;
+  invite_uid: string | null;
+  upstream_started: ColumnType<boolean, boolean | undefined, boolean>;
+  upstream_nonce: string;
+  upstream_verifier: string;
+  identity_uid: string | null;
+  error: string | null;
+  create_time: Timestamp;
+  expire_time: Timestamp;
+}
+
+/** The auth module's tables. */
+export interface AuthTables {
+  signing_keys: SigningKeysTable;
+  login_sessions: LoginSessionsTable;
+}
+
+export type AuthDb = Kysely<AuthTables>;
+
+/** The platform's database viewed through the auth tables. */
+export function authTables(db: Kysely<any>): AuthDb {
+  return db as unknown as AuthDb;
+}

@@ -1,0 +1,96 @@
+// The IAM module: groups, identities, roles, role bindings, identity providers, account
+// associations and group invites (chainguard.platform.iam.v2beta1).
+import {
+  AccountAssociationSchema,
+  AccountAssociationsService,
+} from "../gen/chainguard/platform/iam/v2beta1/account_associations_pb.js";
+import { GroupInviteSchema, GroupInvitesService } from "../gen/chainguard/platform/iam/v2beta1/group_invites_pb.js";
+import { GroupSchema, GroupsService } from "../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import { IdentitySchema, IdentitiesService } from "../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
+import {
+  IdentityProviderSchema,
+  IdentityProvidersService,
+} from "../gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
+import { RoleBindingSchema, RoleBindingsService } from "../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
+import { RoleSchema, RolesService } from "../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
+import { SecretBox } from "../core/secret-box.js";
+import type { FeatureModule } from "../platform/module.js";
+import type { Db } from "../storage/db.js";
+import { accountAssociationListing, accountAssociationsService } from "./account-associations.js";
+import { BUILTIN_ROLES } from "./builtin-roles.js";
+import { groupInviteListing, groupInvitesService } from "./group-invites.js";
+import { groupListing, groupsService } from "./groups.js";
+import { identitiesService, identityListing } from "./identities.js";
+import { identityProviderListing, identityProvidersService } from "./identity-providers.js";
+import * as m001 from "./migrations/001_groups.js";
+import * as m002 from "./migrations/002_iam.js";
+import { roleBindingListing, roleBindingsService } from "./role-bindings.js";
+import { roleListing, rolesService } from "./roles.js";
+import { AccountAssociationsRepository } from "./storage/account-associations.js";
+import { GroupInvitesRepository } from "./storage/group-invites.js";
+import { GroupsRepository } from "./storage/groups.js";
+import { IdentitiesRepository } from "./storage/identities.js";
+import { IdentityProvidersRepository } from "./storage/identity-providers.js";
+import { RoleBindingsRepository } from "./storage/role-bindings.js";
+import { RolesRepository } from "./storage/roles.js";
+
+/** The name of the shared secret that encrypts IdPs' OIDC client secrets at rest. */
+export const IDP_CLIENT_SECRETS = "idp_client_secrets";
+
+export function iamRepositories(db: Db) {
+  return {
+    groups: new GroupsRepository(db),
+    roles: new RolesRepository(db),
+    identities: new IdentitiesRepository(db),
+    roleBindings: new RoleBindingsRepository(db),
+    identityProviders: new IdentityProvidersRepository(db),
+    accountAssociations: new AccountAssociationsRepository(db),
+    groupInvites: new GroupInvitesRepository(db),
+  };
+}
+
+export type IamRepositories = ReturnType<typeof iamRepositories>;
+
+export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = {
+  name: "iam",
+  // 001 also made the platform's server_secrets table, before modules existed.
+  migrations: { "001_groups": m001, "002_iam": m002 },
+  services: [
+    GroupsService,
+    RolesService,
+    IdentitiesService,
+    RoleBindingsService,
+    IdentityProvidersService,
+    AccountAssociationsService,
+    GroupInvitesService,
+  ],
+  listings: {
+    [GroupSchema.typeName]: groupListing,
+    [RoleSchema.typeName]: roleListing,
+    [IdentitySchema.typeName]: identityListing,
+    [RoleBindingSchema.typeName]: roleBindingListing,
+    [IdentityProviderSchema.typeName]: identityProviderListing,
+    [AccountAssociationSchema.typeName]: accountAssociationListing,
+    [GroupInviteSchema.typeName]: groupInviteListing,
+  },
+  repositories: iamRepositories,
+
+  async start(ctx) {
+    const repos = ctx.repositoriesOf(iamModule);
+    await repos.roles.ensureBuiltins(BUILTIN_ROLES, ctx.now());
+    const secrets = new SecretBox(await ctx.sharedSecret(IDP_CLIENT_SECRETS));
+    const common = { lists: ctx.lists, now: () => ctx.now() };
+    return {
+      bindings: [
+        groupsService({ groups: repos.groups, ...common }),
+        rolesService({ roles: repos.roles, ...common }),
+        identitiesService({ identities: repos.identities, ...common }),
+        roleBindingsService({ roleBindings: repos.roleBindings, ...common }),
+        identityProvidersService({ identityProviders: repos.identityProviders, secrets, ...common }),
+        accountAssociationsService({ accountAssociations: repos.accountAssociations, ...common }),
+        groupInvitesService({ invites: repos.groupInvites, ...common }),
+      ],
+      exports: {},
+    };
+  },
+};

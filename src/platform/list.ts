@@ -1,0 +1,52 @@
+// A List RPC's answer, composed from the list engine's rules (core/list.ts) and its SQL
+// (storage/list-query.ts): one call per List handler.
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import type { Visibility } from "../core/access.js";
+import {
+  filterFingerprint,
+  finishPage,
+  planPage,
+  validateUidpFilter,
+  type ListableResource,
+  type ListEngineDeps,
+  type ListRequestFields,
+  type ListResponse,
+} from "../core/list.js";
+import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
+import { fetchPage, restrictToVisible, type BaseQuery } from "../storage/list-query.js";
+
+export interface ListOptions<D extends DescMessage, Row extends Record<string, unknown>, Item> {
+  lists: ListEngineDeps;
+  resource: ListableResource;
+  /** the request's schema: its filters (all but the paging fields) fingerprint the walk */
+  schema: D;
+  request: MessageShape<D> & ListRequestFields & { uidp?: UIDPFilter };
+  /** the resource's filtered query (from its repository's listQuery) */
+  query: BaseQuery;
+  /** turns a page of rows into items in one call, so hydration costs one query per page */
+  toItems: (rows: Row[]) => Item[] | Promise<Item[]>;
+  /** the call: its visibility (set by the authorizer for unscoped methods) */
+  call: { visibility?: Visibility };
+}
+
+/**
+ * Validates the filters, keeps only what the caller may see (so totalCount, cursors and skip
+ * count visible rows only), runs one page and maps it. Services return
+ * `{ <plural>: items, ...paging }`.
+ */
+export async function listResponse<D extends DescMessage, Row extends Record<string, unknown>, Item>(
+  options: ListOptions<D, Row, Item>,
+): Promise<ListResponse<Item>> {
+  const { lists, resource, schema, request, call } = options;
+  validateUidpFilter(request.uidp);
+  const plan = await planPage(lists, resource, request, filterFingerprint(schema, request));
+  const visibility = call.visibility ?? [];
+  const visible = () => restrictToVisible(options.query(), visibility, resource.sharedRoots ?? false);
+  const page = await finishPage(lists, plan, await fetchPage<Row>(plan, visible));
+  return {
+    items: await options.toItems(page.rows),
+    nextPageToken: page.nextPageToken,
+    totalCount: page.totalCount,
+    skipped: page.skipped,
+  };
+}

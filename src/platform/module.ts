@@ -1,0 +1,67 @@
+// The feature-module contract. A feature (iam, auth, ...) is one folder that exports one
+// FeatureModule; the server loops over the list of modules (server/modules.ts) for migrations,
+// repositories, RPC services, plain HTTP routes and periodic upkeep, and names no feature itself.
+import type { DescService } from "@bufbuild/protobuf";
+import type { Migration } from "kysely";
+import type { Logger } from "pino";
+import type { ListableResource, ListEngineDeps } from "../core/list.js";
+import type { Authorizer, ServiceBinding } from "../core/service.js";
+import type { Db } from "../storage/db.js";
+import type { PlatformSettings, PublicUrls } from "./config.js";
+import type { PlainRouter } from "./routes.js";
+
+export interface FeatureModule<Repositories = unknown, Exports = unknown> {
+  /** short and unique: "iam", "auth", ... */
+  readonly name: string;
+  /** numbered migrations ("001_groups"); the numbering is global across modules */
+  readonly migrations: Readonly<Record<string, Migration>>;
+  /** the proto services this module serves; `start` must bind exactly these */
+  readonly services: readonly DescService[];
+  /**
+   * How each listed resource pages and sorts, by the item message's full name
+   * ("chainguard.platform.iam.v2beta1.Group"); every List RPC's item needs one.
+   */
+  readonly listings: Readonly<Record<string, ListableResource>>;
+  /** the module's repositories over the shared database (made once per server) */
+  repositories(db: Db): Repositories;
+  /** Prepares the module (seeds, keys) and returns what it serves. */
+  start(ctx: ModuleContext): Promise<ModuleRuntime<Exports>>;
+}
+
+export interface ModuleRuntime<Exports = unknown> {
+  /** one binding per entry of the module's `services` */
+  bindings: ServiceBinding[];
+  /** the module's plain HTTP routes (OIDC discovery, sign-in pages; later the OCI /v2/ API) */
+  routes?(router: PlainRouter): void;
+  /** how callers are authenticated and authorized: exactly one module provides it */
+  authorizer?: Authorizer;
+  /** periodic upkeep (key rotation, pruning), run while the server runs */
+  tasks?: PeriodicTask[];
+  /** what other modules (and tests) may use of this one, through `exportsOf` */
+  exports: Exports;
+}
+
+export interface PeriodicTask {
+  name: string;
+  everyMs: number;
+  run(): Promise<void>;
+}
+
+export interface ModuleContext {
+  db: Db;
+  backend: "pglite" | "postgres";
+  settings: Readonly<PlatformSettings>;
+  /** the public URLs; blanks are filled from the server's own URL once it listens */
+  urls: PublicUrls;
+  /** a directory for the module's files beside an on-disk embedded database; absent otherwise */
+  dataDir?: string;
+  logger: Logger;
+  lists: ListEngineDeps;
+  now(): Date;
+  /** another module's (or this module's) repositories: the same instances the server uses */
+  repositoriesOf<R>(module: FeatureModule<R, unknown>): R;
+  /** what an earlier module exports (modules start in list order) */
+  exportsOf<E>(module: FeatureModule<unknown, E>): E;
+  /** a secret shared by every replica on this database, made on first use */
+  sharedSecret(name: string): Promise<Uint8Array>;
+}

@@ -1,0 +1,30 @@
+// Plain HTTP routes: what a module serves outside the proto services (OIDC discovery, sign-in
+// pages; later the OCI distribution API). Each route states who may call it; the server's router
+// (server/plain-routes.ts) authenticates and authorizes through the same Authorizer as RPCs and
+// renders errors with the same mapping, so no handler checks a token by hand.
+import type { ConnectError } from "@connectrpc/connect";
+import type { FastifyReply, FastifyRequest, HTTPMethods } from "fastify";
+import type { CallContext, RouteRule } from "../core/service.js";
+
+/**
+ * Who may call a route: "public" (no credentials: discovery documents, the sign-in flow, whose
+ * own protocol is its authentication), or the rule for this request (it may name the request's
+ * resource as the scope).
+ */
+export type RouteAccess = "public" | ((request: FastifyRequest) => RouteRule | Promise<RouteRule>);
+
+export interface PlainRoute {
+  method: HTTPMethods | HTTPMethods[];
+  url: string;
+  access: RouteAccess;
+  /** runs after authorization; `call` carries the caller (principal, access, visibility) */
+  handler(request: FastifyRequest, reply: FastifyReply, call: CallContext): unknown;
+  /** renders an error in the route's own protocol (default: AIP-193 google.rpc.Status JSON) */
+  renderError?(error: ConnectError, reply: FastifyReply): FastifyReply;
+}
+
+export interface PlainRouter {
+  route(route: PlainRoute): void;
+  /** parse application/x-www-form-urlencoded bodies into objects, for this module's routes only */
+  acceptForms(): void;
+}

@@ -1,0 +1,55 @@
+// The router modules register their plain HTTP routes with (platform/routes.ts). Each route is
+// authorized before its handler runs — public ones explicitly so — through the same Authorizer as
+// RPCs, and its errors take the same mapping to google.rpc.Status (or the route's own renderer).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { ConnectError } from "@connectrpc/connect";
+import type { Authorizer, CallContext } from "../core/service.js";
+import type { PlainRoute, PlainRouter } from "../platform/routes.js";
+
+/** Request headers as a Headers object (what services see of HTTP and gRPC metadata alike). */
+export function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(raw)) {
+    // http2 compat requests carry pseudo-headers (":path") that Headers rejects.
+    if (name.startsWith(":") || value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else headers.set(name, value);
+  }
+  return headers;
+}
+
+export interface PlainRouterDeps {
+  authorizer: Authorizer;
+  /** maps any error to the wire error every protocol answers with */
+  wireError(err: unknown): ConnectError;
+  /** sends a wire error as google.rpc.Status JSON */
+  sendError(reply: FastifyReply, err: ConnectError): FastifyReply;
+}
+
+/** A router over one Fastify scope (one per module, so a module's body parsers stay its own). */
+export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): PlainRouter {
+  return {
+    route(route: PlainRoute) {
+      scope.route({
+        method: route.method,
+        url: route.url,
+        handler: async (request: FastifyRequest, reply: FastifyReply) => {
+          const call: CallContext = { headers: headersOf(request.headers) };
+          try {
+            if (route.access !== "public") await deps.authorizer.authorizeRoute(await route.access(request), call);
+            return await route.handler(request, reply, call);
+          } catch (err) {
+            const wire = deps.wireError(err);
+            return route.renderError ? route.renderError(wire, reply) : deps.sendError(reply, wire);
+          }
+        },
+      });
+    },
+    acceptForms() {
+      // OAuth endpoints take forms (RFC 6749 §4.1.3).
+      scope.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_req, body, done) =>
+        done(null, Object.fromEntries(new URLSearchParams(body as string))),
+      );
+    },
+  };
+}
