@@ -28,7 +28,10 @@ function fieldViolations(res: JsonResponse): Array<{ field: string; description:
 function assertInvalid(res: JsonResponse, field: string, why = ""): void {
   assert.equal(res.status, 400, `${why} ${JSON.stringify(res.body)}`);
   assert.equal(res.body.code, 3, why);
-  assert.ok(fieldViolations(res).some((v) => v.field === field), `${why}: expected a violation of ${field}, got ${JSON.stringify(fieldViolations(res))}`);
+  assert.ok(
+    fieldViolations(res).some((v) => v.field === field),
+    `${why}: expected a violation of ${field}, got ${JSON.stringify(fieldViolations(res))}`,
+  );
 }
 
 function assertNotFound(res: JsonResponse, resourceType: string, resourceName?: string): void {
@@ -67,13 +70,22 @@ for (const backend of backends()) {
       return res.body;
     }
     const countAll = async () => (await api.get(`${AA}?page_size=1`)).body.totalCount as string;
-    const row = (uid: string) => server.db.selectFrom("account_associations").selectAll().where("uid", "=", uid).executeTakeFirstOrThrow();
+    const row = (uid: string) =>
+      server.db.selectFrom("account_associations").selectAll().where("uid", "=", uid).executeTakeFirstOrThrow();
     let n = 0;
     const freshGroup = async (parent = org.uid) => createGroup(parent, `g${n++}`);
 
     it("creates the group's association: uid = group uid, parent_uid = the group's parent, blocks echoed", async () => {
       const group = await freshGroup();
-      const res = await api.post(`${AA}/${group.uid}`, { name: "all clouds", description: "every block", amazon, google, azure, github, chainguard });
+      const res = await api.post(`${AA}/${group.uid}`, {
+        name: "all clouds",
+        description: "every block",
+        amazon,
+        google,
+        azure,
+        github,
+        chainguard,
+      });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       const aa = res.body;
       assert.equal(aa.uid, group.uid);
@@ -112,7 +124,9 @@ for (const backend of backends()) {
       assert.deepEqual((await api.get(`${AA}/${group.uid}`)).body, first);
       // concurrent creates: exactly one wins
       const other = await freshGroup();
-      const results = await Promise.all([1, 2, 3, 4].map((i) => api.post(`${AA}/${other.uid}`, { name: `racer ${i}`, amazon })));
+      const results = await Promise.all(
+        [1, 2, 3, 4].map((i) => api.post(`${AA}/${other.uid}`, { name: `racer ${i}`, amazon })),
+      );
       assert.deepEqual(results.map((r) => r.status).sort(), [200, 409, 409, 409]);
     });
 
@@ -122,7 +136,11 @@ for (const backend of backends()) {
       assertInvalid(await api.post(`${AA}/NOPE`, { name: "x", amazon }), "parent", "malformed");
       const missing = "0".repeat(40);
       assertNotFound(await api.post(`${AA}/${missing}`, { name: "x", amazon }), "group", missing);
-      assertNotFound(await api.post(`${AA}/${org.uid}/0123456789abcdef`, { name: "x", amazon }), "group", `${org.uid}/0123456789abcdef`);
+      assertNotFound(
+        await api.post(`${AA}/${org.uid}/0123456789abcdef`, { name: "x", amazon }),
+        "group",
+        `${org.uid}/0123456789abcdef`,
+      );
       assert.equal(await countAll(), before);
     });
 
@@ -138,45 +156,82 @@ for (const backend of backends()) {
     it("requires at least one provider block", async () => {
       const group = await freshGroup();
       const res = await api.post(`${AA}/${group.uid}`, { name: "empty" });
-      assert.deepEqual(fieldViolations(res).map((v) => v.field), ["account_association"]);
+      assert.deepEqual(
+        fieldViolations(res).map((v) => v.field),
+        ["account_association"],
+      );
       assertNotFound(await api.get(`${AA}/${group.uid}`), "account association", group.uid);
     });
 
     it("amazon.account: required, exactly 12 digits", async () => {
       const group = await freshGroup();
       for (const account of ["", "12345678901", "1234567890123", "12345678901a", " 123456789012", "١٢٣٤٥٦٧٨٩٠١٢"]) {
-        assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "aws", amazon: { account } }), "amazon.account", JSON.stringify(account));
+        assertInvalid(
+          await api.post(`${AA}/${group.uid}`, { name: "aws", amazon: { account } }),
+          "amazon.account",
+          JSON.stringify(account),
+        );
       }
       assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "aws", amazon: {} }), "amazon.account", "empty block");
       assert.equal((await api.get(`${AA}/${group.uid}`)).status, 404);
-      assert.deepEqual((await createAA(group.uid, { name: "aws", amazon: { account: "000000000001" } })).amazon, { account: "000000000001" });
+      assert.deepEqual((await createAA(group.uid, { name: "aws", amazon: { account: "000000000001" } })).amazon, {
+        account: "000000000001",
+      });
     });
 
     it("google: project_id 6-30 lowercase letters/digits/hyphens starting with a letter; project_number digits; both required", async () => {
       const group = await freshGroup();
       for (const projectId of ["", "abcde", "a".repeat(31), "1abcdef", "Abcdef", "abc_def", "-abcdef", "abc def"]) {
-        assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "gcp", google: { ...google, projectId } }), "google.project_id", JSON.stringify(projectId));
+        assertInvalid(
+          await api.post(`${AA}/${group.uid}`, { name: "gcp", google: { ...google, projectId } }),
+          "google.project_id",
+          JSON.stringify(projectId),
+        );
       }
       for (const projectNumber of ["", "12a", "-1", "1.5", " 1"]) {
-        assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "gcp", google: { ...google, projectNumber } }), "google.project_number", JSON.stringify(projectNumber));
+        assertInvalid(
+          await api.post(`${AA}/${group.uid}`, { name: "gcp", google: { ...google, projectNumber } }),
+          "google.project_number",
+          JSON.stringify(projectNumber),
+        );
       }
       const both = await api.post(`${AA}/${group.uid}`, { name: "gcp", google: {} });
-      assert.deepEqual(fieldViolations(both).map((v) => v.field), ["google.project_id", "google.project_number"]);
+      assert.deepEqual(
+        fieldViolations(both).map((v) => v.field),
+        ["google.project_id", "google.project_number"],
+      );
       assert.equal((await api.get(`${AA}/${group.uid}`)).status, 404);
       for (const projectId of ["abcdef", "a".repeat(30), "x-1-y-2"]) {
         const g = await freshGroup();
-        assert.equal((await createAA(g.uid, { name: "gcp", google: { ...google, projectId } })).google.projectId, projectId);
+        assert.equal(
+          (await createAA(g.uid, { name: "gcp", google: { ...google, projectId } })).google.projectId,
+          projectId,
+        );
       }
     });
 
     it("azure: tenant_id a UUID; client_ids a non-empty map of name -> UUID", async () => {
       const group = await freshGroup();
       for (const tenantId of ["", "not-a-uuid", "0f1e2d3c4b5a69788796a5b4c3d2e1f0", `${TENANT}0`]) {
-        assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "az", azure: { ...azure, tenantId } }), "azure.tenant_id", tenantId);
+        assertInvalid(
+          await api.post(`${AA}/${group.uid}`, { name: "az", azure: { ...azure, tenantId } }),
+          "azure.tenant_id",
+          tenantId,
+        );
       }
-      assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "az", azure: { tenantId: TENANT } }), "azure.client_ids", "no clients");
-      assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "az", azure: { tenantId: TENANT, clientIds: { app: "nope" } } }), 'azure.client_ids["app"]');
-      assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "az", azure: { tenantId: TENANT, clientIds: { "": CLIENT } } }), 'azure.client_ids[""]');
+      assertInvalid(
+        await api.post(`${AA}/${group.uid}`, { name: "az", azure: { tenantId: TENANT } }),
+        "azure.client_ids",
+        "no clients",
+      );
+      assertInvalid(
+        await api.post(`${AA}/${group.uid}`, { name: "az", azure: { tenantId: TENANT, clientIds: { app: "nope" } } }),
+        'azure.client_ids["app"]',
+      );
+      assertInvalid(
+        await api.post(`${AA}/${group.uid}`, { name: "az", azure: { tenantId: TENANT, clientIds: { "": CLIENT } } }),
+        'azure.client_ids[""]',
+      );
       assert.equal((await api.get(`${AA}/${group.uid}`)).status, 404);
       const upper = { tenantId: TENANT.toUpperCase(), clientIds: { a: CLIENT, b: CLIENT.toUpperCase() } };
       assert.deepEqual((await createAA(group.uid, { name: "az", azure: upper })).azure, upper);
@@ -184,25 +239,63 @@ for (const backend of backends()) {
 
     it("github: installations need a positive installation_id; app ids are positive", async () => {
       const group = await freshGroup();
-      const bad = (installationId: string) => ({ name: "gh", github: { appInstallations: { "77": { installations: [{ installationId: "5" }, { installationId }] } } } });
+      const bad = (installationId: string) => ({
+        name: "gh",
+        github: { appInstallations: { "77": { installations: [{ installationId: "5" }, { installationId }] } } },
+      });
       for (const id of ["0", "-3"]) {
-        assertInvalid(await api.post(`${AA}/${group.uid}`, bad(id)), "github.app_installations[77].installations[1].installation_id", id);
+        assertInvalid(
+          await api.post(`${AA}/${group.uid}`, bad(id)),
+          "github.app_installations[77].installations[1].installation_id",
+          id,
+        );
       }
-      assertInvalid(await api.post(`${AA}/${group.uid}`, bad("5")), "github.app_installations[77].installations[1].installation_id", "duplicate");
-      assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "gh", github: { appInstallations: { "0": { installations: [] } } } }), "github.app_installations[0]");
-      const notInt = await api.post(`${AA}/${group.uid}`, { name: "gh", github: { appInstallations: { x: { installations: [] } } } });
+      assertInvalid(
+        await api.post(`${AA}/${group.uid}`, bad("5")),
+        "github.app_installations[77].installations[1].installation_id",
+        "duplicate",
+      );
+      assertInvalid(
+        await api.post(`${AA}/${group.uid}`, {
+          name: "gh",
+          github: { appInstallations: { "0": { installations: [] } } },
+        }),
+        "github.app_installations[0]",
+      );
+      const notInt = await api.post(`${AA}/${group.uid}`, {
+        name: "gh",
+        github: { appInstallations: { x: { installations: [] } } },
+      });
       assert.equal(notInt.status, 400, "a non-integer app id does not decode");
       assert.equal(notInt.body.code, 3);
       assert.equal((await api.get(`${AA}/${group.uid}`)).status, 404);
-      const big = { appInstallations: { "9007199254740993": { installations: [{ installationId: "9223372036854775807", name: "" }, { installationId: "1", name: "second" }] } } };
+      const big = {
+        appInstallations: {
+          "9007199254740993": {
+            installations: [
+              { installationId: "9223372036854775807", name: "" },
+              { installationId: "1", name: "second" },
+            ],
+          },
+        },
+      };
       const made = await createAA(group.uid, { name: "gh", github: big });
-      assert.deepEqual(made.github.appInstallations["9007199254740993"].installations.map((i: any) => i.installationId), ["9223372036854775807", "1"]);
+      assert.deepEqual(
+        made.github.appInstallations["9007199254740993"].installations.map((i: any) => i.installationId),
+        ["9223372036854775807", "1"],
+      );
     });
 
     it("chainguard: service_bindings is a required, non-empty map", async () => {
       const group = await freshGroup();
-      assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "cg", chainguard: {} }), "chainguard.service_bindings");
-      assertInvalid(await api.post(`${AA}/${group.uid}`, { name: "cg", chainguard: { serviceBindings: { INGESTER: "" } } }), 'chainguard.service_bindings["INGESTER"]');
+      assertInvalid(
+        await api.post(`${AA}/${group.uid}`, { name: "cg", chainguard: {} }),
+        "chainguard.service_bindings",
+      );
+      assertInvalid(
+        await api.post(`${AA}/${group.uid}`, { name: "cg", chainguard: { serviceBindings: { INGESTER: "" } } }),
+        'chainguard.service_bindings["INGESTER"]',
+      );
       assert.equal((await api.get(`${AA}/${group.uid}`)).status, 404);
       assert.deepEqual((await createAA(group.uid, { name: "cg", chainguard })).chainguard, chainguard);
     });
@@ -225,14 +318,24 @@ for (const backend of backends()) {
       const d = await api.patch(`${AA}/${group.uid}?update_mask=azure`, { azure, google: { projectId: "ignored" } });
       assert.deepEqual(d.body.azure, azure);
       assert.deepEqual(d.body.google, google);
-      const e = await api.patch(`${AA}/${group.uid}?update_mask=azure.client_ids`, { azure: { clientIds: { other: CLIENT } } });
-      assert.deepEqual(e.body.azure, { tenantId: TENANT, clientIds: { other: CLIENT } }, "a map is replaced as a whole");
+      const e = await api.patch(`${AA}/${group.uid}?update_mask=azure.client_ids`, {
+        azure: { clientIds: { other: CLIENT } },
+      });
+      assert.deepEqual(
+        e.body.azure,
+        { tenantId: TENANT, clientIds: { other: CLIENT } },
+        "a map is replaced as a whole",
+      );
       assert.equal(e.body.createTime, aa.createTime);
 
       const current = (await api.get(`${AA}/${group.uid}`)).body;
       assertInvalid(await api.patch(`${AA}/${group.uid}`, { amazon: { account: "12" } }), "amazon.account");
       assertInvalid(await api.patch(`${AA}/${group.uid}`, { google: { projectNumber: "x" } }), "google.project_number");
-      assertInvalid(await api.patch(`${AA}/${group.uid}?update_mask=google,azure`, {}), "account_association", "removing every block");
+      assertInvalid(
+        await api.patch(`${AA}/${group.uid}?update_mask=google,azure`, {}),
+        "account_association",
+        "removing every block",
+      );
       assertInvalid(await api.patch(`${AA}/${group.uid}`, { name: "Bad" }), "name");
       assertInvalid(await api.patch(`${AA}/${group.uid}?update_mask=uid`, {}), "update_mask");
       assert.deepEqual((await api.get(`${AA}/${group.uid}`)).body, current);
@@ -243,7 +346,8 @@ for (const backend of backends()) {
     it("CheckAccountAssociation is honest: never READY; UNVERIFIABLE when configured, NOT_CONFIGURED otherwise", async () => {
       const group = await freshGroup();
       await createAA(group.uid, { name: "checkable", amazon, google });
-      const check = (uid: string, providerType: unknown) => api.post(`${AA}/${uid}:checkAccountAssociation`, { providerType });
+      const check = (uid: string, providerType: unknown) =>
+        api.post(`${AA}/${uid}:checkAccountAssociation`, { providerType });
       for (const type of ["ACCOUNT_PROVIDER_TYPE_AMAZON", "ACCOUNT_PROVIDER_TYPE_GOOGLE"]) {
         const res = await check(group.uid, type);
         assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -253,7 +357,11 @@ for (const backend of backends()) {
       }
       assert.match((await check(group.uid, "ACCOUNT_PROVIDER_TYPE_AMAZON")).body.message, /account 123456789012/);
       const azureCheck = await check(group.uid, "ACCOUNT_PROVIDER_TYPE_AZURE");
-      assert.deepEqual(azureCheck.body, { status: "CHECK_STATUS_NOT_READY", reason: "NOT_CONFIGURED", message: "the account association has no azure configuration" });
+      assert.deepEqual(azureCheck.body, {
+        status: "CHECK_STATUS_NOT_READY",
+        reason: "NOT_CONFIGURED",
+        message: "the account association has no azure configuration",
+      });
 
       assertInvalid(await check(group.uid, "ACCOUNT_PROVIDER_TYPE_UNSPECIFIED"), "provider_type");
       assertInvalid(await api.post(`${AA}/${group.uid}:checkAccountAssociation`, {}), "provider_type", "absent");
@@ -267,7 +375,12 @@ for (const backend of backends()) {
       const a = await createGroup(root.uid, "a");
       const b = await createGroup(root.uid, "b");
       const a1 = await createGroup(a.uid, "a1");
-      for (const [group, name] of [[root, "echo"], [a, "delta"], [b, "alpha"], [a1, "charlie"]] as const) {
+      for (const [group, name] of [
+        [root, "echo"],
+        [a, "delta"],
+        [b, "alpha"],
+        [a1, "charlie"],
+      ] as const) {
         await createAA(group.uid, { name, amazon });
       }
       const list = async (q: string) => {
@@ -283,10 +396,17 @@ for (const backend of backends()) {
       assert.deepEqual(names(await list(`uidp.descendants_of=${a.uid}&order_by=name`)), ["charlie", "delta"]);
       assert.deepEqual(names(await list(`uidp.ancestors_of=${a1.uid}&order_by=name`)), ["charlie", "delta", "echo"]);
       assert.deepEqual(names(await list(`uidp.descendants_of=${root.uid}&name=alpha`)), ["alpha"]);
-      assert.deepEqual(names(await list(`uidp.descendants_of=${root.uid}&order_by=create_time desc`)), ["charlie", "alpha", "delta", "echo"]);
+      assert.deepEqual(names(await list(`uidp.descendants_of=${root.uid}&order_by=create_time desc`)), [
+        "charlie",
+        "alpha",
+        "delta",
+        "echo",
+      ]);
       const page1 = await list(`uidp.descendants_of=${root.uid}&order_by=name&page_size=3`);
       assert.deepEqual(names(page1), ["alpha", "charlie", "delta"]);
-      const page2 = await list(`uidp.descendants_of=${root.uid}&order_by=name&page_size=3&page_token=${encodeURIComponent(page1.nextPageToken)}`);
+      const page2 = await list(
+        `uidp.descendants_of=${root.uid}&order_by=name&page_size=3&page_token=${encodeURIComponent(page1.nextPageToken)}`,
+      );
       assert.deepEqual(names(page2), ["echo"]);
       assert.equal(page2.nextPageToken ?? "", "", "the last page has no next token");
       const skipped = await list(`uidp.descendants_of=${root.uid}&order_by=name&skip=2`);
@@ -302,8 +422,12 @@ for (const backend of backends()) {
       assert.equal(blocked.status, 400);
       assert.equal(blocked.body.code, 9);
       assert.equal(blocked.body.message, "Precondition failed: cannot delete group with account associations");
-      const pf = blocked.body.details.find((d: any) => d["@type"] === "type.googleapis.com/google.rpc.PreconditionFailure");
-      assert.deepEqual(pf.violations, [{ type: "RESOURCE_NOT_EMPTY", description: "cannot delete group with account associations" }]);
+      const pf = blocked.body.details.find(
+        (d: any) => d["@type"] === "type.googleapis.com/google.rpc.PreconditionFailure",
+      );
+      assert.deepEqual(pf.violations, [
+        { type: "RESOURCE_NOT_EMPTY", description: "cannot delete group with account associations" },
+      ]);
 
       const del = await api.delete(`${AA}/${group.uid}`);
       assert.equal(del.status, 200);
@@ -319,30 +443,63 @@ for (const backend of backends()) {
       const group = await freshGroup();
       const sessions = new Http2SessionManager(server.url);
       try {
-        const client = createClient(AccountAssociationsService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions }));
+        const client = createClient(
+          AccountAssociationsService,
+          createGrpcTransport({
+            baseUrl: server.url,
+            interceptors: [bearer(server.operatorToken)],
+            sessionManager: sessions,
+          }),
+        );
         const created = await client.createAccountAssociation({
           parent: group.uid,
-          accountAssociation: { name: "grpc links", amazon: { account: "123456789012" }, github: { appInstallations: { "5": { installations: [{ installationId: 6n }] } } } },
+          accountAssociation: {
+            name: "grpc links",
+            amazon: { account: "123456789012" },
+            github: { appInstallations: { "5": { installations: [{ installationId: 6n }] } } },
+          },
         });
         assert.equal(created.uid, group.uid);
         assert.equal(created.github?.appInstallations["5"]?.installations[0]?.installationId, 6n);
         assert.equal((await client.getAccountAssociation({ uid: group.uid })).name, "grpc links");
         const list = await client.listAccountAssociations({ uidp: { ids: [group.uid] } });
-        assert.deepEqual(list.accountAssociations.map((a) => a.uid), [group.uid]);
+        assert.deepEqual(
+          list.accountAssociations.map((a) => a.uid),
+          [group.uid],
+        );
         assert.equal(list.totalCount, 1n);
-        const updated = await client.updateAccountAssociation({ accountAssociation: { uid: group.uid, google: { projectId: "grpc-project", projectNumber: "1" } } });
+        const updated = await client.updateAccountAssociation({
+          accountAssociation: { uid: group.uid, google: { projectId: "grpc-project", projectNumber: "1" } },
+        });
         assert.equal(updated.google?.projectId, "grpc-project");
         assert.equal(updated.amazon?.account, "123456789012");
-        const check = await client.checkAccountAssociation({ uid: group.uid, providerType: AccountProviderType.GOOGLE });
+        const check = await client.checkAccountAssociation({
+          uid: group.uid,
+          providerType: AccountProviderType.GOOGLE,
+        });
         assert.equal(check.status, CheckStatus.NOT_READY);
         assert.equal(check.reason, "UNVERIFIABLE");
 
-        const fail = (p: Promise<unknown>) => p.then(() => assert.fail("succeeded"), (e: unknown) => ConnectError.from(e));
-        const dup = await fail(client.createAccountAssociation({ parent: group.uid, accountAssociation: { name: "dup", amazon: { account: "123456789012" } } }));
+        const fail = (p: Promise<unknown>) =>
+          p.then(
+            () => assert.fail("succeeded"),
+            (e: unknown) => ConnectError.from(e),
+          );
+        const dup = await fail(
+          client.createAccountAssociation({
+            parent: group.uid,
+            accountAssociation: { name: "dup", amazon: { account: "123456789012" } },
+          }),
+        );
         assert.equal(dup.code, Code.AlreadyExists);
-        const invalid = await fail(client.updateAccountAssociation({ accountAssociation: { uid: group.uid, amazon: { account: "1" } } }));
+        const invalid = await fail(
+          client.updateAccountAssociation({ accountAssociation: { uid: group.uid, amazon: { account: "1" } } }),
+        );
         assert.equal(invalid.code, Code.InvalidArgument);
-        assert.deepEqual(invalid.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field), ["amazon.account"]);
+        assert.deepEqual(
+          invalid.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
+          ["amazon.account"],
+        );
         const unspecified = await fail(client.checkAccountAssociation({ uid: group.uid }));
         assert.equal(unspecified.code, Code.InvalidArgument);
 

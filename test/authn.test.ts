@@ -35,7 +35,15 @@ const HEX40 = /^[0-9a-f]{40}$/;
 /** The standard claims of an API token for `subject` on this server, valid now for an hour. */
 function claimsFor(server: TestServer, subject: string) {
   const now = Math.floor(Date.now() / 1000);
-  return { iss: server.tokens.urls.issuer, aud: [server.tokens.urls.apiAudience], sub: subject, iat: now, nbf: now, exp: now + 3600, jti: `t-${now}-${Math.random()}` };
+  return {
+    iss: server.tokens.urls.issuer,
+    aud: [server.tokens.urls.apiAudience],
+    sub: subject,
+    iat: now,
+    nbf: now,
+    exp: now + 3600,
+    jti: `t-${now}-${Math.random()}`,
+  };
 }
 
 /** An `Authorization` header value (or none) that must be refused, and why. */
@@ -59,18 +67,26 @@ for (const backend of backends()) {
       op = restClient(server.url, server.operatorToken);
       org = await createGroup(op, undefined, "authn org");
       const roles = (await op.get("/iam/v2beta1/roles?uidp.in_root=true")).body.roles as Json[];
-      owner = await workload(server, op, org.uid, "owner", [{ at: org.uid, role: roles.find((r) => r.name === "owner")! }]);
+      owner = await workload(server, op, org.uid, "owner", [
+        { at: org.uid, role: roles.find((r) => r.name === "owner")! },
+      ]);
 
       const jwks = (await restClient(server.url).get("/.well-known/jwks.json")).body.keys as JWK[];
       const realKid = jwks[0]!.kid!;
       const claims = claimsFor(server, owner.uid);
       const foreign = await generateKeyPair("ES256");
       const rsa = await generateKeyPair("RS256");
-      const pem = createPublicKey({ key: jwks[0] as import("node:crypto").JsonWebKey, format: "jwk" }).export({ type: "spki", format: "pem" }) as string;
-      const hs = (secret: Uint8Array) => new SignJWT(claims).setProtectedHeader({ alg: "HS256", kid: realKid, typ: "JWT" }).sign(secret);
+      const pem = createPublicKey({ key: jwks[0] as import("node:crypto").JsonWebKey, format: "jwk" }).export({
+        type: "spki",
+        format: "pem",
+      }) as string;
+      const hs = (secret: Uint8Array) =>
+        new SignJWT(claims).setProtectedHeader({ alg: "HS256", kid: realKid, typ: "JWT" }).sign(secret);
       // The owner's real token with its payload swapped for the operator's: the signature no longer matches.
       const [h, , s] = owner.token.split(".");
-      const forgedPayload = Buffer.from(JSON.stringify({ ...decodeJwt(owner.token), sub: OPERATOR_SUBJECT })).toString("base64url");
+      const forgedPayload = Buffer.from(JSON.stringify({ ...decodeJwt(owner.token), sub: OPERATOR_SUBJECT })).toString(
+        "base64url",
+      );
 
       bad = [
         { name: "no Authorization header" },
@@ -81,12 +97,21 @@ for (const backend of backends()) {
         { name: "Bearer a.b.c", header: "Bearer a.b.c" },
         { name: "Bearer with characters outside token68", header: "Bearer {}!!" },
         { name: "truncated signature", header: `Bearer ${owner.token.slice(0, -10)}` },
-        { name: "payload swapped for the operator's (signature of another payload)", header: `Bearer ${h}.${forgedPayload}.${s}` },
+        {
+          name: "payload swapped for the operator's (signature of another payload)",
+          header: `Bearer ${h}.${forgedPayload}.${s}`,
+        },
         { name: "expired", header: `Bearer ${await expiredToken(server, owner.uid)}` },
-        { name: "not yet valid (nbf ten minutes ahead)", header: `Bearer ${await notYetValidToken(server, owner.uid)}` },
+        {
+          name: "not yet valid (nbf ten minutes ahead)",
+          header: `Bearer ${await notYetValidToken(server, owner.uid)}`,
+        },
         { name: "wrong issuer", header: `Bearer ${await wrongIssuerToken(server, owner.uid)}` },
         { name: "wrong audience", header: `Bearer ${await wrongAudienceToken(server, owner.uid)}` },
-        { name: "an operator token for another audience", header: `Bearer ${await wrongAudienceToken(server, OPERATOR_SUBJECT)}` },
+        {
+          name: "an operator token for another audience",
+          header: `Bearer ${await wrongAudienceToken(server, OPERATOR_SUBJECT)}`,
+        },
         {
           name: "signed by an unpublished key with a published kid",
           header: `Bearer ${await new SignJWT(claims).setProtectedHeader({ alg: "ES256", kid: realKid, typ: "JWT" }).sign(foreign.privateKey)}`,
@@ -99,15 +124,30 @@ for (const backend of backends()) {
           name: "an operator token signed by an unpublished key without a kid",
           header: `Bearer ${await new SignJWT(claimsFor(server, OPERATOR_SUBJECT)).setProtectedHeader({ alg: "ES256", typ: "JWT" }).sign(foreign.privateKey)}`,
         },
-        { name: "alg none (unsecured JWT)", header: `Bearer ${new UnsecuredJWT(claimsFor(server, OPERATOR_SUBJECT)).encode()}` },
-        { name: "alg none with an empty signature and a real kid", header: `Bearer ${Buffer.from(JSON.stringify({ alg: "none", kid: realKid })).toString("base64url")}.${new UnsecuredJWT(claims).encode().split(".")[1]}.` },
-        { name: "HS256 keyed with the published key's PEM (alg confusion)", header: `Bearer ${await hs(new TextEncoder().encode(pem))}` },
-        { name: "HS256 keyed with the published JWK's JSON (alg confusion)", header: `Bearer ${await hs(new TextEncoder().encode(JSON.stringify(jwks[0])))}` },
+        {
+          name: "alg none (unsecured JWT)",
+          header: `Bearer ${new UnsecuredJWT(claimsFor(server, OPERATOR_SUBJECT)).encode()}`,
+        },
+        {
+          name: "alg none with an empty signature and a real kid",
+          header: `Bearer ${Buffer.from(JSON.stringify({ alg: "none", kid: realKid })).toString("base64url")}.${new UnsecuredJWT(claims).encode().split(".")[1]}.`,
+        },
+        {
+          name: "HS256 keyed with the published key's PEM (alg confusion)",
+          header: `Bearer ${await hs(new TextEncoder().encode(pem))}`,
+        },
+        {
+          name: "HS256 keyed with the published JWK's JSON (alg confusion)",
+          header: `Bearer ${await hs(new TextEncoder().encode(JSON.stringify(jwks[0])))}`,
+        },
         {
           name: "RS256 signed by an unrelated RSA key",
           header: `Bearer ${await new SignJWT(claims).setProtectedHeader({ alg: "RS256", kid: realKid, typ: "JWT" }).sign(rsa.privateKey)}`,
         },
-        { name: "a valid token for a subject that is no identity", header: `Bearer ${await server.tokenFor(`${org.uid}/0123456789abcdef`)}` },
+        {
+          name: "a valid token for a subject that is no identity",
+          header: `Bearer ${await server.tokenFor(`${org.uid}/0123456789abcdef`)}`,
+        },
         { name: "a valid token for a random subject", header: `Bearer ${await server.tokenFor("someone")}` },
       ];
       console.log(`[${backend}] authn setup in ${Date.now() - started} ms`);
@@ -117,7 +157,8 @@ for (const backend of backends()) {
       await server?.close();
     });
 
-    const get = (path: string, header?: string) => restClient(server.url).call("GET", path, undefined, header === undefined ? {} : { authorization: header });
+    const get = (path: string, header?: string) =>
+      restClient(server.url).call("GET", path, undefined, header === undefined ? {} : { authorization: header });
 
     it("a valid token is accepted (the baseline the refusals are measured against), also with a lower-case scheme", async () => {
       assert.equal((await get(`${G}/${org.uid}`, `Bearer ${owner.token}`)).status, 200);
@@ -153,14 +194,21 @@ for (const backend of backends()) {
         assert.equal(group.uid, org.uid);
         const failures: string[] = [];
         for (const c of bad) {
-          for (const [method, request] of [["GetGroup", { uid: org.uid }], ["ListGroups", {}], ["CreateGroup", { parent: "", group: { name: "nope" } }]] as const) {
+          for (const [method, request] of [
+            ["GetGroup", { uid: org.uid }],
+            ["ListGroups", {}],
+            ["CreateGroup", { parent: "", group: { name: "nope" } }],
+          ] as const) {
             const md = new grpc.Metadata();
             if (c.header !== undefined) md.set("authorization", c.header);
             try {
               const err = await grpcError(client.call(method, request, md));
               assert.equal(err.code, grpc.status.UNAUTHENTICATED, `${c.name}: ${method}: ${err.details}`);
               const info = unpackDetails(statusFromTrailer(err))[0];
-              assert.ok(info && isMessage(info, ErrorInfoSchema), `${c.name}: ${method}: first detail is not ErrorInfo`);
+              assert.ok(
+                info && isMessage(info, ErrorInfoSchema),
+                `${c.name}: ${method}: first detail is not ErrorInfo`,
+              );
               assert.equal(info.reason, "UNAUTHENTICATED");
               assert.equal(info.domain, ERROR_DOMAIN);
             } catch (err) {
@@ -191,7 +239,8 @@ for (const backend of backends()) {
       let child: Json;
       let role: Json;
       const groupOf = (uid: string) => get(`${G}/${uid}`, `Bearer ${w.token}`);
-      const touch = (uid: string) => restClient(server.url, w.token).patch(`${G}/${uid}`, { description: `touched ${Date.now()}` });
+      const touch = (uid: string) =>
+        restClient(server.url, w.token).patch(`${G}/${uid}`, { description: `touched ${Date.now()}` });
 
       before(async () => {
         child = await createGroup(op, org.uid, "stale child");
@@ -231,7 +280,11 @@ for (const backend of backends()) {
         const bindings = (await op.get(`/iam/v2beta1/roleBindings?identity=${w.uid}`)).body.roleBindings as Json[];
         assert.equal(bindings.length, 1);
         for (const b of bindings) assert.equal((await op.delete(`/iam/v2beta1/roleBindings/${b.uid}`)).status, 200);
-        assert.equal((await restClient(server.url, w.token).get("/auth/v1/ok")).status, 200, "still authenticated without bindings");
+        assert.equal(
+          (await restClient(server.url, w.token).get("/auth/v1/ok")).status,
+          200,
+          "still authenticated without bindings",
+        );
         assert.equal((await op.delete(`/iam/v2beta1/identities/${w.uid}`)).status, 200);
         assertUnauthenticated(await groupOf(org.uid), "identity deleted");
         assertUnauthenticated(await restClient(server.url, w.token).get("/auth/v1/ok"), "identity deleted: Validate");
@@ -243,7 +296,10 @@ for (const backend of backends()) {
       let humanApi: Api;
 
       before(async () => {
-        const res = await op.post("/iam/v2beta1/identities/", { name: "a human", claimMatch: { issuer: "https://accounts.example", subject: `human-${Date.now()}` } });
+        const res = await op.post("/iam/v2beta1/identities/", {
+          name: "a human",
+          claimMatch: { issuer: "https://accounts.example", subject: `human-${Date.now()}` },
+        });
         assert.equal(res.status, 200, JSON.stringify(res.body));
         human = res.body;
         assert.match(human.uid, HEX40, "a root-level identity has a root uid");
@@ -277,7 +333,10 @@ for (const backend of backends()) {
         const res = await humanApi.post(G, { name: "NOT a valid name!" });
         assert.equal(res.status, 400, JSON.stringify(res.body));
         assert.equal((await op.get(`/iam/v2beta1/roleBindings?identity=${human.uid}`)).body.totalCount, before);
-        assert.deepEqual((await op.get(`${G}?uidp.in_root=true&name=${encodeURIComponent("NOT a valid name!")}`)).body.groups ?? [], []);
+        assert.deepEqual(
+          (await op.get(`${G}?uidp.in_root=true&name=${encodeURIComponent("NOT a valid name!")}`)).body.groups ?? [],
+          [],
+        );
       });
 
       it("the operator creates a root organization (and is bound nowhere)", async () => {
@@ -289,7 +348,10 @@ for (const backend of backends()) {
       });
 
       it("a workload identity, even an owner, cannot create a root organization (403), over REST and gRPC", async () => {
-        assertPermissionDenied(await restClient(server.url, owner.token).post(G, { name: "workload org" }), "workload root org");
+        assertPermissionDenied(
+          await restClient(server.url, owner.token).post(G, { name: "workload org" }),
+          "workload root org",
+        );
         const md = new grpc.Metadata();
         md.set("authorization", `Bearer ${owner.token}`);
         const client = grpcClient(server.port, "chainguard.platform.iam.v2beta1.GroupsService");
@@ -299,16 +361,29 @@ for (const backend of backends()) {
         } finally {
           client.close();
         }
-        assert.deepEqual((await op.get(`${G}?uidp.in_root=true&name=${encodeURIComponent("workload org")}`)).body.groups ?? [], []);
+        assert.deepEqual(
+          (await op.get(`${G}?uidp.in_root=true&name=${encodeURIComponent("workload org")}`)).body.groups ?? [],
+          [],
+        );
         // it can still create groups where it is owner
-        assert.equal((await restClient(server.url, owner.token).post(`${G}/${org.uid}`, { name: "workload team" })).status, 200);
+        assert.equal(
+          (await restClient(server.url, owner.token).post(`${G}/${org.uid}`, { name: "workload team" })).status,
+          200,
+        );
       });
 
       it("only the operator creates root-level identities: a workload owner or a human gets 403", async () => {
         const body = { name: "self made", claimMatch: { issuer: "https://accounts.example", subject: "self-made" } };
-        assertPermissionDenied(await restClient(server.url, owner.token).post("/iam/v2beta1/identities/", body), "workload");
+        assertPermissionDenied(
+          await restClient(server.url, owner.token).post("/iam/v2beta1/identities/", body),
+          "workload",
+        );
         assertPermissionDenied(await humanApi.post("/iam/v2beta1/identities/", body), "human");
-        assert.equal((await op.get(`/iam/v2beta1/identities?uidp.in_root=true&name=${encodeURIComponent("self made")}`)).body.totalCount, "0");
+        assert.equal(
+          (await op.get(`/iam/v2beta1/identities?uidp.in_root=true&name=${encodeURIComponent("self made")}`)).body
+            .totalCount,
+          "0",
+        );
       });
     });
 
@@ -341,14 +416,23 @@ for (const backend of backends()) {
         assert.equal(empty.status, 200);
         assert.deepEqual(empty.body.groups ?? [], []);
         assert.equal(empty.body.totalCount, "0");
-        assert.equal((await restClient(server.url, owner.token).delete(`${G}/${victim.uid}`)).status, 200, "full token deletes");
+        assert.equal(
+          (await restClient(server.url, owner.token).delete(`${G}/${victim.uid}`)).status,
+          200,
+          "full token deletes",
+        );
       });
 
       it("caps never add: a viewer's token naming CAP_IAM_GROUPS_DELETE cannot delete", async () => {
         const roles = (await op.get("/iam/v2beta1/roles?uidp.in_root=true")).body.roles as Json[];
-        const viewer = await workload(server, op, org.uid, "narrow viewer", [{ at: org.uid, role: roles.find((r) => r.name === "viewer")! }]);
+        const viewer = await workload(server, op, org.uid, "narrow viewer", [
+          { at: org.uid, role: roles.find((r) => r.name === "viewer")! },
+        ]);
         const victim = await createGroup(op, team.uid, "victim 2");
-        const widened = restClient(server.url, await server.tokenFor(viewer.uid, { caps: ["CAP_IAM_GROUPS_LIST", "CAP_IAM_GROUPS_DELETE"] }));
+        const widened = restClient(
+          server.url,
+          await server.tokenFor(viewer.uid, { caps: ["CAP_IAM_GROUPS_LIST", "CAP_IAM_GROUPS_DELETE"] }),
+        );
         assertPermissionDenied(await widened.delete(`${G}/${victim.uid}`), "caps claim beyond the role");
         assert.equal((await op.get(`${G}/${victim.uid}`)).status, 200);
       });
@@ -359,17 +443,26 @@ for (const backend of backends()) {
         assert.equal(all.status, 200);
         const uids = (all.body.groups as Json[]).map((g) => g.uid as string);
         assert.ok(uids.length >= 2);
-        for (const uid of uids) assert.ok(uid === team.uid || uid.startsWith(`${team.uid}/`), `${uid} is outside the token's scope`);
+        for (const uid of uids)
+          assert.ok(uid === team.uid || uid.startsWith(`${team.uid}/`), `${uid} is outside the token's scope`);
         assert.ok(uids.includes(team.uid) && uids.includes(deep.uid));
         assert.equal(all.body.totalCount, String(uids.length));
         assert.equal((await scoped.get(`${G}/${deep.uid}`)).status, 200);
         assertNotFound(await scoped.get(`${G}/${org.uid}`), "the org above the scope");
         assertNotFound(await scoped.get(`${G}/${sibling.uid}`), "a sibling of the scope");
         assertNotFound(await scoped.post(`${G}/${sibling.uid}`, { name: "nope" }), "create beside the scope");
-        assert.equal((await scoped.post(`${G}/${team.uid}`, { name: "inside" })).status, 200, "create inside the scope");
+        assert.equal(
+          (await scoped.post(`${G}/${team.uid}`, { name: "inside" })).status,
+          200,
+          "create inside the scope",
+        );
         const bindings = await scoped.get("/iam/v2beta1/roleBindings?page_size=200");
         assert.equal(bindings.status, 200);
-        assert.deepEqual(bindings.body.roleBindings ?? [], [], "the owner's binding sits at the org, outside the scope");
+        assert.deepEqual(
+          bindings.body.roleBindings ?? [],
+          [],
+          "the owner's binding sits at the org, outside the scope",
+        );
       });
 
       it("scopes never add: a scope outside every binding sees nothing", async () => {
@@ -383,48 +476,57 @@ for (const backend of backends()) {
 
       it("scopes never add: a scope above the binding does not lift the binding to it", async () => {
         const roles = (await op.get("/iam/v2beta1/roles?uidp.in_root=true")).body.roles as Json[];
-        const teamOwner = await workload(server, op, team.uid, "team owner", [{ at: team.uid, role: roles.find((r) => r.name === "owner")! }]);
+        const teamOwner = await workload(server, op, team.uid, "team owner", [
+          { at: team.uid, role: roles.find((r) => r.name === "owner")! },
+        ]);
         const scoped = restClient(server.url, await server.tokenFor(teamOwner.uid, { scopes: [org.uid] }));
         assertNotFound(await scoped.get(`${G}/${org.uid}`), "the org above the binding");
         assertNotFound(await scoped.get(`${G}/${sibling.uid}`), "a sibling of the binding");
         assert.equal((await scoped.get(`${G}/${deep.uid}`)).status, 200, "below the binding");
         const uids = ((await scoped.get(`${G}?page_size=200`)).body.groups as Json[]).map((g) => g.uid as string);
-        for (const uid of uids) assert.ok(uid === team.uid || uid.startsWith(`${team.uid}/`), `${uid} is outside the binding`);
+        for (const uid of uids)
+          assert.ok(uid === team.uid || uid.startsWith(`${team.uid}/`), `${uid} is outside the binding`);
       });
 
-      it(
-        "an operator token narrowed with caps or scopes is narrowed too",
-        async () => {
-          const victim = await createGroup(op, team.uid, "operator victim");
-          const listOnly = restClient(server.url, await server.tokenFor(OPERATOR_SUBJECT, { caps: ["CAP_IAM_GROUPS_LIST"] }));
-          assert.equal((await listOnly.get(`${G}/${victim.uid}`)).status, 200);
-          const res = await listOnly.delete(`${G}/${victim.uid}`);
-          assert.equal((await op.get(`${G}/${victim.uid}`)).status, 200, "a list-only operator token deleted a group");
-          assertPermissionDenied(res, "narrowed operator delete");
-          const scoped = restClient(server.url, await server.tokenFor(OPERATOR_SUBJECT, { scopes: [team.uid] }));
-          assertNotFound(await scoped.get(`${G}/${otherOrg.uid}`), "operator scoped to a team reading another org");
-        },
-      );
+      it("an operator token narrowed with caps or scopes is narrowed too", async () => {
+        const victim = await createGroup(op, team.uid, "operator victim");
+        const listOnly = restClient(
+          server.url,
+          await server.tokenFor(OPERATOR_SUBJECT, { caps: ["CAP_IAM_GROUPS_LIST"] }),
+        );
+        assert.equal((await listOnly.get(`${G}/${victim.uid}`)).status, 200);
+        const res = await listOnly.delete(`${G}/${victim.uid}`);
+        assert.equal((await op.get(`${G}/${victim.uid}`)).status, 200, "a list-only operator token deleted a group");
+        assertPermissionDenied(res, "narrowed operator delete");
+        const scoped = restClient(server.url, await server.tokenFor(OPERATOR_SUBJECT, { scopes: [team.uid] }));
+        assertNotFound(await scoped.get(`${G}/${otherOrg.uid}`), "operator scoped to a team reading another org");
+      });
 
-      it(
-        "a narrowed human token cannot create a root organization",
-                async () => {
-          const created = await op.post("/iam/v2beta1/identities/", { name: "narrow human", claimMatch: { issuer: "https://accounts.example", subject: `narrow-human-${Date.now()}` } });
-          assert.equal(created.status, 200, JSON.stringify(created.body));
-          const failures: string[] = [];
-          for (const narrowing of [{ caps: ["CAP_IAM_GROUPS_LIST"] }, { caps: [] }, { scopes: [team.uid] }]) {
-            const api = restClient(server.url, await server.tokenFor(created.body.uid, narrowing));
-            const res = await api.post(G, { name: "narrowed humans org" });
-            if (res.status !== 403) failures.push(`${JSON.stringify(narrowing)}: HTTP ${res.status}`);
-          }
-          assert.deepEqual(failures, []);
-        },
-      );
+      it("a narrowed human token cannot create a root organization", async () => {
+        const created = await op.post("/iam/v2beta1/identities/", {
+          name: "narrow human",
+          claimMatch: { issuer: "https://accounts.example", subject: `narrow-human-${Date.now()}` },
+        });
+        assert.equal(created.status, 200, JSON.stringify(created.body));
+        const failures: string[] = [];
+        for (const narrowing of [{ caps: ["CAP_IAM_GROUPS_LIST"] }, { caps: [] }, { scopes: [team.uid] }]) {
+          const api = restClient(server.url, await server.tokenFor(created.body.uid, narrowing));
+          const res = await api.post(G, { name: "narrowed humans org" });
+          if (res.status !== 403) failures.push(`${JSON.stringify(narrowing)}: HTTP ${res.status}`);
+        }
+        assert.deepEqual(failures, []);
+      });
 
       it("caps and scopes together narrow both ways", async () => {
-        const both = restClient(server.url, await server.tokenFor(owner.uid, { caps: ["CAP_IAM_GROUPS_LIST"], scopes: [team.uid] }));
+        const both = restClient(
+          server.url,
+          await server.tokenFor(owner.uid, { caps: ["CAP_IAM_GROUPS_LIST"], scopes: [team.uid] }),
+        );
         assert.equal((await both.get(`${G}/${deep.uid}`)).status, 200);
-        assertPermissionDenied(await both.patch(`${G}/${deep.uid}`, { description: "x" }), "caps narrowed inside the scope");
+        assertPermissionDenied(
+          await both.patch(`${G}/${deep.uid}`, { description: "x" }),
+          "caps narrowed inside the scope",
+        );
         assertNotFound(await both.get(`${G}/${sibling.uid}`), "outside the scope");
       });
     });

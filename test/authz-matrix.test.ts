@@ -1,5 +1,6 @@
 // The authorization matrix, GENERATED from what the server serves: every RPC of every service
-// buildServices returns that has a google.api.http rule, called over REST by every principal,
+// a registered feature module declares (server/modules.ts) that has a google.api.http rule,
+// called over REST by every principal,
 // the expected answer computed here from the method's `chainguard.annotations.iam` option and
 // the reference's built-in capability sets (reference/api-surface.json), never from src/auth.
 //
@@ -25,12 +26,18 @@
 // matrix only checks that they answer (no INTERNAL); their own suites test them.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { getOption, hasOption, type DescField, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import {
+  getOption,
+  hasOption,
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+} from "@bufbuild/protobuf";
 import { http } from "../src/gen/google/api/annotations_pb.js";
 import { iam, iam_scope } from "../src/gen/annotations/auth_pb.js";
 import { Capability } from "../src/gen/capabilities/capabilities_pb.js";
-import type { PageTokenCodec } from "../src/core/page-tokens.js";
-import { buildServices, type AuthDeps, type Repositories, type ServerKeys } from "../src/server/start.js";
+import { MODULES } from "../src/server/modules.js";
 import { backends } from "./support/db-templates.js";
 import {
   VIEWER_ROLE_UID,
@@ -66,7 +73,22 @@ import { startTestServer, type TestServer } from "./support/server.js";
 // ---------------------------------------------------------------------------------------------
 // The served RPCs and their rules, read from the descriptors.
 
-const BINDINGS = buildServices({} as Repositories, {} as PageTokenCodec, {} as ServerKeys, {} as AuthDeps);
+/**
+ * Every served service with its handlers, from a server running the registered modules (which
+ * bind exactly the services they declare).
+ */
+const BINDINGS = await (async () => {
+  const probe = await startTestServer("pglite");
+  try {
+    assert.deepEqual(
+      probe.bindings.map((b) => b.service.typeName),
+      MODULES.flatMap((m) => m.services.map((s) => s.typeName)),
+    );
+    return probe.bindings;
+  } finally {
+    await probe.close();
+  }
+})();
 
 interface Rule {
   mode: "public" | "self-checked" | "enabled";
@@ -105,7 +127,10 @@ const HANDLER_SCOPES: Record<string, string> = {
 };
 
 /** Unscoped methods without capabilities whose handler answers NOT_FOUND about what the caller cannot list. */
-const LOOKUPS: Record<string, { cap: string; query: (fx: Fixtures) => Record<string, string>; target: (fx: Fixtures) => string }> = {
+const LOOKUPS: Record<
+  string,
+  { cap: string; query: (fx: Fixtures) => Record<string, string>; target: (fx: Fixtures) => string }
+> = {
   "IdentitiesService.LookupIdentity": {
     cap: "CAP_IAM_IDENTITY_LIST",
     query: (fx) => ({ issuer: fx.identityIssuer, subject: fx.identitySubject }),
@@ -113,8 +138,17 @@ const LOOKUPS: Record<string, { cap: string; query: (fx: Fixtures) => Record<str
   },
 };
 
-type Kind = "group" | "role" | "identity" | "role_binding" | "identity_provider" | "account_association" | "group_invite";
-const KINDS: readonly Kind[] = ["group", "role", "identity", "role_binding", "identity_provider", "account_association", "group_invite"];
+type Kind =
+  "group" | "role" | "identity" | "role_binding" | "identity_provider" | "account_association" | "group_invite";
+const KINDS: readonly Kind[] = [
+  "group",
+  "role",
+  "identity",
+  "role_binding",
+  "identity_provider",
+  "account_association",
+  "group_invite",
+];
 
 const snake = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
 function singular(s: string): string {
@@ -186,7 +220,8 @@ function classify(rpc: Rpc): { category?: Category; problem?: string } {
     if (rule.caps.length === 0) return { category: { kind: "any-authenticated" } };
     return { problem: `unscoped ${rpc.label} requires ${rule.caps.join(", ")} but HANDLER_SCOPES does not say where` };
   }
-  if (rule.scopePath.length === 0) return { category: rule.caps.length ? { kind: "operator-only" } : { kind: "any-authenticated" } };
+  if (rule.scopePath.length === 0)
+    return { category: rule.caps.length ? { kind: "operator-only" } : { kind: "any-authenticated" } };
   return { category: { kind: "scoped", field: rule.scopePath.join("."), caps: rule.caps } };
 }
 
@@ -198,9 +233,20 @@ function servedRpcs(): Rpc[] {
       const rule = getOption(method, http);
       const { case: verb, value } = rule.pattern;
       const label = `${binding.service.name}.${method.name}`;
-      const base = { label, service: binding.service, method, rule: ruleOf(method), hasHandler: !!binding.handlers[method.localName] };
+      const base = {
+        label,
+        service: binding.service,
+        method,
+        rule: ruleOf(method),
+        hasHandler: !!binding.handlers[method.localName],
+      };
       if (!verb || verb === "custom" || typeof value !== "string") {
-        out.push({ ...base, http: { verb: String(verb), template: "", body: "" }, variables: [], problem: "custom or empty http pattern" });
+        out.push({
+          ...base,
+          http: { verb: String(verb), template: "", body: "" },
+          variables: [],
+          problem: "custom or empty http pattern",
+        });
         continue;
       }
       const names = [...value.matchAll(/\{([^}=]+)(?:=[^}]*)?\}/g)].map((m) => m[1]!);
@@ -212,12 +258,15 @@ function servedRpcs(): Rpc[] {
       Object.assign(rpc, classify(rpc));
       const unresolved = rpc.variables.filter((v) => !v.kind).map((v) => v.name);
       // A method without a handler touches nothing, so any value exercises it.
-      if (unresolved.length && rpc.hasHandler) rpc.problem ??= `no fixture for path variable(s) ${unresolved.join(", ")}`;
+      if (unresolved.length && rpc.hasHandler)
+        rpc.problem ??= `no fixture for path variable(s) ${unresolved.join(", ")}`;
       if (rpc.category?.kind === "scoped") {
         const field = rpc.category.field;
         const inPath = names.includes(field);
-        if (!inPath && !kindOf(binding.service, method.input, field)) rpc.problem ??= `no fixture for scope field ${field}`;
-        if (!inPath && rpc.http.body !== "*" && rpc.http.verb !== "GET") rpc.problem ??= `scope field ${field} is neither in the path nor the body`;
+        if (!inPath && !kindOf(binding.service, method.input, field))
+          rpc.problem ??= `no fixture for scope field ${field}`;
+        if (!inPath && rpc.http.body !== "*" && rpc.http.verb !== "GET")
+          rpc.problem ??= `scope field ${field} is neither in the path nor the body`;
       }
       out.push(rpc);
     }
@@ -300,7 +349,10 @@ function customSets(rpc: Rpc): { name: string; caps: string[] }[] {
   const sets = [{ name: `custom role: exactly ${caps.join(" + ")}`, caps }];
   for (const drop of caps) {
     const rest = caps.filter((x) => x !== drop);
-    sets.push({ name: `custom role: without ${drop}${rest.length ? "" : ` (holds only ${FILLER})`}`, caps: rest.length ? rest : [FILLER] });
+    sets.push({
+      name: `custom role: without ${drop}${rest.length ? "" : ` (holds only ${FILLER})`}`,
+      caps: rest.length ? rest : [FILLER],
+    });
   }
   return sets;
 }
@@ -432,21 +484,41 @@ for (const backend of backends()) {
       const sibling = (await createGroup(op, orgA, "sibling")).uid as string;
       const below = (await createGroup(op, groupA, "below")).uid as string;
 
-      const wl = (parent: string, name: string, grants: { at: string; role: Json }[]) => workload(server, op, parent, name, grants);
-      const principal = (name: string, w: { token: string; bindings: ModelBinding[] }): Principal => ({ name, token: w.token, authenticated: true, bindings: w.bindings });
+      const wl = (parent: string, name: string, grants: { at: string; role: Json }[]) =>
+        workload(server, op, parent, name, grants);
+      const principal = (name: string, w: { token: string; bindings: ModelBinding[] }): Principal => ({
+        name,
+        token: w.token,
+        authenticated: true,
+        bindings: w.bindings,
+      });
 
       const viewer = await wl(orgA, "viewer", [{ at: orgA, role: builtin("viewer") }]);
       fixed.push(
         { name: "no token", authenticated: false, bindings: [] },
         { name: "expired token", token: await expiredToken(server, viewer.uid), authenticated: false, bindings: [] },
-        { name: "token for another audience", token: await wrongAudienceToken(server, viewer.uid), authenticated: false, bindings: [] },
+        {
+          name: "token for another audience",
+          token: await wrongAudienceToken(server, viewer.uid),
+          authenticated: false,
+          bindings: [],
+        },
         { name: "operator", token: server.operatorToken, authenticated: true, operator: true, bindings: [] },
-        principal("owner of org B (an identity of org B)", await wl(orgB, "other org owner", [{ at: orgB, role: builtin("owner") }])),
+        principal(
+          "owner of org B (an identity of org B)",
+          await wl(orgB, "other org owner", [{ at: orgB, role: builtin("owner") }]),
+        ),
         principal("viewer of org A", viewer),
         principal("editor of org A", await wl(orgA, "editor", [{ at: orgA, role: builtin("editor") }])),
         principal("owner of org A", await wl(orgA, "owner", [{ at: orgA, role: builtin("owner") }])),
-        principal("owner of a sibling group in org A", await wl(sibling, "sibling owner", [{ at: sibling, role: builtin("owner") }])),
-        principal("owner of a group below the scope", await wl(below, "below owner", [{ at: below, role: builtin("owner") }])),
+        principal(
+          "owner of a sibling group in org A",
+          await wl(sibling, "sibling owner", [{ at: sibling, role: builtin("owner") }]),
+        ),
+        principal(
+          "owner of a group below the scope",
+          await wl(below, "below owner", [{ at: below, role: builtin("owner") }]),
+        ),
       );
       for (const rpc of RPCS) {
         for (const set of customSets(rpc)) {
@@ -478,10 +550,15 @@ for (const backend of backends()) {
 
     it("every served RPC with an HTTP rule can be exercised (a new RPC needs a fixture kind or a rule here)", () => {
       assert.ok(RPCS.length >= 40, `only ${RPCS.length} RPCs found`);
-      const problems = RPCS.filter((r) => r.problem || !r.category).map((r) => `${r.label}: ${r.problem ?? "unclassified"}`);
+      const problems = RPCS.filter((r) => r.problem || !r.category).map(
+        (r) => `${r.label}: ${r.problem ?? "unclassified"}`,
+      );
       assert.deepEqual(problems, []);
       for (const label of [...Object.keys(HANDLER_SCOPES), ...Object.keys(LOOKUPS)]) {
-        assert.ok(RPCS.some((r) => r.label === label), `${label} is modelled here but not served`);
+        assert.ok(
+          RPCS.some((r) => r.label === label),
+          `${label} is modelled here but not served`,
+        );
       }
     });
 
@@ -507,15 +584,24 @@ for (const backend of backends()) {
         else if (want === 404) assertNotFound(res, where);
         else if (want === "handler") {
           assert.notEqual(res.status, 500, `${where}: ${describeOutcome(res)}`);
-          if (res.status >= 400) assert.equal(typeof res.body?.code, "number", `${where}: not an AIP-193 error: ${describeOutcome(res)}`);
+          if (res.status >= 400)
+            assert.equal(typeof res.body?.code, "number", `${where}: not an AIP-193 error: ${describeOutcome(res)}`);
         } else {
-          assert.ok(![401, 403, 404].includes(res.status) && res.status !== 500, `${where}: expected to reach the handler, got ${describeOutcome(res)}`);
+          assert.ok(
+            ![401, 403, 404].includes(res.status) && res.status !== 500,
+            `${where}: expected to reach the handler, got ${describeOutcome(res)}`,
+          );
           if (rpc.category?.kind === "list") checkList(rpc, p, res, where);
         }
         if (req.target && want !== "allowed") {
           // A refused Delete leaves its target in place.
           const still = await getAsOperator(rpc.service, req.target.uid);
-          if (still) assert.equal(still.status, 200, `${where}: the target is gone after a refused delete: ${describeOutcome(still)}`);
+          if (still)
+            assert.equal(
+              still.status,
+              200,
+              `${where}: the target is gone after a refused delete: ${describeOutcome(still)}`,
+            );
         }
         if (req.target && want === "allowed" && rpc.hasHandler) {
           assert.equal(res.status, 200, `${where}: ${describeOutcome(res)}`);
@@ -529,7 +615,9 @@ for (const backend of backends()) {
     }
 
     async function getAsOperator(service: DescService, uid: string): Promise<JsonResponse | undefined> {
-      const get = service.methods.find((m) => m.name.startsWith("Get") && hasOption(m, http) && getOption(m, http).pattern.case === "get");
+      const get = service.methods.find(
+        (m) => m.name.startsWith("Get") && hasOption(m, http) && getOption(m, http).pattern.case === "get",
+      );
       const template = get && (getOption(get, http).pattern.value as string);
       if (!template || !/\{uid=/.test(template)) return undefined;
       return op.get(fill(template, { uid }));
@@ -543,40 +631,68 @@ for (const backend of backends()) {
       assert.ok(!("nextPageToken" in res.body), `${where}: more than one page; raise page_size`);
       assert.equal(res.body.totalCount, String(items.length), `${where}: totalCount counts what the caller cannot see`);
       const visible = (uid: string) =>
-        p.operator || (!uid.includes("/") && c.itemsField === "roles" ? holdsAnywhere(p.bindings, ["CAP_IAM_ROLES_LIST"]) : holdsAll(p.bindings, uid, [c.cap]));
-      for (const item of items) assert.ok(visible(item.uid), `${where}: ${item.uid} (${item.name ?? ""}) is listed to a caller without ${c.cap} there`);
+        p.operator ||
+        (!uid.includes("/") && c.itemsField === "roles"
+          ? holdsAnywhere(p.bindings, ["CAP_IAM_ROLES_LIST"])
+          : holdsAll(p.bindings, uid, [c.cap]));
+      for (const item of items)
+        assert.ok(
+          visible(item.uid),
+          `${where}: ${item.uid} (${item.name ?? ""}) is listed to a caller without ${c.cap} there`,
+        );
       const kind = kindOf(rpc.service, rpc.method.input, "uid");
       assert.ok(kind, `${where}: no fixture kind for ${rpc.service.name}`);
       const uids = new Set(items.map((x) => x.uid as string));
-      for (const [org, uid] of [[fx.orgA, fx.a[kind]], [fx.orgB, fx.b[kind]]] as const) {
-        assert.equal(uids.has(uid), visible(uid), `${where}: the ${kind} fixture of ${org === fx.orgA ? "org A" : "org B"} is ${uids.has(uid) ? "listed" : "missing"}`);
+      for (const [org, uid] of [
+        [fx.orgA, fx.a[kind]],
+        [fx.orgB, fx.b[kind]],
+      ] as const) {
+        assert.equal(
+          uids.has(uid),
+          visible(uid),
+          `${where}: the ${kind} fixture of ${org === fx.orgA ? "org A" : "org B"} is ${uids.has(uid) ? "listed" : "missing"}`,
+        );
       }
       if (!p.operator) {
         const roots = new Set(p.bindings.map((b) => b.at.split("/")[0]));
         for (const item of items) {
-          if (item.uid.includes("/") || c.itemsField !== "roles") assert.ok(roots.has(item.uid.split("/")[0]), `${where}: ${item.uid} is from a tree the caller has no binding in`);
+          if (item.uid.includes("/") || c.itemsField !== "roles")
+            assert.ok(
+              roots.has(item.uid.split("/")[0]),
+              `${where}: ${item.uid} is from a tree the caller has no binding in`,
+            );
         }
       }
       if (rpc.label === "RolesService.ListRoles") {
         const builtins = items.filter((x) => !x.uid.includes("/")).length;
-        assert.equal(builtins, visible(VIEWER_ROLE_UID) ? Object.keys(BUILTIN_SETS).length : 0, `${where}: built-in roles`);
+        assert.equal(
+          builtins,
+          visible(VIEWER_ROLE_UID) ? Object.keys(BUILTIN_SETS).length : 0,
+          `${where}: built-in roles`,
+        );
       }
     }
 
     for (const rpc of RPCS) {
       const title = `${rpc.label} (${rpc.http.verb} ${rpc.http.template})`;
       describe(title, () => {
-        const ready = () => assert.ok(rpc.category && !rpc.problem, `${rpc.label} cannot be exercised: ${rpc.problem ?? "unclassified"}`);
+        const ready = () =>
+          assert.ok(rpc.category && !rpc.problem, `${rpc.label} cannot be exercised: ${rpc.problem ?? "unclassified"}`);
 
-        it(rpc.rule.mode === "enabled" ? "no token, an expired token, another audience: 401 UNAUTHENTICATED" : "not iam-enabled: the handler decides (no INTERNAL)", async () => {
-          ready();
-          const failures: string[] = [];
-          for (const p of principalsFor(rpc, false)) {
-            const f = await check(rpc, p);
-            if (f) failures.push(f);
-          }
-          assert.deepEqual(failures, []);
-        });
+        it(
+          rpc.rule.mode === "enabled"
+            ? "no token, an expired token, another audience: 401 UNAUTHENTICATED"
+            : "not iam-enabled: the handler decides (no INTERNAL)",
+          async () => {
+            ready();
+            const failures: string[] = [];
+            for (const p of principalsFor(rpc, false)) {
+              const f = await check(rpc, p);
+              if (f) failures.push(f);
+            }
+            assert.deepEqual(failures, []);
+          },
+        );
 
         it("authenticated principals: allowed exactly when their capabilities at the scope include all required", async () => {
           ready();
@@ -593,7 +709,9 @@ for (const backend of backends()) {
     it("an authorizer NOT_FOUND does not reveal existence: an existing uid of org A answers like a missing one", async () => {
       const outsider = fixed.find((p) => p.name.startsWith("owner of org B"))!;
       const api = restClient(server.url, outsider.token);
-      for (const rpc of RPCS.filter((r) => r.category?.kind === "scoped" && r.method.name.startsWith("Get") && r.hasHandler)) {
+      for (const rpc of RPCS.filter(
+        (r) => r.category?.kind === "scoped" && r.method.name.startsWith("Get") && r.hasHandler,
+      )) {
         const kind = rpc.variables[0]?.kind;
         if (!kind) continue;
         const existing = fx.a[kind];

@@ -43,8 +43,16 @@ for (const backend of backends()) {
       home = mkdtempSync(join(tmpdir(), "bulwark-cli-auth-"));
       const api = restClient(server.url, server.operatorToken);
       org = (await api.post("/iam/v2beta1/groups", { name: "cli" })).body.uid;
-      identity = (await api.post(`/iam/v2beta1/identities/${org}`, { name: "ci", claimMatch: { issuer: issuer.url, subject: "repo:acme/app:ref:refs/heads/main", audience: "bulwark" } })).body.uid;
-      assert.equal((await api.post(`/iam/v2beta1/roleBindings/${org}`, { identityUid: identity, roleUid: VIEWER })).status, 200);
+      identity = (
+        await api.post(`/iam/v2beta1/identities/${org}`, {
+          name: "ci",
+          claimMatch: { issuer: issuer.url, subject: "repo:acme/app:ref:refs/heads/main", audience: "bulwark" },
+        })
+      ).body.uid;
+      assert.equal(
+        (await api.post(`/iam/v2beta1/roleBindings/${org}`, { identityUid: identity, roleUid: VIEWER })).status,
+        200,
+      );
       writeFileSync(tokenFile(), await issuer.sign({ sub: "repo:acme/app:ref:refs/heads/main" }));
     });
     after(async () => {

@@ -11,10 +11,14 @@ const dataDir = mkdtempSync(join(tmpdir(), "bulwark-cli-"));
 
 /** `bulwark admin token` for a server on this data dir and port, as the README shows it. */
 async function adminToken(port: string): Promise<string> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "admin", "token", "--data-dir", dataDir, "--port", port], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, DATABASE_URL: "" },
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", "src/cli/main.ts", "admin", "token", "--data-dir", dataDir, "--port", port],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, DATABASE_URL: "" },
+    },
+  );
   let out = "";
   let err = "";
   child.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
@@ -60,7 +64,13 @@ describe("bulwark serve", () => {
     const token = await adminToken(port);
     assert.match(token, /^ey[\w-]+\.[\w-]+\.[\w-]+$/);
     const auth = { authorization: `Bearer ${token}` };
-    const created = (await (await fetch(`${first.url}/iam/v2beta1/groups`, { method: "POST", headers: auth, body: JSON.stringify({ name: "persisted" }) })).json()) as { uid: string };
+    const created = (await (
+      await fetch(`${first.url}/iam/v2beta1/groups`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ name: "persisted" }),
+      })
+    ).json()) as { uid: string };
     assert.match(created.uid, /^[0-9a-f]{40}$/);
     first.child.kill("SIGTERM");
     const [code] = await once(first.child, "exit");
@@ -70,7 +80,9 @@ describe("bulwark serve", () => {
     // the issuer's keys persist too: the first run's operator token is still good if the port is the same,
     // so ask for a fresh one for the second run's URL
     const token2 = await adminToken(new URL(second.url).port);
-    const got = await fetch(`${second.url}/iam/v2beta1/groups/${created.uid}`, { headers: { authorization: `Bearer ${token2}` } });
+    const got = await fetch(`${second.url}/iam/v2beta1/groups/${created.uid}`, {
+      headers: { authorization: `Bearer ${token2}` },
+    });
     assert.equal(got.status, 200, "the group survived a restart");
     assert.equal(((await got.json()) as { name: string }).name, "persisted");
     second.child.kill("SIGINT");
@@ -79,7 +91,9 @@ describe("bulwark serve", () => {
   });
 
   it("rejects a bad --port with a clear message", async () => {
-    const bad = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", "--port", "http"], { stdio: "pipe" });
+    const bad = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", "--port", "http"], {
+      stdio: "pipe",
+    });
     let stderr = "";
     bad.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
     const [code] = await once(bad, "exit");

@@ -47,8 +47,10 @@ test("committed generated code matches `buf generate` output", () => {
       assert.ok(fresh.length > 0, `buf generate produced nothing in ${out}`);
       const committedSet = new Set(committed);
       const freshSet = new Set(fresh);
-      for (const f of fresh) if (!committedSet.has(f)) problems.push(`${out}/${f}: missing (not committed / not regenerated)`);
-      for (const f of committed) if (!freshSet.has(f)) problems.push(`${out}/${f}: stale or hand-added (buf generate does not produce it)`);
+      for (const f of fresh)
+        if (!committedSet.has(f)) problems.push(`${out}/${f}: missing (not committed / not regenerated)`);
+      for (const f of committed)
+        if (!freshSet.has(f)) problems.push(`${out}/${f}: stale or hand-added (buf generate does not produce it)`);
       for (const f of fresh) {
         if (!committedSet.has(f)) continue;
         const a = readFileSync(join(tmp, out, f));
@@ -72,7 +74,10 @@ test("committed generated code matches `buf generate` output", () => {
     if (problems.length > 0) {
       assert.fail(
         `generated code is out of date; run \`npm run generate\` (${problems.length} problem(s)):\n` +
-          problems.slice(0, 30).map((p) => `  - ${p}`).join("\n"),
+          problems
+            .slice(0, 30)
+            .map((p) => `  - ${p}`)
+            .join("\n"),
       );
     }
   } finally {

@@ -1,7 +1,7 @@
 // Group invites on every backend: REST black box (create/get/list/delete, validation, role
 // visibility, the one-time code, ttl bounds, ordering, filters, paging, delete preconditions), a
-// gRPC smoke test, query counts of List, and the repository's findUsable/markUsed against the
-// real database.
+// gRPC smoke test, query counts of List, and the invite check (findUsableInvite) with the
+// repository's markUsed against the real database.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
@@ -16,7 +16,8 @@ import {
 import { BadRequestSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import { PageTokenCodec } from "../src/core/page-tokens.js";
 import { groupInvitesService, MAX_INVITE_TTL_SECONDS } from "../src/iam/group-invites.js";
-import { GroupInvitesRepository, parseInviteCode } from "../src/store/group-invites.js";
+import { findUsableInvite, parseInviteCode } from "../src/iam/invites.js";
+import { GroupInvitesRepository } from "../src/iam/storage/group-invites.js";
 import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
@@ -77,9 +78,17 @@ for (const backend of backends()) {
     function assertViolation(res: { status: number; body: any }, field: string, what: string) {
       assert.equal(res.status, 400, `${what}: ${JSON.stringify(res.body)}`);
       assert.equal(res.body.code, 3, what);
-      assert.deepEqual(res.body.details[0], { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "INVALID_ARGUMENT", domain: ERROR_DOMAIN });
+      assert.deepEqual(res.body.details[0], {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        reason: "INVALID_ARGUMENT",
+        domain: ERROR_DOMAIN,
+      });
       assert.equal(res.body.details[1]["@type"], "type.googleapis.com/google.rpc.BadRequest", what);
-      assert.deepEqual(res.body.details[1].fieldViolations.map((v: any) => v.field), [field], what);
+      assert.deepEqual(
+        res.body.details[1].fieldViolations.map((v: any) => v.field),
+        [field],
+        what,
+      );
     }
     function assertNotFound(res: { status: number; body: any }, resourceType: string, resourceName: string) {
       assert.equal(res.status, 404, JSON.stringify(res.body));
@@ -94,7 +103,12 @@ for (const backend of backends()) {
       assert.deepEqual(Object.keys(inv).sort(), INVITE_KEYS, "no ttl (input only), nothing else");
       assert.match(inv.uid, new RegExp(`^${team.uid}/[0-9a-f]{16}$`));
       assert.equal(inv.roleUid, VIEWER_UID);
-      assert.deepEqual(inv.role, { uid: VIEWER_UID, name: "viewer", description: viewer.description, capabilities: viewer.capabilities });
+      assert.deepEqual(inv.role, {
+        uid: VIEWER_UID,
+        name: "viewer",
+        description: viewer.description,
+        capabilities: viewer.capabilities,
+      });
       assert.equal(inv.email, "");
       assert.equal(inv.singleUse, false);
       const m = CODE.exec(inv.code);
@@ -117,20 +131,29 @@ for (const backend of backends()) {
       assert.deepEqual(listed, { ...rest, code: "" });
       const byKey = await api.get(`${GI}?keyId=${inv.keyId}`);
       assert.deepEqual(byKey.body.groupInvites, [{ ...rest, code: "" }]);
-      assert.ok(!JSON.stringify((await api.get(`${GI}?page_size=200`)).body).includes(code.split(".")[1]), "the secret appears in no listing");
+      assert.ok(
+        !JSON.stringify((await api.get(`${GI}?page_size=200`)).body).includes(code.split(".")[1]),
+        "the secret appears in no listing",
+      );
     });
 
     it("stores only sha256(secret), never the code or the secret", async () => {
       const inv = await invite(team.uid);
       const [, keyId, secret] = CODE.exec(inv.code)!;
-      const row = await server.db.selectFrom("group_invites").selectAll().where("uid", "=", inv.uid).executeTakeFirstOrThrow();
+      const row = await server.db
+        .selectFrom("group_invites")
+        .selectAll()
+        .where("uid", "=", inv.uid)
+        .executeTakeFirstOrThrow();
       assert.equal(row.key_id, keyId);
       const hash = Buffer.from(row.code_hash);
       assert.equal(hash.length, 32);
       assert.notDeepEqual(hash, Buffer.from(inv.code));
       assert.notDeepEqual(hash, Buffer.from(secret!));
       assert.deepEqual(hash, createHash("sha256").update(secret!).digest());
-      const stored = JSON.stringify(row, (_k, v) => (v && v.type === "Buffer" ? Buffer.from(v.data).toString("hex") : v));
+      const stored = JSON.stringify(row, (_k, v) =>
+        v && v.type === "Buffer" ? Buffer.from(v.data).toString("hex") : v,
+      );
       assert.ok(!stored.includes(secret!), "the secret is in no column");
       assert.ok(!stored.includes(Buffer.from(secret!).toString("hex")), "not even as bytes");
     });
@@ -143,7 +166,12 @@ for (const backend of backends()) {
       assert.notEqual(a.keyId, b.keyId);
       assert.notEqual(a.code.split(".")[1], b.code.split(".")[1]);
       // output-only fields in the body are ignored
-      const c = await invite(team.uid, { uid: `${team.uid}/0123456789abcdef`, code: "x.y", keyId: "0000000000000000", createTime: "2000-01-01T00:00:00Z" });
+      const c = await invite(team.uid, {
+        uid: `${team.uid}/0123456789abcdef`,
+        code: "x.y",
+        keyId: "0000000000000000",
+        createTime: "2000-01-01T00:00:00Z",
+      });
       assert.notEqual(c.uid, `${team.uid}/0123456789abcdef`);
       assert.notEqual(c.keyId, "0000000000000000");
       assert.match(c.code, CODE);
@@ -153,9 +181,19 @@ for (const backend of backends()) {
     it("accepts custom roles of the group and of its ancestors, hydrated", async () => {
       const teamRole = await createRole(team.uid, "team role", ["CAP_IAM_GROUPS_LIST"], "for the team");
       const own = await invite(team.uid, { roleUid: teamRole.uid });
-      assert.deepEqual(own.role, { uid: teamRole.uid, name: "team role", description: "for the team", capabilities: ["CAP_IAM_GROUPS_LIST"] });
+      assert.deepEqual(own.role, {
+        uid: teamRole.uid,
+        name: "team role",
+        description: "for the team",
+        capabilities: ["CAP_IAM_GROUPS_LIST"],
+      });
       const fromOrg = await invite(squad.uid, { roleUid: orgRole.uid });
-      assert.deepEqual(fromOrg.role, { uid: orgRole.uid, name: orgRole.name, description: "", capabilities: orgRole.capabilities });
+      assert.deepEqual(fromOrg.role, {
+        uid: orgRole.uid,
+        name: orgRole.name,
+        description: "",
+        capabilities: orgRole.capabilities,
+      });
       const fromTeam = await invite(squad.uid, { roleUid: teamRole.uid });
       assert.equal(fromTeam.role.name, "team role");
       assert.equal((await api.get(`${GI}/${fromOrg.uid}`)).body.role.name, orgRole.name);
@@ -177,8 +215,16 @@ for (const backend of backends()) {
         assertNotFound(res, "role", roleUid);
       }
       const missingGroup = `${org.uid}/fedcba9876543210`;
-      assertNotFound(await api.post(`${GI}/${missingGroup}`, { roleUid: VIEWER_UID, ttl: "60s" }), "group", missingGroup);
-      assertNotFound(await api.post(`${GI}/${"e".repeat(40)}`, { roleUid: VIEWER_UID, ttl: "60s" }), "group", "e".repeat(40));
+      assertNotFound(
+        await api.post(`${GI}/${missingGroup}`, { roleUid: VIEWER_UID, ttl: "60s" }),
+        "group",
+        missingGroup,
+      );
+      assertNotFound(
+        await api.post(`${GI}/${"e".repeat(40)}`, { roleUid: VIEWER_UID, ttl: "60s" }),
+        "group",
+        "e".repeat(40),
+      );
       assert.equal(await countAll(), before);
     });
 
@@ -206,8 +252,20 @@ for (const backend of backends()) {
         ["email with space", { roleUid: VIEWER_UID, ttl: "60s", email: "a b@example.com" }, "email"],
         ["email with two @", { roleUid: VIEWER_UID, ttl: "60s", email: "a@b@example.com" }, "email"],
         ["email with bad label", { roleUid: VIEWER_UID, ttl: "60s", email: "a@-example.com" }, "email"],
-        ["email local part too long", { roleUid: VIEWER_UID, ttl: "60s", email: `${"a".repeat(65)}@example.com` }, "email"],
-        ["email too long", { roleUid: VIEWER_UID, ttl: "60s", email: `a@${["b", "c", "d", "e", "f"].map((l) => l.repeat(61)).join(".")}.com` }, "email"],
+        [
+          "email local part too long",
+          { roleUid: VIEWER_UID, ttl: "60s", email: `${"a".repeat(65)}@example.com` },
+          "email",
+        ],
+        [
+          "email too long",
+          {
+            roleUid: VIEWER_UID,
+            ttl: "60s",
+            email: `a@${["b", "c", "d", "e", "f"].map((l) => l.repeat(61)).join(".")}.com`,
+          },
+          "email",
+        ],
         ["unknown field", { roleUid: VIEWER_UID, ttl: "60s", bogus: 1 }, "bogus"],
         ["single_use not a bool", { roleUid: VIEWER_UID, ttl: "60s", singleUse: "yes" }, "single_use"],
       ];
@@ -293,10 +351,22 @@ for (const backend of backends()) {
         await sleep(3); // distinct create times
       }
       const newestFirst = [...made].reverse().map((i) => i.uid);
-      assert.deepEqual((await listUnder(g.uid)).map((i) => i.uid), newestFirst);
-      assert.deepEqual((await listUnder(g.uid, "&order_by=created_at desc")).map((i) => i.uid), newestFirst);
-      assert.deepEqual((await listUnder(g.uid, "&order_by=create_time")).map((i) => i.uid), made.map((i) => i.uid));
-      assert.deepEqual((await listUnder(g.uid, "&orderBy=expirationTime")).map((i) => i.uid), [1, 2, 0, 3].map((n) => made[n].uid));
+      assert.deepEqual(
+        (await listUnder(g.uid)).map((i) => i.uid),
+        newestFirst,
+      );
+      assert.deepEqual(
+        (await listUnder(g.uid, "&order_by=created_at desc")).map((i) => i.uid),
+        newestFirst,
+      );
+      assert.deepEqual(
+        (await listUnder(g.uid, "&order_by=create_time")).map((i) => i.uid),
+        made.map((i) => i.uid),
+      );
+      assert.deepEqual(
+        (await listUnder(g.uid, "&orderBy=expirationTime")).map((i) => i.uid),
+        [1, 2, 0, 3].map((n) => made[n].uid),
+      );
       const badOrder = await api.get(`${GI}?order_by=email`);
       assertViolation(badOrder, "order_by", "unsortable field");
 
@@ -307,7 +377,10 @@ for (const backend of backends()) {
         const res = await api.get(`${GI}?${param}=${target.keyId}`);
         assert.equal(res.status, 200);
         assert.equal(res.body.totalCount, "1");
-        assert.deepEqual(res.body.groupInvites.map((i: any) => i.uid), [target.uid]);
+        assert.deepEqual(
+          res.body.groupInvites.map((i: any) => i.uid),
+          [target.uid],
+        );
       }
       const none = await api.get(`${GI}?keyId=0000000000000000`);
       assert.deepEqual(none.body.groupInvites, []);
@@ -331,7 +404,9 @@ for (const backend of backends()) {
       let token = "";
       let pages = 0;
       do {
-        const res = await api.get(`${GI}?uidp.children_of=${g.uid}&page_size=3${token ? `&page_token=${encodeURIComponent(token)}` : ""}`);
+        const res = await api.get(
+          `${GI}?uidp.children_of=${g.uid}&page_size=3${token ? `&page_token=${encodeURIComponent(token)}` : ""}`,
+        );
         assert.equal(res.status, 200, JSON.stringify(res.body));
         assert.equal(res.body.totalCount, "7");
         for (const i of res.body.groupInvites) {
@@ -346,11 +421,16 @@ for (const backend of backends()) {
       assert.equal(pages, 3);
       assert.deepEqual(walked, all);
       const skipped = await api.get(`${GI}?uidp.children_of=${g.uid}&page_size=2&skip=3`);
-      assert.deepEqual(skipped.body.groupInvites.map((i: any) => i.uid), all.slice(3, 5));
+      assert.deepEqual(
+        skipped.body.groupInvites.map((i: any) => i.uid),
+        all.slice(3, 5),
+      );
       assert.equal(skipped.body.skipped, 3);
       // a token for another filter is refused
       const first = await api.get(`${GI}?uidp.children_of=${g.uid}&page_size=3`);
-      const other = await api.get(`${GI}?uidp.children_of=${team.uid}&page_size=3&page_token=${encodeURIComponent(first.body.nextPageToken)}`);
+      const other = await api.get(
+        `${GI}?uidp.children_of=${team.uid}&page_size=3&page_token=${encodeURIComponent(first.body.nextPageToken)}`,
+      );
       assertViolation(other, "page_token", "token for another filter");
     });
 
@@ -372,8 +452,15 @@ for (const backend of backends()) {
       const g = await createGroup(org.uid, "counted");
       const queriesFor = async (pageSize: number) => {
         queries = 0;
-        const res = (await list(create(ListGroupInvitesRequestSchema, { uidp: { childrenOf: g.uid }, pageSize }), { headers: new Headers(), visibility: "all" })) as any;
-        return { queries, rows: res.groupInvites.length as number, named: res.groupInvites.every((i: any) => i.role?.name) };
+        const res = (await list(create(ListGroupInvitesRequestSchema, { uidp: { childrenOf: g.uid }, pageSize }), {
+          headers: new Headers(),
+          visibility: "all",
+        })) as any;
+        return {
+          queries,
+          rows: res.groupInvites.length as number,
+          named: res.groupInvites.every((i: any) => i.role?.name),
+        };
       };
       for (let i = 0; i < 12; i++) await invite(g.uid, { roleUid: [VIEWER_UID, orgRole.uid][i % 2] });
       const small = await queriesFor(2);
@@ -385,7 +472,7 @@ for (const backend of backends()) {
       assert.ok(big.queries <= 3, `page + count + roles, got ${big.queries}`);
     });
 
-    it("findUsable: matching secret, unexpired, single-use unused; markUsed is atomic", async () => {
+    it("findUsableInvite: matching secret, unexpired, single-use unused; markUsed is atomic", async () => {
       const repo = new GroupInvitesRepository(server.db);
       const multi = await invite(team.uid, { ttl: "600s" });
       const single = await invite(team.uid, { ttl: "600s", singleUse: true });
@@ -396,33 +483,41 @@ for (const backend of backends()) {
       const created = new Date(Date.parse(multi.createTime));
       const now = new Date(created.getTime() + 1000);
 
-      const found = await repo.findUsable(m.keyId, m.secret, now);
+      const found = await findUsableInvite(repo, m.keyId, m.secret, now);
       assert.equal(found?.uid, multi.uid);
-      assert.equal(await repo.findUsable(m.keyId, s.secret, now), undefined, "another invite's secret");
-      assert.equal(await repo.findUsable(m.keyId, m.secret.slice(0, -1), now), undefined, "truncated secret");
-      assert.equal(await repo.findUsable(m.keyId, "", now), undefined, "empty secret");
-      assert.equal(await repo.findUsable("0000000000000000", m.secret, now), undefined, "unknown key id");
+      assert.equal(await findUsableInvite(repo, m.keyId, s.secret, now), undefined, "another invite's secret");
+      assert.equal(await findUsableInvite(repo, m.keyId, m.secret.slice(0, -1), now), undefined, "truncated secret");
+      assert.equal(await findUsableInvite(repo, m.keyId, "", now), undefined, "empty secret");
+      assert.equal(await findUsableInvite(repo, "0000000000000000", m.secret, now), undefined, "unknown key id");
 
       // expiry: usable up to, not at, the expiration time
       const expires = Date.parse(multi.expirationTime);
-      assert.equal((await repo.findUsable(m.keyId, m.secret, new Date(expires - 1)))?.uid, multi.uid);
-      assert.equal(await repo.findUsable(m.keyId, m.secret, new Date(expires)), undefined);
-      assert.equal(await repo.findUsable(m.keyId, m.secret, new Date(expires + 86_400_000)), undefined);
+      assert.equal((await findUsableInvite(repo, m.keyId, m.secret, new Date(expires - 1)))?.uid, multi.uid);
+      assert.equal(await findUsableInvite(repo, m.keyId, m.secret, new Date(expires)), undefined);
+      assert.equal(await findUsableInvite(repo, m.keyId, m.secret, new Date(expires + 86_400_000)), undefined);
 
       // single use: usable until marked; marking is first-wins
-      assert.equal((await repo.findUsable(s.keyId, s.secret, now))?.uid, single.uid);
+      assert.equal((await findUsableInvite(repo, s.keyId, s.secret, now))?.uid, single.uid);
       const marks = await Promise.all(Array.from({ length: 6 }, () => repo.markUsed(single.uid, now)));
       const winners = marks.filter((r) => r !== undefined);
       assert.equal(winners.length, 1, "exactly one concurrent markUsed wins");
       assert.equal(winners[0]!.used_time?.getTime(), now.getTime());
       assert.equal(await repo.markUsed(single.uid, new Date(now.getTime() + 5)), undefined, "already used");
-      assert.equal(await repo.findUsable(s.keyId, s.secret, now), undefined, "a used single-use invite is not usable");
-      const stored = await server.db.selectFrom("group_invites").select("used_time").where("uid", "=", single.uid).executeTakeFirstOrThrow();
+      assert.equal(
+        await findUsableInvite(repo, s.keyId, s.secret, now),
+        undefined,
+        "a used single-use invite is not usable",
+      );
+      const stored = await server.db
+        .selectFrom("group_invites")
+        .select("used_time")
+        .where("uid", "=", single.uid)
+        .executeTakeFirstOrThrow();
       assert.equal(stored.used_time?.getTime(), now.getTime(), "the first use is kept");
 
       // multi use: stays usable after use
       assert.ok(await repo.markUsed(multi.uid, now));
-      assert.equal((await repo.findUsable(m.keyId, m.secret, now))?.uid, multi.uid);
+      assert.equal((await findUsableInvite(repo, m.keyId, m.secret, now))?.uid, multi.uid);
       assert.equal(await repo.markUsed(`${team.uid}/0123456789abcdef`, now), undefined, "no such invite");
 
       // reads still never show a code, used or not
@@ -432,8 +527,14 @@ for (const backend of backends()) {
     it("gRPC: create returns the code once; get, list, delete; errors carry the field", async () => {
       const sessionManager = new Http2SessionManager(server.url);
       try {
-        const client = createClient(GroupInvitesService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager }));
-        const inv = await client.createGroupInvite({ parent: squad.uid, groupInvite: { roleUid: orgRole.uid, ttl: { seconds: 90n }, email: "grpc@example.com" } });
+        const client = createClient(
+          GroupInvitesService,
+          createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager }),
+        );
+        const inv = await client.createGroupInvite({
+          parent: squad.uid,
+          groupInvite: { roleUid: orgRole.uid, ttl: { seconds: 90n }, email: "grpc@example.com" },
+        });
         assert.match(inv.code, CODE);
         assert.equal(inv.ttl, undefined);
         assert.equal(inv.role?.name, orgRole.name);
@@ -445,20 +546,35 @@ for (const backend of backends()) {
         assert.equal(got.email, "grpc@example.com");
         const rest = (await api.get(`${GI}/${inv.uid}`)).body;
         assert.equal(rest.keyId, got.keyId);
-        assert.equal(Date.parse(rest.expirationTime), Number(got.expirationTime!.seconds) * 1000 + got.expirationTime!.nanos / 1e6);
+        assert.equal(
+          Date.parse(rest.expirationTime),
+          Number(got.expirationTime!.seconds) * 1000 + got.expirationTime!.nanos / 1e6,
+        );
         const listed = await client.listGroupInvites({ keyId: inv.keyId });
         assert.equal(listed.totalCount, 1n);
         assert.equal(listed.groupInvites[0]!.code, "");
 
-        for (const [ttl, what] of [[{ seconds: 1n, nanos: -1 }, "mixed signs"], [{ seconds: 0n, nanos: 1_000_000_000 }, "nanos out of range"], [{ seconds: -1n }, "negative"]] as const) {
-          const err = await client.createGroupInvite({ parent: squad.uid, groupInvite: { roleUid: VIEWER_UID, ttl } }).then(
-            () => assert.fail(`${what}: expected an error`),
-            (e: unknown) => ConnectError.from(e),
-          );
+        for (const [ttl, what] of [
+          [{ seconds: 1n, nanos: -1 }, "mixed signs"],
+          [{ seconds: 0n, nanos: 1_000_000_000 }, "nanos out of range"],
+          [{ seconds: -1n }, "negative"],
+        ] as const) {
+          const err = await client
+            .createGroupInvite({ parent: squad.uid, groupInvite: { roleUid: VIEWER_UID, ttl } })
+            .then(
+              () => assert.fail(`${what}: expected an error`),
+              (e: unknown) => ConnectError.from(e),
+            );
           assert.equal(err.code, Code.InvalidArgument, what);
-          assert.deepEqual(err.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field), ["ttl"], what);
+          assert.deepEqual(
+            err.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
+            ["ttl"],
+            what,
+          );
         }
-        const missing = await client.getGroupInvite({ uid: `${squad.uid}/0123456789abcdef` }).catch((e: unknown) => ConnectError.from(e));
+        const missing = await client
+          .getGroupInvite({ uid: `${squad.uid}/0123456789abcdef` })
+          .catch((e: unknown) => ConnectError.from(e));
         assert.ok(missing instanceof ConnectError);
         assert.equal(missing.code, Code.NotFound);
 

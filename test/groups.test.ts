@@ -62,7 +62,10 @@ for (const backend of backends()) {
         message: `Invalid argument: name: ${NAME_RULE}`,
         details: [
           { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "INVALID_ARGUMENT", domain: ERROR_DOMAIN },
-          { "@type": "type.googleapis.com/google.rpc.BadRequest", fieldViolations: [{ field: "name", description: NAME_RULE }] },
+          {
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            fieldViolations: [{ field: "name", description: NAME_RULE }],
+          },
         ],
       });
       assert.equal(await countAll(), before);
@@ -81,7 +84,11 @@ for (const backend of backends()) {
       const create = await api.post(`/iam/v2beta1/groups/${missing}`, { name: "orphan" });
       assert.equal(create.status, 404);
       assert.equal(create.body.code, 5);
-      assert.deepEqual(create.body.details[0], { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "NOT_FOUND", domain: ERROR_DOMAIN });
+      assert.deepEqual(create.body.details[0], {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        reason: "NOT_FOUND",
+        domain: ERROR_DOMAIN,
+      });
       assert.equal(create.body.details[1]["@type"], "type.googleapis.com/google.rpc.ResourceInfo");
       assert.equal(create.body.details[1].resourceName, missing);
       const get = await api.get(`/iam/v2beta1/groups/${missing}/0123456789abcdef`);
@@ -90,7 +97,11 @@ for (const backend of backends()) {
     });
 
     it("rejects malformed uids in paths as INVALID_ARGUMENT", async () => {
-      for (const path of ["/iam/v2beta1/groups/nope", "/iam/v2beta1/groups/ABC", `/iam/v2beta1/groups/${"a".repeat(40)}/short`]) {
+      for (const path of [
+        "/iam/v2beta1/groups/nope",
+        "/iam/v2beta1/groups/ABC",
+        `/iam/v2beta1/groups/${"a".repeat(40)}/short`,
+      ]) {
         const res = await api.get(path);
         assert.equal(res.status, 400, path);
         assert.equal(res.body.code, 3);
@@ -116,7 +127,12 @@ for (const backend of backends()) {
       assert.equal(c.status, 200);
       assert.equal(c.body.name, "renamed");
       // a GET-shaped body with output-only fields is accepted; those are ignored
-      const d = await api.patch(`/iam/v2beta1/groups/${org.uid}`, { ...c.body, description: "again", createTime: "2000-01-01T00:00:00Z", resourceLimits: { repositories: 9 } });
+      const d = await api.patch(`/iam/v2beta1/groups/${org.uid}`, {
+        ...c.body,
+        description: "again",
+        createTime: "2000-01-01T00:00:00Z",
+        resourceLimits: { repositories: 9 },
+      });
       assert.equal(d.status, 200, JSON.stringify(d.body));
       assert.equal(d.body.description, "again");
       assert.equal(d.body.createTime, org.createTime);
@@ -126,14 +142,24 @@ for (const backend of backends()) {
 
     it("PATCH with updateMask / update_mask changes only the listed fields", async () => {
       const org = await createOrg("masked", "keep");
-      const a = await api.patch(`/iam/v2beta1/groups/${org.uid}?updateMask=name`, { name: "masked2", description: "ignored" });
+      const a = await api.patch(`/iam/v2beta1/groups/${org.uid}?updateMask=name`, {
+        name: "masked2",
+        description: "ignored",
+      });
       assert.equal(a.status, 200);
       assert.equal(a.body.name, "masked2");
       assert.equal(a.body.description, "keep");
       const b = await api.patch(`/iam/v2beta1/groups/${org.uid}?update_mask=description,name`, { description: "both" });
       assert.equal(b.status, 400, "masked name absent from the body becomes empty, which is invalid");
-      assert.equal((await api.get(`/iam/v2beta1/groups/${org.uid}`)).body.description, "keep", "a rejected update changes nothing");
-      const c = await api.patch(`/iam/v2beta1/groups/${org.uid}?update_mask=description`, { description: "only", name: "ignored" });
+      assert.equal(
+        (await api.get(`/iam/v2beta1/groups/${org.uid}`)).body.description,
+        "keep",
+        "a rejected update changes nothing",
+      );
+      const c = await api.patch(`/iam/v2beta1/groups/${org.uid}?update_mask=description`, {
+        description: "only",
+        name: "ignored",
+      });
       assert.equal(c.body.description, "only");
       assert.equal(c.body.name, "masked2");
     });
@@ -206,7 +232,9 @@ for (const backend of backends()) {
           assert.equal(create.status, 200);
         }
       }
-      const all = (await api.get(`/iam/v2beta1/groups?uidp.descendants_of=${org.uid}&page_size=200`)).body.groups as { uid: string }[];
+      const all = (await api.get(`/iam/v2beta1/groups?uidp.descendants_of=${org.uid}&page_size=200`)).body.groups as {
+        uid: string;
+      }[];
       const uids = new Set(all.map((g) => g.uid));
       for (const g of all) {
         const parent = g.uid.slice(0, g.uid.lastIndexOf("/"));
@@ -232,7 +260,9 @@ for (const backend of backends()) {
       assert.equal(snake.status, 200);
       assert.deepEqual(camel.body.groups, snake.body.groups);
       assert.equal(camel.body.totalCount, "2");
-      const patched = await api.patch(`/iam/v2beta1/groups/${org.uid}?updateMask=description`, { description: "via camel" });
+      const patched = await api.patch(`/iam/v2beta1/groups/${org.uid}?updateMask=description`, {
+        description: "via camel",
+      });
       assert.equal(patched.body.description, "via camel");
     });
 
@@ -258,11 +288,15 @@ for (const backend of backends()) {
         ["GET", "/iam/v2beta1/groups?page_token=garbage", undefined],
         ["GET", "/iam/v2beta1/groups?page_size=1&page_size=2", undefined],
         ["GET", "/iam/v2beta1/groups/%zz", undefined],
-        ["PATCH", `/iam/v2beta1/groups/${org.uid}?update_mask=name`, "{\"name\":"],
+        ["PATCH", `/iam/v2beta1/groups/${org.uid}?update_mask=name`, '{"name":'],
       ];
       for (const [method, path, body] of cases) {
         const res = await api.call(method, path, body);
-        assert.equal(res.status, 400, `${method} ${path} ${JSON.stringify(body)} -> ${res.status} ${JSON.stringify(res.body)}`);
+        assert.equal(
+          res.status,
+          400,
+          `${method} ${path} ${JSON.stringify(body)} -> ${res.status} ${JSON.stringify(res.body)}`,
+        );
         assert.equal(res.body.code, 3);
         assert.match(res.body.message, /^Invalid argument: /);
         assert.equal(res.body.details[0].reason, "INVALID_ARGUMENT");
@@ -300,18 +334,33 @@ for (const backend of backends()) {
     it("lets only the platform operator change verified", async () => {
       const operator = restClient(server.url, server.operatorToken);
       const org = (await operator.post("/iam/v2beta1/groups", { name: "verify-me" })).body;
-      const id = (await operator.post(`/iam/v2beta1/identities/${org.uid}`, { name: "owner", claimMatch: { issuer: "https://issuer.example", subject: "o" } })).body;
+      const id = (
+        await operator.post(`/iam/v2beta1/identities/${org.uid}`, {
+          name: "owner",
+          claimMatch: { issuer: "https://issuer.example", subject: "o" },
+        })
+      ).body;
       const ownerRole = (await operator.get("/iam/v2beta1/roles?name=owner")).body.roles[0].uid;
-      assert.equal((await operator.post(`/iam/v2beta1/roleBindings/${org.uid}`, { identityUid: id.uid, roleUid: ownerRole })).status, 200);
+      assert.equal(
+        (await operator.post(`/iam/v2beta1/roleBindings/${org.uid}`, { identityUid: id.uid, roleUid: ownerRole }))
+          .status,
+        200,
+      );
       const owner = restClient(server.url, await server.tokenFor(id.uid));
       const denied = await owner.patch(`/iam/v2beta1/groups/${org.uid}`, { verified: true });
       assert.equal(denied.status, 403);
       assert.equal(denied.body.code, 7);
-      assert.equal((await owner.patch(`/iam/v2beta1/groups/${org.uid}`, { description: "owners may edit this" })).status, 200);
+      assert.equal(
+        (await owner.patch(`/iam/v2beta1/groups/${org.uid}`, { description: "owners may edit this" })).status,
+        200,
+      );
       const byOperator = await operator.patch(`/iam/v2beta1/groups/${org.uid}`, { verified: true });
       assert.equal(byOperator.body.verified, true);
       // resending the current value is not a change
-      assert.equal((await owner.patch(`/iam/v2beta1/groups/${org.uid}`, { verified: true, description: "still" })).status, 200);
+      assert.equal(
+        (await owner.patch(`/iam/v2beta1/groups/${org.uid}`, { verified: true, description: "still" })).status,
+        200,
+      );
     });
   });
 }

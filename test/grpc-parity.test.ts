@@ -16,7 +16,12 @@ import {
   createGrpcTransport,
   createGrpcWebTransport,
 } from "@connectrpc/connect-node";
-import { GroupsService, OrgKindSchema, OrgStatusSchema, type Group } from "../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import {
+  GroupsService,
+  OrgKindSchema,
+  OrgStatusSchema,
+  type Group,
+} from "../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import {
   BadRequestSchema,
   ErrorInfoSchema,
@@ -41,9 +46,22 @@ import {
 
 const G = "/iam/v2beta1/groups";
 const RFC3339_MILLIS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
-const GROUP_JSON_KEYS = ["createTime", "description", "kind", "name", "resourceLimits", "status", "uid", "updateTime", "verified"];
+const GROUP_JSON_KEYS = [
+  "createTime",
+  "description",
+  "kind",
+  "name",
+  "resourceLimits",
+  "status",
+  "uid",
+  "updateTime",
+  "verified",
+];
 const CODE_NAME: Record<number, string> = {
-  3: "INVALID_ARGUMENT", 5: "NOT_FOUND", 9: "FAILED_PRECONDITION", 12: "UNIMPLEMENTED",
+  3: "INVALID_ARGUMENT",
+  5: "NOT_FOUND",
+  9: "FAILED_PRECONDITION",
+  12: "UNIMPLEMENTED",
 };
 
 /** The REST view of a group and the gRPC (proto-loader) view must describe the same resource. */
@@ -58,7 +76,11 @@ function assertSameGroup(g: Plain, rest: Record<string, any>, what: string): voi
   assert.equal(g.status, rest.status, `${what}: status`);
   for (const ts of ["createTime", "updateTime"] as const) {
     assert.match(rest[ts], RFC3339_MILLIS, `${what}: REST ${ts} format`);
-    assert.equal(timestampMillis(g[ts]), Date.parse(rest[ts]), `${what}: ${ts} instant (gRPC ${JSON.stringify(g[ts])}, REST ${rest[ts]})`);
+    assert.equal(
+      timestampMillis(g[ts]),
+      Date.parse(rest[ts]),
+      `${what}: ${ts} instant (gRPC ${JSON.stringify(g[ts])}, REST ${rest[ts]})`,
+    );
   }
 }
 
@@ -80,7 +102,11 @@ function assertSameGroupEs(es: Group, g: Plain, what: string): void {
 
 function detailOf<D extends DescMessage>(details: Message[], schema: D): MessageShape<D> {
   const found = details.filter((d) => isMessage(d, schema));
-  assert.equal(found.length, 1, `expected exactly one ${schema.typeName} detail, got ${details.map((d) => d.$typeName).join(", ")}`);
+  assert.equal(
+    found.length,
+    1,
+    `expected exactly one ${schema.typeName} detail, got ${details.map((d) => d.$typeName).join(", ")}`,
+  );
   return found[0] as MessageShape<D>;
 }
 
@@ -94,7 +120,12 @@ interface Parity {
  * The same bad request over grpc-js and REST: same gRPC code (REST body `code`), same HTTP status
  * per the gateway mapping, same message, and the same typed details in the same order.
  */
-async function assertErrorParity(grpcCall: Promise<unknown>, restCall: Promise<JsonResponse>, code: number, httpStatus: number): Promise<Parity> {
+async function assertErrorParity(
+  grpcCall: Promise<unknown>,
+  restCall: Promise<JsonResponse>,
+  code: number,
+  httpStatus: number,
+): Promise<Parity> {
   const [err, res] = await Promise.all([grpcError(grpcCall), restCall]);
   assert.equal(err.code, code, `gRPC status: ${err.code} ${err.details}`);
   assert.equal(res.status, httpStatus, `REST status for ${JSON.stringify(res.body)}`);
@@ -112,7 +143,11 @@ async function assertErrorParity(grpcCall: Promise<unknown>, restCall: Promise<J
   assert.deepEqual(statusJson(fromTrailer), res.body, "trailer Status (as JSON) vs REST body");
   const grpcDetails = unpackDetails(fromTrailer);
   const restDetails = unpackDetails(fromRest);
-  assert.deepEqual(grpcDetails.map((d) => d.$typeName), restDetails.map((d) => d.$typeName), "detail types and order");
+  assert.deepEqual(
+    grpcDetails.map((d) => d.$typeName),
+    restDetails.map((d) => d.$typeName),
+    "detail types and order",
+  );
   grpcDetails.forEach((d, i) => {
     const schema = errorDetailsRegistry.getMessage(d.$typeName)!;
     assert.ok(equals(schema, d, restDetails[i]!), `detail ${d.$typeName} differs between gRPC and REST`);
@@ -140,7 +175,12 @@ function tamper(token: string): string {
 }
 
 function query(params: Record<string, string | number>): string {
-  return "?" + Object.entries(params).map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`).join("&");
+  return (
+    "?" +
+    Object.entries(params)
+      .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
+      .join("&")
+  );
 }
 
 interface H2Response {
@@ -151,7 +191,11 @@ interface H2Response {
 
 function h2Request(session: http2.ClientHttp2Session, path: string, token?: string): Promise<H2Response> {
   return new Promise((resolve, reject) => {
-    const stream = session.request({ ":method": "GET", ":path": path, ...(token ? { authorization: `Bearer ${token}` } : {}) });
+    const stream = session.request({
+      ":method": "GET",
+      ":path": path,
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    });
     let headers: http2.IncomingHttpHeaders = {};
     const chunks: Buffer[] = [];
     stream.on("response", (h) => (headers = h));
@@ -187,7 +231,12 @@ for (const backend of backends()) {
       rpc = grpcClient(server.port, undefined, server.operatorToken);
       listRoot = await rpc.call("CreateGroup", { parent: "", group: { name: "lr", description: "list root" } });
       for (let i = 0; i < 6; i++) {
-        items.push(await rpc.call("CreateGroup", { parent: listRoot.uid, group: { name: `item-${i}`, description: `item ${i}` } }));
+        items.push(
+          await rpc.call("CreateGroup", {
+            parent: listRoot.uid,
+            group: { name: `item-${i}`, description: `item ${i}` },
+          }),
+        );
       }
       const sub = await rpc.call("CreateGroup", { parent: items[0]!.uid, group: { name: "item-0.sub" } });
       const other = await rpc.call("CreateGroup", { parent: "", group: { name: "other" } });
@@ -201,7 +250,10 @@ for (const backend of backends()) {
     });
 
     test("grpc-js CreateGroup (root and child) and GetGroup match the REST view", async () => {
-      const root = await rpc.call("CreateGroup", { parent: "", group: { name: "parity root", description: "made over grpc" } });
+      const root = await rpc.call("CreateGroup", {
+        parent: "",
+        group: { name: "parity root", description: "made over grpc" },
+      });
       assert.match(root.uid, /^[0-9a-f]{40}$/);
       assert.equal(root.name, "parity root");
       assert.equal(root.description, "made over grpc");
@@ -209,7 +261,10 @@ for (const backend of backends()) {
       assert.deepEqual(root.resourceLimits, {});
       assert.equal(timestampMillis(root.createTime), timestampMillis(root.updateTime));
 
-      const child = await rpc.call("CreateGroup", { parent: root.uid, group: { name: "child-a", description: "a child" } });
+      const child = await rpc.call("CreateGroup", {
+        parent: root.uid,
+        group: { name: "child-a", description: "a child" },
+      });
       assert.match(child.uid, new RegExp(`^${root.uid}/[0-9a-f]{16}$`));
 
       for (const created of [root, child]) {
@@ -256,7 +311,11 @@ for (const backend of backends()) {
 
       assert.equal(grpcPages.length, 3, "8 groups at 3 a page is 3 pages");
       assert.equal(restPages.length, 3);
-      assert.deepEqual(grpcPages.flatMap((p) => p.groups.map((g: Plain) => g.name)), expectedDesc, "order_by name desc over gRPC");
+      assert.deepEqual(
+        grpcPages.flatMap((p) => p.groups.map((g: Plain) => g.name)),
+        expectedDesc,
+        "order_by name desc over gRPC",
+      );
       grpcPages.forEach((gp, i) => {
         const rp = restPages[i];
         assert.equal(gp.totalCount, "8", `page ${i}: gRPC totalCount`);
@@ -272,23 +331,40 @@ for (const backend of backends()) {
       const first = grpcPages[0]!;
       const second = await rest.get(G + query({ ...restParams, page_token: first.nextPageToken }));
       assert.equal(second.status, 200, JSON.stringify(second.body));
-      assert.deepEqual(second.body.groups.map((g: any) => g.uid), grpcPages[1]!.groups.map((g: Plain) => g.uid));
+      assert.deepEqual(
+        second.body.groups.map((g: any) => g.uid),
+        grpcPages[1]!.groups.map((g: Plain) => g.uid),
+      );
       const third = await rpc.call("ListGroups", { ...filter, pageToken: second.body.nextPageToken });
-      assert.deepEqual(third.groups.map((g: Plain) => g.uid), grpcPages[2]!.groups.map((g: Plain) => g.uid));
+      assert.deepEqual(
+        third.groups.map((g: Plain) => g.uid),
+        grpcPages[2]!.groups.map((g: Plain) => g.uid),
+      );
 
       // skip: leaves out the first results, `skipped` reports it and stays over the walk.
       const skipped1 = await rpc.call("ListGroups", { ...filter, skip: 2 });
       const restSkipped1 = await rest.get(G + query({ ...restParams, skip: 2 }));
-      assert.deepEqual(skipped1.groups.map((g: Plain) => g.name), expectedDesc.slice(2, 5));
+      assert.deepEqual(
+        skipped1.groups.map((g: Plain) => g.name),
+        expectedDesc.slice(2, 5),
+      );
       assert.equal(skipped1.skipped, 2);
       assert.equal(skipped1.totalCount, "8");
       assert.equal(restSkipped1.body.skipped, 2);
       assert.equal(restSkipped1.body.totalCount, "8");
-      skipped1.groups.forEach((g: Plain, j: number) => assertSameGroup(g, restSkipped1.body.groups[j], `skip page item ${j}`));
+      skipped1.groups.forEach((g: Plain, j: number) =>
+        assertSameGroup(g, restSkipped1.body.groups[j], `skip page item ${j}`),
+      );
       const skipped2 = await rpc.call("ListGroups", { ...filter, pageToken: skipped1.nextPageToken });
       const restSkipped2 = await rest.get(G + query({ ...restParams, page_token: restSkipped1.body.nextPageToken }));
-      assert.deepEqual(skipped2.groups.map((g: Plain) => g.name), expectedDesc.slice(5));
-      assert.deepEqual(restSkipped2.body.groups.map((g: any) => g.name), expectedDesc.slice(5));
+      assert.deepEqual(
+        skipped2.groups.map((g: Plain) => g.name),
+        expectedDesc.slice(5),
+      );
+      assert.deepEqual(
+        restSkipped2.body.groups.map((g: any) => g.name),
+        expectedDesc.slice(5),
+      );
       assert.equal(skipped2.skipped, 2);
       assert.equal(restSkipped2.body.skipped, 2);
       assert.equal(skipped2.nextPageToken, "");
@@ -306,8 +382,14 @@ for (const backend of backends()) {
       const all = await rpc.call("ListGroups", { uidp: { descendantsOf: listRoot.uid } });
       const restAll = await rest.get(G + query({ "uidp.descendants_of": listRoot.uid }));
       assert.equal(all.groups.length, 8);
-      assert.deepEqual(all.groups.map((g: Plain) => g.uid), [...all.groups.map((g: Plain) => g.uid)].sort());
-      assert.deepEqual(all.groups.map((g: Plain) => g.uid), restAll.body.groups.map((g: any) => g.uid));
+      assert.deepEqual(
+        all.groups.map((g: Plain) => g.uid),
+        [...all.groups.map((g: Plain) => g.uid)].sort(),
+      );
+      assert.deepEqual(
+        all.groups.map((g: Plain) => g.uid),
+        restAll.body.groups.map((g: any) => g.uid),
+      );
       assert.ok(all.groups.every((g: Plain) => g.uid.startsWith(listRoot.uid)));
     });
 
@@ -335,7 +417,10 @@ for (const backend of backends()) {
       assertSameGroup(unmasked, (await rest.get(`${G}/${b.uid}`)).body, "after mask-less update");
 
       // REST PATCH, read back over gRPC.
-      const patched = await rest.patch(`${G}/${b.uid}${query({ update_mask: "description" })}`, { description: "b via rest", name: "ignored" });
+      const patched = await rest.patch(`${G}/${b.uid}${query({ update_mask: "description" })}`, {
+        description: "b via rest",
+        name: "ignored",
+      });
       assert.equal(patched.status, 200, JSON.stringify(patched.body));
       assert.equal(patched.body.name, "upd-b");
       assert.equal(patched.body.description, "b via rest");
@@ -358,10 +443,16 @@ for (const backend of backends()) {
       let p = await assertErrorParity(
         rpc.call("CreateGroup", { parent: listRoot.uid, group: { name: "" } }),
         rest.post(`${G}/${listRoot.uid}`, { name: "" }),
-        3, 400,
+        3,
+        400,
       );
       assert.deepEqual(violationFields(p.details), ["name"]);
-      p = await assertErrorParity(rpc.call("CreateGroup", { parent: "", group: { name: "" } }), rest.post(G, { name: "" }), 3, 400);
+      p = await assertErrorParity(
+        rpc.call("CreateGroup", { parent: "", group: { name: "" } }),
+        rest.post(G, { name: "" }),
+        3,
+        400,
+      );
       assert.deepEqual(violationFields(p.details), ["name"]);
 
       // Unknown but valid uid: NOT_FOUND with ResourceInfo.
@@ -371,22 +462,42 @@ for (const backend of backends()) {
       assert.equal(info.resourceType, "group");
       assert.equal(info.resourceName, unknown);
       // ... also for an unknown child and for deleting an unknown group.
-      p = await assertErrorParity(rpc.call("GetGroup", { uid: `${listRoot.uid}/0000000000000000` }), rest.get(`${G}/${listRoot.uid}/0000000000000000`), 5, 404);
+      p = await assertErrorParity(
+        rpc.call("GetGroup", { uid: `${listRoot.uid}/0000000000000000` }),
+        rest.get(`${G}/${listRoot.uid}/0000000000000000`),
+        5,
+        404,
+      );
       assert.equal(detailOf(p.details, ResourceInfoSchema).resourceName, `${listRoot.uid}/0000000000000000`);
       await assertErrorParity(rpc.call("DeleteGroup", { uid: unknown }), rest.delete(`${G}/${unknown}`), 5, 404);
       // Create under an unknown parent.
-      p = await assertErrorParity(rpc.call("CreateGroup", { parent: unknown, group: { name: "x" } }), rest.post(`${G}/${unknown}`, { name: "x" }), 5, 404);
+      p = await assertErrorParity(
+        rpc.call("CreateGroup", { parent: unknown, group: { name: "x" } }),
+        rest.post(`${G}/${unknown}`, { name: "x" }),
+        5,
+        404,
+      );
       assert.equal(detailOf(p.details, ResourceInfoSchema).resourceName, unknown);
 
       // Invalid uid, also one whose echo in the message needs percent-encoding in grpc-message.
       p = await assertErrorParity(rpc.call("GetGroup", { uid: "nope" }), rest.get(`${G}/nope`), 3, 400);
       assert.deepEqual(violationFields(p.details), ["uid"]);
       const odd = "grüße, ☃: ok?";
-      p = await assertErrorParity(rpc.call("GetGroup", { uid: odd }), rest.get(`${G}/${encodeURIComponent(odd)}`), 3, 400);
+      p = await assertErrorParity(
+        rpc.call("GetGroup", { uid: odd }),
+        rest.get(`${G}/${encodeURIComponent(odd)}`),
+        3,
+        400,
+      );
       assert.ok(p.message.includes(odd), p.message);
 
       // Delete a non-empty group: FAILED_PRECONDITION (HTTP 400) with PreconditionFailure.
-      p = await assertErrorParity(rpc.call("DeleteGroup", { uid: listRoot.uid }), rest.delete(`${G}/${listRoot.uid}`), 9, 400);
+      p = await assertErrorParity(
+        rpc.call("DeleteGroup", { uid: listRoot.uid }),
+        rest.delete(`${G}/${listRoot.uid}`),
+        9,
+        400,
+      );
       const pf = detailOf(p.details, PreconditionFailureSchema);
       assert.equal(pf.violations.length, 1);
       assert.equal(pf.violations[0]!.type, "RESOURCE_NOT_EMPTY");
@@ -404,14 +515,24 @@ for (const backend of backends()) {
       p = await assertErrorParity(
         rpc.call("ListGroups", { ...params, pageToken: bad }),
         rest.get(G + query({ "uidp.descendants_of": listRoot.uid, page_size: 2, page_token: bad })),
-        3, 400,
+        3,
+        400,
       );
       assert.deepEqual(violationFields(p.details), ["page_token"]);
       // A genuine token reused with another order_by.
       p = await assertErrorParity(
         rpc.call("ListGroups", { ...params, orderBy: "name", pageToken: page.nextPageToken }),
-        rest.get(G + query({ "uidp.descendants_of": listRoot.uid, page_size: 2, order_by: "name", page_token: page.nextPageToken })),
-        3, 400,
+        rest.get(
+          G +
+            query({
+              "uidp.descendants_of": listRoot.uid,
+              page_size: 2,
+              order_by: "name",
+              page_token: page.nextPageToken,
+            }),
+        ),
+        3,
+        400,
       );
       assert.deepEqual(violationFields(p.details), ["page_token"]);
 
@@ -419,7 +540,8 @@ for (const backend of backends()) {
       p = await assertErrorParity(
         rpc.call("UpdateGroup", { group: { uid: items[1]!.uid, name: "x" }, updateMask: { paths: ["no_such_field"] } }),
         rest.patch(`${G}/${items[1]!.uid}?update_mask=no_such_field`, { name: "x" }),
-        3, 400,
+        3,
+        400,
       );
       assert.deepEqual(violationFields(p.details), ["update_mask"]);
     });
@@ -428,7 +550,9 @@ for (const backend of backends()) {
       const baseUrl = server.url;
       const child = byName.get("item-2")!;
       const restChild = (await rest.get(`${G}/${child.uid}`)).body;
-      const restFirstPage = (await rest.get(G + query({ "uidp.descendants_of": listRoot.uid, page_size: 3, order_by: "name desc" }))).body;
+      const restFirstPage = (
+        await rest.get(G + query({ "uidp.descendants_of": listRoot.uid, page_size: 3, order_by: "name desc" }))
+      ).body;
       const unknown = "fedcba9876543210fedcba9876543210fedcba98";
       const restNotFound = (await rest.get(`${G}/${unknown}`)).body;
 
@@ -439,16 +563,101 @@ for (const backend of backends()) {
         return { httpVersion: "2" as const, sessionManager: m };
       };
       const variants: Array<[string, () => Transport]> = [
-        ["gRPC h2 binary", () => createGrpcTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2() })],
-        ["gRPC h2 JSON", () => createGrpcTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2(), useBinaryFormat: false })],
-        ["Connect HTTP/1.1 JSON", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: false })],
-        ["Connect HTTP/1.1 binary", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: true })],
-        ["Connect HTTP/1.1 JSON GET", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: false, useHttpGet: true })],
-        ["Connect h2 binary", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2(), useBinaryFormat: true })],
-        ["Connect h2 JSON", () => createConnectTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2(), useBinaryFormat: false })],
-        ["gRPC-Web HTTP/1.1 binary", () => createGrpcWebTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: true })],
-        ["gRPC-Web HTTP/1.1 JSON", () => createGrpcWebTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], httpVersion: "1.1", useBinaryFormat: false })],
-        ["gRPC-Web h2 binary", () => createGrpcWebTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2(), useBinaryFormat: true })],
+        [
+          "gRPC h2 binary",
+          () => createGrpcTransport({ baseUrl, interceptors: [bearer(server.operatorToken)], ...h2() }),
+        ],
+        [
+          "gRPC h2 JSON",
+          () =>
+            createGrpcTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              ...h2(),
+              useBinaryFormat: false,
+            }),
+        ],
+        [
+          "Connect HTTP/1.1 JSON",
+          () =>
+            createConnectTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              httpVersion: "1.1",
+              useBinaryFormat: false,
+            }),
+        ],
+        [
+          "Connect HTTP/1.1 binary",
+          () =>
+            createConnectTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              httpVersion: "1.1",
+              useBinaryFormat: true,
+            }),
+        ],
+        [
+          "Connect HTTP/1.1 JSON GET",
+          () =>
+            createConnectTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              httpVersion: "1.1",
+              useBinaryFormat: false,
+              useHttpGet: true,
+            }),
+        ],
+        [
+          "Connect h2 binary",
+          () =>
+            createConnectTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              ...h2(),
+              useBinaryFormat: true,
+            }),
+        ],
+        [
+          "Connect h2 JSON",
+          () =>
+            createConnectTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              ...h2(),
+              useBinaryFormat: false,
+            }),
+        ],
+        [
+          "gRPC-Web HTTP/1.1 binary",
+          () =>
+            createGrpcWebTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              httpVersion: "1.1",
+              useBinaryFormat: true,
+            }),
+        ],
+        [
+          "gRPC-Web HTTP/1.1 JSON",
+          () =>
+            createGrpcWebTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              httpVersion: "1.1",
+              useBinaryFormat: false,
+            }),
+        ],
+        [
+          "gRPC-Web h2 binary",
+          () =>
+            createGrpcWebTransport({
+              baseUrl,
+              interceptors: [bearer(server.operatorToken)],
+              ...h2(),
+              useBinaryFormat: true,
+            }),
+        ],
       ];
       const viaGrpcJs = await rpc.call("GetGroup", { uid: child.uid });
       try {
@@ -459,12 +668,20 @@ for (const backend of backends()) {
           assertSameGroup(viaGrpcJs, restChild, `${name}: GetGroup vs REST`);
           assert.equal(timestampMs(got.createTime!), Date.parse(restChild.createTime), `${name}: createTime vs REST`);
 
-          const list = await client.listGroups({ uidp: { descendantsOf: listRoot.uid }, pageSize: 3, orderBy: "name desc" });
+          const list = await client.listGroups({
+            uidp: { descendantsOf: listRoot.uid },
+            pageSize: 3,
+            orderBy: "name desc",
+          });
           assert.equal(list.totalCount, 8n, `${name}: totalCount`);
           assert.equal(String(list.totalCount), restFirstPage.totalCount);
           assert.equal(list.skipped, 0);
           assert.notEqual(list.nextPageToken, "");
-          assert.deepEqual(list.groups.map((g) => g.uid), restFirstPage.groups.map((g: any) => g.uid), `${name}: ListGroups page`);
+          assert.deepEqual(
+            list.groups.map((g) => g.uid),
+            restFirstPage.groups.map((g: any) => g.uid),
+            `${name}: ListGroups page`,
+          );
 
           const err = await client.getGroup({ uid: unknown }).then(
             () => assert.fail(`${name}: GetGroup of an unknown uid succeeded`),
@@ -483,7 +700,10 @@ for (const backend of backends()) {
             (e: unknown) => ConnectError.from(e),
           );
           assert.equal(invalid.code, Code.InvalidArgument, `${name}: ${invalid.message}`);
-          assert.deepEqual(invalid.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field), ["uid"]);
+          assert.deepEqual(
+            invalid.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
+            ["uid"],
+          );
 
           const unimpl = await client.lookupGroup({}).then(
             () => assert.fail(`${name}: LookupGroup succeeded`),
@@ -538,26 +758,34 @@ for (const backend of backends()) {
       await assertErrorParity(
         rpc.call("RequestGroupAccess", { groupUid: listRoot.uid }),
         rest.post(`${G}/${listRoot.uid}:requestGroupAccess`, {}),
-        12, 501,
+        12,
+        501,
       );
 
       // A gRPC method this server does not serve at all.
-      const Unknown = grpc.makeGenericClientConstructor({
-        nothing: {
-          path: "/bulwark.test.v1.NoSuchService/Nothing",
-          requestStream: false,
-          responseStream: false,
-          requestSerialize: (b: Buffer) => b,
-          requestDeserialize: (b: Buffer) => b,
-          responseSerialize: (b: Buffer) => b,
-          responseDeserialize: (b: Buffer) => b,
+      const Unknown = grpc.makeGenericClientConstructor(
+        {
+          nothing: {
+            path: "/bulwark.test.v1.NoSuchService/Nothing",
+            requestStream: false,
+            responseStream: false,
+            requestSerialize: (b: Buffer) => b,
+            requestDeserialize: (b: Buffer) => b,
+            responseSerialize: (b: Buffer) => b,
+            responseDeserialize: (b: Buffer) => b,
+          },
         },
-      }, "NoSuchService");
+        "NoSuchService",
+      );
       const raw = new Unknown(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure());
       try {
-        const err = await grpcError(new Promise((resolve, reject) =>
-          (raw as any).nothing(Buffer.alloc(0), { deadline: Date.now() + 10_000 }, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r))),
-        ));
+        const err = await grpcError(
+          new Promise((resolve, reject) =>
+            (raw as any).nothing(Buffer.alloc(0), { deadline: Date.now() + 10_000 }, (e: unknown, r: unknown) =>
+              e ? reject(e) : resolve(r),
+            ),
+          ),
+        );
         assert.equal(err.code, grpc.status.UNIMPLEMENTED, `unknown gRPC method: ${err.code} ${err.details}`);
       } finally {
         raw.close();
@@ -570,8 +798,16 @@ for (const backend of backends()) {
       const session = http2.connect(`http://127.0.0.1:${server.port}`);
       session.on("error", () => {});
       try {
-        const { headers, trailers } = await new Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders }>((resolve, reject) => {
-          const stream = session.request({ ":method": "POST", ":path": "/bulwark.test.v1.NoSuchService/Nothing", "content-type": "application/grpc", te: "trailers" });
+        const { headers, trailers } = await new Promise<{
+          headers: http2.IncomingHttpHeaders;
+          trailers: http2.IncomingHttpHeaders;
+        }>((resolve, reject) => {
+          const stream = session.request({
+            ":method": "POST",
+            ":path": "/bulwark.test.v1.NoSuchService/Nothing",
+            "content-type": "application/grpc",
+            te: "trailers",
+          });
           let headers: http2.IncomingHttpHeaders = {};
           let trailers: http2.IncomingHttpHeaders = {};
           stream.on("response", (h) => (headers = h));

@@ -15,7 +15,7 @@ import {
 } from "../src/gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
 import { BadRequestSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import { builtinRoleUid } from "../src/iam/builtin-roles.js";
-import { IdentityProvidersRepository } from "../src/store/identity-providers.js";
+import { IdentityProvidersRepository } from "../src/iam/storage/identity-providers.js";
 import { backends } from "./support/db-templates.js";
 import { restClient, type JsonResponse } from "./support/http.js";
 import { startTestServer, type TestServer, bearer } from "./support/server.js";
@@ -33,7 +33,10 @@ function fieldViolations(res: JsonResponse): Array<{ field: string; description:
 function assertInvalid(res: JsonResponse, field: string, why = ""): void {
   assert.equal(res.status, 400, `${why} ${JSON.stringify(res.body)}`);
   assert.equal(res.body.code, 3, why);
-  assert.ok(fieldViolations(res).some((v) => v.field === field), `${why}: expected a violation of ${field}, got ${JSON.stringify(fieldViolations(res))}`);
+  assert.ok(
+    fieldViolations(res).some((v) => v.field === field),
+    `${why}: expected a violation of ${field}, got ${JSON.stringify(fieldViolations(res))}`,
+  );
 }
 
 function assertNotFound(res: JsonResponse, resourceType: string, resourceName?: string): void {
@@ -79,7 +82,13 @@ for (const backend of backends()) {
       correlationRule: "CORRELATION_RULE_SUB_EQUALS_EXTERNAL_ID",
       ...over,
     });
-    const body = (over: Record<string, unknown> = {}) => ({ name: "corp sso", description: "the IdP", defaultRole: VIEWER, oidc: oidc(), ...over });
+    const body = (over: Record<string, unknown> = {}) => ({
+      name: "corp sso",
+      description: "the IdP",
+      defaultRole: VIEWER,
+      oidc: oidc(),
+      ...over,
+    });
     async function createIdp(parent: string, over: Record<string, unknown> = {}) {
       const res = await api.post(`${IDP}/${parent}`, body(over));
       assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -87,10 +96,23 @@ for (const backend of backends()) {
     }
     const countAll = async () => (await api.get(`${IDP}?page_size=1`)).body.totalCount as string;
     const secretColumn = async (uid: string) =>
-      (await server.db.selectFrom("identity_providers").select(["client_secret_encrypted", "oidc"]).where("uid", "=", uid).executeTakeFirstOrThrow());
+      await server.db
+        .selectFrom("identity_providers")
+        .select(["client_secret_encrypted", "oidc"])
+        .where("uid", "=", uid)
+        .executeTakeFirstOrThrow();
     const idpKey = async () =>
-      new Uint8Array((await server.db.selectFrom("server_secrets").select("secret").where("name", "=", "idp_client_secrets").executeTakeFirstOrThrow()).secret);
-    const decryptColumn = async (jwe: string) => new TextDecoder().decode((await compactDecrypt(jwe, await idpKey())).plaintext);
+      new Uint8Array(
+        (
+          await server.db
+            .selectFrom("server_secrets")
+            .select("secret")
+            .where("name", "=", "idp_client_secrets")
+            .executeTakeFirstOrThrow()
+        ).secret,
+      );
+    const decryptColumn = async (jwe: string) =>
+      new TextDecoder().decode((await compactDecrypt(jwe, await idpKey())).plaintext);
 
     it("creates an IdP under a group: child uid, OIDC configuration echoed, no secret, no scim", async () => {
       const res = await api.post(`${IDP}/${team.uid}`, body({ oidc: oidc({ clientSecret: "create-secret" }) }));
@@ -132,13 +154,25 @@ for (const backend of backends()) {
     it("default_role: required, must exist, must be visible from the group (built-in, own or ancestor's custom role)", async () => {
       const before = await countAll();
       assertInvalid(await api.post(`${IDP}/${team.uid}`, body({ defaultRole: "" })), "default_role", "empty");
-      assertInvalid(await api.post(`${IDP}/${team.uid}`, body({ defaultRole: "not-a-uid" })), "default_role", "malformed");
+      assertInvalid(
+        await api.post(`${IDP}/${team.uid}`, body({ defaultRole: "not-a-uid" })),
+        "default_role",
+        "malformed",
+      );
       assertNotFound(await api.post(`${IDP}/${team.uid}`, body({ defaultRole: MISSING_ROLE })), "role", MISSING_ROLE);
       const siblingRole = await createRole(sibling.uid, "sibling role");
-      assertNotFound(await api.post(`${IDP}/${team.uid}`, body({ defaultRole: siblingRole.uid })), "role", siblingRole.uid);
+      assertNotFound(
+        await api.post(`${IDP}/${team.uid}`, body({ defaultRole: siblingRole.uid })),
+        "role",
+        siblingRole.uid,
+      );
       const sub = await createGroup(team.uid, "sub");
       const descendantRole = await createRole(sub.uid, "descendant role");
-      assertNotFound(await api.post(`${IDP}/${team.uid}`, body({ defaultRole: descendantRole.uid })), "role", descendantRole.uid);
+      assertNotFound(
+        await api.post(`${IDP}/${team.uid}`, body({ defaultRole: descendantRole.uid })),
+        "role",
+        descendantRole.uid,
+      );
       assert.equal(await countAll(), before);
 
       const orgRole = await createRole(org.uid, "org role");
@@ -152,24 +186,56 @@ for (const backend of backends()) {
     it("the database itself refuses a default role invisible from the group", async () => {
       const siblingRole = await createRole(sibling.uid, "db check role");
       const repo = new IdentityProvidersRepository(server.db);
-      const fields = { name: "direct", description: "", defaultRoleUid: siblingRole.uid, oidc: {}, clientSecretEncrypted: null };
+      const fields = {
+        name: "direct",
+        description: "",
+        defaultRoleUid: siblingRole.uid,
+        oidc: {},
+        clientSecretEncrypted: null,
+      };
       const result = await repo.insert(`${team.uid}/0123456789abcdef`, team.uid, fields, new Date());
-      assert.deepEqual(result, { kind: "missing", what: "role" });
-      const missingGroup = await repo.insert(`${"0".repeat(40)}/0123456789abcdef`, "0".repeat(40), { ...fields, defaultRoleUid: VIEWER }, new Date());
-      assert.deepEqual(missingGroup, { kind: "missing", what: "group" });
+      assert.deepEqual(result, { kind: "missing", resource: "role", uid: siblingRole.uid });
+      const missingGroup = await repo.insert(
+        `${"0".repeat(40)}/0123456789abcdef`,
+        "0".repeat(40),
+        { ...fields, defaultRoleUid: VIEWER },
+        new Date(),
+      );
+      assert.deepEqual(missingGroup, { kind: "missing", resource: "group", uid: "0".repeat(40) });
     });
 
     it("oidc.issuer must be an absolute https URL (http only on loopback), without fragment", async () => {
       const before = await countAll();
       for (const issuer of [
-        "", "idp.example.com", "/realms/acme", "https:idp.example.com", "ftp://idp.example.com", "http://idp.example.com",
-        "http://10.0.0.1", "http://localhost.evil.com", "https://idp.example.com/#frag", "https://idp.example.com#", " https://idp.example.com",
-        "https://idp.example.com/?a=b", "https://user:pw@idp.example.com", "https://",
+        "",
+        "idp.example.com",
+        "/realms/acme",
+        "https:idp.example.com",
+        "ftp://idp.example.com",
+        "http://idp.example.com",
+        "http://10.0.0.1",
+        "http://localhost.evil.com",
+        "https://idp.example.com/#frag",
+        "https://idp.example.com#",
+        " https://idp.example.com",
+        "https://idp.example.com/?a=b",
+        "https://user:pw@idp.example.com",
+        "https://",
       ]) {
-        assertInvalid(await api.post(`${IDP}/${team.uid}`, body({ oidc: oidc({ issuer }) })), "oidc.issuer", JSON.stringify(issuer));
+        assertInvalid(
+          await api.post(`${IDP}/${team.uid}`, body({ oidc: oidc({ issuer }) })),
+          "oidc.issuer",
+          JSON.stringify(issuer),
+        );
       }
       assert.equal(await countAll(), before);
-      for (const issuer of ["https://accounts.google.com", "https://idp.example.com:8443/realms/x/", "http://127.0.0.1:5556/dex", "http://localhost/x", "http://[::1]:8080"]) {
+      for (const issuer of [
+        "https://accounts.google.com",
+        "https://idp.example.com:8443/realms/x/",
+        "http://127.0.0.1:5556/dex",
+        "http://localhost/x",
+        "http://[::1]:8080",
+      ]) {
         const idp = await createIdp(team.uid, { name: "issuer ok", oidc: oidc({ issuer }) });
         assert.equal(idp.oidc.issuer, issuer, "stored as given");
       }
@@ -180,27 +246,46 @@ for (const backend of backends()) {
       const { oidc: _omit, ...noOidc } = body();
       assertInvalid(await api.post(`${IDP}/${team.uid}`, noOidc), "oidc");
       assertInvalid(await api.post(`${IDP}/${team.uid}`, body({ oidc: oidc({ clientId: "" }) })), "oidc.client_id");
-      assertInvalid(await api.post(`${IDP}/${team.uid}`, body({ oidc: oidc({ clientId: "   " }) })), "oidc.client_id", "blank");
+      assertInvalid(
+        await api.post(`${IDP}/${team.uid}`, body({ oidc: oidc({ clientId: "   " }) })),
+        "oidc.client_id",
+        "blank",
+      );
       assert.equal(await countAll(), before);
     });
 
     it("oidc.additional_scopes: each a non-empty token without spaces, named by index", async () => {
       const before = await countAll();
-      const res = await api.post(`${IDP}/${team.uid}`, body({ oidc: oidc({ additionalScopes: ["email", "", "two words", "tab\t", "ok:scope"] }) }));
+      const res = await api.post(
+        `${IDP}/${team.uid}`,
+        body({ oidc: oidc({ additionalScopes: ["email", "", "two words", "tab\t", "ok:scope"] }) }),
+      );
       assert.equal(res.status, 400);
-      assert.deepEqual(fieldViolations(res).map((v) => v.field), ["oidc.additional_scopes[1]", "oidc.additional_scopes[2]", "oidc.additional_scopes[3]"]);
+      assert.deepEqual(
+        fieldViolations(res).map((v) => v.field),
+        ["oidc.additional_scopes[1]", "oidc.additional_scopes[2]", "oidc.additional_scopes[3]"],
+      );
       assert.equal(await countAll(), before);
     });
 
     it("reports every violation at once", async () => {
-      const res = await api.post(`${IDP}/${team.uid}`, { name: "Bad", oidc: { issuer: "http://example.com", additionalScopes: [" "] } });
-      assert.deepEqual(fieldViolations(res).map((v) => v.field), ["name", "oidc.issuer", "oidc.client_id", "oidc.additional_scopes[0]"]);
+      const res = await api.post(`${IDP}/${team.uid}`, {
+        name: "Bad",
+        oidc: { issuer: "http://example.com", additionalScopes: [" "] },
+      });
+      assert.deepEqual(
+        fieldViolations(res).map((v) => v.field),
+        ["name", "oidc.issuer", "oidc.client_id", "oidc.additional_scopes[0]"],
+      );
     });
 
     it("never returns the client secret (create, get, list, update over REST) and stores only ciphertext", async () => {
       const secret = `plaintext-secret-${randomBytes(8).toString("hex")}`;
       const responses: JsonResponse[] = [];
-      const created = await api.post(`${IDP}/${team.uid}`, body({ name: "secretive", oidc: oidc({ clientSecret: secret }) }));
+      const created = await api.post(
+        `${IDP}/${team.uid}`,
+        body({ name: "secretive", oidc: oidc({ clientSecret: secret }) }),
+      );
       assert.equal(created.status, 200);
       const uid = created.body.uid;
       responses.push(created);
@@ -208,7 +293,9 @@ for (const backend of backends()) {
       responses.push(await api.get(`${IDP}?uidp.children_of=${team.uid}&name=secretive`));
       responses.push(await api.patch(`${IDP}/${uid}`, { description: "patched" }));
       responses.push(await api.patch(`${IDP}/${uid}`, { oidc: { ...oidc(), clientSecret: secret } }));
-      responses.push(await api.patch(`${IDP}/${uid}?update_mask=oidc.client_secret`, { oidc: { clientSecret: secret } }));
+      responses.push(
+        await api.patch(`${IDP}/${uid}?update_mask=oidc.client_secret`, { oidc: { clientSecret: secret } }),
+      );
       for (const res of responses) {
         assert.equal(res.status, 200, JSON.stringify(res.body));
         const text = JSON.stringify(res.body);
@@ -234,7 +321,14 @@ for (const backend of backends()) {
       const secret = `grpc-secret-${randomBytes(8).toString("hex")}`;
       const sessions = new Http2SessionManager(server.url);
       try {
-        const client = createClient(IdentityProvidersService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions }));
+        const client = createClient(
+          IdentityProvidersService,
+          createGrpcTransport({
+            baseUrl: server.url,
+            interceptors: [bearer(server.operatorToken)],
+            sessionManager: sessions,
+          }),
+        );
         const leaks = (m: Parameters<typeof toJsonString>[1], schema: Parameters<typeof toJsonString>[0]) => {
           assert.ok(!toJsonString(schema, m).includes(secret));
           assert.ok(!Buffer.from(toBinary(schema, m)).includes(secret));
@@ -244,7 +338,10 @@ for (const backend of backends()) {
           identityProvider: {
             name: "grpc idp",
             defaultRole: VIEWER,
-            configuration: { case: "oidc", value: { issuer: "https://grpc.example.com", clientId: "c", clientSecret: secret } },
+            configuration: {
+              case: "oidc",
+              value: { issuer: "https://grpc.example.com", clientId: "c", clientSecret: secret },
+            },
           },
         });
         leaks(created, IdentityProviderSchema);
@@ -272,13 +369,29 @@ for (const backend of backends()) {
         assert.equal(await decryptColumn(before!), secret);
 
         const err = await client
-          .createIdentityProvider({ parent: team.uid, identityProvider: { name: "x", defaultRole: VIEWER, configuration: { case: "oidc", value: { issuer: "http://x.example", clientId: "c" } } } })
-          .then(() => assert.fail("accepted an http issuer"), (e: unknown) => ConnectError.from(e));
+          .createIdentityProvider({
+            parent: team.uid,
+            identityProvider: {
+              name: "x",
+              defaultRole: VIEWER,
+              configuration: { case: "oidc", value: { issuer: "http://x.example", clientId: "c" } },
+            },
+          })
+          .then(
+            () => assert.fail("accepted an http issuer"),
+            (e: unknown) => ConnectError.from(e),
+          );
         assert.equal(err.code, Code.InvalidArgument);
-        assert.deepEqual(err.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field), ["oidc.issuer"]);
+        assert.deepEqual(
+          err.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
+          ["oidc.issuer"],
+        );
 
         await client.deleteIdentityProvider({ uid: created.uid });
-        const gone = await client.getIdentityProvider({ uid: created.uid }).then(() => assert.fail("still there"), (e: unknown) => ConnectError.from(e));
+        const gone = await client.getIdentityProvider({ uid: created.uid }).then(
+          () => assert.fail("still there"),
+          (e: unknown) => ConnectError.from(e),
+        );
         assert.equal(gone.code, Code.NotFound);
       } finally {
         sessions.abort();
@@ -300,7 +413,9 @@ for (const backend of backends()) {
       assert.equal((await secretColumn(idp.uid)).client_secret_encrypted, first);
 
       // The whole block, as read back (no clientSecret): the secret stays.
-      const whole = await api.patch(`${IDP}/${idp.uid}?update_mask=oidc`, { oidc: { ...issuer.body.oidc, pkceEnabled: false, additionalScopes: [] } });
+      const whole = await api.patch(`${IDP}/${idp.uid}?update_mask=oidc`, {
+        oidc: { ...issuer.body.oidc, pkceEnabled: false, additionalScopes: [] },
+      });
       assert.equal(whole.status, 200, JSON.stringify(whole.body));
       assert.equal(whole.body.oidc.pkceEnabled, false);
       assert.deepEqual(whole.body.oidc.additionalScopes, []);
@@ -331,7 +446,8 @@ for (const backend of backends()) {
         ["?update_mask=scim", {}, "update_mask"],
         ["?update_mask=bogus", {}, "update_mask"],
       ];
-      for (const [query, patch, field] of cases) assertInvalid(await api.patch(`${IDP}/${idp.uid}${query}`, patch), field, JSON.stringify(patch));
+      for (const [query, patch, field] of cases)
+        assertInvalid(await api.patch(`${IDP}/${idp.uid}${query}`, patch), field, JSON.stringify(patch));
       const siblingRole = await createRole(sibling.uid, "patch sibling role");
       assertNotFound(await api.patch(`${IDP}/${idp.uid}`, { defaultRole: siblingRole.uid }), "role", siblingRole.uid);
       assertNotFound(await api.patch(`${IDP}/${idp.uid}`, { defaultRole: MISSING_ROLE }), "role", MISSING_ROLE);
@@ -367,7 +483,13 @@ for (const backend of backends()) {
       const a = await createGroup(root.uid, "a");
       const b = await createGroup(root.uid, "b");
       const made: any[] = [];
-      for (const [group, name] of [[a, "delta"], [a, "alpha"], [b, "charlie"], [b, "bravo"], [root, "echo"]] as const) {
+      for (const [group, name] of [
+        [a, "delta"],
+        [a, "alpha"],
+        [b, "charlie"],
+        [b, "bravo"],
+        [root, "echo"],
+      ] as const) {
         made.push(await createIdp(group.uid, { name }));
       }
       const list = async (q: string) => {
@@ -383,18 +505,28 @@ for (const backend of backends()) {
       assert.deepEqual(names(await list(`uidp.children_of=${a.uid}&order_by=name desc`)), ["delta", "alpha"]);
       assert.deepEqual(names(await list(`uidp.children_of=${root.uid}`)), ["echo"]);
       assert.deepEqual(names(await list(`uidp.descendants_of=${root.uid}&name=bravo`)), ["bravo"]);
-      assert.deepEqual(names(await list(`uidp.descendants_of=${root.uid}&order_by=create_time desc`)), ["echo", "bravo", "charlie", "alpha", "delta"]);
+      assert.deepEqual(names(await list(`uidp.descendants_of=${root.uid}&order_by=create_time desc`)), [
+        "echo",
+        "bravo",
+        "charlie",
+        "alpha",
+        "delta",
+      ]);
 
       const page1 = await list(`uidp.descendants_of=${root.uid}&order_by=name&page_size=2`);
       assert.deepEqual(names(page1), ["alpha", "bravo"]);
       assert.equal(page1.totalCount, "5");
-      const page2 = await list(`uidp.descendants_of=${root.uid}&order_by=name&page_size=2&page_token=${encodeURIComponent(page1.nextPageToken)}`);
+      const page2 = await list(
+        `uidp.descendants_of=${root.uid}&order_by=name&page_size=2&page_token=${encodeURIComponent(page1.nextPageToken)}`,
+      );
       assert.deepEqual(names(page2), ["charlie", "delta"]);
       const skipped = await list(`uidp.descendants_of=${root.uid}&order_by=name&skip=3`);
       assert.deepEqual(names(skipped), ["delta", "echo"]);
       assert.equal(skipped.skipped, 3);
 
-      const wrongToken = await api.get(`${IDP}?uidp.descendants_of=${a.uid}&order_by=name&page_size=2&page_token=${encodeURIComponent(page1.nextPageToken)}`);
+      const wrongToken = await api.get(
+        `${IDP}?uidp.descendants_of=${a.uid}&order_by=name&page_size=2&page_token=${encodeURIComponent(page1.nextPageToken)}`,
+      );
       assertInvalid(wrongToken, "page_token");
       assertInvalid(await api.get(`${IDP}?order_by=issuer`), "order_by");
       assertInvalid(await api.get(`${IDP}?uidp.children_of=nope`), "uidp.children_of");
@@ -419,7 +551,9 @@ for (const backend of backends()) {
       assert.equal(delGroup.status, 400);
       assert.equal(delGroup.body.code, 9);
       assert.match(delGroup.body.message, /cannot delete group with .*child identity providers/);
-      const pf = delGroup.body.details.find((d: any) => d["@type"] === "type.googleapis.com/google.rpc.PreconditionFailure");
+      const pf = delGroup.body.details.find(
+        (d: any) => d["@type"] === "type.googleapis.com/google.rpc.PreconditionFailure",
+      );
       assert.equal(pf.violations[0].type, "RESOURCE_NOT_EMPTY");
 
       const delRole = await api.delete(`/iam/v2beta1/roles/${role.uid}`);
@@ -449,7 +583,14 @@ for (const backend of backends()) {
       }
       const sessions = new Http2SessionManager(server.url);
       try {
-        const client = createClient(IdentityProvidersService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions }));
+        const client = createClient(
+          IdentityProvidersService,
+          createGrpcTransport({
+            baseUrl: server.url,
+            interceptors: [bearer(server.operatorToken)],
+            sessionManager: sessions,
+          }),
+        );
         const calls: Array<[string, () => Promise<unknown>]> = [
           ["GenerateScimToken", () => client.generateScimToken({ identityProviderUid: idp.uid })],
           ["RegenerateScimToken", () => client.regenerateScimToken({ identityProviderUid: idp.uid })],
@@ -457,7 +598,10 @@ for (const backend of backends()) {
           ["SetScimEnabled", () => client.setScimEnabled({ identityProviderUid: idp.uid, enabled: true })],
         ];
         for (const [name, call] of calls) {
-          const err = await call().then(() => assert.fail(`${name} succeeded`), (e: unknown) => ConnectError.from(e));
+          const err = await call().then(
+            () => assert.fail(`${name} succeeded`),
+            (e: unknown) => ConnectError.from(e),
+          );
           assert.equal(err.code, Code.Unimplemented, `${name}: ${err.message}`);
           assert.equal(err.code, 12);
         }
@@ -468,7 +612,10 @@ for (const backend of backends()) {
     });
 
     it("correlation rule enum values round-trip", async () => {
-      const idp = await createIdp(team.uid, { name: "oid rule", oidc: oidc({ correlationRule: "CORRELATION_RULE_OID_EQUALS_EXTERNAL_ID" }) });
+      const idp = await createIdp(team.uid, {
+        name: "oid rule",
+        oidc: oidc({ correlationRule: "CORRELATION_RULE_OID_EQUALS_EXTERNAL_ID" }),
+      });
       assert.equal(idp.oidc.correlationRule, "CORRELATION_RULE_OID_EQUALS_EXTERNAL_ID");
       const none = await createIdp(team.uid, { name: "no rule", oidc: oidc({ correlationRule: undefined }) });
       assert.equal(none.oidc.correlationRule, "CORRELATION_RULE_UNSPECIFIED");

@@ -17,7 +17,8 @@ import { backends, clonePglite, clonePostgres, type Backend } from "./support/db
 import { createGroup, type Json } from "./support/fixtures.js";
 import { restClient } from "./support/http.js";
 import { HOUR, MINUTE, assertUnauthenticated, workload } from "./support/principals.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
+import { ERROR_DOMAIN, issuerOf, startTestServer, type TestServer } from "./support/server.js";
+import { plainRouter, type PlainRouterDeps } from "../src/server/plain-routes.js";
 
 const SECOND = 1000;
 /** JWK members that carry private or symmetric key material (RFC 7518 §6). */
@@ -48,13 +49,40 @@ function assertPublicEs256(jwk: JWK, where: string): void {
 }
 
 /** A server with configuration startTestServer does not take (here: the issuer URL). */
-async function startWith(backend: Backend, config: Partial<ServerConfig>): Promise<RunningServer> {
-  const common = { port: 0, host: "127.0.0.1", dataDir: "", errorDomain: ERROR_DOMAIN, logger: pino({ level: "silent" }), ...config };
-  if (backend === "pglite") return startServer({ ...common, pglite: await clonePglite() });
+async function startWith(
+  backend: Backend,
+  config: Partial<ServerConfig>,
+): Promise<RunningServer & { tokens: TokenIssuer }> {
+  const common = {
+    port: 0,
+    host: "127.0.0.1",
+    dataDir: "",
+    errorDomain: ERROR_DOMAIN,
+    logger: pino({ level: "silent" }),
+    ...config,
+  };
+  if (backend === "pglite") {
+    const server = await startServer({ ...common, pglite: await clonePglite() });
+    return { ...server, tokens: issuerOf(server) };
+  }
   const { url, drop } = await clonePostgres();
   const server = await startServer({ ...common, databaseUrl: url });
-  return { ...server, close: async () => { await server.close(); await drop(); } };
+  return {
+    ...server,
+    tokens: issuerOf(server),
+    close: async () => {
+      await server.close();
+      await drop();
+    },
+  };
 }
+
+/** Router dependencies for public routes only: the issuer's routes never authenticate. */
+const PUBLIC_ROUTES_ONLY: PlainRouterDeps = {
+  authorizer: { authorize: () => assert.fail("no RPCs here"), authorizeRoute: () => assert.fail("public routes only") },
+  wireError: (err) => assert.fail(`unexpected error: ${String(err)}`),
+  sendError: (reply) => reply,
+};
 
 for (const backend of backends()) {
   describe(`token issuer [${backend}]`, () => {
@@ -80,7 +108,10 @@ for (const backend of backends()) {
       assert.equal(d.issuer, server.tokens.urls.issuer);
       assert.equal(d.jwks_uri, `${server.url}/.well-known/jwks.json`);
       assert.deepEqual(d.id_token_signing_alg_values_supported, ["ES256"]);
-      assert.ok(Array.isArray(d.response_types_supported) && Array.isArray(d.subject_types_supported), "required OIDC discovery members");
+      assert.ok(
+        Array.isArray(d.response_types_supported) && Array.isArray(d.subject_types_supported),
+        "required OIDC discovery members",
+      );
       assertNoPrivateMaterial(d, "discovery");
       assert.equal((await anon().get("/.well-known/openid-configuration/extra")).status, 404);
     });
@@ -94,20 +125,34 @@ for (const backend of backends()) {
       assertNoPrivateMaterial(res.body, "jwks");
       assert.equal(new Set(keys.map((k) => k.kid)).size, keys.length, "kids are unique");
       const rows = await server.db.selectFrom("signing_keys").select(["kid", "publish_until"]).execute();
-      assert.deepEqual(new Set(keys.map((k) => k.kid)), new Set(rows.filter((r) => r.publish_until.getTime() > Date.now()).map((r) => r.kid)));
-      assert.equal(decodeProtectedHeader(server.operatorToken).kid, keys[0]!.kid, "the operator's token is signed with a published key");
+      assert.deepEqual(
+        new Set(keys.map((k) => k.kid)),
+        new Set(rows.filter((r) => r.publish_until.getTime() > Date.now()).map((r) => r.kid)),
+      );
+      assert.equal(
+        decodeProtectedHeader(server.operatorToken).kid,
+        keys[0]!.kid,
+        "the operator's token is signed with a published key",
+      );
     });
 
     it("jose createRemoteJWKSet + jwtVerify verifies the operator's token and tokenFor tokens", async () => {
       const discoveryDoc = (await anon().get("/.well-known/openid-configuration")).body as Json;
       const jwks = createRemoteJWKSet(new URL(discoveryDoc.jwks_uri));
-      const options = { issuer: discoveryDoc.issuer as string, audience: server.tokens.urls.apiAudience, algorithms: ["ES256"] };
+      const options = {
+        issuer: discoveryDoc.issuer as string,
+        audience: server.tokens.urls.apiAudience,
+        algorithms: ["ES256"],
+      };
       const operator = await jwtVerify(server.operatorToken, jwks, options);
       assert.equal(operator.payload.sub, OPERATOR_SUBJECT);
       assert.equal(operator.protectedHeader.alg, "ES256");
       const org = await createGroup(restClient(server.url, server.operatorToken), undefined, "issuer org");
       const w = await workload(server, restClient(server.url, server.operatorToken), org.uid, "verified");
-      for (const token of [w.token, await server.tokenFor(w.uid, { caps: ["CAP_IAM_GROUPS_LIST"], scopes: [org.uid], lifetimeMs: 5 * MINUTE })]) {
+      for (const token of [
+        w.token,
+        await server.tokenFor(w.uid, { caps: ["CAP_IAM_GROUPS_LIST"], scopes: [org.uid], lifetimeMs: 5 * MINUTE }),
+      ]) {
         const { payload } = await jwtVerify(token, jwks, options);
         assert.equal(payload.sub, w.uid);
         assert.ok(payload.exp! - payload.iat! <= MAX_TOKEN_LIFETIME_MS / 1000);
@@ -116,17 +161,26 @@ for (const backend of backends()) {
       const narrowed = decodeJwt(await server.tokenFor(w.uid, { caps: ["CAP_IAM_GROUPS_LIST"], scopes: [org.uid] }));
       assert.deepEqual([narrowed.caps, narrowed.scopes], [["CAP_IAM_GROUPS_LIST"], [org.uid]]);
       // ... and refuses a token for another audience, as a relying party should
-      await assert.rejects(jwtVerify(await server.tokenFor(w.uid, { audience: ["https://other.example"] }), jwks, options));
+      await assert.rejects(
+        jwtVerify(await server.tokenFor(w.uid, { audience: ["https://other.example"] }), jwks, options),
+      );
     });
 
     it("openid-client v6 discovery works unchanged; its configuration calls the API with our token", async () => {
-      const config = await discovery(new URL(server.url), "client-id", undefined, undefined, { execute: [allowInsecureRequests] });
+      const config = await discovery(new URL(server.url), "client-id", undefined, undefined, {
+        execute: [allowInsecureRequests],
+      });
       const meta = config.serverMetadata();
       assert.equal(meta.issuer, server.url);
       assert.equal(meta.jwks_uri, `${server.url}/.well-known/jwks.json`);
       assert.deepEqual(meta.id_token_signing_alg_values_supported, ["ES256"]);
       assertNoPrivateMaterial(meta, "openid-client metadata");
-      const res = await fetchProtectedResource(config, server.operatorToken, new URL(`${server.url}/auth/v1/ok`), "GET");
+      const res = await fetchProtectedResource(
+        config,
+        server.operatorToken,
+        new URL(`${server.url}/auth/v1/ok`),
+        "GET",
+      );
       assert.equal(res.status, 200);
       const me = (await res.json()) as Json;
       assert.equal(me.subject, OPERATOR_SUBJECT);
@@ -146,8 +200,13 @@ for (const backend of backends()) {
         const jwks = await api.get("/tenant/.well-known/jwks.json");
         assert.equal(jwks.status, 200, `the advertised jwks_uri: HTTP ${jwks.status}`);
         for (const k of jwks.body.keys as JWK[]) assertPublicEs256(k, `jwks under a path ${k.kid}`);
-        const token = (await other.tokens.mint({ subject: OPERATOR_SUBJECT, audience: [other.tokens.urls.apiAudience] })).token;
-        const { payload } = await jwtVerify(token, createLocalJWKSet(jwks.body), { issuer: issuerUrl, audience: other.tokens.urls.apiAudience });
+        const token = (
+          await other.tokens.mint({ subject: OPERATOR_SUBJECT, audience: [other.tokens.urls.apiAudience] })
+        ).token;
+        const { payload } = await jwtVerify(token, createLocalJWKSet(jwks.body), {
+          issuer: issuerUrl,
+          audience: other.tokens.urls.apiAudience,
+        });
         assert.equal(payload.iss, issuerUrl);
         assert.equal((await restClient(other.url, token).get("/auth/v1/ok")).status, 200);
       } finally {
@@ -170,7 +229,7 @@ for (const backend of backends()) {
       /** The JWKS route as served by a replica whose clock reads `ms`. */
       async function jwksAt(ms: number): Promise<JWK[]> {
         const app = Fastify();
-        registerIssuerRoutes(app, urls(), new KeyManager(server.db, at(ms)));
+        registerIssuerRoutes(plainRouter(app, PUBLIC_ROUTES_ONLY), urls(), new KeyManager(server.db, at(ms)));
         try {
           const res = await app.inject({ method: "GET", url: "/.well-known/jwks.json" });
           assert.equal(res.statusCode, 200);
@@ -184,7 +243,10 @@ for (const backend of backends()) {
       const kidsAt = async (ms: number) => (await jwksAt(ms)).map((k) => k.kid).sort();
 
       before(async () => {
-        const rows = await server.db.selectFrom("signing_keys").select(["kid", "sign_until", "publish_until", "create_time"]).execute();
+        const rows = await server.db
+          .selectFrom("signing_keys")
+          .select(["kid", "sign_until", "publish_until", "create_time"])
+          .execute();
         assert.equal(rows.length, 1, "a fresh server has one key");
         k1 = rows[0]!;
       });
@@ -192,7 +254,10 @@ for (const backend of backends()) {
       it("a key signs for 24 h and stays published for its tokens' lifetime after that", () => {
         assert.equal(k1.sign_until.getTime() - k1.create_time.getTime(), SIGNING_WINDOW_MS);
         // tokens signed until 15 min before sign_until live one hour at most; publish_until covers them
-        assert.ok(k1.publish_until.getTime() >= k1.sign_until.getTime() - ROTATE_BEFORE_MS + MAX_TOKEN_LIFETIME_MS + 30 * SECOND);
+        assert.ok(
+          k1.publish_until.getTime() >=
+            k1.sign_until.getTime() - ROTATE_BEFORE_MS + MAX_TOKEN_LIFETIME_MS + 30 * SECOND,
+        );
       });
 
       it("the last token the old key signs (15 min before its window ends) is signed by it", async () => {
@@ -220,30 +285,51 @@ for (const backend of backends()) {
         assert.deepEqual((await km.publishedKeys()).map((k) => k.kid).sort(), [k1.kid, rotatedKid].sort());
         assert.deepEqual(await kidsAt(t), [k1.kid, rotatedKid].sort());
         for (const k of await jwksAt(t)) assertPublicEs256(k, `rotated jwks ${k.kid}`);
-        const fresh = await new TokenIssuer(km, urls(), at(t)).mint({ subject: OPERATOR_SUBJECT, audience: [urls().apiAudience] });
+        const fresh = await new TokenIssuer(km, urls(), at(t)).mint({
+          subject: OPERATOR_SUBJECT,
+          audience: [urls().apiAudience],
+        });
         assert.equal(decodeProtectedHeader(fresh.token).kid, rotatedKid);
         assert.equal((await verifierAt(t).verify(fresh.token, urls().apiAudience)).subject, OPERATOR_SUBJECT);
-        assert.equal((await verifierAt(t).verify(edgeToken, urls().apiAudience)).subject, OPERATOR_SUBJECT, "old key's token after rotation");
+        assert.equal(
+          (await verifierAt(t).verify(edgeToken, urls().apiAudience)).subject,
+          OPERATOR_SUBJECT,
+          "old key's token after rotation",
+        );
       });
 
       it("a long-running manager (the server's refresh) moves to the new key when its own key's window nears its end", async () => {
         longRunningNow = k1.sign_until.getTime() - ROTATE_BEFORE_MS - 30 * SECOND;
         assert.equal((await longRunning.signingKey()).kid, k1.kid, "its cached key, 15.5 min before the end");
         longRunningNow = k1.sign_until.getTime() - ROTATE_BEFORE_MS + SECOND;
-        assert.equal((await longRunning.signingKey()).kid, rotatedKid, "the cached old key is dropped 15 min before the end");
-        const token = await new TokenIssuer(longRunning, urls(), () => new Date(longRunningNow)).mint({ subject: OPERATOR_SUBJECT, audience: [urls().apiAudience] });
+        assert.equal(
+          (await longRunning.signingKey()).kid,
+          rotatedKid,
+          "the cached old key is dropped 15 min before the end",
+        );
+        const token = await new TokenIssuer(longRunning, urls(), () => new Date(longRunningNow)).mint({
+          subject: OPERATOR_SUBJECT,
+          audience: [urls().apiAudience],
+        });
         assert.equal(decodeProtectedHeader(token.token).kid, rotatedKid);
       });
 
       it("the old key's last token verifies until it expires, and not after", async () => {
         const exp = decodeJwt(edgeToken).exp! * 1000;
-        assert.ok(exp < k1.publish_until.getTime() - 30 * SECOND, "it expires (with tolerance) before its key is unpublished");
+        assert.ok(
+          exp < k1.publish_until.getTime() - 30 * SECOND,
+          "it expires (with tolerance) before its key is unpublished",
+        );
         for (const t of [exp - 10 * MINUTE, exp - SECOND]) {
           assert.ok((await kidsAt(t)).includes(k1.kid), `old key published at ${new Date(t).toISOString()}`);
           assert.equal((await verifierAt(t).verify(edgeToken, urls().apiAudience)).subject, OPERATOR_SUBJECT);
           // any relying party with the JWKS of that moment agrees
           const keys = await jwksAt(t);
-          await jwtVerify(edgeToken, createLocalJWKSet({ keys }), { issuer: urls().issuer, audience: urls().apiAudience, currentDate: new Date(t) });
+          await jwtVerify(edgeToken, createLocalJWKSet({ keys }), {
+            issuer: urls().issuer,
+            audience: urls().apiAudience,
+            currentDate: new Date(t),
+          });
         }
         await assert.rejects(verifierAt(exp + 31 * SECOND).verify(edgeToken, urls().apiAudience), /expired/);
       });
@@ -252,12 +338,20 @@ for (const backend of backends()) {
         const p = k1.publish_until.getTime();
         assert.deepEqual(await kidsAt(p - SECOND), [k1.kid, rotatedKid].sort());
         assert.deepEqual(await kidsAt(p + SECOND), [rotatedKid]);
-        assert.deepEqual((await new KeyManager(server.db, at(p + SECOND)).publishedKeys()).map((k) => k.kid), [rotatedKid]);
+        assert.deepEqual(
+          (await new KeyManager(server.db, at(p + SECOND)).publishedKeys()).map((k) => k.kid),
+          [rotatedKid],
+        );
       });
 
       it("the running server accepts the other replica's new key on first sight, then publishes it", async () => {
         const km = new KeyManager(server.db, at(k1.create_time.getTime() + 23 * HOUR + 56 * MINUTE));
-        const token = (await new TokenIssuer({ signingKey: () => km.signingKey() }, urls()).mint({ subject: OPERATOR_SUBJECT, audience: [urls().apiAudience] })).token;
+        const token = (
+          await new TokenIssuer({ signingKey: () => km.signingKey() }, urls()).mint({
+            subject: OPERATOR_SUBJECT,
+            audience: [urls().apiAudience],
+          })
+        ).token;
         assert.equal(decodeProtectedHeader(token).kid, rotatedKid);
         const res = await restClient(server.url, token).get("/auth/v1/ok");
         assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -270,8 +364,13 @@ for (const backend of backends()) {
         assert.equal(decodeProtectedHeader(await server.tokenFor(OPERATOR_SUBJECT)).kid, k1.kid);
         // a token naming a kid no replica made is still refused
         const [, payload, signature] = token.split(".");
-        const header = Buffer.from(JSON.stringify({ ...decodeProtectedHeader(token), kid: "no-such-kid" })).toString("base64url");
-        assertUnauthenticated(await restClient(server.url, `${header}.${payload}.${signature}`).get("/auth/v1/ok"), "unknown kid");
+        const header = Buffer.from(JSON.stringify({ ...decodeProtectedHeader(token), kid: "no-such-kid" })).toString(
+          "base64url",
+        );
+        assertUnauthenticated(
+          await restClient(server.url, `${header}.${payload}.${signature}`).get("/auth/v1/ok"),
+          "unknown kid",
+        );
       });
     });
   });

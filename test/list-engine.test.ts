@@ -85,7 +85,8 @@ function query(params: Params): string {
   const parts: string[] = [];
   for (const [k, v] of Object.entries(params)) {
     if (v === undefined) continue;
-    for (const item of Array.isArray(v) ? v : [v]) parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(item))}`);
+    for (const item of Array.isArray(v) ? v : [v])
+      parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(item))}`);
   }
   return parts.length ? `?${parts.join("&")}` : "";
 }
@@ -115,7 +116,10 @@ function assertInvalidArgument(res: { status: number; body: any }, field: string
   const info = details.find((d) => d["@type"] === "type.googleapis.com/google.rpc.ErrorInfo");
   assert.equal(info?.reason, "INVALID_ARGUMENT", ctx);
   const badRequest = details.find((d) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest");
-  assert.ok(badRequest?.fieldViolations?.some((v: any) => v.field === field), ctx);
+  assert.ok(
+    badRequest?.fieldViolations?.some((v: any) => v.field === field),
+    ctx,
+  );
 }
 
 /** Runs `fn` over `items` with at most `limit` calls in flight. */
@@ -202,11 +206,16 @@ for (const backend of backends()) {
     async function tokenCodec(now: () => number): Promise<PageTokenCodec> {
       const env = process.env.BULWARK_PAGE_TOKEN_SECRET;
       if (env) return PageTokenCodec.fromSecret(new TextEncoder().encode(env), now);
-      const row = await server.db.selectFrom("server_secrets").select("secret").where("name", "=", "page_tokens").executeTakeFirstOrThrow();
+      const row = await server.db
+        .selectFrom("server_secrets")
+        .select("secret")
+        .where("name", "=", "page_tokens")
+        .executeTakeFirstOrThrow();
       return PageTokenCodec.fromSecret(new Uint8Array(row.secret), now);
     }
 
-    const descendants = (root: Group) => [...all.values()].filter((g) => g.uid === root.uid || g.uid.startsWith(root.uid + "/"));
+    const descendants = (root: Group) =>
+      [...all.values()].filter((g) => g.uid === root.uid || g.uid.startsWith(root.uid + "/"));
 
     before(async () => {
       server = await startTestServer(backend);
@@ -222,9 +231,21 @@ for (const backend of backends()) {
       org2 = await createGroup("org", undefined, "org2");
       for (const org of [org1, org2]) {
         const level1 = await pool(Array.from({ length: 6 }, pick), 8, (n) => createGroup(n, org));
-        const level2 = await pool(level1.flatMap((p) => Array.from({ length: 5 }, () => [pick(), p] as const)), 8, ([n, p]) => createGroup(n, p));
-        const level3 = await pool(level2.flatMap((p) => Array.from({ length: 4 }, () => [pick(), p] as const)), 8, ([n, p]) => createGroup(n, p));
-        await pool(level3.slice(0, 249 - 6 - 30 - 120).map((p) => [pick(), p] as const), 8, ([n, p]) => createGroup(n, p));
+        const level2 = await pool(
+          level1.flatMap((p) => Array.from({ length: 5 }, () => [pick(), p] as const)),
+          8,
+          ([n, p]) => createGroup(n, p),
+        );
+        const level3 = await pool(
+          level2.flatMap((p) => Array.from({ length: 4 }, () => [pick(), p] as const)),
+          8,
+          ([n, p]) => createGroup(n, p),
+        );
+        await pool(
+          level3.slice(0, 249 - 6 - 30 - 120).map((p) => [pick(), p] as const),
+          8,
+          ([n, p]) => createGroup(n, p),
+        );
       }
       assert.equal(all.size, 500);
       assert.equal(descendants(org1).length, 250);
@@ -267,7 +288,11 @@ for (const backend of backends()) {
                 if (i < pages.length - 1) assert.equal(p.groups.length, pageSize, where);
                 for (const g of p.groups) {
                   const mine = all.get(g.uid)!;
-                  assert.deepEqual([g.name, g.createTime, g.updateTime], [mine.name, mine.createTime, mine.updateTime], where);
+                  assert.deepEqual(
+                    [g.name, g.createTime, g.updateTime],
+                    [mine.name, mine.createTime, mine.updateTime],
+                    where,
+                  );
                 }
               });
               assert.ok(!("nextPageToken" in pages.at(-1)!), `${where}: last page has a nextPageToken`);
@@ -287,9 +312,21 @@ for (const backend of backends()) {
             const expected = uids(sorted(members, order));
             const model = skipWalkModel(expected, pageSize, 3);
             const pages = await walk({ ...filter, order_by: order.orderBy, page_size: pageSize }, { skip: 3 });
-            assertSequence(pages.flatMap((p) => uids(p.groups)), model.flatMap((m) => m.uids), where);
-            assert.deepEqual(pages.map((p) => p.groups.length), model.map((m) => m.uids.length), `${where}: page lengths`);
-            assert.deepEqual(pages.map((p) => p.skipped), model.map((m) => m.skipped), `${where}: skipped per page`);
+            assertSequence(
+              pages.flatMap((p) => uids(p.groups)),
+              model.flatMap((m) => m.uids),
+              where,
+            );
+            assert.deepEqual(
+              pages.map((p) => p.groups.length),
+              model.map((m) => m.uids.length),
+              `${where}: page lengths`,
+            );
+            assert.deepEqual(
+              pages.map((p) => p.skipped),
+              model.map((m) => m.skipped),
+              `${where}: skipped per page`,
+            );
             for (const p of pages) assert.equal(p.totalCount, String(expected.length), where);
             assert.ok(!("nextPageToken" in pages.at(-1)!), where);
             // the total skipped: 3 per page while the skip fit, then what was really left. Every
@@ -297,7 +334,11 @@ for (const backend of backends()) {
             const consumedBeforeLast = (pages.length - 1) * (pageSize + 3);
             const left = expected.length - consumedBeforeLast;
             assert.ok(left > 0, where);
-            assert.equal(pages.at(-1)!.skipped, 3 * (pages.length - 1) + Math.min(3, left), `${where}: skipped on the last page`);
+            assert.equal(
+              pages.at(-1)!.skipped,
+              3 * (pages.length - 1) + Math.min(3, left),
+              `${where}: skipped on the last page`,
+            );
           }
         });
       }
@@ -307,8 +348,14 @@ for (const backend of backends()) {
         const expected = uids(sorted(descendants(org1), { key: "uid", desc: false }));
         const pages = await walk({ "uidp.descendants_of": org1.uid, page_size: 59 }, { skip: 3 });
         assert.equal(pages.length, 5);
-        assert.deepEqual(pages.map((p) => p.groups.length), [59, 59, 59, 59, 0]);
-        assert.deepEqual(pages.map((p) => p.skipped), [3, 6, 9, 12, 14]);
+        assert.deepEqual(
+          pages.map((p) => p.groups.length),
+          [59, 59, 59, 59, 0],
+        );
+        assert.deepEqual(
+          pages.map((p) => p.skipped),
+          [3, 6, 9, 12, 14],
+        );
         assert.equal(expected.length, 250);
       });
     });
@@ -334,7 +381,11 @@ for (const backend of backends()) {
           assert.equal(body.groups.length, 200, `page_size ${size}`);
           assert.deepEqual(uids(body.groups), expected.slice(0, 200));
           assert.ok(body.nextPageToken);
-          const rest = await listOk({ "uidp.descendants_of": org1.uid, page_size: size, page_token: body.nextPageToken });
+          const rest = await listOk({
+            "uidp.descendants_of": org1.uid,
+            page_size: size,
+            page_token: body.nextPageToken,
+          });
           assert.deepEqual(uids(rest.groups), expected.slice(200));
           assert.ok(!("nextPageToken" in rest));
         }
@@ -390,8 +441,14 @@ for (const backend of backends()) {
 
       it("keep the order across pages, in every page", async () => {
         const pages = await walk({ "uidp.children_of": org.uid, page_size: 2, order_by: "name desc" });
-        assert.deepEqual(pages.map((p) => p.groups.length), [2, 2, 2, 1]);
-        assert.deepEqual(pages.flatMap((p) => uids(p.groups)), uids(sorted(children, { key: "name", desc: true })));
+        assert.deepEqual(
+          pages.map((p) => p.groups.length),
+          [2, 2, 2, 1],
+        );
+        assert.deepEqual(
+          pages.flatMap((p) => uids(p.groups)),
+          uids(sorted(children, { key: "name", desc: true })),
+        );
         for (const p of pages) assert.equal(p.totalCount, "7");
       });
 
@@ -401,7 +458,11 @@ for (const backend of backends()) {
         const mid = Math.floor(token.length / 2);
         assert.notEqual(token[mid], ".");
         const flipped = token.slice(0, mid) + (token[mid] === "A" ? "B" : "A") + token.slice(mid + 1);
-        assertInvalidArgument(await list({ "uidp.children_of": org.uid, page_size: 2, page_token: flipped }), "page_token", "flipped");
+        assertInvalidArgument(
+          await list({ "uidp.children_of": org.uid, page_size: 2, page_token: flipped }),
+          "page_token",
+          "flipped",
+        );
         // and every segment of the compact JWE is protected, not just the ciphertext
         const parts = token.split(".");
         for (let i = 0; i < parts.length; i++) {
@@ -410,10 +471,18 @@ for (const backend of backends()) {
           const at = Math.floor(part.length / 2);
           const changed = [...parts];
           changed[i] = part.slice(0, at) + (part[at] === "x" ? "y" : "x") + part.slice(at + 1);
-          assertInvalidArgument(await list({ "uidp.children_of": org.uid, page_size: 2, page_token: changed.join(".") }), "page_token", `segment ${i}`);
+          assertInvalidArgument(
+            await list({ "uidp.children_of": org.uid, page_size: 2, page_token: changed.join(".") }),
+            "page_token",
+            `segment ${i}`,
+          );
         }
         for (const junk of ["garbage", "a.b.c.d.e", token + "x", token.split(".").reverse().join(".")]) {
-          assertInvalidArgument(await list({ "uidp.children_of": org.uid, page_size: 2, page_token: junk }), "page_token", junk);
+          assertInvalidArgument(
+            await list({ "uidp.children_of": org.uid, page_size: 2, page_token: junk }),
+            "page_token",
+            junk,
+          );
         }
       });
 
@@ -429,12 +498,24 @@ for (const backend of backends()) {
           { "uidp.children_of": org.uid, "uidp.ids": children[0]!.uid },
         ];
         for (const filter of bad) {
-          assertInvalidArgument(await list({ ...filter, page_size: 2, page_token: token }), "page_token", JSON.stringify(filter));
+          assertInvalidArgument(
+            await list({ ...filter, page_size: 2, page_token: token }),
+            "page_token",
+            JSON.stringify(filter),
+          );
         }
         const named = await listOk({ "uidp.children_of": org.uid, name: "odd", page_size: 1 });
         assert.ok(named.nextPageToken);
-        assertInvalidArgument(await list({ "uidp.children_of": org.uid, name: "even", page_size: 1, page_token: named.nextPageToken }), "page_token", "other name");
-        assertInvalidArgument(await list({ "uidp.children_of": org.uid, page_size: 1, page_token: named.nextPageToken }), "page_token", "name dropped");
+        assertInvalidArgument(
+          await list({ "uidp.children_of": org.uid, name: "even", page_size: 1, page_token: named.nextPageToken }),
+          "page_token",
+          "other name",
+        );
+        assertInvalidArgument(
+          await list({ "uidp.children_of": org.uid, page_size: 1, page_token: named.nextPageToken }),
+          "page_token",
+          "name dropped",
+        );
         // the same filter, spelled in camelCase, is the same filter
         const same = await listOk({ "uidp.childrenOf": org.uid, pageSize: 2, pageToken: token });
         assert.deepEqual(uids(same.groups), byUid().slice(2, 4));
@@ -444,7 +525,11 @@ for (const backend of backends()) {
         const first = await listOk({ "uidp.children_of": org.uid, page_size: 2, order_by: "name" });
         const token = first.nextPageToken!;
         for (const orderBy of ["name desc", "create_time", "uid", undefined, "update_time desc"]) {
-          assertInvalidArgument(await list({ "uidp.children_of": org.uid, page_size: 2, order_by: orderBy, page_token: token }), "page_token", String(orderBy));
+          assertInvalidArgument(
+            await list({ "uidp.children_of": org.uid, page_size: 2, order_by: orderBy, page_token: token }),
+            "page_token",
+            String(orderBy),
+          );
         }
         // equivalent spellings of the same order continue the walk
         const expected = uids(sorted(children, { key: "name", desc: false }));
@@ -453,7 +538,12 @@ for (const backend of backends()) {
           assert.deepEqual(uids(next.groups), expected.slice(2, 4), orderBy);
         }
         const byDefault = await listOk({ "uidp.children_of": org.uid, page_size: 2 });
-        const next = await listOk({ "uidp.children_of": org.uid, page_size: 2, order_by: "uid asc", page_token: byDefault.nextPageToken });
+        const next = await listOk({
+          "uidp.children_of": org.uid,
+          page_size: 2,
+          order_by: "uid asc",
+          page_token: byDefault.nextPageToken,
+        });
         assert.deepEqual(uids(next.groups), byUid().slice(2, 4));
       });
 
@@ -486,7 +576,12 @@ for (const backend of backends()) {
         assert.deepEqual(uids(again.groups), uids(page2.groups));
 
         // any expired token restarts, even one whose cursor would not match this request
-        const foreign = await old.encode({ order: "bogus asc", filter: "not-this-filter", after: ["zzz", "zzz"], skipped: 0 });
+        const foreign = await old.encode({
+          order: "bogus asc",
+          filter: "not-this-filter",
+          after: ["zzz", "zzz"],
+          skipped: 0,
+        });
         const restarted2 = await list({ ...params, page_token: foreign });
         assert.equal(restarted2.status, 200, JSON.stringify(restarted2.body));
         assert.deepEqual(uids(restarted2.body.groups), uids(fresh.groups));
@@ -524,7 +619,7 @@ for (const backend of backends()) {
         org = await createGroup("order org");
         // several groups with the SAME name, so the uid tie-breaker decides their order
         for (const name of ["m", "a", "m", "z", "a", "m", "m", "a.b", "a b", "a_b", "m"]) await createGroup(name, org);
-        await touch((await createGroup("late", org)));
+        await touch(await createGroup("late", org));
         members = descendants(org);
         assert.equal(members.length, 13);
       });
@@ -557,7 +652,10 @@ for (const backend of backends()) {
           assert.deepEqual(uids(one.groups), expected);
           // and the same across pages of 3, with the camelCase parameter name
           const pages = await walk({ "uidp.descendants_of": org.uid, orderBy, page_size: 3 });
-          assert.deepEqual(pages.flatMap((p) => uids(p.groups)), expected);
+          assert.deepEqual(
+            pages.flatMap((p) => uids(p.groups)),
+            expected,
+          );
         });
       }
 
@@ -565,17 +663,28 @@ for (const backend of backends()) {
         const ms = uids(members.filter((g) => g.name === "m"));
         assert.equal(ms.length, 5);
         const asc = [...ms].sort(cmp);
-        for (const [orderBy, want] of [["name", asc], ["name desc", [...asc].reverse()]] as const) {
+        for (const [orderBy, want] of [
+          ["name", asc],
+          ["name desc", [...asc].reverse()],
+        ] as const) {
           const body = await listOk({ "uidp.descendants_of": org.uid, order_by: orderBy });
           const got = uids(body.groups.filter((g) => g.name === "m"));
-          assert.deepEqual(got, want, `${orderBy}: equal names must be ordered by uid ${orderBy.endsWith("desc") ? "desc" : "asc"}`);
+          assert.deepEqual(
+            got,
+            want,
+            `${orderBy}: equal names must be ordered by uid ${orderBy.endsWith("desc") ? "desc" : "asc"}`,
+          );
           // and the equal names are contiguous
           const names = body.groups.map((g) => g.name);
           const first = names.indexOf("m");
           assert.deepEqual(names.slice(first, first + 5), ["m", "m", "m", "m", "m"]);
           // page boundaries inside the run of equal names keep that order
           const pages = await walk({ "uidp.descendants_of": org.uid, order_by: orderBy, page_size: 2 });
-          assert.deepEqual(uids(pages.flatMap((p) => p.groups).filter((g) => g.name === "m")), want, `${orderBy}, pages of 2`);
+          assert.deepEqual(
+            uids(pages.flatMap((p) => p.groups).filter((g) => g.name === "m")),
+            want,
+            `${orderBy}, pages of 2`,
+          );
         }
       });
 
@@ -601,7 +710,12 @@ for (const backend of backends()) {
       before(async () => {
         org = await createGroup("skip org");
         for (let i = 0; i < 10; i++) await createGroup(`s${i % 3}`, org);
-        expected = uids(sorted(descendants(org).filter((g) => g.uid !== org.uid), { key: "uid", desc: false }));
+        expected = uids(
+          sorted(
+            descendants(org).filter((g) => g.uid !== org.uid),
+            { key: "uid", desc: false },
+          ),
+        );
         assert.equal(expected.length, 10);
       });
       const scope = () => ({ "uidp.children_of": org.uid });
@@ -637,9 +751,18 @@ for (const backend of backends()) {
       it("skipped accumulates across the pages of one walk", async () => {
         const pages = await walk({ ...scope(), page_size: 2 }, { skip: 1 });
         const model = skipWalkModel(expected, 2, 1);
-        assert.deepEqual(pages.map((p) => uids(p.groups)), model.map((m) => m.uids));
-        assert.deepEqual(pages.map((p) => p.skipped), [1, 2, 3, 4]);
-        assert.deepEqual(model.map((m) => m.skipped), [1, 2, 3, 4]);
+        assert.deepEqual(
+          pages.map((p) => uids(p.groups)),
+          model.map((m) => m.uids),
+        );
+        assert.deepEqual(
+          pages.map((p) => p.skipped),
+          [1, 2, 3, 4],
+        );
+        assert.deepEqual(
+          model.map((m) => m.skipped),
+          [1, 2, 3, 4],
+        );
       });
 
       it("past the end: returns what remains and reports what was really skipped", async () => {
@@ -661,18 +784,36 @@ for (const backend of backends()) {
         assert.equal(partial.skipped, 5, "only 5 were left to skip");
         // the walk model: page_size 5, skip 3 → [3..8), then 2 left: skip runs out
         const pages = await walk({ ...scope(), page_size: 5 }, { skip: 3 });
-        assert.deepEqual(pages.map((p) => uids(p.groups)), [expected.slice(3, 8), []]);
-        assert.deepEqual(pages.map((p) => p.skipped), [3, 5]);
+        assert.deepEqual(
+          pages.map((p) => uids(p.groups)),
+          [expected.slice(3, 8), []],
+        );
+        assert.deepEqual(
+          pages.map((p) => p.skipped),
+          [3, 5],
+        );
       });
 
       it("works with every order", async () => {
         const members = descendants(org).filter((g) => g.uid !== org.uid);
-        for (const [orderBy, key, desc] of [["name desc", "name", true], ["create_time desc", "createTime", true], ["name", "name", false]] as const) {
+        for (const [orderBy, key, desc] of [
+          ["name desc", "name", true],
+          ["create_time desc", "createTime", true],
+          ["name", "name", false],
+        ] as const) {
           const exp = uids(sorted(members, { key, desc }));
           const pages = await walk({ ...scope(), page_size: 3, order_by: orderBy }, { skip: 2 });
           const model = skipWalkModel(exp, 3, 2);
-          assert.deepEqual(pages.map((p) => uids(p.groups)), model.map((m) => m.uids), orderBy);
-          assert.deepEqual(pages.map((p) => p.skipped), model.map((m) => m.skipped), orderBy);
+          assert.deepEqual(
+            pages.map((p) => uids(p.groups)),
+            model.map((m) => m.uids),
+            orderBy,
+          );
+          assert.deepEqual(
+            pages.map((p) => p.skipped),
+            model.map((m) => m.skipped),
+            orderBy,
+          );
         }
       });
     });
@@ -760,9 +901,17 @@ for (const backend of backends()) {
         await expectSet({ "uidp.children_of": fa.uid, name: "y" }, [y], "children + name");
         await expectSet({ "uidp.children_of": fa.uid, name: "x1" }, [], "children + grandchild's name");
         await expectSet({ "uidp.in_root": true, name: "filter root" }, [fa, fb], "in_root + name");
-        await expectSet({ "uidp.descendants_of": fa.uid, "uidp.ids": [x1.uid, y1.uid, fb.uid, bx.uid] }, [x1, y1], "descendants + ids");
+        await expectSet(
+          { "uidp.descendants_of": fa.uid, "uidp.ids": [x1.uid, y1.uid, fb.uid, bx.uid] },
+          [x1, y1],
+          "descendants + ids",
+        );
         await expectSet({ "uidp.ancestors_of": x1a.uid, "uidp.children_of": fa.uid }, [x], "ancestors + children");
-        await expectSet({ "uidp.descendants_of": x.uid, "uidp.in_root": true }, [], "descendants of a non-root + in_root");
+        await expectSet(
+          { "uidp.descendants_of": x.uid, "uidp.in_root": true },
+          [],
+          "descendants of a non-root + in_root",
+        );
         await expectSet({ "uidp.ancestors_of": x1a.uid, name: "x1" }, [x1], "ancestors + name");
       });
 
@@ -777,7 +926,8 @@ for (const backend of backends()) {
           const res = await list({ "uidp.ids": ids });
           assert.equal(res.status, 400, JSON.stringify(res.body));
           assert.equal((res.body as any).code, 3);
-          const field: string = (res.body as any).details.find((d: any) => d.fieldViolations)?.fieldViolations[0]?.field;
+          const field: string = (res.body as any).details.find((d: any) => d.fieldViolations)?.fieldViolations[0]
+            ?.field;
           assert.ok(field?.startsWith("uidp.ids"), field);
           assert.ok((res.body as any).message.startsWith(`Invalid argument: ${field}: `));
         }

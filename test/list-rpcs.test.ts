@@ -2,9 +2,9 @@
 // cursor walks, order_by over each sortable field with the uid tie-breaker, skip / skipped,
 // totalCount, token binding, errors) checked over REST on every backend, plus one gRPC call each.
 //
-// The List RPCs come from buildServices (the one place start.ts names every served service),
-// kept to methods named List* whose google.api.http rule is a GET; the REST URL comes from that
-// rule and the sortable fields from the resource's `*Listing` export in src/iam. A test also
+// The List RPCs come from the registered feature modules (server/modules.ts), kept to methods
+// named List* whose google.api.http rule is a GET; the REST URL comes from that rule and the
+// sortable fields from the module's `listings` entry for the item message. A test also
 // probes every service in src/gen over gRPC and checks the running server answers exactly those.
 // A served List RPC without a fixture factory in FACTORIES (keyed by the response's repeated
 // field, e.g. "groups") FAILS: a new List RPC needs a fixture here. The list engine itself is
@@ -14,13 +14,19 @@ import assert from "node:assert/strict";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { getOption, hasOption, type DescField, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import {
+  getOption,
+  hasOption,
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+} from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import { http } from "../src/gen/google/api/annotations_pb.js";
 import { DEFAULT_PAGE_SIZE, type ListableResource } from "../src/core/list.js";
-import type { PageTokenCodec } from "../src/core/page-tokens.js";
-import { buildServices, type Repositories, type ServerKeys, type AuthDeps } from "../src/server/start.js";
+import { MODULES } from "../src/server/modules.js";
 import { backends } from "./support/db-templates.js";
 import {
   createAccountAssociation,
@@ -89,22 +95,11 @@ const FACTORIES: Record<string, Factory> = {
 // ---------------------------------------------------------------------------------------------
 // The served List RPCs.
 
-/**
- * Every served service, read from buildServices itself. Making the bindings touches none of the
- * dependencies (each service only closes over them), so inert stand-ins do.
- */
-const SERVED: DescService[] = buildServices({} as Repositories, {} as PageTokenCodec, {} as ServerKeys, {} as AuthDeps).map((b) => b.service);
+/** Every served service, as the registered modules declare them (the server binds exactly these). */
+const SERVED: DescService[] = MODULES.flatMap((m) => m.services);
 
-/** Every `*Listing` (a ListableResource) exported by src/iam, by export name. */
-const LISTINGS = new Map<string, ListableResource>();
-for (const file of readdirSync(join(ROOT, "src", "iam")).filter((f) => f.endsWith(".ts")).sort()) {
-  const mod = (await import(pathToFileURL(join(ROOT, "src", "iam", file)).href)) as Record<string, unknown>;
-  for (const [name, value] of Object.entries(mod)) {
-    if (name.endsWith("Listing") && value && typeof value === "object" && "sortable" in value && "defaultOrder" in value) {
-      LISTINGS.set(name, value as ListableResource);
-    }
-  }
-}
+/** Every module's listings, by the item message's full name. */
+const LISTINGS = new Map<string, ListableResource>(MODULES.flatMap((m) => Object.entries(m.listings)));
 
 interface ListRpc {
   service: DescService;
@@ -119,10 +114,13 @@ interface ListRpc {
   factory?: Factory;
 }
 
-const lowerFirst = (s: string) => s.charAt(0).toLowerCase() + s.slice(1);
-
 function isListMethod(m: DescMethod): boolean {
-  return m.name.startsWith("List") && m.methodKind === "unary" && hasOption(m, http) && getOption(m, http).pattern.case === "get";
+  return (
+    m.name.startsWith("List") &&
+    m.methodKind === "unary" &&
+    hasOption(m, http) &&
+    getOption(m, http).pattern.case === "get"
+  );
 }
 
 function listRpcsOf(services: DescService[]): ListRpc[] {
@@ -132,8 +130,9 @@ function listRpcsOf(services: DescService[]): ListRpc[] {
       if (!isListMethod(method)) continue;
       const repeated = method.output.fields.filter((f) => f.fieldKind === "list" && f.listKind === "message");
       const itemsField = repeated.length === 1 ? repeated[0] : undefined;
-      const item = itemsField?.fieldKind === "list" && itemsField.listKind === "message" ? itemsField.message : undefined;
-      const listingName = item ? `${lowerFirst(item.name)}Listing` : undefined;
+      const item =
+        itemsField?.fieldKind === "list" && itemsField.listKind === "message" ? itemsField.message : undefined;
+      const listingName = item?.typeName;
       rpcs.push({
         service,
         method,
@@ -215,8 +214,13 @@ function assertInvalidArgument(res: { status: number; body: any }, field: string
   assert.equal(res.status, 400, ctx);
   assert.equal(res.body?.code, 3, ctx);
   assert.ok(typeof res.body.message === "string" && res.body.message.startsWith(`Invalid argument: ${field}: `), ctx);
-  const badRequest = (res.body.details ?? []).find((d: any) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest");
-  assert.ok(badRequest?.fieldViolations?.some((v: any) => v.field === field), ctx);
+  const badRequest = (res.body.details ?? []).find(
+    (d: any) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest",
+  );
+  assert.ok(
+    badRequest?.fieldViolations?.some((v: any) => v.field === field),
+    ctx,
+  );
 }
 
 /** The PATCH template of the service's Update<Item> RPC, if it has one. */
@@ -236,7 +240,9 @@ function unaryMethods(service: DescService, transport: ReturnType<typeof createG
 
 /** Every service the generated code in src/gen describes, whether served or not. */
 async function generatedServices(): Promise<DescService[]> {
-  const files = readdirSync(join(ROOT, "src", "gen"), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith("_pb.ts")).sort();
+  const files = readdirSync(join(ROOT, "src", "gen"), { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith("_pb.ts"))
+    .sort();
   const byName = new Map<string, DescService>();
   for (const file of files) {
     const mod = (await import(pathToFileURL(join(ROOT, "src", "gen", file)).href)) as Record<string, unknown>;
@@ -260,17 +266,25 @@ for (const backend of backends()) {
       server = await startTestServer(backend);
       api = restClient(server.url, server.operatorToken);
       sessions = new Http2SessionManager(server.url);
-      grpc = createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions });
+      grpc = createGrpcTransport({
+        baseUrl: server.url,
+        interceptors: [bearer(server.operatorToken)],
+        sessionManager: sessions,
+      });
     });
     after(async () => {
       sessions?.abort();
       await server?.close();
     });
 
-    it("the running server answers the List RPCs of exactly buildServices' services (every generated service probed over gRPC)", async () => {
+    it("the running server answers the List RPCs of exactly the modules' services (every generated service probed over gRPC)", async () => {
       const generated = await generatedServices();
       const names = (ss: DescService[]) => ss.map((s) => s.typeName).sort();
-      for (const s of SERVED) assert.ok(generated.some((g) => g === s), `${s.typeName} is served but not found in src/gen`);
+      for (const s of SERVED)
+        assert.ok(
+          generated.some((g) => g === s),
+          `${s.typeName} is served but not found in src/gen`,
+        );
       const answered: DescService[] = [];
       for (const service of generated) {
         const lists = service.methods.filter((m) => m.name.startsWith("List") && m.methodKind === "unary");
@@ -279,10 +293,16 @@ for (const backend of backends()) {
         let served = false;
         for (const m of lists) {
           // An empty List request reads and never writes.
-          const err = await client[m.localName]!({}).then(() => undefined, (e: unknown) => ConnectError.from(e));
+          const err = await client[m.localName]!({}).then(
+            () => undefined,
+            (e: unknown) => ConnectError.from(e),
+          );
           if (err && err.code === Code.Unimplemented && /unknown method/.test(err.rawMessage)) continue;
           served = true;
-          assert.ok(!err || err.code !== Code.Unimplemented, `${service.typeName}.${m.name} is served without a handler: ${err?.message}`);
+          assert.ok(
+            !err || err.code !== Code.Unimplemented,
+            `${service.typeName}.${m.name} is served without a handler: ${err?.message}`,
+          );
         }
         if (served) answered.push(service);
       }
@@ -314,11 +334,16 @@ for (const backend of backends()) {
           org = await createGroup(api, undefined, `list org ${key.toLowerCase()}`);
           items = await rpc.factory!(api, org, N);
           // Touch two items (the later one first) so update_time order differs from creation order.
-          const patch = listing.sortable.update_time && item.fields.some((f) => f.name === "description") ? updatePath(rpc.service, item) : undefined;
+          const patch =
+            listing.sortable.update_time && item.fields.some((f) => f.name === "description")
+              ? updatePath(rpc.service, item)
+              : undefined;
           if (patch) {
             for (const i of [4, 1]) {
               const uid = items[i]!.uid as string;
-              const res: JsonResponse = await api.patch(patch.replace(/\{[^}]+\}/, uid), { description: `touched ${i}` });
+              const res: JsonResponse = await api.patch(patch.replace(/\{[^}]+\}/, uid), {
+                description: `touched ${i}`,
+              });
               assert.equal(res.status, 200, JSON.stringify(res.body));
               items[i] = res.body;
             }
@@ -372,7 +397,8 @@ for (const backend of backends()) {
           if (order.field !== "uid") {
             const k = jsonNameOf(item, order.field);
             const mine = new Map(items.map((x) => [x.uid as string, x]));
-            for (const x of pages.flatMap((p) => p[key] as Json[])) assert.equal(x[k], mine.get(x.uid)![k], `${where}: ${k} of ${x.uid}`);
+            for (const x of pages.flatMap((p) => p[key] as Json[]))
+              assert.equal(x[k], mine.get(x.uid)![k], `${where}: ${k} of ${x.uid}`);
           }
         }
 
@@ -382,26 +408,46 @@ for (const backend of backends()) {
             rpc.factory,
             `no fixture factory for ${label}: add FACTORIES["${rpc.itemsField.jsonName}"] to test/list-rpcs.test.ts`,
           );
-          assert.ok(rpc.listing, `no ${rpc.listingName} (a ListableResource) exported by src/iam/*.ts`);
-          assert.ok(rpc.item!.fields.some((f) => f.name === "uid"), `${rpc.item!.typeName} has no uid`);
-          assert.ok(rpc.method.input.fields.some((f) => f.name === "uidp"), `${rpc.method.input.typeName} has no uidp filter`);
+          assert.ok(rpc.listing, `no listing for ${rpc.listingName} in its module's listings`);
+          assert.ok(
+            rpc.item!.fields.some((f) => f.name === "uid"),
+            `${rpc.item!.typeName} has no uid`,
+          );
+          assert.ok(
+            rpc.method.input.fields.some((f) => f.name === "uidp"),
+            `${rpc.method.input.typeName} has no uidp filter`,
+          );
           for (const f of ["page_size", "page_token", "order_by", "skip"]) {
-            assert.ok(rpc.method.input.fields.some((x) => x.name === f), `${rpc.method.input.typeName} has no ${f}`);
+            assert.ok(
+              rpc.method.input.fields.some((x) => x.name === f),
+              `${rpc.method.input.typeName} has no ${f}`,
+            );
           }
           for (const f of ["next_page_token", "total_count", "skipped"]) {
-            assert.ok(rpc.method.output.fields.some((x) => x.name === f), `${rpc.method.output.typeName} has no ${f}`);
+            assert.ok(
+              rpc.method.output.fields.some((x) => x.name === f),
+              `${rpc.method.output.typeName} has no ${f}`,
+            );
           }
           assert.ok(!rpc.path.includes("{"), `path variables in ${rpc.path} are not modelled here`);
         });
 
-        it("default page size: fewer than 50 items come on one page, in the default order, without a nextPageToken", { skip }, async () => {
-          assert.ok(items.length < DEFAULT_PAGE_SIZE);
-          const body = await listOk(scope());
-          assert.deepEqual(uidsOf(body), sortedUids(items, item, parseOrder(listing.defaultOrder)), `default order "${listing.defaultOrder}"`);
-          assert.ok(!("nextPageToken" in body));
-          assert.equal(body.totalCount, total);
-          assert.equal(body.skipped, 0);
-        });
+        it(
+          "default page size: fewer than 50 items come on one page, in the default order, without a nextPageToken",
+          { skip },
+          async () => {
+            assert.ok(items.length < DEFAULT_PAGE_SIZE);
+            const body = await listOk(scope());
+            assert.deepEqual(
+              uidsOf(body),
+              sortedUids(items, item, parseOrder(listing.defaultOrder)),
+              `default order "${listing.defaultOrder}"`,
+            );
+            assert.ok(!("nextPageToken" in body));
+            assert.equal(body.totalCount, total);
+            assert.equal(body.skipped, 0);
+          },
+        );
 
         it("page_size=3 walks every item exactly once in uid order; totalCount on every page", { skip }, async () => {
           await assertWalk("uid", { field: "uid", desc: false });
@@ -421,7 +467,10 @@ for (const backend of backends()) {
             await assertWalk(`${field} desc`, { field, desc: true });
             if (field === "name") {
               const names = items.map((x) => x.name as string);
-              assert.ok(new Set(names).size < names.length, "the fixture has no equal names: the tie-breaker is untested");
+              assert.ok(
+                new Set(names).size < names.length,
+                "the fixture has no equal names: the tie-breaker is untested",
+              );
             }
           });
         }
@@ -435,7 +484,11 @@ for (const backend of backends()) {
           for (const [spelling, field] of spellings) {
             for (const dir of ["", " desc"]) {
               const expected = sortedUids(items, item, { field, desc: dir !== "" });
-              assert.deepEqual(uidsOf(await listOk({ ...scope(), order_by: spelling + dir })), expected, `order_by=${spelling}${dir}`);
+              assert.deepEqual(
+                uidsOf(await listOk({ ...scope(), order_by: spelling + dir })),
+                expected,
+                `order_by=${spelling}${dir}`,
+              );
             }
           }
         });
@@ -445,18 +498,33 @@ for (const backend of backends()) {
           assertInvalidArgument(await list({ ...scope(), skip: -1 }), "skip");
         });
 
-        it("skip=2 with page_size=3: `skipped` accumulates and the pages hold the expected slices", { skip }, async () => {
-          for (const [orderBy, order] of [["uid", { field: "uid", desc: false }], [undefined, parseOrder(listing.defaultOrder)]] as const) {
-            const expected = sortedUids(items, item, order);
-            const model = skipWalkModel(expected, PAGE, 2);
-            const pages = await walk({ order_by: orderBy, page_size: PAGE }, { skip: 2 });
-            const where = `skip 2, order_by=${orderBy ?? "(default)"}`;
-            assert.deepEqual(pages.map(uidsOf), model.map((m) => m.uids), where);
-            assert.deepEqual(pages.map((p) => p.skipped), model.map((m) => m.skipped), where);
-            for (const p of pages) assert.equal(p.totalCount, total, where);
-            assert.ok(!("nextPageToken" in pages.at(-1)!), where);
-          }
-        });
+        it(
+          "skip=2 with page_size=3: `skipped` accumulates and the pages hold the expected slices",
+          { skip },
+          async () => {
+            for (const [orderBy, order] of [
+              ["uid", { field: "uid", desc: false }],
+              [undefined, parseOrder(listing.defaultOrder)],
+            ] as const) {
+              const expected = sortedUids(items, item, order);
+              const model = skipWalkModel(expected, PAGE, 2);
+              const pages = await walk({ order_by: orderBy, page_size: PAGE }, { skip: 2 });
+              const where = `skip 2, order_by=${orderBy ?? "(default)"}`;
+              assert.deepEqual(
+                pages.map(uidsOf),
+                model.map((m) => m.uids),
+                where,
+              );
+              assert.deepEqual(
+                pages.map((p) => p.skipped),
+                model.map((m) => m.skipped),
+                where,
+              );
+              for (const p of pages) assert.equal(p.totalCount, total, where);
+              assert.ok(!("nextPageToken" in pages.at(-1)!), where);
+            }
+          },
+        );
 
         it("a skip past the end gives an empty page, skipped = what remained", { skip }, async () => {
           const n = items.length;
@@ -480,16 +548,32 @@ for (const backend of backends()) {
           const mid = Math.floor(token.length / 2);
           assert.notEqual(token[mid], ".");
           const flipped = token.slice(0, mid) + (token[mid] === "A" ? "B" : "A") + token.slice(mid + 1);
-          assertInvalidArgument(await list({ ...scope(), page_size: PAGE, page_token: flipped }), "page_token", "flipped");
-          assertInvalidArgument(await list({ ...scope(), page_size: PAGE, page_token: "garbage" }), "page_token", "garbage");
+          assertInvalidArgument(
+            await list({ ...scope(), page_size: PAGE, page_token: flipped }),
+            "page_token",
+            "flipped",
+          );
+          assertInvalidArgument(
+            await list({ ...scope(), page_size: PAGE, page_token: "garbage" }),
+            "page_token",
+            "garbage",
+          );
         });
 
         it("a page token is bound to its order_by and filter", { skip }, async () => {
           const token = (await listOk({ ...scope(), page_size: PAGE, order_by: "uid" })).nextPageToken as string;
           for (const orderBy of ["uid desc", ...Object.keys(listing.sortable)]) {
-            assertInvalidArgument(await list({ ...scope(), page_size: PAGE, order_by: orderBy, page_token: token }), "page_token", orderBy);
+            assertInvalidArgument(
+              await list({ ...scope(), page_size: PAGE, order_by: orderBy, page_token: token }),
+              "page_token",
+              orderBy,
+            );
           }
-          assertInvalidArgument(await list({ page_size: PAGE, order_by: "uid", page_token: token }), "page_token", "filter dropped");
+          assertInvalidArgument(
+            await list({ page_size: PAGE, order_by: "uid", page_token: token }),
+            "page_token",
+            "filter dropped",
+          );
           // the same order, spelled differently, continues the walk
           const next = await listOk({ ...scope(), page_size: PAGE, order_by: "uid asc", page_token: token });
           assert.deepEqual(uidsOf(next), sortedUids(items, item, { field: "uid", desc: false }).slice(PAGE, 2 * PAGE));
@@ -497,7 +581,8 @@ for (const backend of backends()) {
 
         it("order_by a field that is not sortable is INVALID_ARGUMENT (order_by)", { skip }, async () => {
           const unsortable = ["bogus", "name", "update_time", "description"].filter((f) => !(f in listing.sortable));
-          for (const orderBy of unsortable) assertInvalidArgument(await list({ ...scope(), order_by: orderBy }), "order_by", orderBy);
+          for (const orderBy of unsortable)
+            assertInvalidArgument(await list({ ...scope(), order_by: orderBy }), "order_by", orderBy);
           assertInvalidArgument(await list({ ...scope(), order_by: "uid sideways" }), "order_by", "bad direction");
         });
 
@@ -508,12 +593,19 @@ for (const backend of backends()) {
           assert.deepEqual(got, uidsOf(await listOk(scope())));
           assert.equal(res.totalCount, BigInt(items.length));
           assert.equal(res.nextPageToken, "");
-          const paged = await client[rpc.method.localName]!({ uidp: { descendantsOf: org.uid }, pageSize: PAGE, orderBy: "uid desc" });
+          const paged = await client[rpc.method.localName]!({
+            uidp: { descendantsOf: org.uid },
+            pageSize: PAGE,
+            orderBy: "uid desc",
+          });
           assert.deepEqual(
             (paged[rpc.itemsField!.localName] as { uid: string }[]).map((x) => x.uid),
             uidsOf(await listOk({ ...scope(), page_size: PAGE, order_by: "uid desc" })),
           );
-          const err = await client[rpc.method.localName]!({ pageSize: -1 }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+          const err = await client[rpc.method.localName]!({ pageSize: -1 }).then(
+            () => undefined,
+            (e: unknown) => ConnectError.from(e),
+          );
           assert.equal(err?.code, Code.InvalidArgument);
         });
       });

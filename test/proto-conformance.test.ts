@@ -28,10 +28,7 @@ import {
   type DescMessage,
   type DescService,
 } from "@bufbuild/protobuf";
-import {
-  FileDescriptorSetSchema,
-  MethodOptions_IdempotencyLevel,
-} from "@bufbuild/protobuf/wkt";
+import { FileDescriptorSetSchema, MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 
 import { http } from "../src/gen/google/api/annotations_pb.js";
 import { field_behavior, FieldBehavior } from "../src/gen/google/api/field_behavior_pb.js";
@@ -39,12 +36,7 @@ import { resource, resource_reference } from "../src/gen/google/api/resource_pb.
 import type { HttpRule } from "../src/gen/google/api/http_pb.js";
 import { iam, iam_scope } from "../src/gen/annotations/auth_pb.js";
 import { events, EventAttributes_Audience } from "../src/gen/annotations/events_pb.js";
-import {
-  bit,
-  Capability,
-  internal_only,
-  name as capName,
-} from "../src/gen/capabilities/capabilities_pb.js";
+import { bit, Capability, internal_only, name as capName } from "../src/gen/capabilities/capabilities_pb.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const BUF = join(ROOT, "node_modules", ".bin", "buf");
@@ -260,7 +252,9 @@ class Diff {
     if (this.problems.length === 0) return;
     const shown = this.problems.slice(0, 40).map((p) => `  - ${p}`);
     const more = this.problems.length > 40 ? `\n  ... and ${this.problems.length - 40} more` : "";
-    assert.fail(`${label}: ${this.problems.length} mismatch(es) with reference/api-surface.json\n${shown.join("\n")}${more}`);
+    assert.fail(
+      `${label}: ${this.problems.length} mismatch(es) with reference/api-surface.json\n${shown.join("\n")}${more}`,
+    );
   }
 }
 
@@ -277,7 +271,9 @@ function compareField(d: Diff, path: string, r: RefField, f: DescField): void {
   const rr = hasOption(f, resource_reference) ? getOption(f, resource_reference) : undefined;
   d.eq(
     `${path} resource_reference`,
-    r.resourceReference ? { type: r.resourceReference.type ?? "", childType: r.resourceReference.childType ?? "" } : null,
+    r.resourceReference
+      ? { type: r.resourceReference.type ?? "", childType: r.resourceReference.childType ?? "" }
+      : null,
     rr ? { type: rr.type, childType: rr.childType } : null,
   );
 }
@@ -290,7 +286,11 @@ function compareEnum(d: Diff, path: string, r: RefEnum, e: DescEnum): void {
     r.values.map((v) => v.name),
     e.values.map((v) => v.name),
   );
-  for (const name of d.names(`${path} values`, r.values.map((v) => v.name), byName.keys())) {
+  for (const name of d.names(
+    `${path} values`,
+    r.values.map((v) => v.name),
+    byName.keys(),
+  )) {
     const rv = r.values.find((v) => v.name === name)!;
     const v = byName.get(name)!;
     d.eq(`${path}.${name} number`, rv.number, v.number);
@@ -308,15 +308,33 @@ function compareMessage(d: Diff, path: string, r: RefMessage, m: DescMessage): v
     r.fields.map((f) => f.name),
     m.fields.map((f) => f.name),
   );
-  for (const name of d.names(`${path} fields`, r.fields.map((f) => f.name), fields.keys())) {
-    compareField(d, `${path}.${name}`, r.fields.find((f) => f.name === name)!, fields.get(name)!);
+  for (const name of d.names(
+    `${path} fields`,
+    r.fields.map((f) => f.name),
+    fields.keys(),
+  )) {
+    compareField(
+      d,
+      `${path}.${name}`,
+      r.fields.find((f) => f.name === name)!,
+      fields.get(name)!,
+    );
   }
-  d.eq(`${path} oneofs`, r.oneofs ?? [], m.oneofs.map((o) => o.name));
+  d.eq(
+    `${path} oneofs`,
+    r.oneofs ?? [],
+    m.oneofs.map((o) => o.name),
+  );
   d.eq(`${path} reserved numbers`, r.reservedNumbers ?? [], reservedOf(m.proto.reservedRange, true));
   d.eq(`${path} reserved names`, r.reservedNames ?? [], m.proto.reservedName);
   const res = hasOption(m, resource) ? getOption(m, resource) : undefined;
   const refRes = r.resource
-    ? { type: r.resource.type, pattern: r.resource.pattern, plural: r.resource.plural ?? "", singular: r.resource.singular ?? "" }
+    ? {
+        type: r.resource.type,
+        pattern: r.resource.pattern,
+        plural: r.resource.plural ?? "",
+        singular: r.resource.singular ?? "",
+      }
     : null;
   d.eq(
     `${path} google.api.resource`,
@@ -331,7 +349,11 @@ function compareMessage(d: Diff, path: string, r: RefMessage, m: DescMessage): v
   for (const name of d.names(`${path} nested enums`, Object.keys(r.enums ?? {}), enums.keys())) {
     compareEnum(d, `${path}.${name}`, r.enums![name]!, enums.get(name)!);
   }
-  d.eq(`${path} nested extensions`, [], m.nestedExtensions.map((x) => x.name));
+  d.eq(
+    `${path} nested extensions`,
+    [],
+    m.nestedExtensions.map((x) => x.name),
+  );
 }
 
 function compareService(d: Diff, path: string, r: RefService, s: DescService): void {
@@ -389,7 +411,11 @@ function compareExtension(d: Diff, fullName: string, r: RefExtension, x: DescExt
 function compareCapabilities(d: Diff, e: DescEnum): void {
   const internal = new Set(ref.capabilityInternalOnly);
   const deprecated = new Set(ref.capabilityDeprecated);
-  d.names("Capability values", Object.keys(ref.capabilities), e.values.map((v) => v.name));
+  d.names(
+    "Capability values",
+    Object.keys(ref.capabilities),
+    e.values.map((v) => v.name),
+  );
   for (const v of e.values) {
     const p = `Capability.${v.name}`;
     d.eq(`${p} number`, ref.capabilities[v.name], v.number);
@@ -400,7 +426,11 @@ function compareCapabilities(d: Diff, e: DescEnum): void {
   }
   const reserved: number[] = [];
   for (const { start, end } of e.proto.reservedRange) for (let n = start; n <= end; n++) reserved.push(n);
-  d.eq("Capability reserved numbers", ref.capabilityReservedNumbers, reserved.sort((a, b) => a - b));
+  d.eq(
+    "Capability reserved numbers",
+    ref.capabilityReservedNumbers,
+    reserved.sort((a, b) => a - b),
+  );
 }
 
 function countPackage(files: DescFile[]) {
@@ -496,8 +526,13 @@ test("descriptors embedded in src/gen match reference/api-surface.json", async (
     });
   for (const p of walk(genDir)) {
     const mod = (await import(pathToFileURL(p).href)) as Record<string, unknown>;
-    const expectedName = relative(genDir, p).split("\\").join("/").replace(/_pb\.ts$/, ".proto");
-    const descs = Object.entries(mod).filter(([k]) => k.startsWith("file_")).map(([, v]) => v as DescFile);
+    const expectedName = relative(genDir, p)
+      .split("\\")
+      .join("/")
+      .replace(/_pb\.ts$/, ".proto");
+    const descs = Object.entries(mod)
+      .filter(([k]) => k.startsWith("file_"))
+      .map(([, v]) => v as DescFile);
     assert.equal(descs.length, 1, `${p}: expected exactly one file_* export`);
     assert.equal(descs[0]!.proto.name, expectedName, `${p}: embedded file name`);
     files.set(expectedName, descs[0]!);

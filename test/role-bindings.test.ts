@@ -11,7 +11,7 @@ import { ListRoleBindingsRequestSchema } from "../src/gen/chainguard/platform/ia
 import { PageTokenCodec } from "../src/core/page-tokens.js";
 import { newChildUidp } from "../src/core/uidp.js";
 import { roleBindingsService } from "../src/iam/role-bindings.js";
-import { RoleBindingsRepository } from "../src/store/role-bindings.js";
+import { RoleBindingsRepository } from "../src/iam/storage/role-bindings.js";
 import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
 import { startTestServer, type TestServer, bearer } from "./support/server.js";
@@ -34,11 +34,26 @@ for (const backend of backends()) {
       assert.equal(r.status, 200, JSON.stringify(r.body));
       return r.body;
     };
-    const group = (name: string, parent = "") => ok(api.post(`/iam/v2beta1/groups${parent ? "/" + parent : ""}`, { name }));
+    const group = (name: string, parent = "") =>
+      ok(api.post(`/iam/v2beta1/groups${parent ? "/" + parent : ""}`, { name }));
     const identity = (parent: string, name: string) =>
-      ok(api.post(`/iam/v2beta1/identities/${parent}`, { name, description: `${name} desc`, claimMatch: { issuer: ISSUER, subject: `sub-${name}` } }));
-    const role = (parent: string, name: string) => ok(api.post(`/iam/v2beta1/roles/${parent}`, { name, description: `${name} desc`, capabilities: ["CAP_IAM_GROUPS_LIST"] }));
-    const bind = (parent: string, identityUid: string, roleUid: string) => api.post(`/iam/v2beta1/roleBindings/${parent}`, { identityUid, roleUid });
+      ok(
+        api.post(`/iam/v2beta1/identities/${parent}`, {
+          name,
+          description: `${name} desc`,
+          claimMatch: { issuer: ISSUER, subject: `sub-${name}` },
+        }),
+      );
+    const role = (parent: string, name: string) =>
+      ok(
+        api.post(`/iam/v2beta1/roles/${parent}`, {
+          name,
+          description: `${name} desc`,
+          capabilities: ["CAP_IAM_GROUPS_LIST"],
+        }),
+      );
+    const bind = (parent: string, identityUid: string, roleUid: string) =>
+      api.post(`/iam/v2beta1/roleBindings/${parent}`, { identityUid, roleUid });
 
     it("returns the hydrated binding, field for field", async () => {
       const org = await group("acme");
@@ -49,7 +64,14 @@ for (const backend of backends()) {
       assert.match(res.body.createTime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
       assert.deepEqual(res.body, {
         uid: res.body.uid,
-        identity: { uid: id.uid, name: "deployer", description: "deployer desc", subject: "sub-deployer", issuer: ISSUER, email: "" },
+        identity: {
+          uid: id.uid,
+          name: "deployer",
+          description: "deployer desc",
+          subject: "sub-deployer",
+          issuer: ISSUER,
+          email: "",
+        },
         group: { uid: org.uid, name: "acme", description: "" },
         role: { uid: VIEWER, name: "viewer", description: "Viewer Role (built-in)" },
         createTime: res.body.createTime,
@@ -64,7 +86,10 @@ for (const backend of backends()) {
       const id = await identity(org.uid, "i");
       const empty = await api.post(`/iam/v2beta1/roleBindings/${org.uid}`, {});
       assert.equal(empty.status, 400);
-      assert.deepEqual(empty.body.details[1].fieldViolations.map((v: { field: string }) => v.field), ["identity_uid", "role_uid"]);
+      assert.deepEqual(
+        empty.body.details[1].fieldViolations.map((v: { field: string }) => v.field),
+        ["identity_uid", "role_uid"],
+      );
       const missingRole = await bind(org.uid, id.uid, "f".repeat(40));
       assert.equal(missingRole.status, 404);
       assert.equal(missingRole.body.details[1].resourceType, "role");
@@ -95,7 +120,17 @@ for (const backend of backends()) {
       assert.equal((await bind(org.uid, foreignId.uid, VIEWER)).status, 404);
       // and the database refuses it even if the service were bypassed
       await assert.rejects(
-        server.db.insertInto("role_bindings").values({ uid: newChildUidp(org.uid), parent_uid: org.uid, identity_uid: orgId.uid, role_uid: foreignRole.uid, create_time: new Date(), update_time: new Date() }).execute(),
+        server.db
+          .insertInto("role_bindings")
+          .values({
+            uid: newChildUidp(org.uid),
+            parent_uid: org.uid,
+            identity_uid: orgId.uid,
+            role_uid: foreignRole.uid,
+            create_time: new Date(),
+            update_time: new Date(),
+          })
+          .execute(),
         /check constraint/,
       );
     });
@@ -124,7 +159,9 @@ for (const backend of backends()) {
       const seen: string[] = [];
       let token = "";
       do {
-        const page = await api.get(`/iam/v2beta1/roleBindings?group=${org.uid}&page_size=25${token ? `&page_token=${encodeURIComponent(token)}` : ""}`);
+        const page = await api.get(
+          `/iam/v2beta1/roleBindings?group=${org.uid}&page_size=25${token ? `&page_token=${encodeURIComponent(token)}` : ""}`,
+        );
         assert.equal(page.status, 200);
         assert.equal(page.body.totalCount, "60");
         for (const b of page.body.roleBindings) {
@@ -141,7 +178,10 @@ for (const backend of backends()) {
       const byRole = await api.get(`/iam/v2beta1/roleBindings?role=${r.uid}&page_size=200`);
       assert.equal(byRole.body.totalCount, "30");
       const byIdentity = await api.get(`/iam/v2beta1/roleBindings?identity=${ids[3].uid}`);
-      assert.deepEqual(byIdentity.body.roleBindings.map((b: { role: { uid: string } }) => b.role.uid), [r.uid]);
+      assert.deepEqual(
+        byIdentity.body.roleBindings.map((b: { role: { uid: string } }) => b.role.uid),
+        [r.uid],
+      );
       const bad = await api.get(`/iam/v2beta1/roleBindings?identity=nope`);
       assert.equal(bad.status, 400);
       assert.equal(bad.body.details[1].fieldViolations[0].field, "identity");
@@ -165,8 +205,14 @@ for (const backend of backends()) {
       });
       const queriesFor = async (pageSize: number) => {
         queries = 0;
-        const res = (await service.handlers.listRoleBindings!(create(ListRoleBindingsRequestSchema, { group: org.uid, pageSize }), { headers: new Headers(), visibility: "all" })) as any;
-        assert.ok(res.roleBindings.every((b: any) => b.identity?.name && b.role?.name && b.group?.name), "every row hydrated");
+        const res = (await service.handlers.listRoleBindings!(
+          create(ListRoleBindingsRequestSchema, { group: org.uid, pageSize }),
+          { headers: new Headers(), visibility: "all" },
+        )) as any;
+        assert.ok(
+          res.roleBindings.every((b: any) => b.identity?.name && b.role?.name && b.group?.name),
+          "every row hydrated",
+        );
         return { queries, rows: res.roleBindings.length as number };
       };
       const small = await queriesFor(2);
@@ -191,7 +237,11 @@ for (const backend of backends()) {
       const other = await group("other");
       const foreign = await role(other.uid, "foreign");
       assert.equal((await api.patch(`/iam/v2beta1/roleBindings/${b.uid}`, { roleUid: foreign.uid })).status, 404);
-      assert.equal((await api.get(`/iam/v2beta1/roleBindings/${b.uid}`)).body.role.uid, custom.uid, "unchanged after refusals");
+      assert.equal(
+        (await api.get(`/iam/v2beta1/roleBindings/${b.uid}`)).body.role.uid,
+        custom.uid,
+        "unchanged after refusals",
+      );
     });
 
     it("batch-creates all or nothing", async () => {
@@ -202,22 +252,45 @@ for (const backend of backends()) {
       const res = await api.post(`/iam/v2beta1/roleBindings:batchCreate`, {
         parent: org.uid,
         roleUid: VIEWER,
-        requests: [{ roleBinding: { identityUid: a.uid } }, { parent: org.uid, roleBinding: { identityUid: c.uid, roleUid: custom.uid } }],
+        requests: [
+          { roleBinding: { identityUid: a.uid } },
+          { parent: org.uid, roleBinding: { identityUid: c.uid, roleUid: custom.uid } },
+        ],
       });
       assert.equal(res.status, 200, JSON.stringify(res.body));
-      assert.deepEqual(res.body.roleBindings.map((b: { role: { name: string } }) => b.role.name), ["viewer", "batch-role"]);
+      assert.deepEqual(
+        res.body.roleBindings.map((b: { role: { name: string } }) => b.role.name),
+        ["viewer", "batch-role"],
+      );
       const failing = await api.post(`/iam/v2beta1/roleBindings:batchCreate`, {
         parent: org.uid,
-        requests: [{ roleBinding: { identityUid: c.uid, roleUid: VIEWER } }, { roleBinding: { identityUid: a.uid, roleUid: "f".repeat(40) } }],
+        requests: [
+          { roleBinding: { identityUid: c.uid, roleUid: VIEWER } },
+          { roleBinding: { identityUid: a.uid, roleUid: "f".repeat(40) } },
+        ],
       });
       assert.equal(failing.status, 404);
-      assert.equal((await api.get(`/iam/v2beta1/roleBindings?group=${org.uid}`)).body.totalCount, "2", "nothing of the failed batch was created");
-      const mismatch = await api.post(`/iam/v2beta1/roleBindings:batchCreate`, { parent: org.uid, requests: [{ parent: "d".repeat(40), roleBinding: { identityUid: a.uid, roleUid: VIEWER } }] });
+      assert.equal(
+        (await api.get(`/iam/v2beta1/roleBindings?group=${org.uid}`)).body.totalCount,
+        "2",
+        "nothing of the failed batch was created",
+      );
+      const mismatch = await api.post(`/iam/v2beta1/roleBindings:batchCreate`, {
+        parent: org.uid,
+        requests: [{ parent: "d".repeat(40), roleBinding: { identityUid: a.uid, roleUid: VIEWER } }],
+      });
       assert.equal(mismatch.status, 400);
       assert.equal(mismatch.body.details[1].fieldViolations[0].field, "requests[0].parent");
-      const dupInBatch = await api.post(`/iam/v2beta1/roleBindings:batchCreate`, { parent: org.uid, roleUid: custom.uid, requests: [{ roleBinding: { identityUid: a.uid } }, { roleBinding: { identityUid: a.uid } }] });
+      const dupInBatch = await api.post(`/iam/v2beta1/roleBindings:batchCreate`, {
+        parent: org.uid,
+        roleUid: custom.uid,
+        requests: [{ roleBinding: { identityUid: a.uid } }, { roleBinding: { identityUid: a.uid } }],
+      });
       assert.equal(dupInBatch.status, 409);
-      assert.equal((await api.post(`/iam/v2beta1/roleBindings:batchCreate`, { parent: org.uid, requests: [] })).status, 400);
+      assert.equal(
+        (await api.post(`/iam/v2beta1/roleBindings:batchCreate`, { parent: org.uid, requests: [] })).status,
+        400,
+      );
     });
 
     it("deletes in reverse order of creation: binding, identity, group", async () => {
@@ -226,7 +299,10 @@ for (const backend of backends()) {
       const b = await ok(bind(org.uid, id.uid, VIEWER));
       const blocked = await api.delete(`/iam/v2beta1/groups/${org.uid}`);
       assert.equal(blocked.status, 400);
-      assert.equal(blocked.body.details[1].violations[0].description, "cannot delete group with child identities, child role bindings");
+      assert.equal(
+        blocked.body.details[1].violations[0].description,
+        "cannot delete group with child identities, child role bindings",
+      );
       assert.equal((await api.delete(`/iam/v2beta1/roleBindings/${b.uid}`)).status, 200);
       assert.equal((await api.delete(`/iam/v2beta1/roleBindings/${b.uid}`)).status, 404);
       assert.equal((await api.delete(`/iam/v2beta1/identities/${id.uid}`)).status, 200);
@@ -236,8 +312,14 @@ for (const backend of backends()) {
     it("serves the same binding over gRPC", async () => {
       const org = await group("grpc");
       const id = await identity(org.uid, "g");
-      const client = createClient(RoleBindingsService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)] }));
-      const created = await client.createRoleBinding({ parent: org.uid, roleBinding: { identityUid: id.uid, roleUid: VIEWER } });
+      const client = createClient(
+        RoleBindingsService,
+        createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)] }),
+      );
+      const created = await client.createRoleBinding({
+        parent: org.uid,
+        roleBinding: { identityUid: id.uid, roleUid: VIEWER },
+      });
       assert.equal(created.identity?.subject, "sub-g");
       assert.equal(created.role?.name, "viewer");
       const listed = await client.listRoleBindings({ group: org.uid });

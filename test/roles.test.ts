@@ -14,7 +14,7 @@ import { Capability, CapabilitySchema, internal_only } from "../src/gen/capabili
 import { RolesService } from "../src/gen/chainguard/platform/iam/v2beta1/roles_pb.js";
 import { BadRequestSchema, PreconditionFailureSchema } from "../src/gen/google/rpc/error_details_pb.js";
 import { BUILTIN_ROLES } from "../src/iam/builtin-roles.js";
-import { repositories } from "../src/server/start.js";
+import { iamRepositories } from "../src/iam/module.js";
 import { backends } from "./support/db-templates.js";
 import {
   VIEWER_ROLE_UID,
@@ -40,12 +40,15 @@ const MILLIS_TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const ROLE_KEYS = ["capabilities", "createTime", "description", "name", "uid", "updateTime"];
 const NAME_RULE = "name must match ^[a-z0-9 ._-]{1,}$";
 /** verbs that change something; a viewer holds none of them */
-const MUTATING = /_(CREATE|UPDATE|DELETE|EDIT|MANAGE|PUBLISH|PUSH|ACCEPT|WRITE|SUBMIT|INVALIDATE|ADD|REMOVE|SWAP|CANCEL|CALL|ADMIN)$/;
+const MUTATING =
+  /_(CREATE|UPDATE|DELETE|EDIT|MANAGE|PUBLISH|PUSH|ACCEPT|WRITE|SUBMIT|INVALIDATE|ADD|REMOVE|SWAP|CANCEL|CALL|ADMIN)$/;
 const INTERNAL_ONLY = CapabilitySchema.values.filter((v) => getOption(v, internal_only)).map((v) => v.name);
 
 /** Capability names in stored order (by enum number), de-duplicated. */
 function normalized(names: string[]): string[] {
-  return [...new Set(names)].sort((a, b) => Capability[a as keyof typeof Capability] - Capability[b as keyof typeof Capability]);
+  return [...new Set(names)].sort(
+    (a, b) => Capability[a as keyof typeof Capability] - Capability[b as keyof typeof Capability],
+  );
 }
 
 function assertError(res: JsonResponse, status: number, code: number, what: string): any {
@@ -56,7 +59,11 @@ function assertError(res: JsonResponse, status: number, code: number, what: stri
 
 function assertViolation(res: JsonResponse, field: string, what: string, description?: string | RegExp): void {
   const body = assertError(res, 400, 3, what);
-  assert.deepEqual(body.details[0], { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "INVALID_ARGUMENT", domain: ERROR_DOMAIN }, what);
+  assert.deepEqual(
+    body.details[0],
+    { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "INVALID_ARGUMENT", domain: ERROR_DOMAIN },
+    what,
+  );
   const violations: { field: string; description: string }[] = body.details[1]?.fieldViolations ?? [];
   const v = violations.find((x) => x.field === field);
   assert.ok(v, `${what}: no violation of ${field} in ${JSON.stringify(body)}`);
@@ -67,9 +74,17 @@ function assertViolation(res: JsonResponse, field: string, what: string, descrip
 function assertPrecondition(res: JsonResponse, type: string, message: string, what: string): void {
   const body = assertError(res, 400, 9, what);
   assert.equal(body.message, `Precondition failed: ${message}`, what);
-  assert.deepEqual(body.details[0], { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "FAILED_PRECONDITION", domain: ERROR_DOMAIN }, what);
+  assert.deepEqual(
+    body.details[0],
+    { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "FAILED_PRECONDITION", domain: ERROR_DOMAIN },
+    what,
+  );
   assert.equal(body.details[1]?.["@type"], "type.googleapis.com/google.rpc.PreconditionFailure", what);
-  assert.deepEqual(body.details[1].violations.map((v: Json) => [v.type, v.description]), [[type, message]], what);
+  assert.deepEqual(
+    body.details[1].violations.map((v: Json) => [v.type, v.description]),
+    [[type, message]],
+    what,
+  );
 }
 
 async function listAll(api: Api, q = ""): Promise<Json[]> {
@@ -96,7 +111,11 @@ for (const backend of backends()) {
         const res = await api.get(R);
         assert.equal(res.status, 200, JSON.stringify(res.body));
         assert.deepEqual(res.body.roles.map((r: Json) => r.name).sort(), [...BUILTIN_NAMES].sort());
-        assert.deepEqual(BUILTIN_ROLES.map((r) => r.name).sort(), [...BUILTIN_NAMES].sort(), "src/iam/builtin-roles.ts defines other built-ins");
+        assert.deepEqual(
+          BUILTIN_ROLES.map((r) => r.name).sort(),
+          [...BUILTIN_NAMES].sort(),
+          "src/iam/builtin-roles.ts defines other built-ins",
+        );
         assert.equal(res.body.totalCount, String(BUILTIN_NAMES.length));
         assert.ok(!("nextPageToken" in res.body));
         const uids = res.body.roles.map((r: Json) => r.uid);
@@ -107,7 +126,10 @@ for (const backend of backends()) {
           assert.match(r.updateTime, MILLIS_TIMESTAMP);
         }
         // uidp.in_root lists exactly the built-ins (they belong to no group)
-        assert.deepEqual((await builtins()).map((r) => r.uid), uids);
+        assert.deepEqual(
+          (await builtins()).map((r) => r.uid),
+          uids,
+        );
       });
 
       it("the viewer has the well-known uid and description", async () => {
@@ -124,7 +146,9 @@ for (const backend of backends()) {
         const other = await startTestServer(backend);
         try {
           const mine = new Map((await builtins()).map((r) => [r.name as string, r]));
-          const theirs = new Map((await builtins(restClient(other.url, other.operatorToken))).map((r) => [r.name as string, r]));
+          const theirs = new Map(
+            (await builtins(restClient(other.url, other.operatorToken))).map((r) => [r.name as string, r]),
+          );
           for (const name of BUILTIN_NAMES) {
             const role = mine.get(name);
             assert.ok(role, `no built-in ${name}`);
@@ -135,8 +159,16 @@ for (const backend of backends()) {
             const reference = REFERENCE.builtinRoles[set]?.expanded;
             assert.ok(reference, `${name}: reference has no builtinRoles.${set}`);
             assert.equal(new Set(role.capabilities).size, role.capabilities.length, `${name}: duplicate capabilities`);
-            assert.deepEqual([...role.capabilities].sort(), [...new Set(reference)].sort(), `${name}: capabilities differ from ${set}`);
-            assert.deepEqual(role.capabilities, normalized(role.capabilities), `${name}: capabilities not in enum order`);
+            assert.deepEqual(
+              [...role.capabilities].sort(),
+              [...new Set(reference)].sort(),
+              `${name}: capabilities differ from ${set}`,
+            );
+            assert.deepEqual(
+              role.capabilities,
+              normalized(role.capabilities),
+              `${name}: capabilities not in enum order`,
+            );
           }
           assert.equal(new Set([...mine.values()].map((r) => r.uid)).size, BUILTIN_NAMES.length, "uids are distinct");
         } finally {
@@ -164,11 +196,15 @@ for (const backend of backends()) {
 
       it("seeding again (a restart, replicas starting together) changes nothing; a drifted definition is restored in place", async () => {
         const seeded = await builtins();
-        const roles = repositories(server.db).roles;
+        const roles = iamRepositories(server.db).roles;
         await Promise.all([1, 2, 3].map(() => roles.ensureBuiltins(BUILTIN_ROLES, new Date())));
         assert.deepEqual(await builtins(), seeded, "re-seeding touched the built-ins");
         // an old version's definition (other description and capabilities) is brought up to date, same uid
-        await server.db.updateTable("roles").set({ description: "old", capabilities: [Capability.CAP_IAM_GROUPS_LIST] }).where("uid", "=", VIEWER_ROLE_UID).execute();
+        await server.db
+          .updateTable("roles")
+          .set({ description: "old", capabilities: [Capability.CAP_IAM_GROUPS_LIST] })
+          .where("uid", "=", VIEWER_ROLE_UID)
+          .execute();
         await roles.ensureBuiltins(BUILTIN_ROLES, new Date());
         const viewer = (await api.get(`${R}/${VIEWER_ROLE_UID}`)).body;
         const before = seeded.find((r) => r.uid === VIEWER_ROLE_UID)!;
@@ -187,9 +223,19 @@ for (const backend of backends()) {
             ["?update_mask=*", { name: role.name, capabilities: role.capabilities }],
           ] as const) {
             const res = await api.patch(`${R}/${role.uid}${query}`, body);
-            assertPrecondition(res, "BUILT_IN_ROLE", `built-in role "${role.name}" cannot be changed`, `update ${role.name} ${query}`);
+            assertPrecondition(
+              res,
+              "BUILT_IN_ROLE",
+              `built-in role "${role.name}" cannot be changed`,
+              `update ${role.name} ${query}`,
+            );
           }
-          assertPrecondition(await api.delete(`${R}/${role.uid}`), "BUILT_IN_ROLE", `built-in role "${role.name}" cannot be deleted`, `delete ${role.name}`);
+          assertPrecondition(
+            await api.delete(`${R}/${role.uid}`),
+            "BUILT_IN_ROLE",
+            `built-in role "${role.name}" cannot be deleted`,
+            `delete ${role.name}`,
+          );
         }
         assert.deepEqual(await builtins(), before);
       });
@@ -202,16 +248,25 @@ for (const backend of backends()) {
         org = await createGroup(api, undefined, "roles org");
         team = await createGroup(api, org.uid, "team");
       });
-      const countUnder = async (g: Json) => (await api.get(`${R}?uidp.descendants_of=${g.uid}&page_size=1`)).body.totalCount as string;
+      const countUnder = async (g: Json) =>
+        (await api.get(`${R}?uidp.descendants_of=${g.uid}&page_size=1`)).body.totalCount as string;
 
       it("are created under a group from capability names (or numbers), normalized, and read back by Get", async () => {
-        const caps = ["CAP_IAM_ROLES_LIST", "CAP_IAM_GROUPS_LIST", "CAP_IAM_ROLES_LIST", Capability.CAP_IAM_IDENTITY_LIST];
+        const caps = [
+          "CAP_IAM_ROLES_LIST",
+          "CAP_IAM_GROUPS_LIST",
+          "CAP_IAM_ROLES_LIST",
+          Capability.CAP_IAM_IDENTITY_LIST,
+        ];
         const role = await createRole(api, team.uid, "reader.1_x-y z", caps, "reads things");
         assert.deepEqual(Object.keys(role).sort(), ROLE_KEYS);
         assert.match(role.uid, new RegExp(`^${team.uid}/[0-9a-f]{16}$`));
         assert.equal(role.name, "reader.1_x-y z");
         assert.equal(role.description, "reads things");
-        assert.deepEqual(role.capabilities, normalized(["CAP_IAM_ROLES_LIST", "CAP_IAM_GROUPS_LIST", "CAP_IAM_IDENTITY_LIST"]));
+        assert.deepEqual(
+          role.capabilities,
+          normalized(["CAP_IAM_ROLES_LIST", "CAP_IAM_GROUPS_LIST", "CAP_IAM_IDENTITY_LIST"]),
+        );
         assert.match(role.createTime, MILLIS_TIMESTAMP);
         assert.equal(role.updateTime, role.createTime);
         const got = await api.get(`${R}/${role.uid}`);
@@ -219,7 +274,10 @@ for (const backend of backends()) {
         assert.deepEqual(got.body, role);
         // every grantable capability can be held by a custom role
         const grantable = CapabilitySchema.values
-          .filter((v) => v.number !== Capability.UNKNOWN && v.number !== Capability.CAP_INTERNAL && !getOption(v, internal_only))
+          .filter(
+            (v) =>
+              v.number !== Capability.UNKNOWN && v.number !== Capability.CAP_INTERNAL && !getOption(v, internal_only),
+          )
           .map((v) => v.name);
         const all = await createRole(api, team.uid, "everything", grantable);
         assert.deepEqual(all.capabilities, normalized(grantable));
@@ -227,8 +285,18 @@ for (const backend of backends()) {
 
       it("need at least one capability: empty or missing is INVALID_ARGUMENT (capabilities)", async () => {
         const before = await countUnder(org);
-        assertViolation(await api.post(`${R}/${team.uid}`, { name: "empty", capabilities: [] }), "capabilities", "[]", "at least one capability is required");
-        assertViolation(await api.post(`${R}/${team.uid}`, { name: "missing" }), "capabilities", "missing", "at least one capability is required");
+        assertViolation(
+          await api.post(`${R}/${team.uid}`, { name: "empty", capabilities: [] }),
+          "capabilities",
+          "[]",
+          "at least one capability is required",
+        );
+        assertViolation(
+          await api.post(`${R}/${team.uid}`, { name: "missing" }),
+          "capabilities",
+          "missing",
+          "at least one capability is required",
+        );
         assert.equal(await countUnder(org), before);
       });
 
@@ -240,8 +308,17 @@ for (const backend of backends()) {
           "unknown name",
           /CAP_NOPE/,
         );
-        assertViolation(await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: "CAP_IAM_GROUPS_LIST" }), "capabilities", "not a list");
-        assertViolation(await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: [999999] }), "capabilities", "unknown number", /999999/);
+        assertViolation(
+          await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: "CAP_IAM_GROUPS_LIST" }),
+          "capabilities",
+          "not a list",
+        );
+        assertViolation(
+          await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: [999999] }),
+          "capabilities",
+          "unknown number",
+          /999999/,
+        );
         for (const cap of ["CAP_INTERNAL", "UNKNOWN", ...INTERNAL_ONLY]) {
           assertViolation(
             await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: ["CAP_IAM_GROUPS_LIST", cap] }),
@@ -257,16 +334,36 @@ for (const backend of backends()) {
       it("follow the name rule: INVALID_ARGUMENT (name)", async () => {
         for (const name of ["", "Viewer", "a/b", "ü", "x".repeat(257)]) {
           const res = await api.post(`${R}/${team.uid}`, { name, capabilities: ["CAP_IAM_GROUPS_LIST"] });
-          assertViolation(res, "name", JSON.stringify(name).slice(0, 20), name.length > 256 ? "name must be at most 256 characters" : NAME_RULE);
+          assertViolation(
+            res,
+            "name",
+            JSON.stringify(name).slice(0, 20),
+            name.length > 256 ? "name must be at most 256 characters" : NAME_RULE,
+          );
         }
-        assertViolation(await api.post(`${R}/${team.uid}`, { name: "ok", capabilities: ["CAP_IAM_GROUPS_LIST"], description: "d".repeat(4097) }), "description", "long description");
+        assertViolation(
+          await api.post(`${R}/${team.uid}`, {
+            name: "ok",
+            capabilities: ["CAP_IAM_GROUPS_LIST"],
+            description: "d".repeat(4097),
+          }),
+          "description",
+          "long description",
+        );
       });
 
       it("need an existing, well-formed parent group", async () => {
-        const missing = await api.post(`${R}/${"0".repeat(40)}`, { name: "orphan", capabilities: ["CAP_IAM_GROUPS_LIST"] });
+        const missing = await api.post(`${R}/${"0".repeat(40)}`, {
+          name: "orphan",
+          capabilities: ["CAP_IAM_GROUPS_LIST"],
+        });
         const body = assertError(missing, 404, 5, "missing parent");
         assert.equal(body.details[1].resourceType, "group");
-        assertViolation(await api.post(`${R}/nope`, { name: "x", capabilities: ["CAP_IAM_GROUPS_LIST"] }), "parent", "malformed parent");
+        assertViolation(
+          await api.post(`${R}/nope`, { name: "x", capabilities: ["CAP_IAM_GROUPS_LIST"] }),
+          "parent",
+          "malformed parent",
+        );
       });
 
       it("Get: a missing role is NOT_FOUND (role); a malformed uid INVALID_ARGUMENT (uid)", async () => {
@@ -285,21 +382,37 @@ for (const backend of backends()) {
         const c = await createRole(api, child.uid, "viewer");
         await createRole(api, elsewhere.uid, "viewer");
         const uidsOf = (roles: Json[]) => roles.map((r) => r.uid);
-        assert.deepEqual(uidsOf(await listAll(api, `&uidp.descendants_of=${listOrg.uid}`)), [a.uid, b.uid, c.uid].sort());
+        assert.deepEqual(
+          uidsOf(await listAll(api, `&uidp.descendants_of=${listOrg.uid}`)),
+          [a.uid, b.uid, c.uid].sort(),
+        );
         assert.deepEqual(uidsOf(await listAll(api, `&uidp.children_of=${child.uid}`)), [b.uid, c.uid].sort());
-        assert.deepEqual(uidsOf(await listAll(api, `&uidp.descendants_of=${listOrg.uid}&name=viewer`)), [a.uid, c.uid].sort());
+        assert.deepEqual(
+          uidsOf(await listAll(api, `&uidp.descendants_of=${listOrg.uid}&name=viewer`)),
+          [a.uid, c.uid].sort(),
+        );
         // unscoped, the name matches the built-in too
         const named = await listAll(api, "&name=viewer");
         assert.ok(named.some((r) => r.uid === VIEWER_ROLE_UID));
         assert.ok([a.uid, c.uid].every((u) => named.some((r) => r.uid === u)));
         assert.ok(named.every((r) => r.name === "viewer"));
-        assert.deepEqual(await listAll(api, `&uidp.descendants_of=${listOrg.uid}&name=vie`), [], "name is exact, not a prefix");
+        assert.deepEqual(
+          await listAll(api, `&uidp.descendants_of=${listOrg.uid}&name=vie`),
+          [],
+          "name is exact, not a prefix",
+        );
         const listed = (await listAll(api, `&uidp.ids=${b.uid}`))[0];
         assert.deepEqual(listed, b, "a listed role is what Get shows");
       });
 
       it("Update: PATCH changes the present keys; update_mask limits; capabilities are replaced, not merged", async () => {
-        const role = await createRole(api, team.uid, "updatable", ["CAP_IAM_GROUPS_LIST", "CAP_IAM_ROLES_LIST"], "first");
+        const role = await createRole(
+          api,
+          team.uid,
+          "updatable",
+          ["CAP_IAM_GROUPS_LIST", "CAP_IAM_ROLES_LIST"],
+          "first",
+        );
         const a = await api.patch(`${R}/${role.uid}`, { description: "second" });
         assert.equal(a.status, 200, JSON.stringify(a.body));
         assert.equal(a.body.description, "second");
@@ -313,19 +426,30 @@ for (const backend of backends()) {
         assert.deepEqual(b.body.capabilities, ["CAP_IAM_IDENTITY_LIST"], "replaced, not merged");
         assert.equal(b.body.description, "second");
 
-        const c = await api.patch(`${R}/${role.uid}?update_mask=name`, { name: "renamed", description: "ignored", capabilities: ["CAP_IAM_GROUPS_LIST"] });
+        const c = await api.patch(`${R}/${role.uid}?update_mask=name`, {
+          name: "renamed",
+          description: "ignored",
+          capabilities: ["CAP_IAM_GROUPS_LIST"],
+        });
         assert.equal(c.status, 200, JSON.stringify(c.body));
         assert.equal(c.body.name, "renamed");
         assert.equal(c.body.description, "second");
         assert.deepEqual(c.body.capabilities, ["CAP_IAM_IDENTITY_LIST"]);
 
-        const d = await api.patch(`${R}/${role.uid}?update_mask=capabilities,description`, { capabilities: ["CAP_IAM_ROLES_LIST", "CAP_IAM_GROUPS_LIST"] });
+        const d = await api.patch(`${R}/${role.uid}?update_mask=capabilities,description`, {
+          capabilities: ["CAP_IAM_ROLES_LIST", "CAP_IAM_GROUPS_LIST"],
+        });
         assert.equal(d.status, 200, JSON.stringify(d.body));
         assert.deepEqual(d.body.capabilities, normalized(["CAP_IAM_ROLES_LIST", "CAP_IAM_GROUPS_LIST"]));
         assert.equal(d.body.description, "", "a masked field absent from the body is cleared");
 
         // a GET-shaped body: output-only fields are ignored
-        const e = await api.patch(`${R}/${role.uid}`, { ...d.body, description: "third", createTime: "2000-01-01T00:00:00.000Z", uid: role.uid });
+        const e = await api.patch(`${R}/${role.uid}`, {
+          ...d.body,
+          description: "third",
+          createTime: "2000-01-01T00:00:00.000Z",
+          uid: role.uid,
+        });
         assert.equal(e.status, 200, JSON.stringify(e.body));
         assert.equal(e.body.createTime, role.createTime);
         assert.equal(e.body.description, "third");
@@ -338,13 +462,33 @@ for (const backend of backends()) {
         assert.deepEqual((await api.get(`${R}/${other.uid}`)).body, other);
 
         // invalid updates change nothing
-        assertViolation(await api.patch(`${R}/${role.uid}?update_mask=uid`, { uid: other.uid }), "update_mask", "output-only uid");
-        assertViolation(await api.patch(`${R}/${role.uid}?update_mask=create_time`, {}), "update_mask", "output-only create_time");
+        assertViolation(
+          await api.patch(`${R}/${role.uid}?update_mask=uid`, { uid: other.uid }),
+          "update_mask",
+          "output-only uid",
+        );
+        assertViolation(
+          await api.patch(`${R}/${role.uid}?update_mask=create_time`, {}),
+          "update_mask",
+          "output-only create_time",
+        );
         assertViolation(await api.patch(`${R}/${role.uid}?update_mask=bogus`, {}), "update_mask", "unknown path");
         const current = (await api.get(`${R}/${role.uid}`)).body;
-        assertViolation(await api.patch(`${R}/${role.uid}`, { capabilities: [] }), "capabilities", "empty capabilities");
-        assertViolation(await api.patch(`${R}/${role.uid}`, { capabilities: ["CAP_INTERNAL"] }), "capabilities", "CAP_INTERNAL");
-        assertViolation(await api.patch(`${R}/${role.uid}?update_mask=capabilities`, {}), "capabilities", "masked and absent");
+        assertViolation(
+          await api.patch(`${R}/${role.uid}`, { capabilities: [] }),
+          "capabilities",
+          "empty capabilities",
+        );
+        assertViolation(
+          await api.patch(`${R}/${role.uid}`, { capabilities: ["CAP_INTERNAL"] }),
+          "capabilities",
+          "CAP_INTERNAL",
+        );
+        assertViolation(
+          await api.patch(`${R}/${role.uid}?update_mask=capabilities`, {}),
+          "capabilities",
+          "masked and absent",
+        );
         assertViolation(await api.patch(`${R}/${role.uid}`, { name: "Bad" }), "name", "bad name");
         assert.deepEqual((await api.get(`${R}/${role.uid}`)).body, current);
 
@@ -367,7 +511,12 @@ for (const backend of backends()) {
         const role = await createRole(api, group.uid, "bound");
         const identity = await createIdentity(api, group.uid, "holder", "holder-1");
         const binding = await createRoleBinding(api, group.uid, identity.uid, role.uid);
-        assertPrecondition(await api.delete(`${R}/${role.uid}`), "RESOURCE_NOT_EMPTY", "cannot delete role with role bindings", "bound role");
+        assertPrecondition(
+          await api.delete(`${R}/${role.uid}`),
+          "RESOURCE_NOT_EMPTY",
+          "cannot delete role with role bindings",
+          "bound role",
+        );
         assert.equal((await api.get(`${R}/${role.uid}`)).status, 200, "still there");
         assert.equal((await api.delete(`/iam/v2beta1/roleBindings/${binding.uid}`)).status, 200);
         assert.equal((await api.delete(`${R}/${role.uid}`)).status, 200);
@@ -377,7 +526,12 @@ for (const backend of backends()) {
         const group = await createGroup(api, org.uid, "idp group");
         const role = await createRole(api, group.uid, "idp default");
         const idp = await createIdentityProvider(api, group.uid, "idp", role.uid);
-        assertPrecondition(await api.delete(`${R}/${role.uid}`), "RESOURCE_NOT_EMPTY", "cannot delete role with identity providers", "IdP default role");
+        assertPrecondition(
+          await api.delete(`${R}/${role.uid}`),
+          "RESOURCE_NOT_EMPTY",
+          "cannot delete role with identity providers",
+          "IdP default role",
+        );
         assert.equal((await api.delete(`/iam/v2beta1/identityProviders/${idp.uid}`)).status, 200);
         assert.equal((await api.delete(`${R}/${role.uid}`)).status, 200);
       });
@@ -385,7 +539,12 @@ for (const backend of backends()) {
       it("a group holding a custom role cannot be deleted: cannot delete group with child roles", async () => {
         const group = await createGroup(api, org.uid, "holder group");
         const role = await createRole(api, group.uid, "held");
-        assertPrecondition(await api.delete(`/iam/v2beta1/groups/${group.uid}`), "RESOURCE_NOT_EMPTY", "cannot delete group with child roles", "group with a role");
+        assertPrecondition(
+          await api.delete(`/iam/v2beta1/groups/${group.uid}`),
+          "RESOURCE_NOT_EMPTY",
+          "cannot delete group with child roles",
+          "group with a role",
+        );
         assert.equal((await api.delete(`${R}/${role.uid}`)).status, 200);
         assert.equal((await api.delete(`/iam/v2beta1/groups/${group.uid}`)).status, 200);
       });
@@ -394,13 +553,26 @@ for (const backend of backends()) {
     it("gRPC smoke: get, list, create, update and delete; errors carry their codes and details", async () => {
       const sessions = new Http2SessionManager(server.url);
       try {
-        const client = createClient(RolesService, createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager: sessions }));
+        const client = createClient(
+          RolesService,
+          createGrpcTransport({
+            baseUrl: server.url,
+            interceptors: [bearer(server.operatorToken)],
+            sessionManager: sessions,
+          }),
+        );
         const viewer = await client.getRole({ uid: VIEWER_ROLE_UID });
         const rest = (await api.get(`${R}/${VIEWER_ROLE_UID}`)).body;
         assert.equal(viewer.name, "viewer");
-        assert.deepEqual(viewer.capabilities.map((c) => Capability[c]), rest.capabilities);
+        assert.deepEqual(
+          viewer.capabilities.map((c) => Capability[c]),
+          rest.capabilities,
+        );
         const listed = await client.listRoles({ name: "viewer", uidp: { inRoot: true } });
-        assert.deepEqual(listed.roles.map((r) => r.uid), [VIEWER_ROLE_UID]);
+        assert.deepEqual(
+          listed.roles.map((r) => r.uid),
+          [VIEWER_ROLE_UID],
+        );
         assert.equal(listed.totalCount, 1n);
 
         const org = await createGroup(api, undefined, "grpc roles org");
@@ -408,16 +580,40 @@ for (const backend of backends()) {
           parent: org.uid,
           role: { name: "grpc role", capabilities: [Capability.CAP_IAM_ROLES_LIST, Capability.CAP_IAM_GROUPS_LIST] },
         });
-        assert.deepEqual(role.capabilities, [Capability.CAP_IAM_GROUPS_LIST, Capability.CAP_IAM_ROLES_LIST].sort((a, b) => a - b));
-        assert.deepEqual((await api.get(`${R}/${role.uid}`)).body.capabilities, role.capabilities.map((c) => Capability[c]));
-        const updated = await client.updateRole({ role: { uid: role.uid, capabilities: [Capability.CAP_IAM_IDENTITY_LIST] }, updateMask: { paths: ["capabilities"] } });
+        assert.deepEqual(
+          role.capabilities,
+          [Capability.CAP_IAM_GROUPS_LIST, Capability.CAP_IAM_ROLES_LIST].sort((a, b) => a - b),
+        );
+        assert.deepEqual(
+          (await api.get(`${R}/${role.uid}`)).body.capabilities,
+          role.capabilities.map((c) => Capability[c]),
+        );
+        const updated = await client.updateRole({
+          role: { uid: role.uid, capabilities: [Capability.CAP_IAM_IDENTITY_LIST] },
+          updateMask: { paths: ["capabilities"] },
+        });
         assert.deepEqual(updated.capabilities, [Capability.CAP_IAM_IDENTITY_LIST]);
 
-        const fail = (p: Promise<unknown>) => p.then(() => assert.fail("expected an error"), (e: unknown) => ConnectError.from(e));
-        const internal = await fail(client.createRole({ parent: org.uid, role: { name: "x", capabilities: [Capability.CAP_INTERNAL] } }));
+        const fail = (p: Promise<unknown>) =>
+          p.then(
+            () => assert.fail("expected an error"),
+            (e: unknown) => ConnectError.from(e),
+          );
+        const internal = await fail(
+          client.createRole({ parent: org.uid, role: { name: "x", capabilities: [Capability.CAP_INTERNAL] } }),
+        );
         assert.equal(internal.code, Code.InvalidArgument);
-        assert.deepEqual(internal.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field), ["capabilities"]);
-        for (const p of [client.deleteRole({ uid: VIEWER_ROLE_UID }), client.updateRole({ role: { uid: VIEWER_ROLE_UID, description: "x" }, updateMask: { paths: ["description"] } })]) {
+        assert.deepEqual(
+          internal.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
+          ["capabilities"],
+        );
+        for (const p of [
+          client.deleteRole({ uid: VIEWER_ROLE_UID }),
+          client.updateRole({
+            role: { uid: VIEWER_ROLE_UID, description: "x" },
+            updateMask: { paths: ["description"] },
+          }),
+        ]) {
           const err = await fail(p);
           assert.equal(err.code, Code.FailedPrecondition);
           assert.equal(err.findDetails(PreconditionFailureSchema)[0]?.violations[0]?.type, "BUILT_IN_ROLE");

@@ -28,7 +28,9 @@ import { restClient } from "./support/http.js";
 import { builtinCaps, holdsAll, holdsAnywhere, isAncestorOrSelf, type ModelBinding } from "./support/principals.js";
 import { startTestServer, type TestServer } from "./support/server.js";
 
-const SEED = process.env.BULWARK_TEST_SEED ? Number(process.env.BULWARK_TEST_SEED) >>> 0 : (Math.random() * 2 ** 32) >>> 0;
+const SEED = process.env.BULWARK_TEST_SEED
+  ? Number(process.env.BULWARK_TEST_SEED) >>> 0
+  : (Math.random() * 2 ** 32) >>> 0;
 const ROUNDS = Number(process.env.BULWARK_TEST_ROUNDS ?? 20);
 const MAX_DEPTH = 4;
 
@@ -125,7 +127,10 @@ for (const backend of backends()) {
         const tree: Group[] = [{ uid: org.uid, depth: 1 }];
         for (let i = rng.int(0, 7); i > 0; i--) {
           const parent = rng.pick(tree.filter((g) => g.depth < MAX_DEPTH));
-          tree.push({ uid: (await createGroup(op, parent.uid, `r${round} g${tree.length}`)).uid, depth: parent.depth + 1 });
+          tree.push({
+            uid: (await createGroup(op, parent.uid, `r${round} g${tree.length}`)).uid,
+            depth: parent.depth + 1,
+          });
         }
         groups.push(...tree);
       }
@@ -149,7 +154,10 @@ for (const backend of backends()) {
         identities.push({ uid: identity.uid, at });
         world.identities.add(identity.uid);
       }
-      const human = await op.post("/iam/v2beta1/identities/", { name: `r${round} human`, claimMatch: { issuer: "https://people.example", subject: `r${round}-h-${SEED}` } });
+      const human = await op.post("/iam/v2beta1/identities/", {
+        name: `r${round} human`,
+        claimMatch: { issuer: "https://people.example", subject: `r${round}-h-${SEED}` },
+      });
       assert.equal(human.status, 200, JSON.stringify(human.body));
       identities.push({ uid: human.body.uid });
 
@@ -170,11 +178,16 @@ for (const backend of backends()) {
         }
       }
 
-      for (let i = rng.int(0, 3); i > 0; i--) world.identityProviders.add((await createIdentityProvider(op, rng.pick(groups).uid, `r${round} idp ${i}`)).uid);
-      for (let i = rng.int(0, 3); i > 0; i--) world.groupInvites.add((await createGroupInvite(op, rng.pick(groups).uid, 3600 + i)).uid);
+      for (let i = rng.int(0, 3); i > 0; i--)
+        world.identityProviders.add((await createIdentityProvider(op, rng.pick(groups).uid, `r${round} idp ${i}`)).uid);
+      for (let i = rng.int(0, 3); i > 0; i--)
+        world.groupInvites.add((await createGroupInvite(op, rng.pick(groups).uid, 3600 + i)).uid);
       for (let i = rng.int(0, 3); i > 0; i--) {
         const free = groups.filter((g) => !world.accountAssociations.has(g.uid));
-        if (free.length) world.accountAssociations.add((await createAccountAssociation(op, rng.pick(free).uid, `r${round} acct ${i}`)).uid);
+        if (free.length)
+          world.accountAssociations.add(
+            (await createAccountAssociation(op, rng.pick(free).uid, `r${round} acct ${i}`)).uid,
+          );
       }
       return { identities, grants };
     }
@@ -183,12 +196,18 @@ for (const backend of backends()) {
       const out: string[] = [];
       for (const uid of world[list.key]) {
         const builtin = list.key === "roles" && !uid.includes("/");
-        if (builtin ? holdsAnywhere(bindings, ["CAP_IAM_ROLES_LIST"]) : holdsAll(bindings, uid, [list.cap])) out.push(uid);
+        if (builtin ? holdsAnywhere(bindings, ["CAP_IAM_ROLES_LIST"]) : holdsAll(bindings, uid, [list.cap]))
+          out.push(uid);
       }
       return out.sort(cmp);
     }
 
-    async function page(api: Api, list: (typeof LISTS)[number], params: Record<string, string | number | undefined>, where: string): Promise<Json> {
+    async function page(
+      api: Api,
+      list: (typeof LISTS)[number],
+      params: Record<string, string | number | undefined>,
+      where: string,
+    ): Promise<Json> {
       const q = Object.entries(params)
         .filter(([, v]) => v !== undefined && v !== "")
         .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
@@ -201,11 +220,25 @@ for (const backend of backends()) {
     }
 
     /** Every page of a walk; `skip` is sent on every page. */
-    async function walk(api: Api, list: (typeof LISTS)[number], pageSize: number, orderBy: string | undefined, skip: number, where: string): Promise<Json[]> {
+    async function walk(
+      api: Api,
+      list: (typeof LISTS)[number],
+      pageSize: number,
+      orderBy: string | undefined,
+      skip: number,
+      where: string,
+    ): Promise<Json[]> {
       const pages: Json[] = [];
       let token: string | undefined;
       do {
-        pages.push(await page(api, list, { page_size: pageSize, order_by: orderBy, skip: skip || undefined, page_token: token }, `${where}, page ${pages.length + 1}`));
+        pages.push(
+          await page(
+            api,
+            list,
+            { page_size: pageSize, order_by: orderBy, skip: skip || undefined, page_token: token },
+            `${where}, page ${pages.length + 1}`,
+          ),
+        );
         token = pages.at(-1)!.nextPageToken;
         assert.ok(pages.length <= 500, `${where}: the walk does not end`);
       } while (token);
@@ -213,11 +246,19 @@ for (const backend of backends()) {
     }
 
     /** Walks every List RPC as `principal` and checks it against the model. */
-    async function checkPrincipal(rng: Rng, round: number, principal: { uid: string; at?: string }, bindings: readonly ModelBinding[]): Promise<number> {
+    async function checkPrincipal(
+      rng: Rng,
+      round: number,
+      principal: { uid: string; at?: string },
+      bindings: readonly ModelBinding[],
+    ): Promise<number> {
       let checkedItems = 0;
       const api = restClient(server.url, await server.tokenFor(principal.uid));
       const roots = new Set(bindings.map((b) => b.at.split("/")[0]));
-      const shown = bindings.map((b) => ({ at: b.at, caps: [...b.caps].filter((c) => (LIST_CAPS as readonly string[]).includes(c)) }));
+      const shown = bindings.map((b) => ({
+        at: b.at,
+        caps: [...b.caps].filter((c) => (LIST_CAPS as readonly string[]).includes(c)),
+      }));
       const context = `[seed ${SEED}, round ${round}, principal ${principal.uid} (${principal.at ? "workload" : "human"}), bindings ${JSON.stringify(shown)}]`;
       try {
         for (const list of LISTS) {
@@ -232,7 +273,10 @@ for (const backend of backends()) {
           const got = pages.flatMap((p) => p.items.map((x: Json) => x.uid as string));
           for (const uid of got) {
             const builtin = list.key === "roles" && !uid.includes("/");
-            assert.ok(builtin || roots.has(uid.split("/")[0]), `${where}: ${uid} is from a tree the principal has no binding in`);
+            assert.ok(
+              builtin || roots.has(uid.split("/")[0]),
+              `${where}: ${uid} is from a tree the principal has no binding in`,
+            );
           }
           assert.deepEqual(got, expected, `${where}: order_by uid`);
           for (const p of pages) {
@@ -241,7 +285,9 @@ for (const backend of backends()) {
           }
 
           // the default order: the same set, once each
-          const byDefault = (await walk(api, list, pageSize, undefined, 0, `${where}, default order`)).flatMap((p) => p.items.map((x: Json) => x.uid as string));
+          const byDefault = (await walk(api, list, pageSize, undefined, 0, `${where}, default order`)).flatMap((p) =>
+            p.items.map((x: Json) => x.uid as string),
+          );
           assert.equal(new Set(byDefault).size, byDefault.length, `${where}: default order repeats an item`);
           assert.deepEqual([...byDefault].sort(cmp), expected, `${where}: default order`);
 

@@ -68,7 +68,8 @@ const ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"'
 
 export function decodeEntities(text: string): string {
   return text.replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (whole, e: string) => {
-    if (e[0] === "#") return String.fromCodePoint(e[1] === "x" || e[1] === "X" ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10));
+    if (e[0] === "#")
+      return String.fromCodePoint(e[1] === "x" || e[1] === "X" ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10));
     return ENTITIES[e.toLowerCase()] ?? whole;
   });
 }
@@ -146,7 +147,11 @@ export class Browser {
     const now = Date.now();
     this.cookies = this.cookies.filter((c) => c.expires === undefined || c.expires > now);
     const matching = this.cookies
-      .filter((c) => c.host === u.hostname && (u.pathname === c.path || u.pathname.startsWith(c.path.endsWith("/") ? c.path : c.path + "/")))
+      .filter(
+        (c) =>
+          c.host === u.hostname &&
+          (u.pathname === c.path || u.pathname.startsWith(c.path.endsWith("/") ? c.path : c.path + "/")),
+      )
       .sort((a, b) => b.path.length - a.path.length);
     const out: Record<string, string> = {};
     for (const c of matching) out[c.name] ??= c.value;
@@ -157,7 +162,12 @@ export class Browser {
     const [pair, ...attrs] = header.split(";");
     const eq = pair!.indexOf("=");
     if (eq <= 0) return;
-    const cookie: Cookie = { host: url.hostname, name: pair!.slice(0, eq).trim(), value: pair!.slice(eq + 1).trim(), path: "/" };
+    const cookie: Cookie = {
+      host: url.hostname,
+      name: pair!.slice(0, eq).trim(),
+      value: pair!.slice(eq + 1).trim(),
+      path: "/",
+    };
     const defaultPath = url.pathname.lastIndexOf("/") > 0 ? url.pathname.slice(0, url.pathname.lastIndexOf("/")) : "/";
     let path: string | undefined;
     for (const attr of attrs) {
@@ -166,10 +176,13 @@ export class Browser {
       const value = i < 0 ? "" : attr.slice(i + 1).trim();
       if (key === "path" && value.startsWith("/")) path = value;
       else if (key === "max-age" && /^-?\d+$/.test(value)) cookie.expires = Date.now() + Number(value) * 1000;
-      else if (key === "expires" && cookie.expires === undefined && !Number.isNaN(Date.parse(value))) cookie.expires = Date.parse(value);
+      else if (key === "expires" && cookie.expires === undefined && !Number.isNaN(Date.parse(value)))
+        cookie.expires = Date.parse(value);
     }
     cookie.path = path ?? defaultPath;
-    this.cookies = this.cookies.filter((c) => !(c.host === cookie.host && c.name === cookie.name && c.path === cookie.path));
+    this.cookies = this.cookies.filter(
+      (c) => !(c.host === cookie.host && c.name === cookie.name && c.path === cookie.path),
+    );
     if (cookie.expires === undefined || cookie.expires > Date.now()) this.cookies.push(cookie);
   }
 
@@ -179,9 +192,18 @@ export class Browser {
     const cookie = Object.entries(this.cookiesFor(target))
       .map(([k, v]) => `${k}=${v}`)
       .join("; ");
-    const headers: Record<string, string> = { accept: "text/html,application/json;q=0.9,*/*;q=0.1", ...(cookie ? { cookie } : {}) };
+    const headers: Record<string, string> = {
+      accept: "text/html,application/json;q=0.9,*/*;q=0.1",
+      ...(cookie ? { cookie } : {}),
+    };
     if (form) headers["content-type"] = "application/x-www-form-urlencoded";
-    const res = await fetch(target, { method, headers, body: form ? new URLSearchParams(form).toString() : undefined, redirect: "manual", signal: AbortSignal.timeout(15_000) });
+    const res = await fetch(target, {
+      method,
+      headers,
+      body: form ? new URLSearchParams(form).toString() : undefined,
+      redirect: "manual",
+      signal: AbortSignal.timeout(15_000),
+    });
     for (const header of res.headers.getSetCookie()) this.store(target, header);
     const location = res.headers.get("location");
     const hop: Hop = {
@@ -217,8 +239,10 @@ export class Browser {
     };
     for (let i = 0; i < (options.maxHops ?? 30); i++) {
       const target = new URL(next.url);
-      if (guard && !matchesSourceList(target, guard.sources, guard.self)) return { kind: "blocked", url: target, formAction: guard.policy, hops: this.hops.slice(start) };
-      if (next.method === "GET" && options.until?.(target)) return { kind: "stopped", url: target, hops: this.hops.slice(start) };
+      if (guard && !matchesSourceList(target, guard.sources, guard.self))
+        return { kind: "blocked", url: target, formAction: guard.policy, hops: this.hops.slice(start) };
+      if (next.method === "GET" && options.until?.(target))
+        return { kind: "stopped", url: target, hops: this.hops.slice(start) };
       const hop = await this.request(next.method, next.url, next.form);
       if (hop.status >= 300 && hop.status < 400 && hop.location) {
         if (!this.formActionOnRedirects) guard = undefined;
@@ -233,17 +257,29 @@ export class Browser {
       }
       if (form?.fields.prompt === "login" && options.login !== undefined) {
         submitFrom(hop);
-        next = { method: form.method, url: form.action, form: { ...form.fields, login: options.login, password: options.password ?? "any password" } };
+        next = {
+          method: form.method,
+          url: form.action,
+          form: { ...form.fields, login: options.login, password: options.password ?? "any password" },
+        };
         continue;
       }
       if (form && (form.fields.prompt === "consent" || options.submit?.(form, hop))) {
         submitFrom(hop);
-        next = form.method === "GET" ? { method: "GET", url: withQuery(form.action, form.fields) } : { method: form.method, url: form.action, form: form.fields };
+        next =
+          form.method === "GET"
+            ? { method: "GET", url: withQuery(form.action, form.fields) }
+            : { method: form.method, url: form.action, form: form.fields };
         continue;
       }
       return { kind: "page", page: hop, hops: this.hops.slice(start) };
     }
-    throw new Error(`more than ${options.maxHops ?? 30} hops from ${url}: ${this.hops.slice(start).map((h) => `${h.status} ${h.url}`).join(" → ")}`);
+    throw new Error(
+      `more than ${options.maxHops ?? 30} hops from ${url}: ${this.hops
+        .slice(start)
+        .map((h) => `${h.status} ${h.url}`)
+        .join(" → ")}`,
+    );
   }
 }
 

@@ -7,7 +7,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
-import { migrate, openDatabase } from "../../src/store/db.js";
+import { openDatabase } from "../../src/storage/db.js";
+import { migrateAll } from "../../src/server/start.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const PGLITE_TEMPLATE = join(root, ".cache", "pglite-template.tar");
@@ -33,7 +34,7 @@ function withDatabase(url: string, database: string): string {
 export async function preparePgliteTemplate(): Promise<void> {
   const pglite = await PGlite.create("memory://");
   const { db, close } = await openDatabase({ pglite });
-  await migrate(db);
+  await migrateAll(db);
   const dump = await pglite.dumpDataDir("none");
   mkdirSync(dirname(PGLITE_TEMPLATE), { recursive: true });
   writeFileSync(PGLITE_TEMPLATE, Buffer.from(await dump.arrayBuffer()));
@@ -50,7 +51,7 @@ export async function preparePostgresTemplate(url: string): Promise<void> {
     await admin.end();
   }
   const { db, close } = await openDatabase({ databaseUrl: withDatabase(url, PG_TEMPLATE_DB), poolSize: 1 });
-  await migrate(db);
+  await migrateAll(db);
   await close();
 }
 

@@ -18,32 +18,79 @@ function ok(res: JsonResponse, what: string): Json {
 
 /** An organization (parent undefined) or a group under `parent`. */
 export async function createGroup(api: Api, parent: string | undefined, name: string, description = ""): Promise<Json> {
-  return ok(await api.post(parent ? `/iam/v2beta1/groups/${parent}` : "/iam/v2beta1/groups", { name, description }), `create group ${name}`);
+  return ok(
+    await api.post(parent ? `/iam/v2beta1/groups/${parent}` : "/iam/v2beta1/groups", { name, description }),
+    `create group ${name}`,
+  );
 }
 
-export async function createRole(api: Api, parent: string, name: string, capabilities: (string | number)[] = ["CAP_IAM_GROUPS_LIST"], description = ""): Promise<Json> {
+export async function createRole(
+  api: Api,
+  parent: string,
+  name: string,
+  capabilities: (string | number)[] = ["CAP_IAM_GROUPS_LIST"],
+  description = "",
+): Promise<Json> {
   return ok(await api.post(`/iam/v2beta1/roles/${parent}`, { name, description, capabilities }), `create role ${name}`);
 }
 
 /** An identity assumable by an OIDC token with exactly this issuer and subject. */
-export async function createIdentity(api: Api, parent: string, name: string, subject: string, issuer = "https://issuer.example"): Promise<Json> {
-  return ok(await api.post(`/iam/v2beta1/identities/${parent}`, { name, claimMatch: { issuer, subject } }), `create identity ${name}`);
+export async function createIdentity(
+  api: Api,
+  parent: string,
+  name: string,
+  subject: string,
+  issuer = "https://issuer.example",
+): Promise<Json> {
+  return ok(
+    await api.post(`/iam/v2beta1/identities/${parent}`, { name, claimMatch: { issuer, subject } }),
+    `create identity ${name}`,
+  );
 }
 
-export async function createRoleBinding(api: Api, parent: string, identityUid: string, roleUid: string = VIEWER_ROLE_UID): Promise<Json> {
-  return ok(await api.post(`/iam/v2beta1/roleBindings/${parent}`, { identityUid, roleUid }), `bind ${identityUid} to ${roleUid}`);
+export async function createRoleBinding(
+  api: Api,
+  parent: string,
+  identityUid: string,
+  roleUid: string = VIEWER_ROLE_UID,
+): Promise<Json> {
+  return ok(
+    await api.post(`/iam/v2beta1/roleBindings/${parent}`, { identityUid, roleUid }),
+    `bind ${identityUid} to ${roleUid}`,
+  );
 }
 
-export async function createIdentityProvider(api: Api, parent: string, name: string, defaultRole: string = VIEWER_ROLE_UID): Promise<Json> {
+export async function createIdentityProvider(
+  api: Api,
+  parent: string,
+  name: string,
+  defaultRole: string = VIEWER_ROLE_UID,
+): Promise<Json> {
   const body = { name, defaultRole, oidc: { issuer: "https://idp.example", clientId: "x", clientSecret: "y" } };
   return ok(await api.post(`/iam/v2beta1/identityProviders/${parent}`, body), `create identity provider ${name}`);
 }
 
 /** A group's (only) account association; its uid is the group's. */
-export async function createAccountAssociation(api: Api, group: string, name: string, account = "123456789012"): Promise<Json> {
-  return ok(await api.post(`/iam/v2beta1/accountAssociations/${group}`, { name, amazon: { account } }), `create account association ${name}`);
+export async function createAccountAssociation(
+  api: Api,
+  group: string,
+  name: string,
+  account = "123456789012",
+): Promise<Json> {
+  return ok(
+    await api.post(`/iam/v2beta1/accountAssociations/${group}`, { name, amazon: { account } }),
+    `create account association ${name}`,
+  );
 }
 
-export async function createGroupInvite(api: Api, parent: string, ttlSeconds = 3600, roleUid: string = VIEWER_ROLE_UID): Promise<Json> {
-  return ok(await api.post(`/iam/v2beta1/groupInvites/${parent}`, { roleUid, ttl: `${ttlSeconds}s` }), "create group invite");
+export async function createGroupInvite(
+  api: Api,
+  parent: string,
+  ttlSeconds = 3600,
+  roleUid: string = VIEWER_ROLE_UID,
+): Promise<Json> {
+  return ok(
+    await api.post(`/iam/v2beta1/groupInvites/${parent}`, { roleUid, ttl: `${ttlSeconds}s` }),
+    "create group invite",
+  );
 }

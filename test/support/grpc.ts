@@ -22,8 +22,16 @@ import {
 
 /** Every google.rpc error detail type, for unpacking Any and for JSON with "@type". */
 export const errorDetailsRegistry = createRegistry(
-  ErrorInfoSchema, BadRequestSchema, PreconditionFailureSchema, ResourceInfoSchema, RetryInfoSchema,
-  DebugInfoSchema, QuotaFailureSchema, RequestInfoSchema, HelpSchema, LocalizedMessageSchema,
+  ErrorInfoSchema,
+  BadRequestSchema,
+  PreconditionFailureSchema,
+  ResourceInfoSchema,
+  RetryInfoSchema,
+  DebugInfoSchema,
+  QuotaFailureSchema,
+  RequestInfoSchema,
+  HelpSchema,
+  LocalizedMessageSchema,
 );
 
 export const PROTO_LOADER_OPTIONS: protoLoader.Options = {
@@ -62,12 +70,21 @@ export interface UnaryClient {
 }
 
 /** A grpc-js client for a service (full proto name) over insecure HTTP/2 to 127.0.0.1:<port>. */
-export function grpcClient(port: number, service = "chainguard.platform.iam.v2beta1.GroupsService", token?: string): UnaryClient {
+export function grpcClient(
+  port: number,
+  service = "chainguard.platform.iam.v2beta1.GroupsService",
+  token?: string,
+): UnaryClient {
   const Ctor = lookup(loadGrpcPackage(), service);
   const client = new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
   const methods = client as unknown as Record<
     string,
-    (req: Plain, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: Plain) => void) => void
+    (
+      req: Plain,
+      md: grpc.Metadata,
+      opts: grpc.CallOptions,
+      cb: (err: grpc.ServiceError | null, res?: Plain) => void,
+    ) => void
   >;
   return {
     call<T>(method: string, request: Plain, metadata = new grpc.Metadata()): Promise<T> {
@@ -91,7 +108,10 @@ export async function grpcError(promise: Promise<unknown>): Promise<grpc.Service
     assert.fail(`expected the gRPC call to fail, got ${JSON.stringify(res)}`);
   } catch (err) {
     if (err instanceof assert.AssertionError) throw err;
-    assert.ok(err && typeof err === "object" && "code" in err && "metadata" in err, `not a grpc ServiceError: ${String(err)}`);
+    assert.ok(
+      err && typeof err === "object" && "code" in err && "metadata" in err,
+      `not a grpc ServiceError: ${String(err)}`,
+    );
     return err as grpc.ServiceError;
   }
 }

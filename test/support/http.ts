@@ -7,7 +7,12 @@ export interface JsonResponse<T = any> {
 
 /** REST calls to `baseUrl`, sending `Authorization: Bearer <token>` when a token is given. */
 export function restClient(baseUrl: string, token?: string) {
-  async function call<T = any>(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<JsonResponse<T>> {
+  async function call<T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    extraHeaders: Record<string, string> = {},
+  ): Promise<JsonResponse<T>> {
     const headers = token ? { authorization: `Bearer ${token}`, ...extraHeaders } : extraHeaders;
     const res = await fetch(baseUrl + path, {
       method,

@@ -77,7 +77,9 @@ export class OidcIssuer {
     this.behaviour = behaviour;
   }
 
-  static async start(options: { algs?: string[]; path?: string; host?: string; behaviour?: IssuerBehaviour } = {}): Promise<OidcIssuer> {
+  static async start(
+    options: { algs?: string[]; path?: string; host?: string; behaviour?: IssuerBehaviour } = {},
+  ): Promise<OidcIssuer> {
     const keys = await Promise.all((options.algs ?? ["RS256"]).map((alg) => makeKey(alg)));
     let issuer!: OidcIssuer;
     const server = http.createServer((req, res) => void issuer.handle(req, res));
@@ -99,17 +101,21 @@ export class OidcIssuer {
     if (b.delayMs) await new Promise((r) => setTimeout(r, b.delayMs));
     if (res.destroyed) return;
     const base = new URL(this.url).pathname.replace(/\/$/, "");
-    const json = (status: number, body: string): void => void res.writeHead(status, { "content-type": "application/json" }).end(body);
+    const json = (status: number, body: string): void =>
+      void res.writeHead(status, { "content-type": "application/json" }).end(body);
     if (path === `${base}/.well-known/openid-configuration`) {
       if (b.redirectTo) return void res.writeHead(302, { location: b.redirectTo }).end();
       if (b.discoveryBody !== undefined) return json(200, b.discoveryBody);
-      return json(200, JSON.stringify({
-        issuer: b.discoveryIssuer ?? this.url,
-        jwks_uri: b.jwksUri ?? `${this.url}/keys`,
-        response_types_supported: ["id_token"],
-        subject_types_supported: ["public"],
-        id_token_signing_alg_values_supported: [...new Set(this.keys.map((k) => k.alg))],
-      }));
+      return json(
+        200,
+        JSON.stringify({
+          issuer: b.discoveryIssuer ?? this.url,
+          jwks_uri: b.jwksUri ?? `${this.url}/keys`,
+          response_types_supported: ["id_token"],
+          subject_types_supported: ["public"],
+          id_token_signing_alg_values_supported: [...new Set(this.keys.map((k) => k.alg))],
+        }),
+      );
     }
     if (path === `${base}/keys`) return json(200, JSON.stringify(jwks(this.keys)));
     json(404, JSON.stringify({ error: "not found" }));
@@ -117,14 +123,23 @@ export class OidcIssuer {
 
   /** How often discovery and the JWKS were fetched. */
   count(kind: "discovery" | "keys"): number {
-    return this.requests.filter((p) => p.endsWith(kind === "discovery" ? "/.well-known/openid-configuration" : "/keys")).length;
+    return this.requests.filter((p) => p.endsWith(kind === "discovery" ? "/.well-known/openid-configuration" : "/keys"))
+      .length;
   }
 
   /** Signs any claims with one of this issuer's keys (or the given one). */
   async sign(claims: JWTPayload, options: TokenOptions = {}): Promise<string> {
     const key = options.key ?? this.keys[0]!;
     const now = nowSeconds();
-    const payload: JWTPayload = { iss: this.url, aud: this.defaultAudience, iat: now, nbf: now - 5, exp: now + 300, jti: randomUUID(), ...claims };
+    const payload: JWTPayload = {
+      iss: this.url,
+      aud: this.defaultAudience,
+      iat: now,
+      nbf: now - 5,
+      exp: now + 300,
+      jti: randomUUID(),
+      ...claims,
+    };
     const set = (name: string, value: unknown) => {
       if (value === null) delete payload[name];
       else if (value !== undefined) payload[name] = value;

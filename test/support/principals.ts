@@ -83,23 +83,40 @@ export function issuerAt(server: TestServer, now: () => Date, urls: Partial<Auth
   return new TokenIssuer(new KeyManager(server.db), { ...server.tokens.urls, ...urls }, now);
 }
 
-function apiToken(issuer: TokenIssuer, server: TestServer, subject: string, options: Partial<MintRequest> = {}): Promise<string> {
+function apiToken(
+  issuer: TokenIssuer,
+  server: TestServer,
+  subject: string,
+  options: Partial<MintRequest> = {},
+): Promise<string> {
   return issuer.mint({ subject, audience: [server.tokens.urls.apiAudience], ...options }).then((t) => t.token);
 }
 
 /** Minted two hours ago: expired an hour ago. */
 export function expiredToken(server: TestServer, subject: string): Promise<string> {
-  return apiToken(issuerAt(server, () => new Date(Date.now() - 2 * HOUR)), server, subject);
+  return apiToken(
+    issuerAt(server, () => new Date(Date.now() - 2 * HOUR)),
+    server,
+    subject,
+  );
 }
 
 /** Minted by a clock ten minutes ahead: nbf (and iat) in the future. */
 export function notYetValidToken(server: TestServer, subject: string): Promise<string> {
-  return apiToken(issuerAt(server, () => new Date(Date.now() + 10 * MINUTE)), server, subject);
+  return apiToken(
+    issuerAt(server, () => new Date(Date.now() + 10 * MINUTE)),
+    server,
+    subject,
+  );
 }
 
 /** Signed with the server's key, but naming another issuer. */
 export function wrongIssuerToken(server: TestServer, subject: string): Promise<string> {
-  return apiToken(issuerAt(server, () => new Date(), { issuer: "https://issuer.other.example" }), server, subject);
+  return apiToken(
+    issuerAt(server, () => new Date(), { issuer: "https://issuer.other.example" }),
+    server,
+    subject,
+  );
 }
 
 export function wrongAudienceToken(server: TestServer, subject: string): Promise<string> {

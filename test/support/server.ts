@@ -1,8 +1,10 @@
 // Starts the real server on an ephemeral port over a fresh database of the given backend.
 import { pino } from "pino";
 import type { Interceptor } from "@connectrpc/connect";
-import type { UpstreamProvider } from "../../src/auth/login.js";
-import { OPERATOR_SUBJECT, type MintRequest } from "../../src/auth/tokens.js";
+import { authModule } from "../../src/auth/module.js";
+import { OPERATOR_SUBJECT, type MintRequest, type TokenIssuer } from "../../src/auth/tokens.js";
+import type { UpstreamProvider } from "../../src/platform/config.js";
+import type { FeatureModule } from "../../src/platform/module.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
 import { clonePglite, clonePostgres, type Backend } from "./db-templates.js";
 
@@ -10,6 +12,8 @@ export const ERROR_DOMAIN = "test.bulwark.dev";
 
 export interface TestServer extends RunningServer {
   backend: Backend;
+  /** the server's token issuer (the auth module's) */
+  tokens: TokenIssuer;
   /** a token of the platform operator, who may do everything */
   operatorToken: string;
   /** an API token for an identity (or any subject), minted by the server's own issuer */
@@ -24,10 +28,16 @@ export function bearer(token: string): Interceptor {
   };
 }
 
+/** The running server's token issuer. */
+export function issuerOf(server: RunningServer): TokenIssuer {
+  return server.exportsOf(authModule).issuer;
+}
+
 async function withTokens(server: RunningServer, backend: Backend, close = server.close): Promise<TestServer> {
+  const tokens = issuerOf(server);
   const tokenFor = async (subject: string, options: Partial<MintRequest> = {}) =>
-    (await server.tokens.mint({ subject, audience: [server.tokens.urls.apiAudience], ...options })).token;
-  return { ...server, backend, close, tokenFor, operatorToken: await tokenFor(OPERATOR_SUBJECT) };
+    (await tokens.mint({ subject, audience: [tokens.urls.apiAudience], ...options })).token;
+  return { ...server, backend, close, tokens, tokenFor, operatorToken: await tokenFor(OPERATOR_SUBJECT) };
 }
 
 /** Test servers reach the test OIDC issuers on 127.0.0.1 over http, so both default to on. */
@@ -36,6 +46,8 @@ export interface TestServerOptions {
   allowPrivateIssuerAddresses?: boolean;
   /** the platform's default upstream OIDC provider for human sign-in */
   defaultUpstream?: UpstreamProvider;
+  /** the feature modules to run (default: all) */
+  modules?: readonly FeatureModule<any, any>[];
 }
 
 export async function startTestServer(backend: Backend, options: TestServerOptions = {}): Promise<TestServer> {
@@ -48,6 +60,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     allowInsecureIssuers: options.allowInsecureIssuers ?? true,
     allowPrivateIssuerAddresses: options.allowPrivateIssuerAddresses ?? true,
     defaultUpstream: options.defaultUpstream,
+    modules: options.modules,
   };
   if (backend === "pglite") {
     const server = await startServer({ ...common, pglite: await clonePglite() });

@@ -43,7 +43,10 @@ export interface UpstreamProviderOptions {
 type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
 /** A constructor for oidc-provider's Provider (the package ships no types). */
-type ProviderClass = new (issuer: string, configuration: Record<string, unknown>) => {
+type ProviderClass = new (
+  issuer: string,
+  configuration: Record<string, unknown>,
+) => {
   callback(): Listener;
   on(event: string, listener: (...args: any[]) => void): unknown;
 };
@@ -52,17 +55,21 @@ let providerClass: Promise<ProviderClass> | undefined;
 
 /** oidc-provider, imported once; its start-up warnings (dev keys, devInteractions, Node 20) are expected here and kept out of the test output. */
 function loadProvider(): Promise<ProviderClass> {
-  providerClass ??= quietly(async () => ((await import("oidc-provider" as string)) as { Provider: ProviderClass }).Provider);
+  providerClass ??= quietly(
+    async () => ((await import("oidc-provider" as string)) as { Provider: ProviderClass }).Provider,
+  );
   return providerClass;
 }
 
 async function quietly<T>(fn: () => Promise<T> | T): Promise<T> {
   const warn = console.warn;
   const info = console.info;
-  const filter = (original: (...args: unknown[]) => void) => (...args: unknown[]) => {
-    if (typeof args[0] === "string" && /^(\x1b\[[\d;]*m)?oidc-provider (WARNING|NOTICE)/.test(args[0])) return;
-    original(...args);
-  };
+  const filter =
+    (original: (...args: unknown[]) => void) =>
+    (...args: unknown[]) => {
+      if (typeof args[0] === "string" && /^(\x1b\[[\d;]*m)?oidc-provider (WARNING|NOTICE)/.test(args[0])) return;
+      original(...args);
+    };
   console.warn = filter(warn);
   console.info = filter(info);
   try {
@@ -86,7 +93,10 @@ function closeServer(server: http.Server): Promise<void> {
 
 export class UpstreamProvider {
   /** registered with token_endpoint_auth_method client_secret_post */
-  readonly confidentialClient = { clientId: "bulwark-confidential", clientSecret: randomBytes(24).toString("base64url") };
+  readonly confidentialClient = {
+    clientId: "bulwark-confidential",
+    clientSecret: randomBytes(24).toString("base64url"),
+  };
   /** registered with token_endpoint_auth_method none (PKCE only) */
   readonly publicClient = { clientId: "bulwark-public" };
   /** oidc-provider's error events (name and message), for diagnosing a failing test */
@@ -136,7 +146,12 @@ export class UpstreamProvider {
       () =>
         new Provider(this.issuer, {
           clients: [
-            { ...client, client_id: this.confidentialClient.clientId, client_secret: this.confidentialClient.clientSecret, token_endpoint_auth_method: "client_secret_post" },
+            {
+              ...client,
+              client_id: this.confidentialClient.clientId,
+              client_secret: this.confidentialClient.clientSecret,
+              token_endpoint_auth_method: "client_secret_post",
+            },
             { ...client, client_id: this.publicClient.clientId, token_endpoint_auth_method: "none" },
           ],
           pkce: { required: () => true },
@@ -209,7 +224,10 @@ export class RogueUpstream {
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", this.url);
-    const json = (status: number, body: unknown) => void res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store" }).end(JSON.stringify(body));
+    const json = (status: number, body: unknown) =>
+      void res
+        .writeHead(status, { "content-type": "application/json", "cache-control": "no-store" })
+        .end(JSON.stringify(body));
     if (url.pathname === "/.well-known/openid-configuration") {
       return json(200, {
         issuer: this.url,
@@ -229,7 +247,12 @@ export class RogueUpstream {
       this.authorizeRequests.push(q);
       const redirectUri = q.get("redirect_uri") ?? "";
       const code = randomBytes(16).toString("base64url");
-      this.codes.set(code, { clientId: q.get("client_id") ?? "", nonce: q.get("nonce") ?? undefined, codeChallenge: q.get("code_challenge") ?? undefined, redirectUri });
+      this.codes.set(code, {
+        clientId: q.get("client_id") ?? "",
+        nonce: q.get("nonce") ?? undefined,
+        codeChallenge: q.get("code_challenge") ?? undefined,
+        redirectUri,
+      });
       const back = new URL(redirectUri);
       back.searchParams.set("code", code);
       if (q.has("state")) back.searchParams.set("state", q.get("state")!);
@@ -263,7 +286,12 @@ export class RogueUpstream {
       const idToken = this.behaviour.unsigned
         ? new UnsecuredJWT(claims).encode()
         : await new SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, typ: "JWT" }).sign(key.privateKey);
-      return json(200, { access_token: randomBytes(16).toString("base64url"), token_type: "Bearer", expires_in: 300, id_token: idToken });
+      return json(200, {
+        access_token: randomBytes(16).toString("base64url"),
+        token_type: "Bearer",
+        expires_in: 300,
+        id_token: idToken,
+      });
     }
     json(404, { error: "not found" });
   }
@@ -271,7 +299,11 @@ export class RogueUpstream {
   /** Whether a recorded token request's code_verifier matches its authorization request's S256 challenge. */
   static pkceMatches(authorize: URLSearchParams, token: URLSearchParams): boolean {
     const verifier = token.get("code_verifier");
-    return authorize.get("code_challenge_method") === "S256" && !!verifier && createHash("sha256").update(verifier).digest("base64url") === authorize.get("code_challenge");
+    return (
+      authorize.get("code_challenge_method") === "S256" &&
+      !!verifier &&
+      createHash("sha256").update(verifier).digest("base64url") === authorize.get("code_challenge")
+    );
   }
 
   close(): Promise<void> {
