@@ -13,7 +13,7 @@ import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
 import { MODULES } from "../src/server/modules.js";
 import { startServer, type RunningServer } from "../src/server/start.js";
 import { collectMigrations } from "../src/storage/db.js";
-import { backends, postgresUrl } from "./support/db-templates.js";
+import { backends, postgresUrl, withDatabase } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
 import { ERROR_DOMAIN, issuerOf } from "./support/server.js";
 
@@ -29,12 +29,6 @@ const LEGACY = {
   invite: "c58a8d01ea55225910e47f2800ea910623ac70ea/97e2d700ca83a37e",
 };
 const OLD_MIGRATIONS = ["001_groups", "002_iam", "003_signing_keys", "004_login_sessions"];
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = "/" + database;
-  return u.toString();
-}
 
 /** A server over a fresh database loaded from the dump. */
 async function serverOverDump(

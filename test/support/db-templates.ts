@@ -25,7 +25,8 @@ export function backends(): Backend[] {
   return postgresUrl() ? ["pglite", "postgres"] : ["pglite"];
 }
 
-function withDatabase(url: string, database: string): string {
+/** The same server URL, naming another database. */
+export function withDatabase(url: string, database: string): string {
   const u = new URL(url);
   u.pathname = "/" + database;
   return u.toString();

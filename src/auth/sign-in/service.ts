@@ -232,18 +232,12 @@ export class SignInService {
       const options = await this.sessionOptions(query);
       const secrets = newUpstreamSecrets();
       await this.deps.sessions.create({
-        id: secrets.id,
+        ...this.newSession(options, secrets),
         kind: "browser",
         // Kept exactly as sent: the token request must repeat it byte for byte (RFC 6749 §4.1.3).
         clientRedirectUri: query.redirect_uri as string,
         clientState: state,
         codeChallenge: challenge,
-        identityProviderUid: options.identityProviderUid,
-        inviteUid: options.inviteUid,
-        nonce: secrets.nonce,
-        verifier: secrets.verifier,
-        now: this.now(),
-        expiresAt: this.fromNow(SIGN_IN_WINDOW_MS),
       });
       const url = await this.upstreamSignInUrl({
         id: secrets.id,
@@ -266,18 +260,7 @@ export class SignInService {
     const deviceCode = randomToken(32);
     const userCode = mintUserCode();
     const secrets = newUpstreamSecrets();
-    await this.deps.sessions.create({
-      id: secrets.id,
-      kind: "device",
-      deviceCode,
-      userCode,
-      identityProviderUid: options.identityProviderUid,
-      inviteUid: options.inviteUid,
-      nonce: secrets.nonce,
-      verifier: secrets.verifier,
-      now: this.now(),
-      expiresAt: this.fromNow(SIGN_IN_WINDOW_MS),
-    });
+    await this.deps.sessions.create({ ...this.newSession(options, secrets), kind: "device", deviceCode, userCode });
     const shown = formatUserCode(userCode);
     const verificationUri = this.endpoints.device();
     return {
@@ -383,6 +366,19 @@ export class SignInService {
   }
 
   /** Validates the optional identity_provider and invite_code of a new sign-in. */
+  /** What every new sign-in session records: its options, upstream secrets and sign-in window. */
+  private newSession(options: SessionOptions, secrets: ReturnType<typeof newUpstreamSecrets>) {
+    return {
+      id: secrets.id,
+      identityProviderUid: options.identityProviderUid,
+      inviteUid: options.inviteUid,
+      nonce: secrets.nonce,
+      verifier: secrets.verifier,
+      now: this.now(),
+      expiresAt: this.fromNow(SIGN_IN_WINDOW_MS),
+    };
+  }
+
   private async sessionOptions(fields: Fields): Promise<SessionOptions> {
     const options: SessionOptions = {};
     const { identity_provider: idpUid, invite_code: inviteCode } = fields;

@@ -3,8 +3,7 @@
 // parent (null for an organization). The provider blocks are stored as canonical JSON.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
-import type { Db } from "../../storage/db.js";
-import { iamTables, type IamDb, type Row } from "./schema.js";
+import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
@@ -22,13 +21,7 @@ function columns(f: AccountAssociationFields) {
   return { name: f.name, description: f.description, providers: JSON.stringify(f.providers) };
 }
 
-export class AccountAssociationsRepository {
-  private readonly db: IamDb;
-
-  constructor(db: Db) {
-    this.db = iamTables(db);
-  }
-
+export class AccountAssociationsRepository extends IamRepository {
   /** Inserts the association of group `uid` (whose parent is `parentUid`). */
   async insert(
     uid: string,

@@ -3,8 +3,7 @@
 // delete restrict), so a group or role an invite names cannot be deleted under it.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
-import type { Db } from "../../storage/db.js";
-import { iamTables, type IamDb, type Row } from "./schema.js";
+import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import type { RoleRow } from "./roles.js";
 import { conflict, missing, ok, type DeleteResult, type WriteResult } from "../../storage/results.js";
@@ -36,13 +35,7 @@ export interface CreatedInvite {
 /** The conflict a taken key id answers: the caller mints another code and tries again. */
 export const KEY_ID_TAKEN = "key id taken";
 
-export class GroupInvitesRepository {
-  private readonly db: IamDb;
-
-  constructor(db: Db) {
-    this.db = iamTables(db);
-  }
-
+export class GroupInvitesRepository extends IamRepository {
   /**
    * Inserts an invite and reads its role in the same transaction (the insert's foreign-key check
    * holds a key-share lock on the role row, so it cannot disappear in between).

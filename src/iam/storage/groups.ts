@@ -2,8 +2,7 @@
 // database itself refuses orphans and deletes of non-empty groups, even under concurrency.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
-import type { Db } from "../../storage/db.js";
-import { iamTables, type IamDb, type Row } from "./schema.js";
+import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
@@ -28,13 +27,7 @@ export interface GroupChanges {
   kind: number;
 }
 
-export class GroupsRepository {
-  private readonly db: IamDb;
-
-  constructor(db: Db) {
-    this.db = iamTables(db);
-  }
-
+export class GroupsRepository extends IamRepository {
   /** Inserts a group (and its owner's binding); missing when the parent does not exist. */
   async insert(g: NewGroup): Promise<WriteResult<GroupRow>> {
     try {

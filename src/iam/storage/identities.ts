@@ -1,8 +1,7 @@
 // Identities aggregate: assumable identities in a group, or root-level (humans).
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
-import type { Db } from "../../storage/db.js";
-import { iamTables, type IamDb, type Row } from "./schema.js";
+import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
@@ -24,13 +23,7 @@ function columns(f: IdentityFields) {
   return { ...f, relationship: JSON.stringify(f.relationship) };
 }
 
-export class IdentitiesRepository {
-  private readonly db: IamDb;
-
-  constructor(db: Db) {
-    this.db = iamTables(db);
-  }
-
+export class IdentitiesRepository extends IamRepository {
   /** Inserts an identity; missing when the parent group does not exist. */
   async insert(
     uid: string,

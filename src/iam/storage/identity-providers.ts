@@ -4,8 +4,7 @@
 // and that role's visibility from the group (a CHECK), so races cannot break them.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
-import type { Db } from "../../storage/db.js";
-import { iamTables, type IamDb, type Row } from "./schema.js";
+import { IamRepository, type Row } from "./schema.js";
 import { CHECK_VIOLATION, FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
@@ -48,13 +47,7 @@ function columns(f: IdentityProviderFields) {
   };
 }
 
-export class IdentityProvidersRepository {
-  private readonly db: IamDb;
-
-  constructor(db: Db) {
-    this.db = iamTables(db);
-  }
-
+export class IdentityProvidersRepository extends IamRepository {
   /** Inserts an IdP; missing names the group or default role that does not exist (or is not visible). */
   async insert(
     uid: string,

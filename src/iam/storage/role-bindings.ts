@@ -6,8 +6,7 @@ import type { Grant } from "../../core/access.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { isUsableFrom } from "../../core/uidp.js";
-import type { Db } from "../../storage/db.js";
-import { iamTables, type IamDb, type IamTables, type Row } from "./schema.js";
+import { IamRepository, type IamDb, type IamTables, type Row } from "./schema.js";
 import { UNIQUE_VIOLATION, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, updateByUid } from "../../storage/table.js";
@@ -88,13 +87,7 @@ async function refusable<T>(write: () => Promise<WriteResult<T>>): Promise<Write
   }
 }
 
-export class RoleBindingsRepository {
-  private readonly db: IamDb;
-
-  constructor(db: Db) {
-    this.db = iamTables(db);
-  }
-
+export class RoleBindingsRepository extends IamRepository {
   /** Creates all bindings or none. */
   async insertAll(bindings: NewBinding[], now: Date): Promise<WriteResult<HydratedBinding[]>> {
     const seen = new Set<string>();

@@ -2,8 +2,7 @@
 import { sql } from "kysely";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
-import type { Db } from "../../storage/db.js";
-import { iamTables, type IamDb, type Row } from "./schema.js";
+import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
@@ -24,13 +23,7 @@ export interface RoleFields {
   capabilities: number[];
 }
 
-export class RolesRepository {
-  private readonly db: IamDb;
-
-  constructor(db: Db) {
-    this.db = iamTables(db);
-  }
-
+export class RolesRepository extends IamRepository {
   /**
    * Makes the built-in roles exactly what this version defines. Idempotent and safe for several
    * replicas starting at once; a changed definition is updated in place (same uid).

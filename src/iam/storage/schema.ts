@@ -1,5 +1,6 @@
 // The IAM module's table types. Column names are snake_case as in SQL.
 import type { ColumnType, Kysely, Selectable } from "kysely";
+import type { Db } from "../../storage/db.js";
 import type { Json, Timestamp } from "../../storage/schema.js";
 
 export interface GroupsTable {
@@ -103,6 +104,15 @@ export type IamDb = Kysely<IamTables>;
 /** The platform's database viewed through the IAM tables. */
 export function iamTables(db: Kysely<any>): IamDb {
   return db as unknown as IamDb;
+}
+
+/** What every IAM repository starts from: the shared database, seen through the IAM tables. */
+export abstract class IamRepository {
+  protected readonly db: IamDb;
+
+  constructor(db: Db) {
+    this.db = iamTables(db);
+  }
 }
 
 /** A row of an IAM table. */
