@@ -1,7 +1,8 @@
 // The layers point one way (docs/ARCHITECTURE.md), checked on every import in src/:
 //   core ← storage ← platform ← features (iam, auth, ...) ← server ← cli
 // - core imports no other layer; storage imports only core; platform only core and storage;
-// - a feature's storage/ imports no service code (nothing of its feature outside storage/);
+// - a feature's storage/ imports no service code (nothing of its feature outside storage/), and
+//   no storage code imports the API errors (it answers results; services map them);
 // - features import neither server nor cli, and iam nothing of auth (auth is built on iam);
 // - in server/, only modules.ts names a feature.
 import { describe, it } from "node:test";
@@ -79,6 +80,14 @@ describe("architecture: layers point one way", () => {
     const allowed = (i: Import) => ["core", "gen", "storage"].includes(top(i.to)) || isFeatureStorage(i.to);
     assert.deepEqual(
       violations((i) => isFeatureStorage(i.from) && !allowed(i)),
+      [],
+    );
+  });
+
+  it("storage throws no API errors: neither storage/ nor a feature's storage imports core/errors", () => {
+    const isStorage = (path: string) => top(path) === "storage" || isFeatureStorage(path);
+    assert.deepEqual(
+      violations((i) => isStorage(i.from) && i.to === "core/errors.js"),
       [],
     );
   });

@@ -17,12 +17,7 @@ import { bindService } from "../core/service.js";
 import { isUsableFrom, newChildUidp } from "../core/uidp.js";
 import { requireUid, throwIfViolations } from "../core/validate.js";
 import { mintInviteCode } from "./invites.js";
-import {
-  KEY_ID_TAKEN,
-  type GroupInviteRow,
-  type GroupInvitesRepository,
-  type InviteRole,
-} from "./storage/group-invites.js";
+import type { GroupInviteRow, GroupInvitesRepository, InviteRole } from "./storage/group-invites.js";
 
 export const groupInviteListing: ListableResource = {
   sortable: {
@@ -133,8 +128,7 @@ export function groupInvitesService({ invites, lists, now }: GroupInvitesDeps) {
           expirationTime,
           now: createTime,
         });
-        const keyIdTaken = result.kind === "conflict" && result.description === KEY_ID_TAKEN;
-        if (!keyIdTaken) {
+        if (result.kind !== "key_id_taken") {
           const created = written(result);
           return toGroupInvite(created.row, created.role, code.code);
         }

@@ -49,7 +49,6 @@ export interface PeriodicTask {
 
 export interface ModuleContext {
   db: Db;
-  backend: "pglite" | "postgres";
   settings: Readonly<PlatformSettings>;
   /** the public URLs; blanks are filled from the server's own URL once it listens */
   urls: PublicUrls;

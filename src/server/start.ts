@@ -47,7 +47,6 @@ export interface RunningServer {
   db: Kysely<any>;
   backend: "pglite" | "postgres";
   urls: PublicUrls;
-  modules: readonly FeatureModule<any, any>[];
   /** every served service with its handlers (a method without one answers UNIMPLEMENTED) */
   bindings: readonly ServiceBinding[];
   /** what a running module exports (e.g. the auth module's token issuer) */
@@ -107,7 +106,6 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const embeddedOnDisk = database.backend === "pglite" && !config.pglite && !config.dataDir.startsWith("memory://");
     const ctx: ModuleContext = {
       db: database.db,
-      backend: database.backend,
       settings: config,
       urls,
       dataDir: embeddedOnDisk ? config.dataDir : undefined,
@@ -164,7 +162,6 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       db: database.db,
       backend: database.backend,
       urls,
-      modules,
       bindings,
       exportsOf,
       close: () =>

@@ -9,7 +9,7 @@ import { SerializedPGliteDialect } from "./pglite-dialect.js";
 
 /**
  * The database as the platform sees it. Each feature module views it through its own tables
- * (e.g. iamTables(db)), so nothing below the modules knows a feature's schema.
+ * (e.g. iam/storage/schema.ts), so nothing below the modules knows a feature's schema.
  */
 export type Db = Kysely<StorageTables>;
 

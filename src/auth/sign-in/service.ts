@@ -365,7 +365,6 @@ export class SignInService {
     }
   }
 
-  /** Validates the optional identity_provider and invite_code of a new sign-in. */
   /** What every new sign-in session records: its options, upstream secrets and sign-in window. */
   private newSession(options: SessionOptions, secrets: ReturnType<typeof newUpstreamSecrets>) {
     return {
@@ -379,6 +378,7 @@ export class SignInService {
     };
   }
 
+  /** Validates the optional identity_provider and invite_code of a new sign-in. */
   private async sessionOptions(fields: Fields): Promise<SessionOptions> {
     const options: SessionOptions = {};
     const { identity_provider: idpUid, invite_code: inviteCode } = fields;

@@ -6,7 +6,7 @@ import { applyUidpFilter } from "../../storage/list-query.js";
 import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import type { RoleRow } from "./roles.js";
-import { conflict, missing, ok, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { missing, ok, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid } from "../../storage/table.js";
 
 export type GroupInviteRow = Row<"group_invites">;
@@ -32,15 +32,17 @@ export interface CreatedInvite {
   role: InviteRole;
 }
 
-/** The conflict a taken key id answers: the caller mints another code and tries again. */
-export const KEY_ID_TAKEN = "key id taken";
+/** The random key id is already in use: the caller mints another code and tries again. */
+export interface KeyIdTaken {
+  kind: "key_id_taken";
+}
 
 export class GroupInvitesRepository extends IamRepository {
   /**
    * Inserts an invite and reads its role in the same transaction (the insert's foreign-key check
    * holds a key-share lock on the role row, so it cannot disappear in between).
    */
-  async insert(i: NewGroupInvite): Promise<WriteResult<CreatedInvite>> {
+  async insert(i: NewGroupInvite): Promise<WriteResult<CreatedInvite> | KeyIdTaken> {
     try {
       const created = await this.db.transaction().execute(async (trx) => {
         const row = await trx
@@ -72,8 +74,7 @@ export class GroupInvitesRepository extends IamRepository {
       const constraint = constraintOf(err) ?? "";
       if (state === FOREIGN_KEY_VIOLATION && constraint.includes("parent_uid")) return missing("group", i.parentUid);
       if (state === FOREIGN_KEY_VIOLATION && constraint.includes("role_uid")) return missing("role", i.roleUid);
-      if (state === UNIQUE_VIOLATION && constraint.includes("key_id"))
-        return conflict("group invite", i.uid, KEY_ID_TAKEN);
+      if (state === UNIQUE_VIOLATION && constraint.includes("key_id")) return { kind: "key_id_taken" };
       throw err;
     }
   }

@@ -101,17 +101,13 @@ export interface IamTables {
 /** The IAM tables as its repositories see them. */
 export type IamDb = Kysely<IamTables>;
 
-/** The platform's database viewed through the IAM tables. */
-export function iamTables(db: Kysely<any>): IamDb {
-  return db as unknown as IamDb;
-}
-
 /** What every IAM repository starts from: the shared database, seen through the IAM tables. */
 export abstract class IamRepository {
   protected readonly db: IamDb;
 
   constructor(db: Db) {
-    this.db = iamTables(db);
+    // A type-only view: the tables are the same database's.
+    this.db = db as unknown as IamDb;
   }
 }
 

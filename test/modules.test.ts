@@ -1,0 +1,67 @@
+// The module contract as the server enforces it when it starts: a module binds exactly the
+// services it declares; exactly one module provides the authorizer; a module may use what an
+// earlier module exports, not a later one. Composition only (no storage behaviour), so PGlite.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { pino } from "pino";
+import { authModule } from "../src/auth/module.js";
+import { GroupsService } from "../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import { iamModule } from "../src/iam/module.js";
+import type { FeatureModule, ModuleContext } from "../src/platform/module.js";
+import { MODULES } from "../src/server/modules.js";
+import { startServer, type RunningServer } from "../src/server/start.js";
+import { clonePglite } from "./support/db-templates.js";
+import { ERROR_DOMAIN } from "./support/server.js";
+
+async function start(modules: readonly FeatureModule<any, any>[]): Promise<RunningServer> {
+  const logger = pino({ level: "silent" });
+  const config = { port: 0, host: "127.0.0.1", dataDir: "", errorDomain: ERROR_DOMAIN, logger };
+  return startServer({ ...config, pglite: await clonePglite(), modules });
+}
+
+/** A module with no tables whose start runs `body` and binds nothing. */
+function probe(name: string, body: (ctx: ModuleContext) => unknown, services: FeatureModule["services"] = []) {
+  const module: FeatureModule<Record<string, never>, unknown> = {
+    name,
+    migrations: {},
+    services,
+    listings: {},
+    repositories: () => ({}),
+    async start(ctx) {
+      return { bindings: [], exports: body(ctx) };
+    },
+  };
+  return module;
+}
+
+describe("module contract at start", () => {
+  it("a module must bind exactly the services it declares", async () => {
+    const liar = probe("liar", () => ({}), [GroupsService]);
+    await assert.rejects(start([...MODULES, liar]), /module liar declares \[.*GroupsService\] but binds \[\]/);
+  });
+
+  it("exactly one module provides the authorizer", async () => {
+    const withoutAuthorizer: FeatureModule<any, any> = {
+      ...authModule,
+      start: async (ctx) => ({ ...(await authModule.start(ctx)), authorizer: undefined }),
+    };
+    await assert.rejects(start([iamModule, withoutAuthorizer]), /must provide the authorizer; found none/);
+    const second: FeatureModule<any, any> = {
+      ...probe("second", () => ({})),
+      start: async (ctx) => ({ ...(await authModule.start(ctx)), bindings: [] }),
+    };
+    await assert.rejects(start([...MODULES, second]), /must provide the authorizer; found auth, second/);
+  });
+
+  it("a module reads what an earlier module exports; asking a later one fails", async () => {
+    const reader = probe("reader", (ctx) => ({ issuer: ctx.exportsOf(authModule).issuer }));
+    const server = await start([...MODULES, reader]);
+    try {
+      assert.equal((server.exportsOf(reader) as { issuer: unknown }).issuer, server.exportsOf(authModule).issuer);
+    } finally {
+      await server.close();
+    }
+    const early = probe("early", (ctx) => ctx.exportsOf(authModule));
+    await assert.rejects(start([iamModule, early, authModule]), /module auth is not running/);
+  });
+});
