@@ -92,9 +92,16 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const timers: NodeJS.Timeout[] = [];
   try {
     await migrate(database.db, modules);
+    // Each shared secret is read once per server, however many modules ask for it.
+    const secrets = new Map<string, Promise<Uint8Array>>();
+    const sharedSecret = (name: string) => {
+      let secret = secrets.get(name);
+      if (!secret) secrets.set(name, (secret = loadSharedSecret(database.db, name)));
+      return secret;
+    };
     const secret = process.env.BULWARK_PAGE_TOKEN_SECRET
       ? new TextEncoder().encode(process.env.BULWARK_PAGE_TOKEN_SECRET)
-      : await loadSharedSecret(database.db, "page_tokens");
+      : await sharedSecret("page_tokens");
     const urls = publicUrls(config);
     const repositories = new Map<FeatureModule<any, any>, unknown>();
     const exports = new Map<FeatureModule<any, any>, unknown>();
@@ -117,7 +124,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         return repositories.get(module) as R;
       },
       exportsOf,
-      sharedSecret: (name) => loadSharedSecret(database.db, name),
+      sharedSecret,
     };
     const runtimes: ModuleRuntime[] = [];
     for (const module of modules) {
