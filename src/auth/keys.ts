@@ -1,11 +1,13 @@
 // The issuer's ES256 signing keys, kept in the database so every replica signs and verifies
 // with the same set. Rotation: a key signs for SIGNING_WINDOW_MS (24 h), then stays published until every
-// token it could have signed has expired. Private keys never leave this module and the database.
+// token it could have signed has expired. Private keys never leave this module and the database, and
+// are stored only sealed (a JWE under the database's key-encryption key, for the key's kid).
 import { randomUUID } from "node:crypto";
 import { readFile, rename, writeFile } from "node:fs/promises";
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from "jose";
 import { sql } from "kysely";
-import type { Db } from "../storage/db.js";
+import { SecretBox } from "../core/secret-box.js";
+import { keyEncryptionKeyOf, type Db } from "../storage/db.js";
 import { authTables, type AuthDb } from "./storage/schema.js";
 
 export const ALGORITHM = "ES256";
@@ -37,18 +39,40 @@ export interface PublishedKey {
 /**
  * The current signing key as a file (mode 0600) inside the embedded database's data directory.
  * An embedded database is open in one process only, so `bulwark admin token` signs with this
- * file while the server runs: whoever can read the data directory can read the database anyway.
+ * file while the server runs. The private key is sealed as in the database (`privateKeyJwe`, under
+ * the data directory's key-encryption key, for the kid).
  */
 export interface KeyFile {
   kid: string;
-  privateJwk: JWK;
+  privateKeyJwe: string;
   signUntil: string;
 }
 
-export async function readKeyFile(path: string): Promise<SigningKey | undefined> {
+/** The private key sealed for storage: a JWE under the key-encryption key, bound to the kid. */
+function sealPrivateJwk(box: SecretBox, kid: string, jwk: JWK): Promise<string> {
+  return box.encrypt(JSON.stringify(jwk), kid);
+}
+
+async function unsealPrivateJwk(box: SecretBox, kid: string, jwe: string): Promise<JWK> {
   try {
-    const f = JSON.parse(await readFile(path, "utf8")) as KeyFile;
-    return { kid: f.kid, privateKey: await importJWK(f.privateJwk, ALGORITHM), signUntil: new Date(f.signUntil) };
+    return JSON.parse(await box.decrypt(jwe, kid)) as JWK;
+  } catch (err) {
+    throw new Error(
+      `cannot unseal signing key ${kid}: it was sealed with another key-encryption key than this one ` +
+        `(BULWARK_KEY_ENCRYPTION_KEY on PostgreSQL, the data directory's key-encryption-key file otherwise)`,
+      { cause: err },
+    );
+  }
+}
+
+/** The key in a key file written by KeyManager; undefined when absent, unreadable or of another key-encryption key. */
+export async function readKeyFile(path: string, keyEncryptionKey: Uint8Array): Promise<SigningKey | undefined> {
+  try {
+    const f = JSON.parse(await readFile(path, "utf8")) as Partial<KeyFile>;
+    if (typeof f.kid !== "string" || typeof f.privateKeyJwe !== "string" || typeof f.signUntil !== "string")
+      return undefined;
+    const jwk = await unsealPrivateJwk(new SecretBox(keyEncryptionKey), f.kid, f.privateKeyJwe);
+    return { kid: f.kid, privateKey: await importJWK(jwk, ALGORITHM), signUntil: new Date(f.signUntil) };
   } catch {
     return undefined;
   }
@@ -59,6 +83,8 @@ export class KeyManager {
   #lastUnknownKidRefresh = 0;
   #signing: SigningKey | undefined;
 
+  #box: SecretBox | undefined;
+
   private readonly db: AuthDb;
 
   constructor(
@@ -68,6 +94,33 @@ export class KeyManager {
     private readonly keyFile?: string,
   ) {
     this.db = authTables(db);
+  }
+
+  /** Seals and unseals private keys; needed to sign, not to verify. */
+  private box(): SecretBox {
+    return (this.#box ??= new SecretBox(keyEncryptionKeyOf(this.db)));
+  }
+
+  /**
+   * Seals the private keys an earlier version stored in plaintext (`private_jwk`) and clears them;
+   * returns how many. The table is then rewritten, so the plaintext leaves its data files too.
+   */
+  async sealPlaintextKeys(): Promise<number> {
+    const rows = await this.db
+      .selectFrom("signing_keys")
+      .select(["kid", "private_jwk"])
+      .where("private_jwk", "is not", null)
+      .execute();
+    for (const row of rows) {
+      await this.db
+        .updateTable("signing_keys")
+        .set({ private_key_jwe: await sealPrivateJwk(this.box(), row.kid, row.private_jwk as JWK), private_jwk: null })
+        .where("kid", "=", row.kid)
+        .where("private_jwk", "is not", null)
+        .execute();
+    }
+    if (rows.length) await sql`vacuum full signing_keys`.execute(this.db).catch(() => {});
+    return rows.length;
   }
 
   /** The key to sign with now, creating the next one when none is in its signing window. */
@@ -89,12 +142,13 @@ export class KeyManager {
         const { publicKey, privateKey } = await generateKeyPair(ALGORITHM, { extractable: true });
         const kid = randomUUID();
         const signUntil = new Date(now.getTime() + SIGNING_WINDOW_MS);
+        const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: ALGORITHM };
         await trx
           .insertInto("signing_keys")
           .values({
             kid,
             algorithm: ALGORITHM,
-            private_jwk: JSON.stringify({ ...(await exportJWK(privateKey)), kid, alg: ALGORITHM }),
+            private_key_jwe: await sealPrivateJwk(this.box(), kid, privateJwk),
             public_jwk: JSON.stringify({ ...(await exportJWK(publicKey)), kid, alg: ALGORITHM, use: "sig" }),
             create_time: now,
             sign_until: signUntil,
@@ -106,17 +160,15 @@ export class KeyManager {
       row = await this.currentRow(now);
       if (!row) throw new Error("no signing key after creating one");
     }
+    // A row an earlier version wrote is sealed here (sealPlaintextKeys seals the rest at start).
+    const jwe = row.private_key_jwe ?? (await sealPrivateJwk(this.box(), row.kid, row.private_jwk as JWK));
     this.#signing = {
       kid: row.kid,
-      privateKey: await importJWK(row.private_jwk as JWK, ALGORITHM),
+      privateKey: await importJWK(await unsealPrivateJwk(this.box(), row.kid, jwe), ALGORITHM),
       signUntil: row.sign_until,
     };
     if (this.keyFile) {
-      const file: KeyFile = {
-        kid: row.kid,
-        privateJwk: row.private_jwk as JWK,
-        signUntil: row.sign_until.toISOString(),
-      };
+      const file: KeyFile = { kid: row.kid, privateKeyJwe: jwe, signUntil: row.sign_until.toISOString() };
       const tmp = `${this.keyFile}.${process.pid}.tmp`;
       await writeFile(tmp, JSON.stringify(file), { mode: 0o600 });
       await rename(tmp, this.keyFile);
@@ -127,7 +179,7 @@ export class KeyManager {
   private currentRow(now: Date) {
     return this.db
       .selectFrom("signing_keys")
-      .select(["kid", "private_jwk", "sign_until"])
+      .select(["kid", "private_key_jwe", "private_jwk", "sign_until"])
       .where("sign_until", ">", new Date(now.getTime() + ROTATE_BEFORE_MS))
       .orderBy("create_time", "desc")
       .limit(1)

@@ -15,6 +15,7 @@ import { KeyManager, REFRESH_EVERY_MS } from "./keys.js";
 import { registerLoginRoutes } from "./sign-in/routes.js";
 import * as m003 from "./migrations/003_signing_keys.js";
 import * as m004 from "./migrations/004_login_sessions.js";
+import * as m005 from "./migrations/005_encrypted_signing_keys.js";
 import { LoginSessionsRepository } from "./storage/login-sessions.js";
 import { securityTokenService } from "./sts.js";
 import { TokenIssuer } from "./tokens.js";
@@ -36,7 +37,7 @@ export interface AuthExports {
 
 export const authModule: FeatureModule<ReturnType<typeof authRepositories>, AuthExports> = {
   name: "auth",
-  migrations: { "003_signing_keys": m003, "004_login_sessions": m004 },
+  migrations: { "003_signing_keys": m003, "004_login_sessions": m004, "005_encrypted_signing_keys": m005 },
   services: [Auth, SecurityTokenService],
   listings: {},
   repositories: authRepositories,
@@ -45,6 +46,8 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
     const iam = ctx.repositoriesOf(iamModule);
     const { loginSessions } = ctx.repositoriesOf(authModule);
     const keys = new KeyManager(ctx.db, undefined, ctx.dataDir && issuerKeyFile(ctx.dataDir));
+    const sealed = await keys.sealPlaintextKeys();
+    if (sealed) ctx.logger.info({ keys: sealed }, "sealed the signing keys an earlier version stored in plaintext");
     await keys.signingKey();
     const issuer = new TokenIssuer(keys, ctx.urls);
     const { allowInsecureIssuers, allowPrivateIssuerAddresses, defaultUpstream } = ctx.settings;

@@ -1,40 +1,104 @@
 // `bulwark admin token`: a one-hour token for the platform operator, who may do everything.
 // Trust comes from access to the database, not the network: it signs with the issuer's key,
-// read from PostgreSQL, or (embedded database) from the key file the server keeps in its data
-// directory. There is no admin endpoint.
+// read from PostgreSQL, or (embedded database) from the data directory. There is no admin endpoint.
+// An embedded data directory is open in one process at a time: while a server holds it, this
+// command never opens the database and signs with the key file the server keeps there; otherwise
+// it takes the directory's lock itself while it opens the database.
 import { existsSync } from "node:fs";
-import { KeyManager, readKeyFile } from "../auth/keys.js";
+import { stat } from "node:fs/promises";
+import { KeyManager, readKeyFile, type SigningKey } from "../auth/keys.js";
 import { OPERATOR_SUBJECT, TokenIssuer, type AuthUrls, type KeySource } from "../auth/tokens.js";
 import { issuerKeyFile } from "../auth/module.js";
-import { openDatabase } from "../storage/db.js";
+import { KEY_ENCRYPTION_KEY_ENV, openDatabase } from "../storage/db.js";
+import { DataDirLockedError, dataDirKeyEncryptionKey, type LockHolder } from "../storage/data-dir.js";
 import { migrateAll } from "../server/start.js";
 
 export interface AdminTokenOptions {
   dataDir: string;
   databaseUrl?: string;
+  /** PostgreSQL: the key-encryption key the servers use (BULWARK_KEY_ENCRYPTION_KEY) */
+  keyEncryptionKey?: Uint8Array;
   urls: AuthUrls;
   audience: string;
+  /** how long to wait for a starting server to publish its key (default 30 s) */
+  waitMs?: number;
+  /** progress for the operator (a stale lock removed, a server waited for) */
+  say?: (line: string) => void;
+}
+
+/** A key file older than the holder's lock (minus the file system's timestamp granularity) is not the holder's. */
+const MTIME_SLACK_MS = 2_000;
+const POLL_MS = 250;
+
+/** The signing key the server holding the directory published there, if it has (and it signs for a while yet). */
+async function publishedKey(dataDir: string, holder: LockHolder): Promise<SigningKey | undefined> {
+  const path = issuerKeyFile(dataDir);
+  const since = Date.parse(holder.since);
+  const written = await stat(path).then(
+    (s) => s.mtimeMs,
+    () => undefined,
+  );
+  if (written === undefined || (Number.isFinite(since) && written < since - MTIME_SLACK_MS)) return undefined;
+  const kek = await dataDirKeyEncryptionKey(dataDir, false).catch(() => undefined);
+  const key = kek && (await readKeyFile(path, kek));
+  return key && key.signUntil.getTime() > Date.now() + 60_000 ? key : undefined;
 }
 
 export async function adminToken(opts: AdminTokenOptions): Promise<{ token: string; expiry: Date }> {
   const mint = (keys: KeySource) =>
     new TokenIssuer(keys, opts.urls).mint({ subject: OPERATOR_SUBJECT, audience: [opts.audience] });
-  if (!opts.databaseUrl) {
-    // A running server holds the embedded database; its key file is how we sign meanwhile.
-    const fromFile = await readKeyFile(issuerKeyFile(opts.dataDir));
-    if (fromFile && fromFile.signUntil.getTime() > Date.now() + 60_000)
-      return mint({ signingKey: async () => fromFile });
-    if (!existsSync(opts.dataDir))
+  if (opts.databaseUrl) {
+    if (!opts.keyEncryptionKey)
       throw new Error(
-        `no database in ${opts.dataDir}: start the server once (bulwark serve --data-dir ${opts.dataDir})`,
+        `${KEY_ENCRYPTION_KEY_ENV} is not set: it must be the key-encryption key the servers on this database use`,
       );
+    const database = await openDatabase({
+      databaseUrl: opts.databaseUrl,
+      poolSize: 1,
+      keyEncryptionKey: opts.keyEncryptionKey,
+    });
+    try {
+      await migrateAll(database.db);
+      return await mint(new KeyManager(database.db));
+    } finally {
+      await database.close();
+    }
   }
-  const database = await openDatabase({ databaseUrl: opts.databaseUrl, dataDir: opts.dataDir, poolSize: 1 });
-  try {
-    await migrateAll(database.db);
-    const keyFile = database.backend === "pglite" ? issuerKeyFile(opts.dataDir) : undefined;
-    return await mint(new KeyManager(database.db, undefined, keyFile));
-  } finally {
-    await database.close();
+  if (!existsSync(opts.dataDir))
+    throw new Error(`no database in ${opts.dataDir}: start the server once (bulwark serve --data-dir ${opts.dataDir})`);
+  const deadline = Date.now() + (opts.waitMs ?? 30_000);
+  let waiting = false;
+  for (;;) {
+    let database;
+    try {
+      database = await openDatabase({
+        dataDir: opts.dataDir,
+        poolSize: 1,
+        purpose: "admin token",
+        notice: (message) => opts.say?.(message),
+      });
+    } catch (err) {
+      if (!(err instanceof DataDirLockedError)) throw err;
+      // A server holds the directory: sign with the key it keeps there, once it has written it.
+      const key = await publishedKey(opts.dataDir, err.holder);
+      if (key) return mint({ signingKey: async () => key });
+      if (Date.now() >= deadline)
+        throw new Error(
+          `the server (pid ${err.holder.pid}) holding ${opts.dataDir} has not published its signing key yet; ` +
+            `try again once it is listening`,
+        );
+      if (!waiting) {
+        waiting = true;
+        opts.say?.(`waiting for the server (pid ${err.holder.pid}) holding ${opts.dataDir} to publish its signing key`);
+      }
+      await new Promise((r) => setTimeout(r, POLL_MS));
+      continue;
+    }
+    try {
+      await migrateAll(database.db);
+      return await mint(new KeyManager(database.db, undefined, issuerKeyFile(opts.dataDir)));
+    } finally {
+      await database.close();
+    }
   }
 }

@@ -1,17 +1,39 @@
 // Opens the database: embedded PGlite persisted to a data directory (the default), or
 // PostgreSQL through a connection pool when a URL is given; and runs the modules' migrations.
-import { mkdir } from "node:fs/promises";
+// An embedded data directory is locked for as long as it is open and kept private to its owner
+// (storage/data-dir.ts). Every open database has a key-encryption key (keyEncryptionKeyOf) for
+// the secrets it stores sealed: the data directory's own, or the one given (PostgreSQL).
+import { randomBytes } from "node:crypto";
+import { chmod, mkdir } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
 import { Kysely, Migrator, PostgresDialect, type Migration, type MigrationProvider } from "kysely";
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
 import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
+import {
+  dataDirKeyEncryptionKey,
+  lockDataDir,
+  makePrivate,
+  parseKeyEncryptionKey,
+  privateUmask,
+  type LockPurpose,
+} from "./data-dir.js";
 
 /**
  * The database as the platform sees it. Each feature module views it through its own tables
  * (e.g. iam/storage/schema.ts), so nothing below the modules knows a feature's schema.
  */
 export type Db = Kysely<StorageTables>;
+
+/** The environment variable holding PostgreSQL's key-encryption key (64 hex digits or 43 base64url characters). */
+export const KEY_ENCRYPTION_KEY_ENV = "BULWARK_KEY_ENCRYPTION_KEY";
+
+/** The key-encryption key in the environment, if set (throws on a malformed one). */
+export function keyEncryptionKeyFromEnv(env: NodeJS.ProcessEnv = process.env): Uint8Array | undefined {
+  const value = env[KEY_ENCRYPTION_KEY_ENV];
+  return value ? parseKeyEncryptionKey(value, KEY_ENCRYPTION_KEY_ENV) : undefined;
+}
 
 export interface DatabaseOptions {
   /** PostgreSQL connection string; when set, PGlite is not used. */
@@ -21,12 +43,38 @@ export interface DatabaseOptions {
   /** An already-open PGlite instance (tests clone one from a migrated template). */
   pglite?: PGlite;
   poolSize?: number;
+  /**
+   * The 32-byte key that seals stored secrets: required for PostgreSQL by whoever needs those
+   * secrets; ignored for a data directory (which keeps its own); a random one for the life of
+   * an in-memory or given PGlite when absent.
+   */
+  keyEncryptionKey?: Uint8Array;
+  /** what the data directory's lock says this process opened it for (default "serve") */
+  purpose?: LockPurpose;
+  /** told about a stale lock removed, or a brief holder waited for */
+  notice?: (message: string, details: Record<string, unknown>) => void;
 }
 
 export interface OpenDatabase {
   db: Db;
   backend: "pglite" | "postgres";
+  /** the embedded database's data directory, when it is on disk */
+  dataDir?: string;
   close(): Promise<void>;
+}
+
+const keyEncryptionKeys = new WeakMap<Kysely<any>, Uint8Array>();
+
+/** The key-encryption key of an open database (see DatabaseOptions.keyEncryptionKey). */
+export function keyEncryptionKeyOf(db: Kysely<any>): Uint8Array {
+  const key = keyEncryptionKeys.get(db);
+  if (!key) {
+    throw new Error(
+      `no key-encryption key for this database: set ${KEY_ENCRYPTION_KEY_ENV} to 32 random bytes ` +
+        `(64 hex digits or 43 base64url characters, e.g. \`openssl rand -hex 32\`)`,
+    );
+  }
+  return key;
 }
 
 export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase> {
@@ -35,16 +83,52 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     // An idle client can error (e.g. the server restarts); the pool replaces it.
     pool.on("error", () => {});
     const db = new Kysely<StorageTables>({ dialect: new PostgresDialect({ pool }) });
+    if (opts.keyEncryptionKey) keyEncryptionKeys.set(db, opts.keyEncryptionKey);
     return { db, backend: "postgres", close: () => db.destroy() };
   }
-  let pglite = opts.pglite;
-  if (!pglite) {
-    const dataDir = opts.dataDir ?? "./data";
-    if (!dataDir.startsWith("memory://")) await mkdir(dataDir, { recursive: true });
-    pglite = await PGlite.create(dataDir);
+  const dataDir = opts.dataDir || "./data";
+  if (opts.pglite || dataDir.startsWith("memory://")) {
+    const pglite = opts.pglite ?? (await PGlite.create(dataDir));
+    const db = new Kysely<StorageTables>({ dialect: new SerializedPGliteDialect(pglite) });
+    keyEncryptionKeys.set(db, opts.keyEncryptionKey ?? new Uint8Array(randomBytes(32)));
+    return { db, backend: "pglite", close: () => db.destroy() };
   }
-  const db = new Kysely<StorageTables>({ dialect: new SerializedPGliteDialect(pglite) });
-  return { db, backend: "pglite", close: () => db.destroy() };
+  await mkdir(dirname(resolve(dataDir)), { recursive: true });
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  await chmod(dataDir, 0o700);
+  const lock = await lockDataDir(dataDir, { purpose: opts.purpose ?? "serve", notice: opts.notice });
+  const restoreUmask = privateUmask();
+  const release = async () => {
+    await makePrivate(dataDir).catch(() => {});
+    restoreUmask();
+    await lock.release();
+  };
+  let pglite: PGlite | undefined;
+  try {
+    // Earlier versions left PGlite's files 0666; PGlite's initdb writes them so too.
+    await makePrivate(dataDir);
+    pglite = await PGlite.create(dataDir);
+    await makePrivate(dataDir);
+    const key = await dataDirKeyEncryptionKey(dataDir, true);
+    const db = new Kysely<StorageTables>({ dialect: new SerializedPGliteDialect(pglite) });
+    keyEncryptionKeys.set(db, key!);
+    return {
+      db,
+      backend: "pglite",
+      dataDir,
+      close: async () => {
+        try {
+          await db.destroy();
+        } finally {
+          await release();
+        }
+      },
+    };
+  } catch (err) {
+    await pglite?.close().catch(() => {});
+    await release();
+    throw err;
+  }
 }
 
 /** A module's numbered migrations, by name ("001_groups"). */

@@ -20,6 +20,9 @@ export function postgresUrl(): string | undefined {
   return process.env.BULWARK_TEST_DATABASE_URL || undefined;
 }
 
+// Servers on PostgreSQL need a key-encryption key; suites that start them here get one per test process.
+if (postgresUrl()) process.env.BULWARK_KEY_ENCRYPTION_KEY ||= randomBytes(32).toString("hex");
+
 /** Backends every storage/service suite runs on: PGlite always, PostgreSQL when configured. */
 export function backends(): Backend[] {
   return postgresUrl() ? ["pglite", "postgres"] : ["pglite"];

@@ -5,7 +5,10 @@ import type { Json, Timestamp } from "../../storage/schema.js";
 export interface SigningKeysTable {
   kid: string;
   algorithm: string;
-  private_jwk: Json<Record<string, unknown>>;
+  /** the private key in plaintext, as versions before migration 005 stored it; sealed and cleared at start */
+  private_jwk: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  /** the private JWK sealed under the database's key-encryption key for the kid (core/secret-box.ts) */
+  private_key_jwe: ColumnType<string | null, string | null | undefined, string | null>;
   public_jwk: Json<Record<string, unknown>>;
   create_time: Timestamp;
   sign_until: Timestamp;
