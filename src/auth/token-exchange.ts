@@ -29,6 +29,7 @@ import type { IdentitiesRepository } from "../iam/storage/identities.js";
 import { MAX_TOKEN_LIFETIME_MS } from "./keys.js";
 import { OPERATOR_SUBJECT, type IssuedToken, type TokenIssuer, type VerifiedToken } from "./tokens.js";
 import type { UpstreamIssuers } from "./upstream.js";
+import { quote } from "../core/strings.js";
 
 /** Asymmetric signatures only: no `none`, no HMAC (whose "key" could be a public key). */
 export const UPSTREAM_ALGORITHMS = [
@@ -134,21 +135,24 @@ export class TokenExchange {
     for (const aud of req.aud) {
       if (aud !== apiAudience && aud !== registryAudience) {
         const ours = `the API, ${apiAudience}, or the registry, ${registryAudience}`;
-        violations.push({ field: "aud", description: `"${aud}" is not an audience of this server (${ours})` });
+        violations.push({ field: "aud", description: `${quote(aud)} is not an audience of this server (${ours})` });
       }
     }
     for (const cap of req.cap) {
       if (!isCapabilityName(cap)) {
-        violations.push({ field: "cap", description: `"${cap}" is not a capability name (e.g. CAP_IAM_GROUPS_LIST)` });
+        violations.push({
+          field: "cap",
+          description: `${quote(cap)} is not a capability name (e.g. CAP_IAM_GROUPS_LIST)`,
+        });
       }
     }
     for (const scope of req.scopes) {
-      if (!isValidUidp(scope)) violations.push({ field: "scopes", description: `"${scope}" is not a valid UIDP` });
+      if (!isValidUidp(scope)) violations.push({ field: "scopes", description: `${quote(scope)} is not a valid UIDP` });
     }
     if (req.scope !== "")
       violations.push({ field: "scope", description: "is deprecated and not supported: use scopes" });
     if (req.identity !== "" && !isValidUidp(req.identity)) {
-      violations.push({ field: "identity", description: `"${req.identity}" is not a valid UIDP` });
+      violations.push({ field: "identity", description: `${quote(req.identity)} is not a valid UIDP` });
     }
     if (violations.length) throw invalidArgument(violations);
     const dedupe = (xs: string[]) => [...new Set(xs)];
@@ -246,10 +250,10 @@ export class TokenExchange {
       return "audience does not match";
     }
     for (const [name, want] of Object.entries(cm.claims)) {
-      if (claimString(payload[name]) !== want) return `claim "${name}" does not match`;
+      if (claimString(payload[name]) !== want) return `claim ${quote(name)} does not match`;
     }
     for (const [name, pattern] of Object.entries(cm.claimPatterns)) {
-      if (!matches(pattern, true, claimString(payload[name]))) return `claim "${name}" does not match its pattern`;
+      if (!matches(pattern, true, claimString(payload[name]))) return `claim ${quote(name)} does not match its pattern`;
     }
     return undefined;
   }

@@ -6,7 +6,8 @@ import { randomUUID } from "node:crypto";
 import { SignJWT, createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
 import type { VerifiedToken } from "../core/access.js";
 import type { PublicUrls } from "../platform/config.js";
-import { unauthenticated } from "../core/errors.js";
+import { ConnectError, unauthenticated } from "../core/errors.js";
+import { DEFAULT_MAX_STRING_LENGTH, stringProblem } from "../core/strings.js";
 
 export type { VerifiedToken };
 import { ALGORITHM, MAX_TOKEN_LIFETIME_MS, type KeyManager, type PublishedKey } from "./keys.js";
@@ -94,6 +95,13 @@ export class TokenIssuer {
           maxTokenAge: `${MAX_TOKEN_LIFETIME_MS / 1000 + CLOCK_TOLERANCE_SECONDS}s`,
         },
       );
+      // Signed by us, yet checked like any input: a subject or scope the database cannot hold
+      // (NUL, ...) or a lifetime longer than we ever issue means the token is not ours to honour.
+      const texts = [payload.sub!, ...(stringList(payload.scopes) ?? []), ...(stringList(payload.caps) ?? [])];
+      if (texts.some((t) => stringProblem(t, DEFAULT_MAX_STRING_LENGTH)))
+        throw unauthenticated("token claims are malformed");
+      if (payload.exp! - payload.iat! > MAX_TOKEN_LIFETIME_MS / 1000 + CLOCK_TOLERANCE_SECONDS)
+        throw unauthenticated("token lifetime is longer than this issuer grants");
       return {
         subject: payload.sub!,
         audience: typeof payload.aud === "string" ? [payload.aud] : (payload.aud ?? []),
@@ -103,6 +111,7 @@ export class TokenIssuer {
         scopes: stringList(payload.scopes),
       };
     } catch (err) {
+      if (err instanceof ConnectError) throw err;
       throw unauthenticated(describeJoseError(err));
     }
   }

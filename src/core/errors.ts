@@ -8,8 +8,11 @@ import {
   BadRequestSchema,
   ErrorInfoSchema,
   PreconditionFailureSchema,
+  QuotaFailureSchema,
   ResourceInfoSchema,
+  RetryInfoSchema,
 } from "../gen/google/rpc/error_details_pb.js";
+import { isValidUidp } from "./uidp.js";
 
 export { Code, ConnectError };
 
@@ -31,11 +34,19 @@ function detail<D extends DescMessage>(desc: D, value: MessageInitShape<D>): Out
 
 /** INVALID_ARGUMENT with a BadRequest detail; message "Invalid argument: <field>: <reason>". */
 export function invalidArgument(violations: FieldViolation[] | FieldViolation): ConnectError {
-  const list = Array.isArray(violations) ? violations : [violations];
+  // A field path can come from the client (an unknown query parameter): never repeat a long one.
+  const list = (Array.isArray(violations) ? violations : [violations]).map((v) => ({
+    field: clip(v.field, 128),
+    description: clip(v.description, 512),
+  }));
   const message = "Invalid argument: " + list.map((v) => `${v.field}: ${v.description}`).join("; ");
   return new ConnectError(message, Code.InvalidArgument, undefined, [
     detail(BadRequestSchema, { fieldViolations: list }),
   ]);
+}
+
+function clip(text: string, max: number): string {
+  return text.length > max ? text.slice(0, max) + "…" : text;
 }
 
 /** FAILED_PRECONDITION with a PreconditionFailure detail; message "Precondition failed: <reason>". */
@@ -49,10 +60,12 @@ export function failedPrecondition(violations: PreconditionViolation[] | Precond
 
 /** NOT_FOUND with a ResourceInfo detail naming what was looked for. */
 export function notFound(resourceType: string, resourceName: string): ConnectError {
-  return new ConnectError(`Not found: ${resourceType} ${resourceName || '""'}`, Code.NotFound, undefined, [
+  // A real uid is named in full; anything else the client sent is cut short.
+  const shown = isValidUidp(resourceName) ? resourceName : clip(resourceName, 64);
+  return new ConnectError(`Not found: ${resourceType} ${shown || '""'}`, Code.NotFound, undefined, [
     detail(ResourceInfoSchema, {
       resourceType,
-      resourceName,
+      resourceName: shown,
       description: `${resourceType} not found`,
     }),
   ]);
@@ -62,6 +75,23 @@ export function alreadyExists(resourceType: string, resourceName: string, descri
   return new ConnectError(`Already exists: ${description}`, Code.AlreadyExists, undefined, [
     detail(ResourceInfoSchema, { resourceType, resourceName, description }),
   ]);
+}
+
+/**
+ * RESOURCE_EXHAUSTED (HTTP 429): a rate limit. RetryInfo says when to try again; the
+ * `retry-after` metadata becomes the HTTP Retry-After header (Connect, REST) or gRPC metadata.
+ */
+export function resourceExhausted(limit: string, retryAfterSeconds: number): ConnectError {
+  const seconds = Math.max(1, Math.ceil(retryAfterSeconds));
+  return new ConnectError(
+    `Resource exhausted: too many requests (${limit}); retry in ${seconds} s`,
+    Code.ResourceExhausted,
+    { "retry-after": String(seconds) },
+    [
+      detail(RetryInfoSchema, { retryDelay: { seconds: BigInt(seconds) } }),
+      detail(QuotaFailureSchema, { violations: [{ subject: limit, description: "rate limit exceeded" }] }),
+    ],
+  );
 }
 
 /** UNAUTHENTICATED (HTTP 401): no usable credentials. */

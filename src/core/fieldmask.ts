@@ -19,6 +19,7 @@ import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import type { FieldMask } from "@bufbuild/protobuf/wkt";
 import { FieldBehavior, field_behavior } from "../gen/google/api/field_behavior_pb.js";
 import { invalidArgument } from "./errors.js";
+import { quote } from "./strings.js";
 
 export function fieldBehaviors(field: DescField): FieldBehavior[] {
   return getOption(field, field_behavior) ?? [];
@@ -61,9 +62,9 @@ function resolvePaths(
     let current: DescMessage | undefined = desc;
     for (const part of text.split(".")) {
       const field: DescField | undefined = current ? findField(current, part) : undefined;
-      if (!field) throw invalidArgument({ field: maskField, description: `unknown field "${text}"` });
+      if (!field) throw invalidArgument({ field: maskField, description: `unknown field ${quote(text)}` });
       if (isOutputOnly(field))
-        throw invalidArgument({ field: maskField, description: `field "${text}" is output only` });
+        throw invalidArgument({ field: maskField, description: `field ${quote(text)} is output only` });
       path.push(field);
       current = field.fieldKind === "message" ? field.message : undefined;
     }

@@ -19,6 +19,7 @@ import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
 import { invalidArgument } from "./errors.js";
 import { isValidUidp } from "./uidp.js";
 import type { PageCursor, PageTokenCodec } from "./page-tokens.js";
+import { quote } from "./strings.js";
 
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 200;
@@ -86,7 +87,7 @@ function parseOrder(resource: ListableResource, orderBy: string): OrderKey[] {
     if (!rawName || rest.length > 0 || (direction !== undefined && !/^(asc|desc)$/i.test(direction))) {
       throw invalidArgument({
         field: "order_by",
-        description: `cannot parse "${part.trim()}": expected "<field>" or "<field> desc"`,
+        description: `cannot parse ${quote(part.trim())}: expected "<field>" or "<field> desc"`,
       });
     }
     const snake = camelToSnake(rawName);
@@ -96,11 +97,11 @@ function parseOrder(resource: ListableResource, orderBy: string): OrderKey[] {
       const allowed = ["uid", ...Object.keys(resource.sortable)].join(", ");
       throw invalidArgument({
         field: "order_by",
-        description: `cannot order by "${rawName}"; sortable fields: ${allowed}`,
+        description: `cannot order by ${quote(rawName)}; sortable fields: ${allowed}`,
       });
     }
     if (keys.some((k) => k.name === name)) {
-      throw invalidArgument({ field: "order_by", description: `"${rawName}" appears more than once` });
+      throw invalidArgument({ field: "order_by", description: `${quote(rawName)} appears more than once` });
     }
     keys.push({ name, field, desc: direction?.toLowerCase() === "desc" });
   }
@@ -223,7 +224,7 @@ export function validateUidpFilter(filter: UIDPFilter | undefined): void {
   if (!filter) return;
   const check = (field: string, value: string) => {
     if (!isValidUidp(value)) {
-      throw invalidArgument({ field: `uidp.${field}`, description: `"${value}" is not a valid UIDP` });
+      throw invalidArgument({ field: `uidp.${field}`, description: `${quote(value)} is not a valid UIDP` });
     }
   };
   if (filter.descendantsOf !== "") check("descendants_of", filter.descendantsOf);

@@ -11,6 +11,7 @@ import {
 } from "@bufbuild/protobuf";
 import type { Access, Principal, VerifiedToken, Visibility } from "./access.js";
 import { unauthenticated, unimplemented } from "./errors.js";
+import { checkRequestStrings } from "./strings.js";
 
 export interface CallContext {
   /** request headers, lower-cased names (gRPC metadata or HTTP headers) */
@@ -23,6 +24,8 @@ export interface CallContext {
   visibility?: Visibility;
   /** the caller's verified API token */
   token?: VerifiedToken;
+  /** the client's network address (for per-address limits) */
+  clientAddress?: string;
   signal?: AbortSignal;
 }
 
@@ -77,6 +80,17 @@ export interface Authorizer {
   authorizeRoute(rule: RouteRule, call: CallContext): Promise<void>;
 }
 
+/**
+ * Runs an RPC the way every protocol does (the server's pipeline: limits, then `invoke`), so
+ * REST and Connect/gRPC cannot drift apart.
+ */
+export type Dispatch = (
+  binding: ServiceBinding,
+  method: DescMethodUnary,
+  request: MessageShape<DescMethodUnary["input"]>,
+  call: CallContext,
+) => Promise<MessageShape<DescMethodUnary["output"]>>;
+
 export async function invoke(
   binding: ServiceBinding,
   method: DescMethodUnary,
@@ -84,7 +98,10 @@ export async function invoke(
   call: CallContext,
   authorizer: Authorizer,
 ): Promise<MessageShape<DescMessageOf<typeof method, "output">>> {
-  // Authorization comes first, so even an unimplemented method tells an anonymous caller nothing.
+  // Text is checked first: a NUL or an unpaired surrogate must not reach the database, not even
+  // in the authorizer's lookups. Then authorization, so even an unimplemented method tells an
+  // anonymous caller nothing.
+  checkRequestStrings(method, request);
   await authorizer.authorize(method, request, call);
   const handler = binding.handlers[method.localName];
   if (!handler) throw unimplemented(`${binding.service.name}.${method.name} is not implemented by this server`);

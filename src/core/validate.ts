@@ -1,6 +1,7 @@
 // Field rules several resources share, so each resource states them the same way.
 import { invalidArgument, type FieldViolation } from "./errors.js";
 import { isValidUidp } from "./uidp.js";
+import { quote } from "./strings.js";
 
 export const NAME_PATTERN = /^[a-z0-9 ._-]{1,}$/;
 export const MAX_NAME_LENGTH = 256;
@@ -27,10 +28,11 @@ export function throwIfViolations(violations: FieldViolation[]): void {
 /** A required UIDP field. */
 export function requireUid(field: string, uid: string): void {
   if (uid === "") throw invalidArgument({ field, description: "is required" });
-  if (!isValidUidp(uid)) throw invalidArgument({ field, description: `"${uid}" is not a valid UIDP` });
+  if (!isValidUidp(uid)) throw invalidArgument({ field, description: `${quote(uid)} is not a valid UIDP` });
 }
 
 /** An optional UIDP field ("" allowed). */
 export function optionalUid(field: string, uid: string): void {
-  if (uid !== "" && !isValidUidp(uid)) throw invalidArgument({ field, description: `"${uid}" is not a valid UIDP` });
+  if (uid !== "" && !isValidUidp(uid))
+    throw invalidArgument({ field, description: `${quote(uid)} is not a valid UIDP` });
 }

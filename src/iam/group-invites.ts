@@ -18,6 +18,7 @@ import { isUsableFrom, newChildUidp } from "../core/uidp.js";
 import { requireUid, throwIfViolations } from "../core/validate.js";
 import { mintInviteCode } from "./invites.js";
 import type { GroupInviteRow, GroupInvitesRepository, InviteRole } from "./storage/group-invites.js";
+import { quote } from "../core/strings.js";
 
 export const groupInviteListing: ListableResource = {
   sortable: {
@@ -69,7 +70,7 @@ function emailViolations(email: string): FieldViolation[] {
   if (email === "") return [];
   const at = email.lastIndexOf("@");
   if (!EMAIL_PATTERN.test(email) || email.length > 254 || at > 64) {
-    return [{ field: "email", description: `"${email}" is not a valid email address` }];
+    return [{ field: "email", description: `${quote(email)} is not a valid email address` }];
   }
   return [];
 }

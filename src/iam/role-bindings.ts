@@ -18,6 +18,7 @@ import { deleted, found, written } from "../platform/outcomes.js";
 import { optionalUid, requireUid, throwIfViolations } from "../core/validate.js";
 import type { HydratedBinding, NewBinding, RoleBindingRow, RoleBindingsRepository } from "./storage/role-bindings.js";
 import { displayIssuerSubject } from "./identity-relationships.js";
+import { quote } from "../core/strings.js";
 
 const MAX_BATCH = 100;
 
@@ -54,7 +55,7 @@ function referenceViolations(identityUid: string, roleUid: string, prefix = ""):
     ["role_uid", roleUid],
   ] as const) {
     if (uid === "") v.push({ field: prefix + field, description: "is required" });
-    else if (!isValidUidp(uid)) v.push({ field: prefix + field, description: `"${uid}" is not a valid UIDP` });
+    else if (!isValidUidp(uid)) v.push({ field: prefix + field, description: `${quote(uid)} is not a valid UIDP` });
   }
   return v;
 }

@@ -25,9 +25,10 @@ import { http } from "../gen/google/api/annotations_pb.js";
 import { ResourceInfoSchema } from "../gen/google/rpc/error_details_pb.js";
 import { invalidArgument, type FieldViolation } from "../core/errors.js";
 import { isOutputOnly } from "../core/fieldmask.js";
-import { invoke, type Authorizer, type CallContext, type ServiceBinding } from "../core/service.js";
+import type { CallContext, Dispatch, ServiceBinding } from "../core/service.js";
 import { compareSpecificity, compileTemplate, type CompiledTemplate } from "./http-template.js";
 import { toRestJson } from "./rest-json.js";
+import { quote } from "../core/strings.js";
 
 type Verb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
@@ -74,14 +75,15 @@ function setAtPath(root: JsonObject, desc: DescMessage, path: string[], value: J
   let msg = desc;
   path.forEach((part, i) => {
     const field = fieldByName(msg, part);
-    if (!field) throw invalidArgument({ field: path.join("."), description: `unknown ${what} "${path.join(".")}"` });
+    if (!field)
+      throw invalidArgument({ field: path.join("."), description: `unknown ${what} ${quote(path.join("."))}` });
     if (field.name !== field.jsonName) delete obj[field.name];
     if (i === path.length - 1) {
       obj[field.jsonName] = value;
       return;
     }
     if (field.fieldKind !== "message") {
-      throw invalidArgument({ field: path.join("."), description: `"${part}" is not a message field` });
+      throw invalidArgument({ field: path.join("."), description: `${quote(part)} is not a message field` });
     }
     const next = obj[field.jsonName];
     if (next === undefined || next === null || typeof next !== "object" || Array.isArray(next)) {
@@ -105,7 +107,7 @@ function leafField(desc: DescMessage, path: string[]): DescField | undefined {
 }
 
 /** Query-string text → the JSON value fromJson expects for that field. */
-function queryValue(field: DescField, raw: string): JsonValue {
+function queryValue(field: DescField, raw: string, key: string): JsonValue {
   const scalarLike = field.fieldKind === "scalar" || field.fieldKind === "list" ? field.scalar : undefined;
   if (field.fieldKind === "message" && field.message.typeName === FieldMaskSchema.typeName) {
     // Accept snake_case paths too: "update_mask=resource_limits,name".
@@ -119,7 +121,7 @@ function queryValue(field: DescField, raw: string): JsonValue {
   if (scalarLike === 8 /* BOOL */) {
     if (raw === "true" || raw === "1") return true;
     if (raw === "false" || raw === "0") return false;
-    throw invalidArgument({ field: field.name, description: `"${raw}" is not a boolean` });
+    throw invalidArgument({ field: key, description: `${quote(raw)} is not a boolean` });
   }
   if (
     (field.fieldKind === "enum" || (field.fieldKind === "list" && field.listKind === "enum")) &&
@@ -140,12 +142,21 @@ function applyQuery(
     if (rawValue === undefined) continue;
     const path = key.split(".");
     const field = leafField(desc, path);
-    if (!field) throw invalidArgument({ field: key, description: `unknown query parameter "${key}"` });
+    if (!field) throw invalidArgument({ field: key, description: `unknown query parameter ${quote(key)}` });
     const top = fieldByName(desc, path[0]!)!;
+    // The key with proto field names ("uidp.in_root" for "uidp.inRoot"), as violations name fields.
+    let parent: DescMessage | undefined = desc;
+    const protoKey = path
+      .map((part) => {
+        const f = fieldByName(parent!, part)!;
+        parent = f.fieldKind === "message" ? f.message : undefined;
+        return f.name;
+      })
+      .join(".");
     if (bound.has(top.name)) {
       throw invalidArgument({
         field: key,
-        description: `"${key}" is taken from the path or body, not the query string`,
+        description: `${quote(key)} is taken from the path or body, not the query string`,
       });
     }
     const values = Array.isArray(rawValue) ? rawValue : [rawValue];
@@ -154,17 +165,18 @@ function applyQuery(
         root,
         desc,
         path,
-        values.map((v) => queryValue(field, v)),
+        values.map((v) => queryValue(field, v, protoKey)),
         "query parameter",
       );
     } else if (
       field.fieldKind === "map" ||
       (field.fieldKind === "message" && !field.message.typeName.startsWith("google.protobuf."))
     ) {
-      throw invalidArgument({ field: key, description: `"${key}" cannot be set from the query string` });
+      throw invalidArgument({ field: key, description: `${quote(key)} cannot be set from the query string` });
     } else {
-      if (values.length > 1) throw invalidArgument({ field: key, description: `"${key}" is given more than once` });
-      setAtPath(root, desc, path, queryValue(field, values[0]!), "query parameter");
+      if (values.length > 1)
+        throw invalidArgument({ field: key, description: `${quote(key)} is given more than once` });
+      setAtPath(root, desc, path, queryValue(field, values[0]!, protoKey), "query parameter");
     }
   }
 }
@@ -275,7 +287,17 @@ export function buildRequest(
     !(maskField.name in query || maskField.jsonName in query)
   ) {
     autoMask = bodyObject ? presentPaths(bodyField.message, bodyObject) : [];
-    if (autoMask.length === 0) root[bodyField.jsonName] = {};
+    if (autoMask.length === 0) {
+      // Emptied below, so decode it first: an unknown or mistyped key is still an error.
+      if (bodyObject) {
+        try {
+          fromJson(bodyField.message, bodyObject, { ignoreUnknownFields: false });
+        } catch (err) {
+          throw invalidArgument(requestViolation(err, bodyField.message, bodyObject, ""));
+        }
+      }
+      root[bodyField.jsonName] = {};
+    }
   }
 
   route.template.variables.forEach((variable, i) => {
@@ -331,7 +353,10 @@ function failingField(desc: DescMessage, json: JsonObject, prefix = ""): string 
  * (`name`, not `group.name`), as the services name their own violations.
  */
 function requestViolation(err: unknown, desc: DescMessage, json: JsonObject, body: string): FieldViolation {
-  const message = err instanceof Error ? err.message : String(err);
+  // Decoder messages can quote the offending value: never repeat more than a short prefix of it.
+  const message = (err instanceof Error ? err.message : String(err)).replace(/"((?:[^"\\]|\\.){65,})"/g, (_, v) =>
+    quote(v),
+  );
   let located = failingField(desc, json);
   const bodyField = body && body !== "*" ? fieldByName(desc, body) : undefined;
   if (located && bodyField && located.startsWith(bodyField.name + "."))
@@ -345,7 +370,7 @@ function requestViolation(err: unknown, desc: DescMessage, json: JsonObject, bod
   }
   // protobuf-es: `cannot decode field pkg.Msg.field_name from JSON: ...` / `... key "x" is unknown`
   const unknownKey = /key "([^"]+)" is unknown/.exec(message);
-  if (unknownKey) return { field: unknownKey[1]!, description: `unknown field "${unknownKey[1]}"` };
+  if (unknownKey) return { field: unknownKey[1]!, description: `unknown field ${quote(unknownKey[1]!)}` };
   const fieldMatch = /cannot decode field [\w.]*\.(\w+) from JSON: (.*)$/.exec(message);
   if (fieldMatch) return { field: fieldMatch[1]!, description: `cannot decode: ${fieldMatch[2]}` };
   return { field: "body", description: message };
@@ -355,7 +380,8 @@ const GRPC_CONTENT_TYPE = /^application\/grpc(-web(-text)?)?([+;]|$)/i;
 
 export interface TranscoderOptions {
   bindings: ServiceBinding[];
-  authorizer: Authorizer;
+  /** runs an RPC (the same pipeline every protocol uses) */
+  dispatch: Dispatch;
   /** turns any thrown value into the wire error reply */
   sendError: (reply: FastifyReply, err: unknown) => FastifyReply;
   callContext: (request: FastifyRequest) => CallContext;
@@ -383,7 +409,7 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
           // (trailers-only, HTTP 200, grpc-status 12), not with a REST 404.
           const status = {
             "grpc-status": String(Code.Unimplemented),
-            "grpc-message": encodeURIComponent(`unknown method ${path}`),
+            "grpc-message": encodeURIComponent(`unknown method ${clipPath(path)}`),
           };
           reply.hijack();
           const res = reply.raw;
@@ -415,7 +441,7 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
             request.body as Buffer | undefined,
             contentType,
           );
-          const output = await invoke(route.binding, route.method, input, opts.callContext(request), opts.authorizer);
+          const output = await opts.dispatch(route.binding, route.method, input, opts.callContext(request));
           let desc: DescMessage = route.method.output;
           let message: MessageShape<DescMessage> = output;
           if (route.responseBody) {
@@ -441,8 +467,14 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
   return routes;
 }
 
-function routeNotFound(verb: string, path: string, routes: RestRoute[]): ConnectError {
-  const otherVerb = routes.some((r) => r.template.regex.test(path));
+/** A request path for an error message: URLs may be long, messages stay short. */
+function clipPath(path: string): string {
+  return path.length > 128 ? path.slice(0, 128) + "…" : path;
+}
+
+function routeNotFound(verb: string, fullPath: string, routes: RestRoute[]): ConnectError {
+  const otherVerb = routes.some((r) => r.template.regex.test(fullPath));
+  const path = clipPath(fullPath);
   if (otherVerb) {
     return new ConnectError(`Method ${verb} is not allowed for ${path}`, Code.Unimplemented);
   }
