@@ -1,7 +1,10 @@
 // The `bulwark` command line.
 import { Command, Option } from "commander";
 import { pino } from "pino";
+import type { RateLimit } from "../core/rate-limit.js";
+import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from "../server/limits.js";
 import { DEFAULT_CONFIG, startServer } from "../server/start.js";
+import { keyEncryptionKeyFromEnv } from "../storage/db.js";
 import { adminToken } from "./admin.js";
 import { CliError, login, logout, saveHumanLogin, status, token } from "./auth.js";
 import { browserLogin, headlessLogin } from "./browser-login.js";
@@ -20,6 +23,26 @@ function parseSwitch(value: string): boolean {
   if (/^(1|true|yes|on)$/i.test(value)) return true;
   if (/^(0|false|no|off|)$/i.test(value)) return false;
   throw new Error(`invalid boolean: ${value}`);
+}
+
+/** "<per second>[:<burst>]" (burst defaults to twice the rate), or "off". */
+function parseRateLimit(value: string): RateLimit | null {
+  if (/^(off|none|0)$/i.test(value)) return null;
+  const m = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(value);
+  if (!m || Number(m[1]) <= 0) throw new Error(`invalid rate limit "${value}": use <per second>[:<burst>] or off`);
+  const perSecond = Number(m[1]);
+  return { perSecond, burst: m[2] ? Math.max(1, Number(m[2])) : Math.max(1, Math.ceil(perSecond * 2)) };
+}
+
+/** A repeatable option (also read from a comma-separated environment variable). */
+function collect(value: string, previous: string[] = []): string[] {
+  return [
+    ...previous,
+    ...value
+      .split(",")
+      .map((v) => v.trim())
+      .filter(Boolean),
+  ];
 }
 
 /** Options shared by every command that opens the database. */
@@ -124,9 +147,56 @@ export function buildCli(): Command {
         "sign-in: its client secret (prefer the env variable; omit for a public client with PKCE)",
       ).env("BULWARK_UPSTREAM_CLIENT_SECRET"),
     )
+    .addOption(
+      new Option(
+        "--cors-origin <origin>",
+        'allow browser apps on this origin (repeatable; "*": any); default: CORS off',
+      )
+        .env("BULWARK_CORS_ORIGINS")
+        .argParser(collect),
+    )
+    .addOption(
+      new Option("--trust-proxy [bool]", "behind a reverse proxy: the client's address is in X-Forwarded-For")
+        .env("BULWARK_TRUST_PROXY")
+        .argParser(parseSwitch),
+    )
+    .addOption(new Option("--no-rate-limit", "turn every rate limit off").env("BULWARK_NO_RATE_LIMIT"))
+    .addOption(
+      new Option("--rate-limit-address <rate>", "requests per client address: <per second>[:<burst>] or off")
+        .env("BULWARK_RATE_LIMIT_ADDRESS")
+        .argParser(parseRateLimit),
+    )
+    .addOption(
+      new Option("--rate-limit-identity <rate>", "requests per identity: <per second>[:<burst>] or off")
+        .env("BULWARK_RATE_LIMIT_IDENTITY")
+        .argParser(parseRateLimit),
+    )
+    .addOption(
+      new Option(
+        "--rate-limit-sensitive <rate>",
+        "token exchange, OAuth token and device endpoints, per address: <per second>[:<burst>] or off",
+      )
+        .env("BULWARK_RATE_LIMIT_SENSITIVE")
+        .argParser(parseRateLimit),
+    )
+    .addOption(
+      new Option(
+        "--rate-limit-failed-auth <rate>",
+        "failed authentications per address before it must wait: <per second>[:<burst>] or off",
+      )
+        .env("BULWARK_RATE_LIMIT_FAILED_AUTH")
+        .argParser(parseRateLimit),
+    )
     .action(
       async (
         opts: UrlOpts & {
+          corsOrigin?: string[];
+          trustProxy?: boolean;
+          rateLimit: boolean;
+          rateLimitAddress?: RateLimit | null;
+          rateLimitIdentity?: RateLimit | null;
+          rateLimitSensitive?: RateLimit | null;
+          rateLimitFailedAuth?: RateLimit | null;
           dataDir: string;
           databaseUrl?: string;
           errorDomain: string;
@@ -149,7 +219,24 @@ export function buildCli(): Command {
                 clientSecret: opts.upstreamClientSecret || undefined,
               }
             : undefined;
-        const server = await startServer({ ...opts, defaultUpstream, logger });
+        // BULWARK_KEY_ENCRYPTION_KEY: PostgreSQL's key-encryption key (an embedded data directory keeps its own)
+        const keyEncryptionKey = opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined;
+        const chosen = (flag: RateLimit | null | undefined, fallback: RateLimit) =>
+          flag === null ? undefined : (flag ?? fallback);
+        const rateLimits: RateLimitSettings | false = opts.rateLimit && {
+          address: chosen(opts.rateLimitAddress, DEFAULT_RATE_LIMITS.address),
+          identity: chosen(opts.rateLimitIdentity, DEFAULT_RATE_LIMITS.identity),
+          sensitive: chosen(opts.rateLimitSensitive, DEFAULT_RATE_LIMITS.sensitive),
+          failedAuthentication: chosen(opts.rateLimitFailedAuth, DEFAULT_RATE_LIMITS.failedAuthentication),
+        };
+        const server = await startServer({
+          ...opts,
+          defaultUpstream,
+          keyEncryptionKey,
+          logger,
+          rateLimits,
+          corsOrigins: opts.corsOrigin,
+        });
         logger.info(
           {
             url: server.url,
@@ -192,6 +279,8 @@ export function buildCli(): Command {
       const { token } = await adminToken({
         dataDir: opts.dataDir,
         databaseUrl: opts.databaseUrl,
+        keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined,
+        say: (line) => process.stderr.write(`bulwark: ${line}\n`),
         urls,
         audience: opts.audience ?? urls.apiAudience,
       });

@@ -17,6 +17,11 @@ export interface PlainRoute {
   method: HTTPMethods | HTTPMethods[];
   url: string;
   access: RouteAccess;
+  /**
+   * The route takes credentials of its own protocol or codes a caller could guess (OAuth token
+   * and device endpoints): stricter rate limits apply.
+   */
+  sensitive?: boolean;
   /** runs after authorization; `call` carries the caller (principal, access, visibility) */
   handler(request: FastifyRequest, reply: FastifyReply, call: CallContext): unknown;
   /** renders an error in the route's own protocol (default: AIP-193 google.rpc.Status JSON) */

@@ -1,58 +1,30 @@
 // The HTTP application: Connect (gRPC, gRPC-Web, Connect) and transcoded REST for the same
 // service handlers, plus /healthz, all on one Fastify instance behind the one-port dual server.
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import type { ConnectRouter, HandlerContext } from "@connectrpc/connect";
-import { create, createRegistry, toJson, type DescMethodUnary } from "@bufbuild/protobuf";
-import { AnySchema, anyPack } from "@bufbuild/protobuf/wkt";
+import { createContextKey, createContextValues, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
+import { hasOption, type DescMethod, type DescMethodUnary } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
-import { StatusSchema } from "../gen/google/rpc/status_pb.js";
-import {
-  BadRequestSchema,
-  DebugInfoSchema,
-  ErrorInfoSchema,
-  HelpSchema,
-  LocalizedMessageSchema,
-  PreconditionFailureSchema,
-  QuotaFailureSchema,
-  RequestInfoSchema,
-  ResourceInfoSchema,
-  RetryInfoSchema,
-} from "../gen/google/rpc/error_details_pb.js";
-import { Code, ConnectError, httpStatusFor, invalidArgument, isOutgoingDetail, toWireError } from "../core/errors.js";
-import { invoke, type Authorizer, type CallContext, type ServiceBinding } from "../core/service.js";
+import { iam } from "../gen/annotations/auth_pb.js";
+import { Code, ConnectError, httpStatusFor, invalidArgument, toWireError } from "../core/errors.js";
+import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceBinding } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
+import { registerConnectRoutes } from "./connect-routes.js";
+import { applyCors, type CorsSettings } from "./cors.js";
 import { createDualServer, type DualServer } from "./dual-server.js";
+import type { CallKind, RequestLimits } from "./limits.js";
 import { headersOf, plainRouter } from "./plain-routes.js";
+import {
+  MAX_HEADER_BYTES,
+  clientError,
+  clientErrorAnswer,
+  headerListSize,
+  normalizeProtocolError,
+  shapeOfReceived,
+  statusJson,
+} from "./protocol-errors.js";
 import { registerTranscoder } from "./transcoder.js";
 
-const errorDetailRegistry = createRegistry(
-  ErrorInfoSchema,
-  BadRequestSchema,
-  PreconditionFailureSchema,
-  ResourceInfoSchema,
-  RetryInfoSchema,
-  DebugInfoSchema,
-  QuotaFailureSchema,
-  RequestInfoSchema,
-  HelpSchema,
-  LocalizedMessageSchema,
-);
-
-/** google.rpc.Status as canonical JSON: {code, message, details: [{"@type": ...}]}. */
-export function statusJson(err: ConnectError) {
-  const details = err.details.map((d) =>
-    isOutgoingDetail(d)
-      ? anyPack(d.desc, create(d.desc, d.value))
-      : create(AnySchema, { typeUrl: `type.googleapis.com/${d.type}`, value: d.value }),
-  );
-  const json = toJson(StatusSchema, create(StatusSchema, { code: err.code, message: err.rawMessage, details }), {
-    registry: errorDetailRegistry,
-  }) as { details?: Record<string, unknown>[] };
-  // "@type" first, as grpc-gateway and the AIP-193 examples print it.
-  json.details = json.details?.map(({ "@type": type, ...rest }) => ({ "@type": type, ...rest }));
-  return json;
-}
+export { statusJson };
 
 export interface AppOptions {
   bindings: ServiceBinding[];
@@ -68,6 +40,31 @@ export interface AppOptions {
    * request under one is served as if the prefix were absent, as behind a path-routing proxy.
    */
   pathPrefixes?: string[];
+  /** rate limits (absent: none) */
+  limits?: RequestLimits;
+  /** browser origins allowed to call the API (absent or empty: CORS off) */
+  cors?: CorsSettings;
+  /** take the client's address from X-Forwarded-For (behind a reverse proxy) */
+  trustProxy?: boolean;
+}
+
+/** The client's address, for handlers that only see a Connect HandlerContext. */
+const CLIENT_ADDRESS = createContextKey<string | undefined>(undefined, { description: "client address" });
+
+/** Methods without an iam rule take other credentials (the token exchange): stricter limits. */
+const sensitiveMethods = new WeakMap<DescMethod, boolean>();
+function kindOf(method: DescMethod): CallKind {
+  let sensitive = sensitiveMethods.get(method);
+  if (sensitive === undefined) sensitiveMethods.set(method, (sensitive = !hasOption(method, iam)));
+  return { sensitive };
+}
+
+/** A failure that counts against the address's budget of failed authentications. */
+function isFailedAuthentication(err: unknown, kind: CallKind): boolean {
+  return (
+    err instanceof ConnectError &&
+    (err.code === Code.Unauthenticated || (kind.sensitive && err.code === Code.PermissionDenied))
+  );
 }
 
 export interface App {
@@ -76,13 +73,27 @@ export interface App {
 }
 
 export async function createApp(opts: AppOptions): Promise<App> {
-  const { logger, errorDomain, authorizer } = opts;
+  const { logger, errorDomain, limits } = opts;
+  // Once the caller is known, its identity's limit applies.
+  const authorizer: Authorizer = limits
+    ? {
+        async authorize(method, request, call) {
+          await opts.authorizer.authorize(method, request, call);
+          if (call.principal) limits.admitIdentity(call.principal.uid);
+        },
+        async authorizeRoute(rule, call) {
+          await opts.authorizer.authorizeRoute(rule, call);
+          if (call.principal) limits.admitIdentity(call.principal.uid);
+        },
+      }
+    : opts.authorizer;
   let dual!: DualServer;
   const fastify = Fastify({
     loggerInstance: logger,
     // Per-request logs would be noise at this rate; errors are logged where they are handled.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
+    trustProxy: opts.trustProxy ?? false,
     rewriteUrl: (req) => {
       const url = req.url ?? "/";
       for (const prefix of opts.pathPrefixes ?? []) {
@@ -91,11 +102,22 @@ export async function createApp(opts: AppOptions): Promise<App> {
       }
       return url;
     },
-    // Requests Fastify rejects before routing (e.g. a malformed percent-encoding in the URL).
+    // Requests Fastify rejects before routing (e.g. a malformed percent-encoding in the URL). Its
+    // messages repeat the URL, so they are not passed on.
     frameworkErrors: (err, _request, reply) =>
-      sendError(reply as unknown as FastifyReply, invalidArgument({ field: "request", description: err.message })),
+      sendError(
+        reply as unknown as FastifyReply,
+        invalidArgument({
+          field: "request",
+          description: err.code === "FST_ERR_BAD_URL" ? "the URL is malformed" : "the request is malformed",
+        }),
+      ),
     serverFactory: (handler) => {
-      dual = createDualServer(handler);
+      dual = createDualServer(handler, {
+        // Requests Node rejects before Fastify sees them (headers or URL over 16 KiB, bad framing).
+        clientError: (problem, received) =>
+          clientErrorAnswer(wireError(clientError(problem)), shapeOfReceived(received)),
+      });
       return dual.front as unknown as ReturnType<typeof import("node:http").createServer>;
     },
   }) as unknown as FastifyInstance;
@@ -105,6 +127,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const sendError = (reply: FastifyReply, err: unknown): FastifyReply => {
     const ce = wireError(err);
     if (ce.code === Code.Unauthenticated) reply.header("www-authenticate", 'Bearer realm="bulwark"');
+    const retryAfter = ce.metadata.get("retry-after");
+    if (retryAfter) reply.header("retry-after", retryAfter);
     return reply
       .code(httpStatusFor(ce.code))
       .header("content-type", "application/json")
@@ -131,16 +155,62 @@ export async function createApp(opts: AppOptions): Promise<App> {
     ),
   );
 
+  fastify.addHook("onRequest", (request, reply, done) => {
+    // Set on the raw response, so replies written past Fastify (Connect, gRPC) carry them too.
+    reply.raw.setHeader("x-content-type-options", "nosniff");
+    if (opts.cors && applyCors(opts.cors, request, reply)) return;
+    // HTTP/1.1 refuses heads over 16 KiB in Node's parser (see dual-server.ts); HTTP/2 lets up
+    // to 256 KiB through so that the same limit is answered here, in the request's protocol.
+    if (request.raw.httpVersionMajor === 2 && headerListSize(request.raw.rawHeaders) > MAX_HEADER_BYTES) {
+      const answer = clientErrorAnswer(wireError(clientError("headers too large")), {
+        path: request.url,
+        contentType: String(request.headers["content-type"] ?? "")
+          .split(";")[0]!
+          .trim()
+          .toLowerCase(),
+      });
+      reply.hijack();
+      reply.raw.writeHead(answer.status, answer.headers);
+      reply.raw.end(answer.body);
+      return;
+    }
+    done();
+  });
+
   fastify.get("/healthz", async () => ({ status: "SERVING" }));
   for (const register of opts.routes ?? []) {
-    await fastify.register(async (scope) => register(plainRouter(scope, { authorizer, wireError, sendError })));
+    await fastify.register(async (scope) =>
+      register(plainRouter(scope, { authorizer, limits, wireError, sendError, isFailedAuthentication })),
+    );
   }
 
-  const callFromHttp = (request: FastifyRequest): CallContext => ({ headers: headersOf(request.headers) });
-  const callFromConnect = (ctx: HandlerContext): CallContext => ({ headers: ctx.requestHeader, signal: ctx.signal });
+  const callFromHttp = (request: FastifyRequest): CallContext => ({
+    headers: headersOf(request.headers),
+    clientAddress: request.ip,
+  });
+  const callFromConnect = (ctx: HandlerContext): CallContext => ({
+    headers: ctx.requestHeader,
+    signal: ctx.signal,
+    clientAddress: ctx.values.get(CLIENT_ADDRESS),
+  });
 
-  await fastify.register(fastifyConnectPlugin, {
+  // Every RPC on every protocol: limits, then string checks, authorization and the handler.
+  const dispatch: Dispatch = async (binding, method, request, call) => {
+    if (!limits) return invoke(binding, method, request, call, authorizer);
+    const kind = kindOf(method);
+    limits.admit(call, kind);
+    try {
+      return await invoke(binding, method, request, call, authorizer);
+    } catch (err) {
+      if (isFailedAuthentication(err, kind)) limits.failedAuthentication(call);
+      throw err;
+    }
+  };
+
+  await registerConnectRoutes(fastify, {
     readMaxBytes: opts.bodyLimit ?? 1024 * 1024,
+    contextValues: (request) => createContextValues().set(CLIENT_ADDRESS, request.ip),
+    normalize: (error) => normalizeProtocolError(error, wireError),
     routes: (router: ConnectRouter) => {
       for (const binding of opts.bindings) {
         const impl: Record<string, (req: unknown, ctx: HandlerContext) => Promise<unknown>> = {};
@@ -148,7 +218,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
           if (method.methodKind !== "unary") continue;
           impl[method.localName] = async (req, ctx) => {
             try {
-              return await invoke(binding, method as DescMethodUnary, req as never, callFromConnect(ctx), authorizer);
+              return await dispatch(binding, method as DescMethodUnary, req as never, callFromConnect(ctx));
             } catch (err) {
               throw wireError(err);
             }
@@ -159,6 +229,6 @@ export async function createApp(opts: AppOptions): Promise<App> {
     },
   });
 
-  await registerTranscoder(fastify, { bindings: opts.bindings, authorizer, sendError, callContext: callFromHttp });
+  await registerTranscoder(fastify, { bindings: opts.bindings, dispatch, sendError, callContext: callFromHttp });
   return { fastify, dual };
 }

@@ -18,10 +18,57 @@ export interface DualServer {
   destroyConnections(): void;
 }
 
-export function createDualServer(handler: http.RequestListener): DualServer {
+/** How a request Node's HTTP/1.1 layer rejects is answered. */
+export type ClientProblem = "headers too large" | "malformed" | "expectation";
+
+export interface ClientErrorAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string | Uint8Array;
+}
+
+export interface DualServerOptions {
+  /**
+   * The answer to a request Node's HTTP/1.1 layer rejects before any handler runs (headers over
+   * the limit, malformed framing, an `Expect` it cannot meet); `received` is what was read of the
+   * request, to answer in its protocol.
+   */
+  clientError(problem: ClientProblem, received: Buffer | undefined): ClientErrorAnswer;
+}
+
+export function createDualServer(handler: http.RequestListener, options: DualServerOptions): DualServer {
   const h1 = http.createServer({ keepAliveTimeout: 5_000 }, handler);
+  // Without this Node answers a bare 431/400 with an empty body.
+  h1.on("clientError", (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: net.Socket) => {
+    if (!socket.writable || (err.code === "ECONNRESET" && !socket.bytesWritten)) return void socket.destroy();
+    const problem = err.code === "HPE_HEADER_OVERFLOW" ? "headers too large" : "malformed";
+    const answer = options.clientError(problem, err.rawPacket);
+    const body = typeof answer.body === "string" ? Buffer.from(answer.body) : Buffer.from(answer.body);
+    const head = Object.entries({
+      ...answer.headers,
+      "x-content-type-options": "nosniff",
+      "content-length": String(body.length),
+      connection: "close",
+    })
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("");
+    socket.end(
+      Buffer.concat([
+        Buffer.from(`HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status] ?? ""}\r\n${head}\r\n`),
+        body,
+      ]),
+    );
+  });
+  // Node answers an Expect other than 100-continue with a bare 417.
+  h1.on("checkExpectation", (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    const answer = options.clientError("expectation", undefined);
+    res.writeHead(answer.status, { ...answer.headers, "x-content-type-options": "nosniff" });
+    res.end(answer.body);
+  });
   const h2 = http2.createServer(
-    {},
+    // Header lists up to 256 KiB reach the application, which answers anything over HTTP/1.1's
+    // 16 KiB in the request's protocol (app.ts); larger ones are refused by nghttp2 itself.
+    { settings: { maxHeaderListSize: 256 * 1024 }, maxHeaderListPairs: 4096 },
     handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
   );
   const sessions = new Set<http2.Http2Session>();
@@ -30,16 +77,25 @@ export function createDualServer(handler: http.RequestListener): DualServer {
     session.on("close", () => sessions.delete(session));
   });
   const sockets = new Set<net.Socket>();
-  const front = net.createServer({ noDelay: true }, (socket) => {
+  // An HTTP/1.x client may send its request and half-close (FIN) before reading the answer, as
+  // HTTP/1.0 clients and `nc -N` do: such sockets stay writable, and the h1 server answers before
+  // closing. HTTP/2 sessions keep Node's default (a FIN ends the connection).
+  (h1 as unknown as { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  const front = net.createServer({ noDelay: true, allowHalfOpen: true }, (socket) => {
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     let buffered: Buffer = Buffer.alloc(0);
+    // A client that ends before saying which protocol it speaks gets nothing more.
+    const onEndWhileSniffing = () => socket.destroy();
+    socket.once("end", onEndWhileSniffing);
     const onData = (chunk: Buffer) => {
       buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
       const n = Math.min(buffered.length, PREFACE.length);
       const isPrefix = buffered.subarray(0, n).equals(PREFACE.subarray(0, n));
       if (isPrefix && buffered.length < PREFACE.length) return; // ambiguous so far: wait for more
       socket.removeListener("data", onData);
+      socket.removeListener("end", onEndWhileSniffing);
+      if (isPrefix) socket.allowHalfOpen = false;
       socket.pause();
       socket.unshift(buffered);
       (isPrefix ? h2 : h1).emit("connection", socket);

@@ -4,7 +4,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ConnectError } from "@connectrpc/connect";
 import type { Authorizer, CallContext } from "../core/service.js";
+import { checkParameterStrings } from "../core/strings.js";
 import type { PlainRoute, PlainRouter } from "../platform/routes.js";
+import type { CallKind, RequestLimits } from "./limits.js";
 
 /** Request headers as a Headers object (what services see of HTTP and gRPC metadata alike). */
 export function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
@@ -24,6 +26,10 @@ export interface PlainRouterDeps {
   wireError(err: unknown): ConnectError;
   /** sends a wire error as google.rpc.Status JSON */
   sendError(reply: FastifyReply, err: ConnectError): FastifyReply;
+  /** rate limits (absent: none) */
+  limits?: RequestLimits;
+  /** whether an error counts as a failed authentication (default: none does) */
+  isFailedAuthentication?(err: unknown, kind: CallKind): boolean;
 }
 
 /** A router over one Fastify scope (one per module, so a module's body parsers stay its own). */
@@ -34,11 +40,17 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
         method: route.method,
         url: route.url,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
-          const call: CallContext = { headers: headersOf(request.headers) };
+          const call: CallContext = { headers: headersOf(request.headers), clientAddress: request.ip };
+          const kind: CallKind = { sensitive: route.sensitive === true };
           try {
+            deps.limits?.admit(call, kind);
+            // The same rule for text as RPC fields: no NUL, valid Unicode, bounded length.
+            checkParameterStrings("query", request.query);
+            checkParameterStrings("form", request.body);
             if (route.access !== "public") await deps.authorizer.authorizeRoute(await route.access(request), call);
             return await route.handler(request, reply, call);
           } catch (err) {
+            if (deps.isFailedAuthentication?.(err, kind)) deps.limits?.failedAuthentication(call);
             const wire = deps.wireError(err);
             return route.renderError ? route.renderError(wire, reply) : deps.sendError(reply, wire);
           }

@@ -8,17 +8,23 @@ import { PageTokenCodec } from "../core/page-tokens.js";
 import type { Authorizer, ServiceBinding } from "../core/service.js";
 import { fillPublicUrls, publicUrls, type PlatformSettings, type PublicUrls } from "../platform/config.js";
 import type { FeatureModule, ModuleContext, ModuleRuntime } from "../platform/module.js";
-import { migrate, openDatabase } from "../storage/db.js";
+import { KEY_ENCRYPTION_KEY_ENV, keyEncryptionKeyFromEnv, migrate, openDatabase } from "../storage/db.js";
 import { loadSharedSecret } from "../storage/server-secrets.js";
 import { createApp } from "./app.js";
+import { DEFAULT_RATE_LIMITS, RequestLimits, type RateLimitSettings } from "./limits.js";
 import { MODULES } from "./modules.js";
 
 export interface ServerConfig extends PlatformSettings {
   port: number;
   host: string;
-  /** PGlite data directory (ignored when databaseUrl is set) */
+  /** PGlite data directory (ignored when databaseUrl is set); locked while the server runs */
   dataDir: string;
   databaseUrl?: string;
+  /**
+   * The 32-byte key that seals the issuer's private keys in PostgreSQL (default: BULWARK_KEY_ENCRYPTION_KEY,
+   * required there). An embedded data directory keeps its own; a given `pglite` gets a random one.
+   */
+  keyEncryptionKey?: Uint8Array;
   logLevel?: string;
   /** {auth_url}: the token issuer's public URL (default: the server's own URL) */
   issuerUrl?: string;
@@ -29,6 +35,12 @@ export interface ServerConfig extends PlatformSettings {
   /** tests pass a PGlite cloned from a migrated template */
   pglite?: PGlite;
   logger?: Logger;
+  /** rate limits (default: DEFAULT_RATE_LIMITS); false: none */
+  rateLimits?: RateLimitSettings | false;
+  /** browser origins allowed to call the API ("*": any); empty: CORS off */
+  corsOrigins?: string[];
+  /** behind a reverse proxy: take the client's address from X-Forwarded-For */
+  trustProxy?: boolean;
   /** the features to run (default: all of them) */
   modules?: readonly FeatureModule<any, any>[];
 }
@@ -84,10 +96,19 @@ function checkBindings(module: FeatureModule<any, any>, bindings: ServiceBinding
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
   const logger = config.logger ?? pino({ level: config.logLevel ?? "info", redact: ["req.headers.authorization"] });
   const modules = config.modules ?? MODULES;
+  const keyEncryptionKey = config.keyEncryptionKey ?? keyEncryptionKeyFromEnv();
+  if (config.databaseUrl && !keyEncryptionKey)
+    throw new Error(
+      `${KEY_ENCRYPTION_KEY_ENV} is not set: on PostgreSQL the server needs a key-encryption key for the issuer's ` +
+        `private keys (32 random bytes as 64 hex digits or 43 base64url characters, e.g. \`openssl rand -hex 32\`; ` +
+        `the same on every replica)`,
+    );
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     pglite: config.pglite,
+    keyEncryptionKey,
+    notice: (message, details) => logger.warn(details, message),
   });
   const timers: NodeJS.Timeout[] = [];
   try {
@@ -110,12 +131,11 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         throw new Error(`module ${module.name} is not running (or starts after the module asking)`);
       return exports.get(module) as E;
     };
-    const embeddedOnDisk = database.backend === "pglite" && !config.pglite && !config.dataDir.startsWith("memory://");
     const ctx: ModuleContext = {
       db: database.db,
       settings: config,
       urls,
-      dataDir: embeddedOnDisk ? config.dataDir : undefined,
+      dataDir: database.dataDir,
       logger,
       lists: { tokens: PageTokenCodec.fromSecret(secret) },
       now: () => new Date(),
@@ -157,6 +177,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       }),
       errorDomain: config.errorDomain,
       logger,
+      limits: config.rateLimits === false ? undefined : new RequestLimits(config.rateLimits ?? DEFAULT_RATE_LIMITS),
+      cors: config.corsOrigins?.length ? { origins: config.corsOrigins } : undefined,
+      trustProxy: config.trustProxy,
     });
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;

@@ -5,6 +5,7 @@ import { authModule } from "../../src/auth/module.js";
 import { OPERATOR_SUBJECT, type MintRequest, type TokenIssuer } from "../../src/auth/tokens.js";
 import type { UpstreamProvider } from "../../src/platform/config.js";
 import type { FeatureModule } from "../../src/platform/module.js";
+import type { RateLimitSettings } from "../../src/server/limits.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
 import { clonePglite, clonePostgres, type Backend } from "./db-templates.js";
 
@@ -48,6 +49,10 @@ export interface TestServerOptions {
   defaultUpstream?: UpstreamProvider;
   /** the feature modules to run (default: all) */
   modules?: readonly FeatureModule<any, any>[];
+  /** rate limits (default: off, since suites send many bad tokens on purpose) */
+  rateLimits?: RateLimitSettings | false;
+  /** CORS origins (default: none) */
+  corsOrigins?: string[];
 }
 
 export async function startTestServer(backend: Backend, options: TestServerOptions = {}): Promise<TestServer> {
@@ -61,6 +66,8 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     allowPrivateIssuerAddresses: options.allowPrivateIssuerAddresses ?? true,
     defaultUpstream: options.defaultUpstream,
     modules: options.modules,
+    rateLimits: options.rateLimits ?? false,
+    corsOrigins: options.corsOrigins,
   };
   if (backend === "pglite") {
     const server = await startServer({ ...common, pglite: await clonePglite() });

@@ -21,8 +21,12 @@ export function registerLoginRoutes(router: PlainRouter, deps: LoginDeps): void 
     callback: () => `${base()}${CALLBACK_PATH}`,
     device: () => `${base()}${DEVICE_PATH}`,
   });
+  // Endpoints that take codes a caller could guess (device codes, user codes, authorization
+  // codes) are `sensitive`: stricter rate limits.
   const get = (url: string, handler: Handler) => router.route({ method: "GET", url, access: "public", handler });
   const post = (url: string, handler: Handler) => router.route({ method: "POST", url, access: "public", handler });
+  const sensitivePost = (url: string, handler: Handler) =>
+    router.route({ method: "POST", url, access: "public", handler, sensitive: true });
 
   // The CLI's authorization request.
   get("/oauth/authorize", async (request, reply) => {
@@ -51,7 +55,7 @@ export function registerLoginRoutes(router: PlainRouter, deps: LoginDeps): void 
   });
 
   // Device flow: the CLI asks for a user code (RFC 8628 §3.1).
-  post("/oauth/device_authorization", async (request, reply) => {
+  sensitivePost("/oauth/device_authorization", async (request, reply) => {
     try {
       return views.deviceAuthorizationReply(reply, await service.startDevice(formOf(request)));
     } catch (err) {
@@ -73,7 +77,7 @@ export function registerLoginRoutes(router: PlainRouter, deps: LoginDeps): void 
     return views.deviceConfirmationPage(reply, { userCode, shown: formatUserCode(userCode), csrf });
   });
 
-  post(DEVICE_PATH, async (request, reply) => {
+  sensitivePost(DEVICE_PATH, async (request, reply) => {
     const form = formOf(request);
     const cookie = cookieValue(request.headers.cookie, DEVICE_CSRF_COOKIE);
     if (!cookie || typeof form.csrf !== "string" || !sameText(cookie, form.csrf)) {
@@ -91,7 +95,7 @@ export function registerLoginRoutes(router: PlainRouter, deps: LoginDeps): void 
   });
 
   // The token endpoint: codes and device codes for API tokens (RFC 6749 §4.1.3, RFC 8628 §3.4).
-  post("/oauth/token", async (request, reply) => {
+  sensitivePost("/oauth/token", async (request, reply) => {
     try {
       return views.tokenReply(reply, await service.token(formOf(request)));
     } catch (err) {

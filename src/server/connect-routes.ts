@@ -1,0 +1,253 @@
+// gRPC, gRPC-Web and Connect on Fastify (in place of @connectrpc/connect-fastify, whose plugin
+// this follows), with one addition: errors Connect raises itself, before or around our handlers
+// (an undecodable body, a bad envelope, an unsupported content type, a body over the limit), are
+// rewritten into our AIP-193 form on the way out, in each protocol's own encoding. Our handlers'
+// errors already have that form and pass unchanged.
+import { constants as http2Constants, type ServerHttp2Stream } from "node:http2";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
+import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import * as connect from "@connectrpc/connect/protocol-connect";
+import * as grpc from "@connectrpc/connect/protocol-grpc";
+import * as grpcWeb from "@connectrpc/connect/protocol-grpc-web";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+
+export interface ConnectRoutesOptions {
+  routes(router: ConnectRouter): void;
+  readMaxBytes: number;
+  /** values our handlers read from their HandlerContext (e.g. the client's address) */
+  contextValues(request: FastifyRequest): ContextValues;
+  /** the AIP-193 form of an error that does not have it yet */
+  normalize(error: ConnectError): ConnectError;
+}
+
+export async function registerConnectRoutes(fastify: FastifyInstance, opts: ConnectRoutesOptions): Promise<void> {
+  const router = createConnectRouter({
+    readMaxBytes: opts.readMaxBytes,
+    // As the REST transcoder: an unknown JSON key is an error, not silently dropped.
+    jsonOptions: { ignoreUnknownFields: false },
+    acceptCompression: [compressionGzip, compressionBrotli],
+  });
+  opts.routes(router);
+  await fastify.register(async (scope) => {
+    // Connect reads bodies itself.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser("*", (_request, _payload, done) => done(null, undefined));
+    for (const handler of router.handlers) {
+      scope.all(handler.requestPath, async (request, reply) => {
+        reply.hijack();
+        const response = await handler(
+          universalRequestFromNodeRequest(request.raw, reply.raw, undefined, opts.contextValues(request)),
+        );
+        discardUnreadBody(request, reply);
+        let fixed = response;
+        try {
+          fixed = await rewriteErrors(response, protocolOf(request), opts.normalize);
+        } catch (err) {
+          // Never leave a hijacked request unanswered: send what Connect made.
+          request.log.error({ err }, "could not rewrite a protocol error");
+        }
+        // Headers set on the reply (CORS, nosniff) go out with the response.
+        for (const [name, value] of Object.entries(reply.getHeaders())) {
+          if (value !== undefined) reply.raw.setHeader(name, value);
+        }
+        try {
+          await universalResponseToNodeResponse(fixed, reply.raw);
+        } catch (err) {
+          // The client went away mid-response; nothing is left to tell it.
+          if (ConnectError.from(err).code !== Code.Aborted) request.log.debug({ err }, "response not delivered");
+        }
+      });
+    }
+  });
+}
+
+/**
+ * A request answered before its body was read (over the size limit, undecodable) must not leave
+ * the rest of it in the connection: on HTTP/1.1 it would be read as the next request (so the
+ * connection closes after the answer); on HTTP/2 the client is told to stop sending once the
+ * trailers carrying the answer are out (RST_STREAM NO_ERROR, RFC 9113 §8.1, as grpc-go does).
+ */
+function discardUnreadBody(request: FastifyRequest, reply: FastifyReply): void {
+  const raw = request.raw;
+  if (raw.complete) return;
+  const stream = (raw as unknown as { stream?: ServerHttp2Stream }).stream;
+  if (!stream) {
+    reply.raw.setHeader("connection", "close");
+    return;
+  }
+  stream.once("wantTrailers", () =>
+    setImmediate(() => {
+      if (!stream.closed) stream.close(http2Constants.NGHTTP2_NO_ERROR);
+    }),
+  );
+}
+
+type Protocol = "connect" | "grpc" | "grpc-web";
+
+function protocolOf(request: FastifyRequest): Protocol {
+  const type = String(request.headers["content-type"] ?? "").toLowerCase();
+  if (type.startsWith("application/grpc-web")) return "grpc-web";
+  if (type.startsWith("application/grpc")) return "grpc";
+  return "connect";
+}
+
+async function rewriteErrors(
+  response: UniversalServerResponse,
+  protocol: Protocol,
+  normalize: (e: ConnectError) => ConnectError,
+): Promise<UniversalServerResponse> {
+  switch (protocol) {
+    case "connect":
+      return rewriteConnect(response, normalize);
+    case "grpc":
+      return rewriteGrpc(response, normalize);
+    case "grpc-web":
+      return rewriteGrpcWeb(response, normalize);
+  }
+}
+
+/** Connect unary: an error is a JSON body with a non-200 status (or, from Connect itself, no body at all). */
+async function rewriteConnect(
+  response: UniversalServerResponse,
+  normalize: (e: ConnectError) => ConnectError,
+): Promise<UniversalServerResponse> {
+  if (response.status === 200) return response;
+  const body = decompress(await readAll(response.body), response.header?.get("content-encoding"));
+  const fallback = new ConnectError(fallbackMessage(response.status), fallbackCode(response.status));
+  const error = body.length > 0 ? connect.errorFromJsonBytes(body, undefined, fallback) : fallback;
+  const fixed = normalize(error);
+  if (fixed === error && body.length > 0) {
+    const header = new Headers(response.header);
+    header.delete("content-encoding");
+    header.delete("content-length");
+    return { ...response, header, body: once(body) };
+  }
+  const header = new Headers(response.header);
+  header.set("content-type", connect.contentTypeUnaryJson);
+  header.delete("content-length");
+  header.delete("content-encoding");
+  for (const [name, value] of fixed.metadata) header.set(name, value);
+  // Statuses Connect chose from the protocol (415, 405) stay; the rest follow the code.
+  const status = body.length > 0 ? connect.codeToHttpStatus(fixed.code) : response.status;
+  return { ...response, status, header, body: once(connect.errorToJsonBytes(fixed, {})) };
+}
+
+/** gRPC: the status is in the trailers, written after the body. */
+function rewriteGrpc(
+  response: UniversalServerResponse,
+  normalize: (e: ConnectError) => ConnectError,
+): UniversalServerResponse {
+  const trailer = response.trailer;
+  if (!trailer) return response;
+  const fix = () => {
+    const error = grpc.findTrailerError(trailer);
+    if (!error) return;
+    const fixed = normalize(error);
+    if (fixed === error) return;
+    for (const name of ["grpc-status", "grpc-message", "grpc-status-details-bin"]) trailer.delete(name);
+    grpc.setTrailerStatus(trailer, fixed);
+  };
+  if (!response.body) {
+    fix();
+    return response;
+  }
+  const body = response.body;
+  return {
+    ...response,
+    body: (async function* () {
+      yield* body;
+      fix();
+    })(),
+  };
+}
+
+/** gRPC-Web: the trailers are the body's last envelope (flag 0x80). */
+async function rewriteGrpcWeb(
+  response: UniversalServerResponse,
+  normalize: (e: ConnectError) => ConnectError,
+): Promise<UniversalServerResponse> {
+  const bytes = await readAll(response.body);
+  const out: Uint8Array[] = [];
+  for (let at = 0; at + 5 <= bytes.length;) {
+    const flags = bytes[at]!;
+    const length = new DataView(bytes.buffer, bytes.byteOffset + at + 1, 4).getUint32(0);
+    const data = bytes.subarray(at + 5, at + 5 + length);
+    at += 5 + length;
+    const isTrailer = (flags & grpcWeb.trailerFlag) !== 0;
+    const compressed = (flags & 0x01) !== 0;
+    const trailerData = isTrailer && compressed ? decompress(data, response.header?.get("grpc-encoding")) : data;
+    const error = isTrailer ? grpc.findTrailerError(grpcWeb.trailerParse(trailerData)) : undefined;
+    const fixed = error && normalize(error);
+    if (!error || !fixed || fixed === error) {
+      out.push(envelope(flags, data));
+      continue;
+    }
+    const trailer = grpcWeb.trailerParse(trailerData);
+    for (const name of ["grpc-status", "grpc-message", "grpc-status-details-bin"]) trailer.delete(name);
+    grpc.setTrailerStatus(trailer, fixed);
+    // Written uncompressed (the flag says so): error trailers are small.
+    out.push(envelope(flags & ~0x01, grpcWeb.trailerSerialize(trailer)));
+  }
+  const header = new Headers(response.header);
+  header.delete("content-length");
+  return { ...response, header, body: once(concat(out)) };
+}
+
+/** A body Connect compressed (errors over its minimum size are), by the response's encoding. */
+function decompress(bytes: Uint8Array, encoding: string | null | undefined): Uint8Array {
+  if (encoding === "gzip") return gunzipSync(bytes);
+  if (encoding === "br") return brotliDecompressSync(bytes);
+  return bytes;
+}
+
+function envelope(flags: number, data: Uint8Array): Uint8Array {
+  const framed = new Uint8Array(5 + data.length);
+  framed[0] = flags;
+  new DataView(framed.buffer).setUint32(1, data.length);
+  framed.set(data, 5);
+  return framed;
+}
+
+async function readAll(body: UniversalServerResponse["body"]): Promise<Uint8Array> {
+  if (!body) return new Uint8Array(0);
+  if (body instanceof Uint8Array) return body;
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of body) chunks.push(chunk);
+  return concat(chunks);
+}
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  const all = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.length;
+  }
+  return all;
+}
+
+function once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  return (async function* () {
+    yield bytes;
+  })();
+}
+
+function fallbackCode(status: number): Code {
+  if (status === 415) return Code.InvalidArgument;
+  if (status === 405) return Code.Unimplemented;
+  return connect.codeFromHttpStatus(status);
+}
+
+function fallbackMessage(status: number): string {
+  if (status === 415) return "unsupported content type: use application/json or application/proto";
+  if (status === 405) return "method not allowed: use POST (GET only for side-effect-free methods)";
+  return `HTTP ${status}`;
+}
