@@ -69,7 +69,8 @@ function cli(args: string[], env = cliEnv()): Run {
   let out = "";
   child.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
   child.stderr!.setEncoding("utf8").on("data", (c: string) => (out += c));
-  const exit = once(child, "exit").then(([code]) => code as number | null);
+  // "close", not "exit": only then has everything the child wrote been read.
+  const exit = once(child, "close").then(([code]) => code as number | null);
   return { child, output: () => out, exit };
 }
 
@@ -84,7 +85,7 @@ async function serve(dataDir: string, env = cliEnv()): Promise<Server> {
   for (;;) {
     const m = /bulwark listening on (http:\/\/[^"\s]+)/.exec(run.output());
     if (m) return { ...run, url: m[1]! };
-    if (run.child.exitCode !== null) throw new Error(`serve exited ${run.child.exitCode}: ${run.output()}`);
+    if (run.child.exitCode !== null) throw new Error(`serve exited ${await run.exit}: ${run.output()}`);
     if (Date.now() > deadline) throw new Error(`serve not listening after 60 s: ${run.output()}`);
     await new Promise((r) => setTimeout(r, 50));
   }

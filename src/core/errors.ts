@@ -45,8 +45,11 @@ export function invalidArgument(violations: FieldViolation[] | FieldViolation): 
   ]);
 }
 
-function clip(text: string, max: number): string {
-  return text.length > max ? text.slice(0, max) + "…" : text;
+/** `text` cut to about `max` UTF-16 units, never inside a surrogate pair (half a pair is not UTF-8). */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max) + "…";
 }
 
 /** FAILED_PRECONDITION with a PreconditionFailure detail; message "Precondition failed: <reason>". */
@@ -168,6 +171,9 @@ export function toWireError(err: unknown, domain: string, logUnexpected: Unexpec
     ce = new ConnectError("Internal error", Code.Internal);
   }
   const hasInfo = ce.details.some((d) => ("desc" in d ? d.desc.typeName : d.type) === ErrorInfoSchema.typeName);
+  // A message must encode as UTF-8 (gRPC percent-encodes it; JSON decoders reject half pairs).
+  const message = (ce.rawMessage as unknown as { toWellFormed(): string }).toWellFormed();
+  if (message !== ce.rawMessage) ce = new ConnectError(message, ce.code, ce.metadata, ce.details as OutgoingDetail[]);
   if (hasInfo) return ce;
   const details = [detail(ErrorInfoSchema, { reason: codeName(ce.code), domain }), ...ce.details];
   return new ConnectError(ce.rawMessage, ce.code, ce.metadata, details as OutgoingDetail[]);

@@ -38,9 +38,9 @@ export const MAX_ECHO_LENGTH = 64;
 
 /** A client's value for an error message: quoted, and cut short when long. */
 export function quote(value: string): string {
-  const chars = [...value.slice(0, MAX_ECHO_LENGTH * 2)];
-  const shown = chars.length > MAX_ECHO_LENGTH ? chars.slice(0, MAX_ECHO_LENGTH).join("") + "…" : value;
-  return JSON.stringify(shown);
+  // Code points, so a pair is never cut; 2 × MAX units always hold MAX whole code points.
+  const head = [...value.slice(0, MAX_ECHO_LENGTH * 2)].slice(0, MAX_ECHO_LENGTH).join("");
+  return JSON.stringify(head.length < value.length ? head + "…" : value);
 }
 
 /** What is wrong with a string under the rule, if anything. */

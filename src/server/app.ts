@@ -5,7 +5,7 @@ import { createContextKey, createContextValues, type ConnectRouter, type Handler
 import { hasOption, type DescMethod, type DescMethodUnary } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import { iam } from "../gen/annotations/auth_pb.js";
-import { Code, ConnectError, httpStatusFor, invalidArgument, toWireError } from "../core/errors.js";
+import { Code, ConnectError, clip, httpStatusFor, invalidArgument, toWireError } from "../core/errors.js";
 import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceBinding } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { registerConnectRoutes } from "./connect-routes.js";
@@ -151,7 +151,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
   fastify.setNotFoundHandler((request, reply) =>
     sendError(
       reply,
-      new ConnectError(`Not found: no route for ${request.method} ${request.url.split("?")[0]}`, Code.NotFound),
+      new ConnectError(
+        `Not found: no route for ${request.method} ${clip(request.url.split("?")[0]!, 64)}`,
+        Code.NotFound,
+      ),
     ),
   );
 

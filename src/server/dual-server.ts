@@ -7,6 +7,8 @@ import http2 from "node:http2";
 import net from "node:net";
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
+/** How long a new connection may stay silent before its first bytes say which protocol it speaks. */
+const SNIFF_TIMEOUT_MS = 10_000;
 
 export interface DualServer {
   front: net.Server;
@@ -85,9 +87,11 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     let buffered: Buffer = Buffer.alloc(0);
-    // A client that ends before saying which protocol it speaks gets nothing more.
+    // A client that ends, or stays silent, before saying which protocol it speaks gets nothing
+    // more (once handed over, the h1/h2 servers' own timeouts apply).
     const onEndWhileSniffing = () => socket.destroy();
     socket.once("end", onEndWhileSniffing);
+    socket.setTimeout(SNIFF_TIMEOUT_MS, onEndWhileSniffing);
     const onData = (chunk: Buffer) => {
       buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
       const n = Math.min(buffered.length, PREFACE.length);
@@ -95,6 +99,8 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
       if (isPrefix && buffered.length < PREFACE.length) return; // ambiguous so far: wait for more
       socket.removeListener("data", onData);
       socket.removeListener("end", onEndWhileSniffing);
+      socket.setTimeout(0);
+      socket.removeListener("timeout", onEndWhileSniffing);
       if (isPrefix) socket.allowHalfOpen = false;
       socket.pause();
       socket.unshift(buffered);

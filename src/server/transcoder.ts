@@ -23,7 +23,7 @@ import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { http } from "../gen/google/api/annotations_pb.js";
 import { ResourceInfoSchema } from "../gen/google/rpc/error_details_pb.js";
-import { invalidArgument, type FieldViolation } from "../core/errors.js";
+import { clip, invalidArgument, type FieldViolation } from "../core/errors.js";
 import { isOutputOnly } from "../core/fieldmask.js";
 import type { CallContext, Dispatch, ServiceBinding } from "../core/service.js";
 import { compareSpecificity, compileTemplate, type CompiledTemplate } from "./http-template.js";
@@ -469,7 +469,7 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
 
 /** A request path for an error message: URLs may be long, messages stay short. */
 function clipPath(path: string): string {
-  return path.length > 128 ? path.slice(0, 128) + "…" : path;
+  return clip(path, 64);
 }
 
 function routeNotFound(verb: string, fullPath: string, routes: RestRoute[]): ConnectError {

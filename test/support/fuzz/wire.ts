@@ -444,6 +444,21 @@ export function restRequest(
   return restFromJson(method.input, rule, json, opts);
 }
 
+/**
+ * fetch, once more if a kept-alive connection was reset before any answer: the server may close an
+ * idle connection (its 5 s keep-alive) just as a slow, loaded client reuses it. A server that resets
+ * on the request itself does so again, and that is reported.
+ */
+async function fetchRetryingStaleConnection(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (err) {
+    const code = ((err as { cause?: { code?: string } }).cause ?? {}).code;
+    if (code !== "ECONNRESET" && code !== "UND_ERR_SOCKET") throw err;
+    return await fetch(url, init);
+  }
+}
+
 export async function sendRest(
   baseUrl: string,
   req: Omit<RestRequest, "body"> & { body?: string | Uint8Array },
@@ -451,7 +466,7 @@ export async function sendRest(
   protocol = "rest",
 ): Promise<Outcome> {
   try {
-    const res = await fetch(baseUrl + req.url, {
+    const res = await fetchRetryingStaleConnection(baseUrl + req.url, {
       method: req.method,
       headers: req.body === undefined ? headers : { "content-type": "application/json", ...headers },
       body: req.body,
@@ -480,7 +495,7 @@ export async function sendConnect(
   protocol: string,
 ): Promise<Outcome> {
   try {
-    const res = await fetch(baseUrl + path, {
+    const res = await fetchRetryingStaleConnection(baseUrl + path, {
       method: "POST",
       headers: { "content-type": contentType, "connect-protocol-version": "1", ...headers },
       body,
