@@ -158,8 +158,10 @@ function checkJsonStrings(value: unknown, path: string, max: number): void {
 
 /** Checks the string values of a plain route's parsed query or form body. */
 export function checkParameterStrings(where: string, params: unknown): void {
-  if (params && typeof params === "object" && !Array.isArray(params)) {
-    for (const [key, value] of Object.entries(params)) {
+  // Only parsed parameters (plain objects): a raw body (a Buffer, a stream) is the route's own.
+  const proto = params && typeof params === "object" ? Object.getPrototypeOf(params) : undefined;
+  if (proto === Object.prototype || (params && proto === null)) {
+    for (const [key, value] of Object.entries(params as Record<string, unknown>)) {
       checkString(`${where} parameter name`, key, 64);
       if (typeof value === "string") checkString(key, value, MAX_STRING_LENGTH[key] ?? DEFAULT_MAX_STRING_LENGTH);
       else if (Array.isArray(value))

@@ -2,7 +2,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { ConnectError, Code, clip, notFound, toWireError } from "../../src/core/errors.js";
-import { MAX_ECHO_LENGTH, quote, stringProblem } from "../../src/core/strings.js";
+import { MAX_ECHO_LENGTH, checkParameterStrings, quote, stringProblem } from "../../src/core/strings.js";
 
 const wellFormed = (s: string) => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 
@@ -43,5 +43,13 @@ describe("error text", () => {
     // Length is in code points: ten emoji are ten characters.
     assert.equal(stringProblem("\u{1F600}".repeat(10), 10), undefined);
     assert.equal(stringProblem("plain", 10), undefined);
+  });
+
+  it("plain routes: parsed parameters are checked, raw bodies are the route's own", () => {
+    assert.throws(() => checkParameterStrings("query", { state: "a\u0000" }), /state: must not contain NUL/);
+    const nullProto = Object.assign(Object.create(null) as Record<string, string>, { code: "\ud800" });
+    assert.throws(() => checkParameterStrings("query", nullProto), /code: must be valid UTF-8/);
+    assert.doesNotThrow(() => checkParameterStrings("form", Buffer.from("a\u0000b")));
+    assert.doesNotThrow(() => checkParameterStrings("form", undefined));
   });
 });
