@@ -607,14 +607,18 @@ for (const backend of backends()) {
           internal.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field),
           ["capabilities"],
         );
-        for (const p of [
-          client.deleteRole({ uid: VIEWER_ROLE_UID }),
-          client.updateRole({
-            role: { uid: VIEWER_ROLE_UID, description: "x" },
-            updateMask: { paths: ["description"] },
-          }),
-        ]) {
-          const err = await fail(p);
+        // Both calls run at once, so each gets its handler at once (a rejection left waiting
+        // for the loop to reach it would be reported as unhandled).
+        const refusals = await Promise.all([
+          fail(client.deleteRole({ uid: VIEWER_ROLE_UID })),
+          fail(
+            client.updateRole({
+              role: { uid: VIEWER_ROLE_UID, description: "x" },
+              updateMask: { paths: ["description"] },
+            }),
+          ),
+        ]);
+        for (const err of refusals) {
           assert.equal(err.code, Code.FailedPrecondition);
           assert.equal(err.findDetails(PreconditionFailureSchema)[0]?.violations[0]?.type, "BUILT_IN_ROLE");
         }
