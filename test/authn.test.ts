@@ -27,24 +27,10 @@ import {
   wrongIssuerToken,
   type Workload,
 } from "./support/principals.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
+import { ERROR_DOMAIN, claimsFor, startTestServer, type TestServer } from "./support/server.js";
 
 const G = "/iam/v2beta1/groups";
 const HEX40 = /^[0-9a-f]{40}$/;
-
-/** The standard claims of an API token for `subject` on this server, valid now for an hour. */
-function claimsFor(server: TestServer, subject: string) {
-  const now = Math.floor(Date.now() / 1000);
-  return {
-    iss: server.tokens.urls.issuer,
-    aud: [server.tokens.urls.apiAudience],
-    sub: subject,
-    iat: now,
-    nbf: now,
-    exp: now + 3600,
-    jti: `t-${now}-${Math.random()}`,
-  };
-}
 
 /** An `Authorization` header value (or none) that must be refused, and why. */
 interface BadCredential {

@@ -90,6 +90,67 @@ describe("bulwark serve", () => {
     assert.equal(code2, 0);
   });
 
+  it("rate-limit and CORS flags: --rate-limit-address, repeated --cors-origin, --no-rate-limit; a bad rate is refused", async () => {
+    const flagsDir = mkdtempSync(join(tmpdir(), "bulwark-cli-flags-"));
+    try {
+      const limited = await serve([
+        ...["--port", "0", "--data-dir", flagsDir],
+        ...[
+          "--rate-limit-address",
+          "0.2:2",
+          "--cors-origin",
+          "https://a.example",
+          "--cors-origin",
+          "https://b.example",
+        ],
+      ]);
+      const get = () => fetch(`${limited.url}/iam/v2beta1/groups`, { headers: { origin: "https://b.example" } });
+      const statuses = [(await get()).status, (await get()).status];
+      const third = await get();
+      assert.deepEqual(statuses, [401, 401]);
+      assert.equal(third.status, 429);
+      assert.ok(Number(third.headers.get("retry-after")) >= 1);
+      assert.equal(third.headers.get("access-control-allow-origin"), "https://b.example");
+      limited.child.kill("SIGTERM");
+      await once(limited.child, "exit");
+
+      const unlimited = await serve([
+        "--port",
+        "0",
+        "--data-dir",
+        flagsDir,
+        "--no-rate-limit",
+        "--rate-limit-address",
+        "0.2:1",
+      ]);
+      for (let i = 0; i < 5; i++) assert.equal((await fetch(`${unlimited.url}/iam/v2beta1/groups`)).status, 401);
+      assert.equal(
+        (await fetch(`${unlimited.url}/healthz`, { headers: { origin: "https://a.example" } })).headers.get(
+          "access-control-allow-origin",
+        ),
+        null,
+        "CORS off without --cors-origin",
+      );
+      unlimited.child.kill("SIGTERM");
+      await once(unlimited.child, "exit");
+
+      const bad = spawn(
+        process.execPath,
+        ["--import", "tsx", "src/cli/main.ts", "serve", "--rate-limit-address", "fast"],
+        {
+          stdio: "pipe",
+        },
+      );
+      let stderr = "";
+      bad.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+      const [code] = await once(bad, "close");
+      assert.notEqual(code, 0);
+      assert.match(stderr, /invalid rate limit "fast"/);
+    } finally {
+      rmSync(flagsDir, { recursive: true, force: true });
+    }
+  });
+
   it("rejects a bad --port with a clear message", async () => {
     const bad = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", "--port", "http"], {
       stdio: "pipe",

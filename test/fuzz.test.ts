@@ -44,6 +44,20 @@ import { attackSuites } from "./support/fuzz/attacks.js";
 
 const CASES = Math.max(100, Number(process.env.FUZZ_CASES ?? 3000));
 const SEED = Number(process.env.FUZZ_SEED ?? 20251123);
+
+/** Connections a suite's cases left unusable, found by 8 concurrent GET /healthz, as failures. */
+async function keepAliveFailures(url: string, target: string): Promise<Failure[]> {
+  return (await probeKeepAlive(url)).map((p) => ({
+    target,
+    kind: p.kind,
+    detail: p.detail,
+    example: "8 concurrent GET /healthz",
+    seed: SEED,
+    path: "-",
+    count: 1,
+    shrunk: false,
+  }));
+}
 /** share of the cases for the schema-generated requests (the rest: generated attack cases) */
 const PROPERTY_SHARE = 0.7;
 const PROTOCOLS = ["REST", "Connect JSON", "Connect binary", "gRPC"] as const;
@@ -210,18 +224,7 @@ describe("fuzz and attack suite", () => {
       for (const t of targets) {
         failures.push(...(await fuzzTarget(t, { seed: SEED, numRuns, shrinkBudget: 60 })));
       }
-      for (const p of await probeKeepAlive(server.url)) {
-        failures.push({
-          target: `keep-alive probe after ${protocol}`,
-          kind: p.kind,
-          detail: p.detail,
-          example: "8 concurrent GET /healthz",
-          seed: SEED,
-          path: "-",
-          count: 1,
-          shrunk: false,
-        });
-      }
+      failures.push(...(await keepAliveFailures(server.url, `keep-alive probe after ${protocol}`)));
       const answers = [...(stats.get(protocol) ?? [])].sort((a, b) => b[1] - a[1]);
       console.log(
         `fuzz: ${protocol}: ${targets.length} RPCs × ${numRuns} cases in ${Date.now() - t0} ms; answers: ${answers.map(([k, v]) => `${k} ${v}`).join(", ")}`,
@@ -244,18 +247,7 @@ describe("fuzz and attack suite", () => {
         headersFor,
       });
       // Cases may leave a kept-alive connection unusable: found here, not in the next suite.
-      for (const p of await probeKeepAlive(server.url)) {
-        failures.push({
-          target: "keep-alive probe after this suite",
-          kind: p.kind,
-          detail: p.detail,
-          example: "8 concurrent GET /healthz",
-          seed: SEED,
-          path: "-",
-          count: 1,
-          shrunk: false,
-        });
-      }
+      failures.push(...(await keepAliveFailures(server.url, "keep-alive probe after this suite")));
       console.log(`fuzz: ${suite.title}: ${Date.now() - t0} ms`);
       assert.equal(failures.length, 0, report(`${suite.title} (seed ${SEED})`, failures));
     });

@@ -273,6 +273,32 @@ describe("undecodable and oversized requests", () => {
     }
   });
 
+  it("HTTP/2 headers over 16 KiB (that the stack still takes): the same answer, in the request's protocol", async () => {
+    const pad = { "x-pad": "p".repeat(20_000) };
+    const rest = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const session = http2.connect(server.url);
+      session.on("error", reject);
+      const req = session.request({ ":method": "GET", ":path": "/iam/v2beta1/groups", ...auth(), ...pad });
+      let status = 0;
+      let body = "";
+      req.on("response", (h) => (status = Number(h[":status"])));
+      req.setEncoding("utf8").on("data", (c: string) => (body += c));
+      req.on("error", reject);
+      req.on("end", () => {
+        session.close();
+        resolve({ status, body });
+      });
+      req.end();
+    });
+    assert.equal(rest.status, 431);
+    assert.equal(errorInfoOf(JSON.parse(rest.body)).reason, "RESOURCE_EXHAUSTED");
+    const grpcRes = await rawGrpc(server.port, listGroups, frame(new Uint8Array()), { ...auth(), ...pad });
+    const status = { ...grpcRes.headers, ...grpcRes.trailers };
+    assert.equal(status["grpc-status"], "8", JSON.stringify(status));
+    const details = fromBinary(StatusSchema, Buffer.from(String(status["grpc-status-details-bin"]), "base64"));
+    assert.ok(details.details.some((d) => d.typeUrl.endsWith("google.rpc.ErrorInfo")));
+  });
+
   it("bodies over 1 MiB: REST and Connect answer AIP-193, nothing is written", async () => {
     const big = JSON.stringify({ name: "big", description: "d".repeat(2 * 1024 * 1024) });
     const rest = await fetch(`${server.url}/iam/v2beta1/groups`, {
@@ -337,6 +363,24 @@ describe("rate limits", () => {
       } finally {
         client.close();
       }
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("--trust-proxy: the client's address is X-Forwarded-For's, each with its own budget", async () => {
+    const server = await startTestServer("pglite", {
+      rateLimits: { address: { perSecond: 0.1, burst: 1 } },
+      trustProxy: true,
+    });
+    try {
+      const from = (address: string) =>
+        fetch(`${server.url}/iam/v2beta1/groups`, {
+          headers: { authorization: `Bearer ${server.operatorToken}`, "x-forwarded-for": address },
+        });
+      assert.equal((await from("198.51.100.1")).status, 200);
+      assert.equal((await from("198.51.100.1")).status, 429);
+      assert.equal((await from("198.51.100.2")).status, 200, "another client behind the proxy");
     } finally {
       await server.close();
     }

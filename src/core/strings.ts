@@ -43,6 +43,11 @@ export function quote(value: string): string {
   return JSON.stringify(head.length < value.length ? head + "…" : value);
 }
 
+/** A library's error message with every long quoted value in it cut short as `quote` does. */
+export function shortenQuotedValues(message: string): string {
+  return message.replace(/"((?:[^"\\]|\\.){65,})"/g, (_, value: string) => quote(value));
+}
+
 /** What is wrong with a string under the rule, if anything. */
 export function stringProblem(value: string, max: number): string | undefined {
   if (value.includes("\u0000")) return "must not contain NUL (U+0000)";

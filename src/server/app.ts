@@ -6,6 +6,7 @@ import { hasOption, type DescMethod, type DescMethodUnary } from "@bufbuild/prot
 import type { Logger } from "pino";
 import { iam } from "../gen/annotations/auth_pb.js";
 import { Code, ConnectError, clip, httpStatusFor, invalidArgument, toWireError } from "../core/errors.js";
+import { MAX_ECHO_LENGTH } from "../core/strings.js";
 import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceBinding } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { registerConnectRoutes } from "./connect-routes.js";
@@ -57,14 +58,6 @@ function kindOf(method: DescMethod): CallKind {
   let sensitive = sensitiveMethods.get(method);
   if (sensitive === undefined) sensitiveMethods.set(method, (sensitive = !hasOption(method, iam)));
   return { sensitive };
-}
-
-/** A failure that counts against the address's budget of failed authentications. */
-function isFailedAuthentication(err: unknown, kind: CallKind): boolean {
-  return (
-    err instanceof ConnectError &&
-    (err.code === Code.Unauthenticated || (kind.sensitive && err.code === Code.PermissionDenied))
-  );
 }
 
 export interface App {
@@ -152,7 +145,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     sendError(
       reply,
       new ConnectError(
-        `Not found: no route for ${request.method} ${clip(request.url.split("?")[0]!, 64)}`,
+        `Not found: no route for ${request.method} ${clip(request.url.split("?")[0]!, MAX_ECHO_LENGTH)}`,
         Code.NotFound,
       ),
     ),
@@ -182,9 +175,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   fastify.get("/healthz", async () => ({ status: "SERVING" }));
   for (const register of opts.routes ?? []) {
-    await fastify.register(async (scope) =>
-      register(plainRouter(scope, { authorizer, limits, wireError, sendError, isFailedAuthentication })),
-    );
+    await fastify.register(async (scope) => register(plainRouter(scope, { authorizer, limits, wireError, sendError })));
   }
 
   const callFromHttp = (request: FastifyRequest): CallContext => ({
@@ -205,7 +196,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     try {
       return await invoke(binding, method, request, call, authorizer);
     } catch (err) {
-      if (isFailedAuthentication(err, kind)) limits.failedAuthentication(call);
+      limits.afterFailure(err, call, kind);
       throw err;
     }
   };

@@ -45,7 +45,7 @@ export async function registerConnectRoutes(fastify: FastifyInstance, opts: Conn
         const response = await handler(
           universalRequestFromNodeRequest(request.raw, reply.raw, undefined, opts.contextValues(request)),
         );
-        discardUnreadBody(request, reply);
+        endUnreadBody(request, reply);
         let fixed = response;
         try {
           fixed = await rewriteErrors(response, protocolOf(request), opts.normalize);
@@ -74,7 +74,7 @@ export async function registerConnectRoutes(fastify: FastifyInstance, opts: Conn
  * connection closes after the answer); on HTTP/2 the client is told to stop sending once the
  * trailers carrying the answer are out (RST_STREAM NO_ERROR, RFC 9113 §8.1, as grpc-go does).
  */
-function discardUnreadBody(request: FastifyRequest, reply: FastifyReply): void {
+function endUnreadBody(request: FastifyRequest, reply: FastifyReply): void {
   const raw = request.raw;
   if (raw.complete) return;
   const stream = (raw as unknown as { stream?: ServerHttp2Stream }).stream;

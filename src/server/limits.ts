@@ -2,7 +2,7 @@
 // stricter for endpoints that take foreign credentials (the token exchange, the OAuth token and
 // device endpoints), and for addresses that keep failing to authenticate. Buckets are kept in
 // this process: with several replicas each enforces the limits on what it receives.
-import { resourceExhausted } from "../core/errors.js";
+import { Code, ConnectError, resourceExhausted } from "../core/errors.js";
 import { TokenBuckets, type RateLimit } from "../core/rate-limit.js";
 import type { CallContext } from "../core/service.js";
 
@@ -60,9 +60,15 @@ export class RequestLimits {
     spend(this.#identity, identity, "requests per identity");
   }
 
-  /** A failed authentication from the call's address. */
-  failedAuthentication(call: CallContext): void {
-    this.#failed?.take(call.clientAddress ?? "unknown");
+  /**
+   * After a call failed: a failed authentication (UNAUTHENTICATED; for sensitive calls also
+   * PERMISSION_DENIED, a refused exchange) spends one of the address's budget.
+   */
+  afterFailure(err: unknown, call: CallContext, kind: CallKind): void {
+    const failedAuthentication =
+      err instanceof ConnectError &&
+      (err.code === Code.Unauthenticated || (kind.sensitive && err.code === Code.PermissionDenied));
+    if (failedAuthentication) this.#failed?.take(call.clientAddress ?? "unknown");
   }
 }
 

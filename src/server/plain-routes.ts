@@ -28,8 +28,6 @@ export interface PlainRouterDeps {
   sendError(reply: FastifyReply, err: ConnectError): FastifyReply;
   /** rate limits (absent: none) */
   limits?: RequestLimits;
-  /** whether an error counts as a failed authentication (default: none does) */
-  isFailedAuthentication?(err: unknown, kind: CallKind): boolean;
 }
 
 /** A router over one Fastify scope (one per module, so a module's body parsers stay its own). */
@@ -50,7 +48,7 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             if (route.access !== "public") await deps.authorizer.authorizeRoute(await route.access(request), call);
             return await route.handler(request, reply, call);
           } catch (err) {
-            if (deps.isFailedAuthentication?.(err, kind)) deps.limits?.failedAuthentication(call);
+            deps.limits?.afterFailure(err, call, kind);
             const wire = deps.wireError(err);
             return route.renderError ? route.renderError(wire, reply) : deps.sendError(reply, wire);
           }

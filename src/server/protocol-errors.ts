@@ -19,7 +19,7 @@ import {
   RetryInfoSchema,
 } from "../gen/google/rpc/error_details_pb.js";
 import { Code, ConnectError, clip, httpStatusFor, invalidArgument, isOutgoingDetail } from "../core/errors.js";
-import { quote } from "../core/strings.js";
+import { shortenQuotedValues } from "../core/strings.js";
 import type { ClientErrorAnswer, ClientProblem } from "./dual-server.js";
 
 const errorDetailRegistry = createRegistry(
@@ -73,8 +73,7 @@ export function clientError(problem: ClientProblem): ConnectError {
 export function normalizeProtocolError(error: ConnectError, wireError: (err: unknown) => ConnectError): ConnectError {
   const hasInfo = error.details.some((d) => ("desc" in d ? d.desc.typeName : d.type) === ErrorInfoSchema.typeName);
   if (hasInfo) return error;
-  const unclipped = error.rawMessage.replace(/"((?:[^"\\]|\\.){65,})"/g, (_, v: string) => quote(v));
-  const reason = clip(unclipped, 200);
+  const reason = clip(shortenQuotedValues(error.rawMessage), 200);
   if (error.code === Code.Internal || error.code === Code.Unknown)
     return wireError(invalidArgument({ field: "body", description: `cannot decode the request: ${reason}` }));
   if (error.code === Code.InvalidArgument) return wireError(invalidArgument({ field: "request", description: reason }));

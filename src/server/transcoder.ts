@@ -28,7 +28,7 @@ import { isOutputOnly } from "../core/fieldmask.js";
 import type { CallContext, Dispatch, ServiceBinding } from "../core/service.js";
 import { compareSpecificity, compileTemplate, type CompiledTemplate } from "./http-template.js";
 import { toRestJson } from "./rest-json.js";
-import { quote } from "../core/strings.js";
+import { MAX_ECHO_LENGTH, quote, shortenQuotedValues } from "../core/strings.js";
 
 type Verb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
@@ -354,9 +354,7 @@ function failingField(desc: DescMessage, json: JsonObject, prefix = ""): string 
  */
 function requestViolation(err: unknown, desc: DescMessage, json: JsonObject, body: string): FieldViolation {
   // Decoder messages can quote the offending value: never repeat more than a short prefix of it.
-  const message = (err instanceof Error ? err.message : String(err)).replace(/"((?:[^"\\]|\\.){65,})"/g, (_, v) =>
-    quote(v),
-  );
+  const message = shortenQuotedValues(err instanceof Error ? err.message : String(err));
   let located = failingField(desc, json);
   const bodyField = body && body !== "*" ? fieldByName(desc, body) : undefined;
   if (located && bodyField && located.startsWith(bodyField.name + "."))
@@ -409,7 +407,7 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
           // (trailers-only, HTTP 200, grpc-status 12), not with a REST 404.
           const status = {
             "grpc-status": String(Code.Unimplemented),
-            "grpc-message": encodeURIComponent(`unknown method ${clipPath(path)}`),
+            "grpc-message": encodeURIComponent(`unknown method ${clip(path, MAX_ECHO_LENGTH)}`),
           };
           reply.hijack();
           const res = reply.raw;
@@ -467,14 +465,10 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
   return routes;
 }
 
-/** A request path for an error message: URLs may be long, messages stay short. */
-function clipPath(path: string): string {
-  return clip(path, 64);
-}
-
 function routeNotFound(verb: string, fullPath: string, routes: RestRoute[]): ConnectError {
   const otherVerb = routes.some((r) => r.template.regex.test(fullPath));
-  const path = clipPath(fullPath);
+  // URLs may be long; messages stay short.
+  const path = clip(fullPath, MAX_ECHO_LENGTH);
   if (otherVerb) {
     return new ConnectError(`Method ${verb} is not allowed for ${path}`, Code.Unimplemented);
   }

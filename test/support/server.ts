@@ -21,6 +21,21 @@ export interface TestServer extends RunningServer {
   tokenFor(subject: string, options?: Partial<MintRequest>): Promise<string>;
 }
 
+/** The standard claims of an API token for `subject` on this server, valid now for an hour (plus `extra`). */
+export function claimsFor(server: TestServer, subject: string, extra: Record<string, unknown> = {}) {
+  const now = Math.floor(Date.now() / 1000);
+  return {
+    iss: server.tokens.urls.issuer,
+    aud: [server.tokens.urls.apiAudience],
+    sub: subject,
+    iat: now,
+    nbf: now,
+    exp: now + 3600,
+    jti: `t-${now}-${Math.random()}`,
+    ...extra,
+  };
+}
+
 /** A Connect interceptor that sends `Authorization: Bearer <token>`. */
 export function bearer(token: string): Interceptor {
   return (next) => (req) => {
@@ -53,6 +68,8 @@ export interface TestServerOptions {
   rateLimits?: RateLimitSettings | false;
   /** CORS origins (default: none) */
   corsOrigins?: string[];
+  /** take client addresses from X-Forwarded-For */
+  trustProxy?: boolean;
 }
 
 export async function startTestServer(backend: Backend, options: TestServerOptions = {}): Promise<TestServer> {
@@ -68,6 +85,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     modules: options.modules,
     rateLimits: options.rateLimits ?? false,
     corsOrigins: options.corsOrigins,
+    trustProxy: options.trustProxy,
   };
   if (backend === "pglite") {
     const server = await startServer({ ...common, pglite: await clonePglite() });

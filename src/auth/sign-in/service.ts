@@ -163,7 +163,7 @@ function displayName(claims: Record<string, unknown>): string {
 }
 
 /** A user code of letters drawn uniformly (randomInt, so no modulo bias). */
-function mintUserCode(): string {
+export function mintUserCode(): string {
   const letters = Array.from({ length: USER_CODE_LENGTH }, () =>
     USER_CODE_ALPHABET.charAt(randomInt(USER_CODE_ALPHABET.length)),
   );

@@ -22,7 +22,7 @@ import { OPERATOR_SUBJECT } from "../../../src/auth/tokens.js";
 import type { Api } from "../fixtures.js";
 import { VIEWER_ROLE_UID } from "../fixtures.js";
 import { expiredToken, issuerAt, notYetValidToken, wrongAudienceToken } from "../principals.js";
-import { ERROR_DOMAIN, type TestServer } from "../server.js";
+import { ERROR_DOMAIN, claimsFor, type TestServer } from "../server.js";
 import { messageArb, plausibleInit, type Plausible } from "./arbitraries.js";
 import { check } from "./checks.js";
 import { fuzzTarget, runFixed, type Failure } from "./runner.js";
@@ -347,20 +347,6 @@ export interface BadCredential {
   rawOnly?: boolean;
   /** whether a 2xx is a security failure */
   mustFail: boolean;
-}
-
-function claimsFor(server: TestServer, subject: string, extra: Record<string, unknown> = {}) {
-  const now = Math.floor(Date.now() / 1000);
-  return {
-    iss: server.tokens.urls.issuer,
-    aud: [server.tokens.urls.apiAudience],
-    sub: subject,
-    iat: now,
-    nbf: now,
-    exp: now + 3600,
-    jti: `fuzz-${now}-${Math.random()}`,
-    ...extra,
-  };
 }
 
 export async function badCredentials(server: TestServer, s: Seeded): Promise<BadCredential[]> {
@@ -784,6 +770,12 @@ export const attackSuites: AttackSuite[] = [
           rpc,
           init: { method: "POST", headers: { ...op, ...headers }, body },
         });
+        const connectGet = (label: string, query: string): CC => ({
+          label,
+          rpc,
+          init: { method: "GET", headers: op },
+          query,
+        });
         return [
           post("content-type text/plain", { "content-type": "text/plain" }, json),
           post("no content-type", {}, json),
@@ -818,36 +810,11 @@ export const attackSuites: AttackSuite[] = [
             { "content-type": "application/json", "connect-timeout-ms": "99999999999999999999" },
             json,
           ),
-          {
-            label: "GET with a malformed message",
-            rpc,
-            init: { method: "GET", headers: op },
-            query: "?connect=v1&encoding=json&message=%7B%22",
-          },
-          {
-            label: "GET with bad base64",
-            rpc,
-            init: { method: "GET", headers: op },
-            query: "?connect=v1&encoding=proto&base64=1&message=!!!",
-          },
-          {
-            label: "GET with an unknown encoding",
-            rpc,
-            init: { method: "GET", headers: op },
-            query: "?connect=v1&encoding=xml&message=x",
-          },
-          {
-            label: "GET with compression nobody knows",
-            rpc,
-            init: { method: "GET", headers: op },
-            query: "?connect=v1&encoding=json&compression=zstd&message=%7B%7D",
-          },
-          {
-            label: "GET without a message",
-            rpc,
-            init: { method: "GET", headers: op },
-            query: "?connect=v1&encoding=json",
-          },
+          connectGet("GET with a malformed message", "?connect=v1&encoding=json&message=%7B%22"),
+          connectGet("GET with bad base64", "?connect=v1&encoding=proto&base64=1&message=!!!"),
+          connectGet("GET with an unknown encoding", "?connect=v1&encoding=xml&message=x"),
+          connectGet("GET with compression nobody knows", "?connect=v1&encoding=json&compression=zstd&message=%7B%7D"),
+          connectGet("GET without a message", "?connect=v1&encoding=json"),
           post("PUT instead of POST", { "content-type": "application/json" }, json),
         ].map((c) => (c.label === "PUT instead of POST" ? { ...c, init: { ...c.init, method: "PUT" } } : c));
       });
