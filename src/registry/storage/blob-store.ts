@@ -1,0 +1,42 @@
+// Where blob bytes live: content-addressed objects plus the staging area of uploads in progress.
+// The database holds what exists (blobs, links, upload sessions); a store only holds bytes, so
+// two implementations (filesystem, S3-compatible) answer to one contract. Nothing here hashes
+// or validates: callers verify digests while streaming (registry/oci).
+import type { Readable } from "node:stream";
+
+/** Inclusive byte range, as HTTP Range speaks it. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+export interface BlobStore {
+  /** "filesystem" or "s3", for logs and the bench */
+  readonly kind: string;
+  /**
+   * Appends `body` to upload `uploadId`'s staged bytes. `offset` is the number of bytes the
+   * caller knows are staged (from the database); anything beyond it (a chunk cut short by a crash)
+   * is discarded first. Streams, never buffers the whole body. Answers the staged size after.
+   */
+  appendUpload(uploadId: string, offset: number, body: Readable): Promise<number>;
+  /** The first `size` staged bytes of an upload, from the start (to hash them after a restart). */
+  readUpload(uploadId: string, size: number): Readable;
+  /**
+   * Makes the first `size` staged bytes the blob `digest` ("sha256:<hex>"), atomically: a reader
+   * sees the whole blob or none. Committing a digest that already exists is not an error (the
+   * staged bytes are then dropped). The upload's staging is gone afterwards.
+   */
+  commitUpload(uploadId: string, digest: string, size: number): Promise<void>;
+  /** Drops an upload's staged bytes (cancel, expiry); absent already is fine. */
+  deleteUpload(uploadId: string): Promise<void>;
+  /** Upload ids with staged bytes and when they last changed (for pruning abandoned ones). */
+  listUploads(): AsyncIterable<{ uploadId: string; modified: Date }>;
+  /** Whether the blob's bytes exist. */
+  has(digest: string): Promise<boolean>;
+  /** The blob's bytes (a range of them); undefined when absent. */
+  open(digest: string, range?: ByteRange): Promise<Readable | undefined>;
+  /** Removes a blob's bytes; absent already is fine. */
+  delete(digest: string): Promise<void>;
+  /** Releases clients and handles. */
+  close(): Promise<void>;
+}
