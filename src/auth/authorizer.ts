@@ -13,7 +13,11 @@ import type { Audience, Authorizer, CallContext, RouteRule } from "../core/servi
 import type { IdentitiesRepository } from "../iam/storage/identities.js";
 import type { RoleBindingsRepository } from "../iam/storage/role-bindings.js";
 import { Access, type VerifiedToken } from "../core/access.js";
-import { OPERATOR_SUBJECT, bearerToken, type TokenIssuer } from "./tokens.js";
+import { create } from "@bufbuild/protobuf";
+import { ExchangeRequestSchema } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
+import { isValidUidp } from "../core/uidp.js";
+import type { TokenExchange } from "./token-exchange.js";
+import { ANONYMOUS_SUBJECT, OPERATOR_SUBJECT, bearerToken, isWrongAudience, type TokenIssuer } from "./tokens.js";
 
 export interface IamRule {
   mode: "public" | "self-checked" | "enabled";
@@ -72,25 +76,59 @@ export class TokenAuthorizer implements Authorizer {
     private readonly tokens: TokenIssuer,
     private readonly identities: IdentitiesRepository,
     private readonly roleBindings: RoleBindingsRepository,
+    /** turns a workload's own token (a pull token's JWT, an OIDC token) into one of ours */
+    private readonly exchange?: TokenExchange,
   ) {}
 
   /** Who the bearer token of these headers belongs to, and what it may do now. */
   async authenticate(headers: Headers, audience: Audience = "api"): Promise<{ access: Access; token: VerifiedToken }> {
+    const verified = audience === "api" ? await this.apiToken(headers) : await this.registryToken(headers);
+    if (verified.subject === ANONYMOUS_SUBJECT) throw unauthenticated("authentication is required");
+    return { access: await this.accessOf(verified), token: verified };
+  }
+
+  private async apiToken(headers: Headers): Promise<VerifiedToken> {
     const token = bearerToken(headers);
     if (!token) throw unauthenticated("a bearer token is required (Authorization: Bearer <token>)");
-    const urls = this.tokens.urls;
-    const verified = await this.tokens.verify(token, audience === "api" ? urls.apiAudience : urls.registryAudience);
+    return this.tokens.verify(token, this.tokens.urls.apiAudience);
+  }
+
+  /**
+   * The registry takes what docker-style clients send (distribution token spec): a Bearer token,
+   * or HTTP Basic with a token as the password and `_token` or the identity's uid as the user.
+   * A password that is not one of our tokens is exchanged for the identity named by the user
+   * (a pull token's JWT signed by the identity's static key, a CI system's OIDC token). One of
+   * our tokens for another audience is refused (403), as the hosted registry does.
+   */
+  private async registryToken(headers: Headers): Promise<VerifiedToken> {
+    const audience = this.tokens.urls.registryAudience;
+    const basic = basicCredentials(headers);
+    const token = basic?.password ?? bearerToken(headers);
+    if (!token) throw unauthenticated("credentials are required (a registry token, or user and password)");
+    try {
+      return await this.tokens.verify(token, audience);
+    } catch (err) {
+      if (isWrongAudience(err)) throw permissionDenied(`the token's audience is not the registry (${audience})`);
+      if (!basic || !this.exchange || !isValidUidp(basic.user)) throw err;
+    }
+    const request = create(ExchangeRequestSchema, { identity: basic.user, aud: [audience] });
+    const issued = await this.exchange.exchange(request, basic.password).catch(() => {
+      throw unauthenticated("the user name and password are not accepted");
+    });
+    return this.tokens.verify(issued.token, audience);
+  }
+
+  private async accessOf(verified: VerifiedToken): Promise<Access> {
     const caps = verified.caps
       ? new Set(verified.caps.map((c) => Capability[c as keyof typeof Capability] as number))
       : undefined;
     const narrowing = { caps, scopes: verified.scopes };
     if (verified.subject === OPERATOR_SUBJECT)
-      return { access: Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }, narrowing), token: verified };
+      return Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }, narrowing);
     const identity = await this.identities.get(verified.subject);
     if (!identity) throw unauthenticated("the token's identity no longer exists");
     const principal = { kind: identity.parent_uid === null ? "human" : "workload", uid: identity.uid } as const;
-    const access = Access.fromGrants(principal, await this.roleBindings.grantsOf(identity.uid), narrowing);
-    return { access, token: verified };
+    return Access.fromGrants(principal, await this.roleBindings.grantsOf(identity.uid), narrowing);
   }
 
   /** Authenticates the call's bearer token for `audience` and records the caller on the call. */
@@ -103,6 +141,14 @@ export class TokenAuthorizer implements Authorizer {
   }
 
   async authorizeRoute(rule: RouteRule, call: CallContext): Promise<void> {
+    if (rule.anonymous) {
+      if (!call.headers.has("authorization")) return;
+      // An anonymous registry token (what docker-style clients fetch for public pulls) is no credential either.
+      if (rule.audience === "registry") {
+        const token = await this.registryToken(call.headers).catch(() => undefined);
+        if (token?.subject === ANONYMOUS_SUBJECT) return;
+      }
+    }
     const access = await this.admit(call, rule.audience);
     if (rule.scope === undefined) {
       call.visibility = access.visibility(rule.capabilities);
@@ -133,4 +179,13 @@ export class TokenAuthorizer implements Authorizer {
     const isParent = rule.scopePath[rule.scopePath.length - 1]!.name === "parent";
     access.require(rule.capabilities, scope, isParent ? "group" : resourceNoun(method.parent.name));
   }
+}
+
+/** HTTP Basic credentials of an Authorization header, or undefined. */
+function basicCredentials(headers: Headers): { user: string; password: string } | undefined {
+  const m = /^Basic\s+([A-Za-z0-9+/]+=*)\s*$/i.exec(headers.get("authorization") ?? "");
+  if (!m) return undefined;
+  const decoded = Buffer.from(m[1]!, "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  return colon < 0 ? undefined : { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
 }

@@ -18,6 +18,7 @@ import * as m004 from "./migrations/004_login_sessions.js";
 import * as m005 from "./migrations/005_encrypted_signing_keys.js";
 import { LoginSessionsRepository } from "./storage/login-sessions.js";
 import { securityTokenService } from "./sts.js";
+import { TokenExchange } from "./token-exchange.js";
 import { TokenIssuer } from "./tokens.js";
 import { UpstreamIssuers } from "./upstream.js";
 
@@ -55,10 +56,11 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
     const upstream = new UpstreamIssuers(upstreamOptions);
     const idpSecrets = new SecretBox(await ctx.sharedSecret(IDP_CLIENT_SECRETS));
     const now = () => ctx.now();
+    const exchangeDeps = { tokens: issuer, identities: iam.identities, upstream, logger: ctx.logger, now };
     return {
       bindings: [
         authService({ tokens: issuer, identities: iam.identities, roleBindings: iam.roleBindings }),
-        securityTokenService({ tokens: issuer, identities: iam.identities, upstream, logger: ctx.logger, now }),
+        securityTokenService(exchangeDeps),
       ],
       routes(router) {
         registerIssuerRoutes(router, ctx.urls, keys);
@@ -76,7 +78,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
           logger: ctx.logger,
         });
       },
-      authorizer: new TokenAuthorizer(issuer, iam.identities, iam.roleBindings),
+      authorizer: new TokenAuthorizer(issuer, iam.identities, iam.roleBindings, new TokenExchange(exchangeDeps)),
       tasks: [
         {
           name: "signing key rotation and sign-in session pruning",

@@ -4,7 +4,7 @@
 // what the identity's role bindings grant at request time; they never add to it.
 import { randomUUID } from "node:crypto";
 import { SignJWT, createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
-import type { VerifiedToken } from "../core/access.js";
+import type { RegistryGrant, VerifiedToken } from "../core/access.js";
 import type { PublicUrls } from "../platform/config.js";
 import { ConnectError, unauthenticated } from "../core/errors.js";
 import { DEFAULT_MAX_STRING_LENGTH, stringProblem } from "../core/strings.js";
@@ -21,6 +21,12 @@ export type AuthUrls = PublicUrls;
 /** The `sub` of the platform operator's tokens (not a UIDP, so never an identity's uid). */
 export const OPERATOR_SUBJECT = "bulwark:operator";
 
+/**
+ * The `sub` of registry tokens handed to anonymous callers (public repositories need none, but
+ * docker-style clients always fetch one); it never authenticates anyone.
+ */
+export const ANONYMOUS_SUBJECT = "bulwark:anonymous";
+
 /** Verification tolerance for our own tokens' time claims. */
 const CLOCK_TOLERANCE_SECONDS = 30;
 
@@ -32,6 +38,8 @@ export interface MintRequest {
   caps?: string[];
   /** group uids the token is narrowed to */
   scopes?: string[];
+  /** a registry token's repositories and actions (the distribution token spec's `access` claim) */
+  registryAccess?: RegistryGrant[];
 }
 
 export interface IssuedToken {
@@ -61,6 +69,7 @@ export class TokenIssuer {
     const claims: JWTPayload = {};
     if (req.caps) claims.caps = req.caps;
     if (req.scopes) claims.scopes = req.scopes;
+    if (req.registryAccess) claims.access = req.registryAccess;
     const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: ALGORITHM, kid: key.kid, typ: "JWT" })
       .setIssuer(this.urls.issuer)
@@ -97,7 +106,13 @@ export class TokenIssuer {
       );
       // Signed by us, yet checked like any input: a subject or scope the database cannot hold
       // (NUL, ...) or a lifetime longer than we ever issue means the token is not ours to honour.
-      const texts = [payload.sub!, ...(stringList(payload.scopes) ?? []), ...(stringList(payload.caps) ?? [])];
+      const registryAccess = payload.access === undefined ? undefined : registryGrants(payload.access);
+      const texts = [
+        payload.sub!,
+        ...(stringList(payload.scopes) ?? []),
+        ...(stringList(payload.caps) ?? []),
+        ...(registryAccess ?? []).flatMap((g) => [g.type, g.name, ...g.actions]),
+      ];
       if (texts.some((t) => stringProblem(t, DEFAULT_MAX_STRING_LENGTH)))
         throw unauthenticated("token claims are malformed");
       if (payload.exp! - payload.iat! > MAX_TOKEN_LIFETIME_MS / 1000 + CLOCK_TOLERANCE_SECONDS)
@@ -109,12 +124,38 @@ export class TokenIssuer {
         expiry: new Date(payload.exp! * 1000),
         caps: stringList(payload.caps),
         scopes: stringList(payload.scopes),
+        registryAccess,
       };
     } catch (err) {
       if (err instanceof ConnectError) throw err;
-      throw unauthenticated(describeJoseError(err));
+      const refusal = unauthenticated(describeJoseError(err));
+      if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === "aud") wrongAudience.add(refusal);
+      throw refusal;
     }
   }
+}
+
+/** The `access` claim's grants; a malformed claim is a malformed token (never "no limit"). */
+function registryGrants(value: unknown): RegistryGrant[] {
+  const grants = Array.isArray(value) ? value : undefined;
+  const valid = grants?.every(
+    (g) =>
+      typeof g === "object" &&
+      g !== null &&
+      typeof g.type === "string" &&
+      typeof g.name === "string" &&
+      stringList(g.actions) !== undefined,
+  );
+  if (!grants || !valid) throw unauthenticated("token claims are malformed");
+  return grants.map((g) => ({ type: g.type, name: g.name, actions: [...g.actions] }));
+}
+
+/** Refusals of tokens that are ours in every respect but the audience. */
+const wrongAudience = new WeakSet<object>();
+
+/** Whether verification failed only because the token is for another audience. */
+export function isWrongAudience(err: unknown): boolean {
+  return typeof err === "object" && err !== null && wrongAudience.has(err);
 }
 
 /** A short reason that helps a client without revealing server configuration. */

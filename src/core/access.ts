@@ -46,6 +46,18 @@ export interface VerifiedToken {
   caps?: string[];
   /** group uids the token is narrowed to */
   scopes?: string[];
+  /**
+   * A registry token's grants (distribution token spec `access` claim): the repositories and
+   * actions it is limited to; absent on platform tokens, which the registry limits only by role.
+   */
+  registryAccess?: RegistryGrant[];
+}
+
+/** One entry of a registry token's `access` claim. */
+export interface RegistryGrant {
+  type: string;
+  name: string;
+  actions: string[];
 }
 
 /** Subtrees (group uids) the caller may read in, or "all". */

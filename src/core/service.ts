@@ -67,6 +67,8 @@ export interface RouteRule {
   scope?: string;
   /** the noun a NOT_FOUND answer uses for the scope ("group", "repo", ...) */
   resourceType?: string;
+  /** credentials are optional: without any the call proceeds anonymously (no access set) */
+  anonymous?: boolean;
 }
 
 /**

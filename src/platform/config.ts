@@ -28,6 +28,34 @@ export interface PlatformSettings {
   allowPrivateIssuerAddresses?: boolean;
   /** the platform's default upstream OIDC provider for human sign-in (`bulwark auth login`) */
   defaultUpstream?: UpstreamProvider;
+  /** where the registry keeps blobs and how it collects garbage */
+  registry?: RegistrySettings;
+}
+
+/** An S3-compatible bucket (AWS S3, MinIO, Ceph RGW, ...). */
+export interface ObjectStorageSettings {
+  /** e.g. http://127.0.0.1:9000 (absent: AWS's endpoint for the region) */
+  endpoint?: string;
+  region: string;
+  bucket: string;
+  /** a key prefix inside the bucket ("bulwark/") */
+  prefix?: string;
+  /** absent: the SDK's default credential chain (environment, instance role, ...) */
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  /** path-style URLs (most S3-compatible servers need them) */
+  forcePathStyle?: boolean;
+}
+
+export interface RegistrySettings {
+  /** blobs on this directory (default: `registry/` in the data directory) */
+  blobDirectory?: string;
+  /** blobs in an S3-compatible bucket instead (production, several replicas) */
+  objectStorage?: ObjectStorageSettings;
+  /** run garbage collection this often (absent: never; `bulwark registry gc` runs it by hand) */
+  gcIntervalMs?: number;
+  /** how long unreferenced content is kept (default: one hour) */
+  gcGraceMs?: number;
 }
 
 /** The configured URLs; blanks are filled once the server knows its own URL (fillPublicUrls). */

@@ -39,6 +39,8 @@ export interface ModuleRuntime<Exports = unknown> {
   tasks?: PeriodicTask[];
   /** what other modules (and tests) may use of this one, through `exportsOf` */
   exports: Exports;
+  /** releases what the module holds (clients, temporary files), after the server stopped serving */
+  close?(): Promise<void>;
 }
 
 export interface PeriodicTask {

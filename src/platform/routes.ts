@@ -11,7 +11,8 @@ import type { CallContext, RouteRule } from "../core/service.js";
  * own protocol is its authentication), or the rule for this request (it may name the request's
  * resource as the scope).
  */
-export type RouteAccess = "public" | ((request: FastifyRequest) => RouteRule | Promise<RouteRule>);
+export type RouteAccess =
+  "public" | ((request: FastifyRequest) => RouteRule | "public" | Promise<RouteRule | "public">);
 
 export interface PlainRoute {
   method: HTTPMethods | HTTPMethods[];
@@ -24,12 +25,20 @@ export interface PlainRoute {
   sensitive?: boolean;
   /** runs after authorization; `call` carries the caller (principal, access, visibility) */
   handler(request: FastifyRequest, reply: FastifyReply, call: CallContext): unknown;
-  /** renders an error in the route's own protocol (default: AIP-193 google.rpc.Status JSON) */
-  renderError?(error: ConnectError, reply: FastifyReply): FastifyReply;
+  /**
+   * Renders an error in the route's own protocol (default: AIP-193 google.rpc.Status JSON).
+   * `error` is the wire error every protocol answers with; `thrown` what the handler threw.
+   */
+  renderError?(error: ConnectError, reply: FastifyReply, thrown: unknown, request: FastifyRequest): FastifyReply;
 }
 
 export interface PlainRouter {
   route(route: PlainRoute): void;
   /** parse application/x-www-form-urlencoded bodies into objects, for this module's routes only */
   acceptForms(): void;
+  /**
+   * Hand every request body of this module's routes to the handler unread, as the request's
+   * stream (`request.body`), whatever its type or size (blob uploads are streamed, never buffered).
+   */
+  acceptStreams(): void;
 }

@@ -3,5 +3,6 @@
 import { authModule } from "../auth/module.js";
 import { iamModule } from "../iam/module.js";
 import type { FeatureModule } from "../platform/module.js";
+import { registryModule } from "../registry/module.js";
 
-export const MODULES: readonly FeatureModule<any, any>[] = [iamModule, authModule];
+export const MODULES: readonly FeatureModule<any, any>[] = [iamModule, authModule, registryModule];

@@ -45,12 +45,13 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             // The same rule for text as RPC fields: no NUL, valid Unicode, bounded length.
             checkParameterStrings("query", request.query);
             checkParameterStrings("form", request.body);
-            if (route.access !== "public") await deps.authorizer.authorizeRoute(await route.access(request), call);
+            const rule = route.access === "public" ? "public" : await route.access(request);
+            if (rule !== "public") await deps.authorizer.authorizeRoute(rule, call);
             return await route.handler(request, reply, call);
           } catch (err) {
             deps.limits?.afterFailure(err, call, kind);
             const wire = deps.wireError(err);
-            return route.renderError ? route.renderError(wire, reply) : deps.sendError(reply, wire);
+            return route.renderError ? route.renderError(wire, reply, err, request) : deps.sendError(reply, wire);
           }
         },
       });
@@ -60,6 +61,11 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
       scope.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_req, body, done) =>
         done(null, Object.fromEntries(new URLSearchParams(body as string))),
       );
+    },
+    acceptStreams() {
+      scope.removeAllContentTypeParsers();
+      // The payload itself becomes request.body; nothing is read (and no body limit applies).
+      scope.addContentTypeParser("*", (_req, payload, done) => done(null, payload));
     },
   };
 }

@@ -111,6 +111,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     notice: (message, details) => logger.warn(details, message),
   });
   const timers: NodeJS.Timeout[] = [];
+  const runtimes: ModuleRuntime[] = [];
   try {
     await migrate(database.db, modules);
     // Each shared secret is read once per server, however many modules ask for it.
@@ -146,7 +147,6 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       exportsOf,
       sharedSecret,
     };
-    const runtimes: ModuleRuntime[] = [];
     for (const module of modules) {
       const runtime = await module.start(ctx);
       checkBindings(module, runtime.bindings);
@@ -205,11 +205,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           } finally {
             clearTimeout(force);
           }
+          for (const runtime of runtimes) await runtime.close?.();
           await database.close();
         })()),
     };
   } catch (err) {
     for (const timer of timers) clearInterval(timer);
+    for (const runtime of runtimes) await runtime.close?.().catch(() => undefined);
     await database.close();
     throw err;
   }

@@ -1,0 +1,86 @@
+// The registry module: the OCI distribution API at /v2/ and its token endpoint, the Repos and
+// Tags API over the same tables (chainguard.platform.registry.v2beta1), blob storage on the
+// filesystem or an S3-compatible bucket, and online garbage collection.
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { authModule } from "../auth/module.js";
+import { ANONYMOUS_SUBJECT } from "../auth/tokens.js";
+import type { FeatureModule } from "../platform/module.js";
+import type { RegistrySettings } from "../platform/config.js";
+import type { Db } from "../storage/db.js";
+import { collectGarbage, type GcReport } from "./gc.js";
+import * as m006 from "./migrations/006_registry.js";
+import { registerOciRoutes } from "./oci/routes.js";
+import type { BlobStore } from "./storage/blob-store.js";
+import { RegistryContent } from "./storage/content.js";
+import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
+import { S3BlobStore } from "./storage/s3-blob-store.js";
+import { registerTokenRoute } from "./token.js";
+
+export const DEFAULT_GC_GRACE_MS = 3600 * 1000;
+
+export function registryRepositories(db: Db) {
+  return { content: new RegistryContent(db) };
+}
+
+export interface RegistryExports {
+  store: BlobStore;
+  /** one garbage collection now (what `bulwark registry gc` and the schedule run) */
+  collectGarbage(options?: { dryRun?: boolean; graceMs?: number }): Promise<GcReport>;
+}
+
+/** The blob store the settings ask for; `fallbackDir` when nothing is configured. */
+export async function openBlobStore(settings: RegistrySettings | undefined, fallbackDir: string): Promise<BlobStore> {
+  if (settings?.objectStorage) return new S3BlobStore(settings.objectStorage);
+  return FilesystemBlobStore.open(settings?.blobDirectory ?? fallbackDir);
+}
+
+export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
+  name: "registry",
+  migrations: { "006_registry": m006 },
+  services: [],
+  listings: {},
+  repositories: registryRepositories,
+
+  async start(ctx) {
+    const { content } = ctx.repositoriesOf(registryModule);
+    const settings = ctx.settings.registry;
+    // Without a data directory or a configured place (tests on a given database), a private
+    // temporary directory that goes with the server.
+    const temporary =
+      settings?.objectStorage || settings?.blobDirectory || ctx.dataDir
+        ? undefined
+        : await mkdtemp(join(tmpdir(), "bulwark-blobs-"));
+    const store = await openBlobStore(settings, temporary ?? join(ctx.dataDir ?? ".", "registry"));
+    const issuer = ctx.exportsOf(authModule).issuer;
+    const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
+    const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
+      collectGarbage(ctx.db, store, {
+        graceMs: options.graceMs ?? graceMs,
+        dryRun: options.dryRun,
+        logger: ctx.logger,
+      });
+    return {
+      bindings: [],
+      routes(router) {
+        registerOciRoutes(router, { content, store, urls: ctx.urls, logger: ctx.logger, now: ctx.now });
+        registerTokenRoute(router, {
+          content,
+          urls: ctx.urls,
+          issuer,
+          anonymousSubject: ANONYMOUS_SUBJECT,
+          now: ctx.now,
+        });
+      },
+      tasks: settings?.gcIntervalMs
+        ? [{ name: "registry garbage collection", everyMs: settings.gcIntervalMs, run: async () => void (await gc()) }]
+        : [],
+      exports: { store, collectGarbage: gc },
+      async close() {
+        await store.close();
+        if (temporary) await rm(temporary, { recursive: true, force: true });
+      },
+    };
+  },
+};

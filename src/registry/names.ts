@@ -1,0 +1,54 @@
+// Repository names: `<organization name or uid>/<group>/.../<repo path>`. The first segment is an
+// organization (a root group) by uid, or by name when exactly one organization has it; each
+// following segment descends into a child group (by name or by its uid's last segment) as long
+// as one exists; the rest is the repo path inside the deepest group reached.
+import type { GroupRef, RegistryContent, RepoRef } from "./storage/content.js";
+
+/** The OCI distribution spec's repository name grammar (path components joined by "/"). */
+const COMPONENT = /^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*$/;
+export const MAX_NAME_LENGTH = 255;
+
+export function isRepositoryName(name: string): boolean {
+  return name.length <= MAX_NAME_LENGTH && name.split("/").every((c) => COMPONENT.test(c));
+}
+
+export interface ResolvedName {
+  /** the name as the client wrote it */
+  name: string;
+  /** the deepest group the name reaches */
+  group: GroupRef;
+  /** the repo path inside that group ("app", "tools/app") */
+  path: string;
+  /** the repo, when it exists */
+  repo?: RepoRef;
+}
+
+/** Resolves a repository name; undefined when its organization does not exist (or is ambiguous). */
+export async function resolveName(content: RegistryContent, name: string): Promise<ResolvedName | undefined> {
+  const segments = name.split("/");
+  if (segments.length < 2) return undefined;
+  const roots = await content.roots(segments[0]!);
+  if (roots.length !== 1) return undefined;
+  let group = roots[0]!;
+  let i = 1;
+  // Descend while a child group matches and at least one segment is left for the repo path.
+  for (; i < segments.length - 1; i++) {
+    const child = await content.childGroup(group.uid, segments[i]!);
+    if (!child) break;
+    group = child;
+  }
+  const path = segments.slice(i).join("/");
+  return { name, group, path, repo: await content.repo(group.uid, path) };
+}
+
+/**
+ * The name a catalog lists for a repo: each group by its name when that name is a valid path
+ * component (and, for an organization, unique), else by its uid (segment).
+ */
+export function canonicalName(groups: GroupRef[], repoPath: string, uniqueRootNames: ReadonlySet<string>): string {
+  const parts = groups.map((g, i) => {
+    const byName = COMPONENT.test(g.name) && (i > 0 || uniqueRootNames.has(g.name));
+    return byName ? g.name : i === 0 ? g.uid : g.uid.slice(g.uid.lastIndexOf("/") + 1);
+  });
+  return [...parts, repoPath].join("/");
+}
