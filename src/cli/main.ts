@@ -1,11 +1,14 @@
 // The `bulwark` command line.
+import { join } from "node:path";
 import { Command, Option } from "commander";
 import { pino } from "pino";
 import type { RateLimit } from "../core/rate-limit.js";
 import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from "../server/limits.js";
 import { DEFAULT_CONFIG, startServer } from "../server/start.js";
 import { keyEncryptionKeyFromEnv } from "../storage/db.js";
+import type { RegistrySettings } from "../platform/config.js";
 import { adminToken } from "./admin.js";
+import { registryGc } from "./registry.js";
 import { CliError, login, logout, saveHumanLogin, status, token } from "./auth.js";
 import { browserLogin, headlessLogin } from "./browser-login.js";
 
@@ -32,6 +35,67 @@ function parseRateLimit(value: string): RateLimit | null {
   if (!m || Number(m[1]) <= 0) throw new Error(`invalid rate limit "${value}": use <per second>[:<burst>] or off`);
   const perSecond = Number(m[1]);
   return { perSecond, burst: m[2] ? Math.max(1, Number(m[2])) : Math.max(1, Math.ceil(perSecond * 2)) };
+}
+
+/** "90s", "15m", "1h", "7d" (or plain milliseconds) → milliseconds. */
+export function parseDuration(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (!m) throw new Error(`invalid duration "${value}": use e.g. 90s, 15m, 1h, 7d`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "ms"]!;
+  return Math.round(Number(m[1]) * unit);
+}
+
+/** Where the registry keeps blobs: a directory, or an S3-compatible bucket. */
+function blobOptions(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option("--blob-dir <dir>", "registry blobs in this directory (default: <data dir>/registry)").env(
+        "BULWARK_BLOB_DIR",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--s3-bucket <bucket>",
+        "registry blobs in this S3-compatible bucket (credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the SDK's chain)",
+      ).env("BULWARK_S3_BUCKET"),
+    )
+    .addOption(
+      new Option("--s3-endpoint <url>", "the S3-compatible endpoint (default: AWS)").env("BULWARK_S3_ENDPOINT"),
+    )
+    .addOption(new Option("--s3-region <region>", "the bucket's region").env("BULWARK_S3_REGION").default("us-east-1"))
+    .addOption(new Option("--s3-prefix <prefix>", "a key prefix inside the bucket").env("BULWARK_S3_PREFIX"))
+    .addOption(
+      new Option("--s3-path-style [bool]", "path-style bucket URLs (most S3-compatible servers)")
+        .env("BULWARK_S3_PATH_STYLE")
+        .argParser(parseSwitch),
+    );
+}
+
+interface BlobOpts {
+  blobDir?: string;
+  s3Bucket?: string;
+  s3Endpoint?: string;
+  s3Region: string;
+  s3Prefix?: string;
+  s3PathStyle?: boolean;
+}
+
+function registrySettings(o: BlobOpts, gc: { gcIntervalMs?: number; gcGraceMs?: number } = {}): RegistrySettings {
+  return {
+    blobDirectory: o.blobDir,
+    objectStorage: o.s3Bucket
+      ? {
+          bucket: o.s3Bucket,
+          endpoint: o.s3Endpoint,
+          region: o.s3Region,
+          prefix: o.s3Prefix,
+          forcePathStyle: o.s3PathStyle,
+          accessKeyId: process.env.AWS_ACCESS_KEY_ID,
+          secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY,
+        }
+      : undefined,
+    ...gc,
+  };
 }
 
 /** A repeatable option (also read from a comma-separated environment variable). */
@@ -107,8 +171,23 @@ export function buildCli(): Command {
     .description("Identity, Registry and Vulnerability Management API server")
     .showHelpAfterError();
 
-  urlOptions(databaseOptions(program.command("serve")))
+  blobOptions(urlOptions(databaseOptions(program.command("serve"))))
     .description("start the API server (REST/JSON, gRPC, gRPC-Web and Connect on one port)")
+    .addOption(
+      new Option("--registry-port <port>", "also serve the registry (/v2/, /token) on this port")
+        .env("BULWARK_REGISTRY_PORT")
+        .argParser(parsePort),
+    )
+    .addOption(
+      new Option("--registry-gc-every <duration>", "collect registry garbage this often (e.g. 6h); default: never")
+        .env("BULWARK_REGISTRY_GC_EVERY")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--registry-gc-grace <duration>", "keep unreferenced registry content this long (default 1h)")
+        .env("BULWARK_REGISTRY_GC_GRACE")
+        .argParser(parseDuration),
+    )
     .addOption(
       new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors")
         .env("BULWARK_ERROR_DOMAIN")
@@ -189,24 +268,28 @@ export function buildCli(): Command {
     )
     .action(
       async (
-        opts: UrlOpts & {
-          corsOrigin?: string[];
-          trustProxy?: boolean;
-          rateLimit: boolean;
-          rateLimitAddress?: RateLimit | null;
-          rateLimitIdentity?: RateLimit | null;
-          rateLimitSensitive?: RateLimit | null;
-          rateLimitFailedAuth?: RateLimit | null;
-          dataDir: string;
-          databaseUrl?: string;
-          errorDomain: string;
-          logLevel: string;
-          allowInsecureIssuers?: boolean;
-          allowPrivateIssuerAddresses?: boolean;
-          upstreamIssuer?: string;
-          upstreamClientId?: string;
-          upstreamClientSecret?: string;
-        },
+        opts: UrlOpts &
+          BlobOpts & {
+            registryPort?: number;
+            registryGcEvery?: number;
+            registryGcGrace?: number;
+            corsOrigin?: string[];
+            trustProxy?: boolean;
+            rateLimit: boolean;
+            rateLimitAddress?: RateLimit | null;
+            rateLimitIdentity?: RateLimit | null;
+            rateLimitSensitive?: RateLimit | null;
+            rateLimitFailedAuth?: RateLimit | null;
+            dataDir: string;
+            databaseUrl?: string;
+            errorDomain: string;
+            logLevel: string;
+            allowInsecureIssuers?: boolean;
+            allowPrivateIssuerAddresses?: boolean;
+            upstreamIssuer?: string;
+            upstreamClientId?: string;
+            upstreamClientSecret?: string;
+          },
       ) => {
         const logger = pino({ level: opts.logLevel });
         if (Boolean(opts.upstreamIssuer) !== Boolean(opts.upstreamClientId))
@@ -236,6 +319,10 @@ export function buildCli(): Command {
           logger,
           rateLimits,
           corsOrigins: opts.corsOrigin,
+          registry: registrySettings(
+            { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
+            { gcIntervalMs: opts.registryGcEvery, gcGraceMs: opts.registryGcGrace },
+          ),
         });
         logger.info(
           {
@@ -286,6 +373,35 @@ export function buildCli(): Command {
       });
       process.stdout.write(token + "\n");
     });
+  const registry = program
+    .command("registry")
+    .description("registry maintenance (needs the database, not the network)");
+  blobOptions(databaseOptions(registry.command("gc")))
+    .description(
+      "remove untagged manifests and unreferenced blobs older than the grace window (on the embedded database: while no server runs; use serve --registry-gc-every otherwise)",
+    )
+    .option("--dry-run", "only report what would be removed")
+    .addOption(
+      new Option("--grace <duration>", "keep what changed within this window")
+        .default(3_600_000, "1h")
+        .argParser(parseDuration),
+    )
+    .action(async (opts: BlobOpts & { dataDir: string; databaseUrl?: string; dryRun?: boolean; grace: number }) => {
+      const report = await registryGc({
+        dataDir: opts.dataDir,
+        databaseUrl: opts.databaseUrl,
+        keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined,
+        registry: registrySettings(opts),
+        graceMs: opts.grace,
+        dryRun: opts.dryRun === true,
+      });
+      const verb = opts.dryRun ? "would remove" : "removed";
+      process.stdout.write(
+        `${verb}: ${report.manifests} manifests, ${report.blobLinks} blob links, ${report.blobs} blobs ` +
+          `(${report.bytes} bytes), ${report.uploads} abandoned uploads\n`,
+      );
+    });
+
   const auth = program.command("auth").description("log in and get API tokens");
   const clientUrls = (cmd: Command) =>
     cmd

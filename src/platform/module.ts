@@ -31,8 +31,10 @@ export interface FeatureModule<Repositories = unknown, Exports = unknown> {
 export interface ModuleRuntime<Exports = unknown> {
   /** one binding per entry of the module's `services` */
   bindings: ServiceBinding[];
-  /** the module's plain HTTP routes (OIDC discovery, sign-in pages; later the OCI /v2/ API) */
+  /** the module's plain HTTP routes (OIDC discovery, sign-in pages, the OCI /v2/ API) */
   routes?(router: PlainRouter): void;
+  /** path prefixes ("/v2") also served on the registry's own port, when one is configured */
+  registryPaths?: string[];
   /** how callers are authenticated and authorized: exactly one module provides it */
   authorizer?: Authorizer;
   /** periodic upkeep (key rotation, pruning), run while the server runs */

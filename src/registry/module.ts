@@ -73,6 +73,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
           now: ctx.now,
         });
       },
+      registryPaths: ["/v2", "/token"],
       tasks: settings?.gcIntervalMs
         ? [{ name: "registry garbage collection", everyMs: settings.gcIntervalMs, run: async () => void (await gc()) }]
         : [],

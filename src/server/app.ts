@@ -11,7 +11,7 @@ import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceB
 import type { PlainRouter } from "../platform/routes.js";
 import { registerConnectRoutes } from "./connect-routes.js";
 import { applyCors, type CorsSettings } from "./cors.js";
-import { createDualServer, type DualServer } from "./dual-server.js";
+import { createDualServer, type ClientProblem, type DualServer } from "./dual-server.js";
 import type { CallKind, RequestLimits } from "./limits.js";
 import { headersOf, plainRouter } from "./plain-routes.js";
 import {
@@ -63,6 +63,11 @@ function kindOf(method: DescMethod): CallKind {
 export interface App {
   fastify: FastifyInstance;
   dual: DualServer;
+  /**
+   * A second one-port listener (HTTP/1.1 and h2c) on the same application that serves only the
+   * paths `serves` accepts (the registry's own port); everything else is answered 404.
+   */
+  extraListener(serves: (path: string) => boolean): DualServer;
 }
 
 export async function createApp(opts: AppOptions): Promise<App> {
@@ -81,6 +86,12 @@ export async function createApp(opts: AppOptions): Promise<App> {
       }
     : opts.authorizer;
   let dual!: DualServer;
+  let appHandler!: import("node:http").RequestListener;
+  const dualOptions = {
+    // Requests Node rejects before Fastify sees them (headers or URL over 16 KiB, bad framing).
+    clientError: (problem: ClientProblem, received: Buffer | undefined) =>
+      clientErrorAnswer(wireError(clientError(problem)), shapeOfReceived(received)),
+  };
   const fastify = Fastify({
     loggerInstance: logger,
     // Per-request logs would be noise at this rate; errors are logged where they are handled.
@@ -106,14 +117,18 @@ export async function createApp(opts: AppOptions): Promise<App> {
         }),
       ),
     serverFactory: (handler) => {
-      dual = createDualServer(handler, {
-        // Requests Node rejects before Fastify sees them (headers or URL over 16 KiB, bad framing).
-        clientError: (problem, received) =>
-          clientErrorAnswer(wireError(clientError(problem)), shapeOfReceived(received)),
-      });
+      appHandler = handler;
+      dual = createDualServer(handler, dualOptions);
       return dual.front as unknown as ReturnType<typeof import("node:http").createServer>;
     },
   }) as unknown as FastifyInstance;
+
+  const extraListener = (serves: (path: string) => boolean): DualServer =>
+    createDualServer((req, res) => {
+      if (serves(req.url ?? "/")) return appHandler(req, res);
+      res.writeHead(404, { "content-type": "application/json", "x-content-type-options": "nosniff" });
+      res.end(JSON.stringify(statusJson(wireError(new ConnectError("no route on this port", Code.NotFound)))));
+    }, dualOptions);
 
   const logUnexpected = (err: unknown) => logger.error({ err }, "unexpected error while handling a request");
   const wireError = (err: unknown) => toWireError(err, errorDomain, logUnexpected);
@@ -224,5 +239,5 @@ export async function createApp(opts: AppOptions): Promise<App> {
   });
 
   await registerTranscoder(fastify, { bindings: opts.bindings, dispatch, sendError, callContext: callFromHttp });
-  return { fastify, dual };
+  return { fastify, dual, extraListener };
 }

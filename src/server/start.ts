@@ -32,6 +32,8 @@ export interface ServerConfig extends PlatformSettings {
   apiUrl?: string;
   /** {registry_host}: the registry's host, the audience of registry tokens (default: the server's host:port) */
   registryHost?: string;
+  /** a second port serving only the registry (/v2/ and its token endpoint); default: the main port only */
+  registryPort?: number;
   /** tests pass a PGlite cloned from a migrated template */
   pglite?: PGlite;
   logger?: Logger;
@@ -55,6 +57,8 @@ export const DEFAULT_CONFIG: ServerConfig = {
 export interface RunningServer {
   url: string;
   port: number;
+  /** the registry's own port, when one was asked for */
+  registryPort?: number;
   /** the database, untyped here: each module types its own tables */
   db: Kysely<any>;
   backend: "pglite" | "postgres";
@@ -167,7 +171,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       }
     }
     const bindings = runtimes.flatMap((r) => r.bindings);
-    const { fastify, dual } = await createApp({
+    const { fastify, dual, extraListener } = await createApp({
       bindings,
       authorizer: authorizerOf(runtimes, modules),
       routes: runtimes.flatMap((r) => (r.routes ? [r.routes.bind(r)] : [])),
@@ -183,12 +187,27 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     });
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;
-    const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+    const hostPart = config.host.includes(":") ? `[${config.host}]` : config.host;
+    const url = `http://${hostPart}:${port}`;
+    let registryListener: ReturnType<typeof extraListener> | undefined;
+    if (config.registryPort !== undefined) {
+      const prefixes = runtimes.flatMap((r) => r.registryPaths ?? []);
+      registryListener = extraListener((path) =>
+        prefixes.some((p) => path === p || path.startsWith(p + "/") || path.startsWith(p + "?")),
+      );
+      const front = registryListener.front;
+      await new Promise<void>((resolve, reject) => {
+        front.once("error", reject);
+        front.listen(config.registryPort, config.host, () => resolve());
+      });
+      if (!urls.registryAudience) urls.registryAudience = `${hostPart}:${(front.address() as AddressInfo).port}`;
+    }
     fillPublicUrls(urls, url);
     let closing: Promise<void> | undefined;
     return {
       url,
       port,
+      registryPort: registryListener && (registryListener.front.address() as AddressInfo).port,
       db: database.db,
       backend: database.backend,
       urls,
@@ -198,6 +217,11 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         (closing ??= (async () => {
           for (const timer of timers) clearInterval(timer);
           dual.closeConnections();
+          if (registryListener) {
+            registryListener.closeConnections();
+            const front = registryListener.front;
+            await new Promise((resolve) => front.close(resolve));
+          }
           // In-flight requests get a grace period; then whatever is still open is cut.
           const force = setTimeout(() => dual.destroyConnections(), 5_000);
           try {

@@ -1,7 +1,11 @@
 // Where blob bytes live: content-addressed objects plus the staging area of uploads in progress.
 // The database holds what exists (blobs, links, upload sessions); a store only holds bytes, so
 // two implementations (filesystem, S3-compatible) answer to one contract. Nothing here hashes
-// or validates: callers verify digests while streaming (registry/oci).
+// or checks content: callers verify digests while streaming (registry/oci).
+//
+// Names: a digest is "sha256:<64 hex>" or "sha512:<128 hex>", an upload id a UUID, both in
+// lowercase; a store refuses anything else with an Error, so no name can reach outside its root.
+// Callers serialize the calls that touch one upload (one append or commit at a time).
 import type { Readable } from "node:stream";
 
 /** Inclusive byte range, as HTTP Range speaks it. */
@@ -16,15 +20,21 @@ export interface BlobStore {
   /**
    * Appends `body` to upload `uploadId`'s staged bytes. `offset` is the number of bytes the
    * caller knows are staged (from the database); anything beyond it (a chunk cut short by a crash)
-   * is discarded first. Streams, never buffers the whole body. Answers the staged size after.
+   * is discarded first. Streams, never buffers the whole body. Answers the staged size after,
+   * once the bytes are durable. Fails, changing nothing and leaving `body` unread, when fewer than
+   * `offset` bytes are staged (staging lost); a body that fails partway is destroyed.
    */
   appendUpload(uploadId: string, offset: number, body: Readable): Promise<number>;
-  /** The first `size` staged bytes of an upload, from the start (to hash them after a restart). */
+  /**
+   * The first `size` staged bytes of an upload, from the start (to hash them after a restart). The
+   * stream errors if fewer are staged.
+   */
   readUpload(uploadId: string, size: number): Readable;
   /**
    * Makes the first `size` staged bytes the blob `digest` ("sha256:<hex>"), atomically: a reader
    * sees the whole blob or none. Committing a digest that already exists is not an error (the
-   * staged bytes are then dropped). The upload's staging is gone afterwards.
+   * staged bytes are then dropped). Staged bytes past `size` are dropped; fewer than `size` is an
+   * error. An empty blob (`size` 0) needs no staged bytes. The upload's staging is gone afterwards.
    */
   commitUpload(uploadId: string, digest: string, size: number): Promise<void>;
   /** Drops an upload's staged bytes (cancel, expiry); absent already is fine. */
@@ -33,7 +43,10 @@ export interface BlobStore {
   listUploads(): AsyncIterable<{ uploadId: string; modified: Date }>;
   /** Whether the blob's bytes exist. */
   has(digest: string): Promise<boolean>;
-  /** The blob's bytes (a range of them); undefined when absent. */
+  /**
+   * The blob's bytes (a range of them); undefined when absent. The caller keeps the range within
+   * the blob's size (which it knows); past the end, what happens is up to the backend.
+   */
   open(digest: string, range?: ByteRange): Promise<Readable | undefined>;
   /** Removes a blob's bytes; absent already is fine. */
   delete(digest: string): Promise<void>;
