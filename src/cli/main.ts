@@ -329,8 +329,10 @@ export function buildCli(): Command {
             url: server.url,
             issuer: server.urls.issuer,
             database: server.backend === "postgres" ? "postgres" : `pglite:${opts.dataDir}`,
+            registryHost: server.urls.registryAudience,
           },
-          `bulwark listening on ${server.url}`,
+          `bulwark listening on ${server.url}` +
+            (server.registryPort === undefined ? "" : ` (registry also on port ${server.registryPort})`),
         );
         let stopping = false;
         const stop = async (signal: string) => {

@@ -65,8 +65,12 @@ export class RequestLimits {
    * PERMISSION_DENIED, a refused exchange) spends one of the address's budget.
    */
   afterFailure(err: unknown, call: CallContext, kind: CallKind): void {
+    // Only credentials that were presented and refused count: a request without any (the
+    // registry's challenge round trip) or a caller who authenticated but lacks a grant spends nothing.
     const failedAuthentication =
       err instanceof ConnectError &&
+      call.headers.has("authorization") &&
+      call.principal === undefined &&
       (err.code === Code.Unauthenticated || (kind.sensitive && err.code === Code.PermissionDenied));
     if (failedAuthentication) this.#failed?.take(call.clientAddress ?? "unknown");
   }

@@ -3,7 +3,7 @@ import { pino } from "pino";
 import type { Interceptor } from "@connectrpc/connect";
 import { authModule } from "../../src/auth/module.js";
 import { OPERATOR_SUBJECT, type MintRequest, type TokenIssuer } from "../../src/auth/tokens.js";
-import type { UpstreamProvider } from "../../src/platform/config.js";
+import type { RegistrySettings, UpstreamProvider } from "../../src/platform/config.js";
 import type { FeatureModule } from "../../src/platform/module.js";
 import type { RateLimitSettings } from "../../src/server/limits.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
@@ -70,6 +70,10 @@ export interface TestServerOptions {
   corsOrigins?: string[];
   /** take client addresses from X-Forwarded-For */
   trustProxy?: boolean;
+  /** registry blob storage and garbage collection (default: a temporary directory per server) */
+  registry?: RegistrySettings;
+  /** also serve the registry on this port (0: any free one) */
+  registryPort?: number;
 }
 
 export async function startTestServer(backend: Backend, options: TestServerOptions = {}): Promise<TestServer> {
@@ -86,6 +90,8 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     rateLimits: options.rateLimits ?? false,
     corsOrigins: options.corsOrigins,
     trustProxy: options.trustProxy,
+    registry: options.registry,
+    registryPort: options.registryPort,
   };
   if (backend === "pglite") {
     const server = await startServer({ ...common, pglite: await clonePglite() });

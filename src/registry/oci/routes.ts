@@ -4,7 +4,7 @@
 // its group) and the action's capabilities; public repos are pulled without credentials. A
 // registry token's `access` claim further limits it to the repositories and actions granted.
 import { randomUUID, createHash } from "node:crypto";
-import { Writable, type Readable } from "node:stream";
+import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Logger } from "pino";
@@ -219,7 +219,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       .header("docker-content-digest", manifest.digest)
       .header("etag", `"${manifest.digest}"`)
       .header("content-length", String(manifest.size));
-    return head ? reply.send() : reply.send(Buffer.from(manifest.content));
+    return head ? sendHead(reply) : reply.send(Buffer.from(manifest.content));
   };
 
   const digestOfReference = async (repo: RepoRef, reference: string): Promise<string> => {
@@ -307,7 +307,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     const length = range ? range.end - range.start + 1 : blob.size;
     reply.header("content-length", String(length));
     if (range) reply.code(206).header("content-range", `bytes ${range.start}-${range.end}/${blob.size}`);
-    if (request.method === "HEAD") return reply.send();
+    if (request.method === "HEAD") return sendHead(reply);
     if (length === 0) return reply.send(Buffer.alloc(0));
     const stream = await store.open(digest, range);
     if (!stream) throw blobUnknown(digest);
@@ -600,6 +600,14 @@ function granted(call: CallContext, name: string, action: Action): boolean {
 function requireGranted(call: CallContext, name: string, action: Action): void {
   if (!granted(call, name, action))
     throw unauthenticated(`the registry token does not grant ${action} on ${name.slice(0, 200)}`);
+}
+
+/**
+ * Answers a HEAD with the headers set (Content-Length included). Fastify's HEAD routes set
+ * Content-Length from the payload, and to 0 without one; an empty stream leaves ours alone.
+ */
+function sendHead(reply: FastifyReply): FastifyReply {
+  return reply.send(Readable.from([]));
 }
 
 function unsupported(): OciError {
