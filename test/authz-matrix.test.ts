@@ -26,6 +26,7 @@
 // matrix only checks that they answer (no INTERNAL); their own suites test them.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import {
   getOption,
   hasOption,
@@ -36,7 +37,7 @@ import {
 } from "@bufbuild/protobuf";
 import { http } from "../src/gen/google/api/annotations_pb.js";
 import { iam, iam_scope } from "../src/gen/annotations/auth_pb.js";
-import { Capability } from "../src/gen/capabilities/capabilities_pb.js";
+import { Capability, CapabilitySchema, internal_only } from "../src/gen/capabilities/capabilities_pb.js";
 import { MODULES } from "../src/server/modules.js";
 import { backends } from "./support/db-templates.js";
 import {
@@ -139,7 +140,15 @@ const LOOKUPS: Record<
 };
 
 type Kind =
-  "group" | "role" | "identity" | "role_binding" | "identity_provider" | "account_association" | "group_invite";
+  | "group"
+  | "role"
+  | "identity"
+  | "role_binding"
+  | "identity_provider"
+  | "account_association"
+  | "group_invite"
+  | "repo"
+  | "tag";
 const KINDS: readonly Kind[] = [
   "group",
   "role",
@@ -148,7 +157,12 @@ const KINDS: readonly Kind[] = [
   "identity_provider",
   "account_association",
   "group_invite",
+  "repo",
+  "tag",
 ];
+
+/** Sub-resources and extension messages whose uid is their resource's (a repo's readme, visibility). */
+const SAME_UID_AS: Record<string, Kind> = { repo_readme: "repo", repo_visibility: "repo" };
 
 const snake = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
 function singular(s: string): string {
@@ -162,8 +176,13 @@ function kindOf(service: DescService, input: DescMessage, variable: string): Kin
   if (path.length === 2 && path[1] === "uid") {
     const f = input.fields.find((x) => x.name === path[0]);
     kind = f?.fieldKind === "message" ? snake(f.message.name) : undefined;
+    kind = SAME_UID_AS[kind ?? ""] ?? kind;
   } else if (path.length === 1) {
-    if (variable === "parent") kind = "group";
+    // A tag's parent is a repo; everything else lives in a group.
+    if (variable === "parent") kind = service.name === "TagsService" ? "repo" : "group";
+    // Extension RPCs name their resource in the request's name (GetRepoVisibility, DeprecateTag).
+    else if (variable === "uid" && service.name === "RegistryExtensionsService")
+      kind = /Tag/.test(input.name) ? "tag" : "repo";
     else if (variable === "uid") kind = snake(singular(service.name.replace(/Service$/, "")));
     else if (variable.endsWith("_uid")) kind = variable.slice(0, -"_uid".length);
   }
@@ -315,6 +334,18 @@ async function makeKind(api: Api, group: string, kind: Kind, subject = `fixture-
     }
     case "group_invite":
       return (await createGroupInvite(api, group)).uid;
+    case "repo": {
+      const res = await api.post(`/registry/v2beta1/repos/${group}`, { name: `repo-${++serial}` });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      return res.body.uid;
+    }
+    case "tag": {
+      const repo = await makeKind(api, group, "repo");
+      const digest = `sha256:${createHash("sha256").update(`tag ${++serial}`).digest("hex")}`;
+      const res = await api.post(`/registry/v2beta1/tags/${repo}`, { name: `t${serial}`, digest });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      return res.body.uid;
+    }
   }
 }
 
@@ -336,8 +367,13 @@ interface Principal {
   bindings: ModelBinding[];
 }
 
-/** A capability no IAM method needs: what a "minus one" role of a one-capability method holds. */
-const FILLER = "CAP_REPO_LIST";
+/** A capability no served method needs: what a "minus one" role of a one-capability method holds. */
+const FILLER = "CAP_BUILD_REPORT_LIST";
+
+/** Capabilities no role may hold (internal_only): a method needing one is the operator's. */
+const INTERNAL = new Set(
+  CapabilitySchema.values.filter((v) => getOption(v, internal_only)).map((v) => Capability[v.number]!),
+);
 
 const capKey = (caps: readonly string[]) => [...caps].sort().join(",");
 
@@ -354,7 +390,8 @@ function customSets(rpc: Rpc): { name: string; caps: string[] }[] {
       caps: rest.length ? rest : [FILLER],
     });
   }
-  return sets;
+  // A role cannot hold internal capabilities: those sets are not made (the others still are).
+  return sets.filter((set) => !set.caps.some((c) => INTERNAL.has(c)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -390,7 +427,7 @@ async function buildRequest(rpc: Rpc, fx: Fixtures, fresh: (kind: Kind) => Promi
       values[v.name] = uid;
       target = { kind: v.kind, uid };
     } else {
-      values[v.name] = v.name === "parent" ? fx.a.group : fx.a[v.kind];
+      values[v.name] = fx.a[v.kind];
     }
   }
   let path = fill(rpc.http.template, values);
@@ -401,7 +438,7 @@ async function buildRequest(rpc: Rpc, fx: Fixtures, fresh: (kind: Kind) => Promi
     if (c.field in values) scope = values[c.field];
     else {
       const kind = kindOf(rpc.service, rpc.method.input, c.field)!;
-      scope = c.field === "parent" ? fx.a.group : fx.a[kind];
+      scope = fx.a[kind];
       const jsonPath = c.field.split(".").map((p) => p.replace(/_([a-z])/g, (_, ch: string) => ch.toUpperCase()));
       if (body) setPath(body, jsonPath, scope);
       else path += `${path.includes("?") ? "&" : "?"}${encodeURIComponent(c.field)}=${encodeURIComponent(scope)}`;

@@ -17,11 +17,19 @@ import { RegistryContent } from "./storage/content.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
 import { S3BlobStore } from "./storage/s3-blob-store.js";
 import { registerTokenRoute } from "./token.js";
+import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
+import { TagSchema, TagsService } from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
+import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility_pb.js";
+import { reposService, repoListing } from "./repos.js";
+import { tagsService, tagListing } from "./tags.js";
+import { repoVisibilityService } from "./visibility.js";
+import { ReposRepository } from "./storage/repos.js";
+import { TagsRepository } from "./storage/tags.js";
 
 export const DEFAULT_GC_GRACE_MS = 3600 * 1000;
 
 export function registryRepositories(db: Db) {
-  return { content: new RegistryContent(db) };
+  return { content: new RegistryContent(db), repos: new ReposRepository(db), tags: new TagsRepository(db) };
 }
 
 export interface RegistryExports {
@@ -39,12 +47,12 @@ export async function openBlobStore(settings: RegistrySettings | undefined, fall
 export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
   name: "registry",
   migrations: { "006_registry": m006 },
-  services: [],
-  listings: {},
+  services: [ReposService, TagsService, RegistryExtensionsService],
+  listings: { [RepoSchema.typeName]: repoListing, [TagSchema.typeName]: tagListing },
   repositories: registryRepositories,
 
   async start(ctx) {
-    const { content } = ctx.repositoriesOf(registryModule);
+    const { content, repos, tags } = ctx.repositoriesOf(registryModule);
     const settings = ctx.settings.registry;
     // Without a data directory or a configured place (tests on a given database), a private
     // temporary directory that goes with the server.
@@ -62,7 +70,11 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         logger: ctx.logger,
       });
     return {
-      bindings: [],
+      bindings: [
+        reposService({ repos, lists: ctx.lists, now: ctx.now }),
+        tagsService({ tags, repos, lists: ctx.lists, now: ctx.now }),
+        repoVisibilityService({ repos, tags, now: ctx.now }),
+      ],
       routes(router) {
         registerOciRoutes(router, { content, store, urls: ctx.urls, logger: ctx.logger, now: ctx.now });
         registerTokenRoute(router, {

@@ -171,7 +171,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     const { endpoint } = target;
     if (endpoint.kind === "base") {
       if (!request.headers.authorization) throw unauthenticated("authentication is required");
-      return reply.header("content-type", "application/json").send("{}");
+      return sendJson(reply, {});
     }
     if (endpoint.kind === "catalog") return catalog(request, reply, call);
     requireGranted(call, target.name!, target.action);
@@ -241,7 +241,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     const byDigest = looksLikeDigest(reference);
     if (byDigest && !isDigest(reference)) throw digestInvalid("unsupported or malformed digest", { reference });
     if (!byDigest && !TAG.test(reference)) throw manifestInvalid("invalid tag name");
-    const bytes = await readWhole(request.body as Readable | undefined, MAX_MANIFEST_BYTES);
+    const bytes = await readWhole(request, MAX_MANIFEST_BYTES);
     const parsed = parseManifest(bytes, request.headers["content-type"]);
     const digest = digestOf(bytes, byDigest ? algorithmOf(reference) : "sha256");
     if (byDigest && digest !== reference)
@@ -519,7 +519,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
         "link",
         `</v2/${target.name}/tags/list?n=${n}&last=${encodeURIComponent(page.at(-1)!)}>; rel="next"`,
       );
-    return reply.header("content-type", "application/json").send(JSON.stringify({ name: target.name, tags: page }));
+    return sendJson(reply, { name: target.name, tags: page });
   };
 
   const catalog = async (request: FastifyRequest, reply: FastifyReply, call: CallContext) => {
@@ -537,7 +537,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     const page = names.slice(0, n);
     if (names.length > n)
       reply.header("link", `</v2/_catalog?n=${n}&last=${encodeURIComponent(page.at(-1)!)}>; rel="next"`);
-    return reply.header("content-type", "application/json").send(JSON.stringify({ repositories: page }));
+    return sendJson(reply, { repositories: page });
   };
 
   const referrers = async (request: FastifyRequest, reply: FastifyReply, repo: RepoRef, digest: string) => {
@@ -552,9 +552,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       ...(r.artifact_type ? { artifactType: r.artifact_type } : {}),
       ...(r.annotations && Object.keys(r.annotations).length ? { annotations: r.annotations } : {}),
     }));
-    return reply
-      .header("content-type", OCI_INDEX)
-      .send(JSON.stringify({ schemaVersion: 2, mediaType: OCI_INDEX, manifests }));
+    return sendJson(reply, { schemaVersion: 2, mediaType: OCI_INDEX, manifests }, OCI_INDEX);
   };
 
   const history = async (request: FastifyRequest, reply: FastifyReply, repo: RepoRef, tag: string) => {
@@ -570,7 +568,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     };
     const rows = await content.tagHistory(repo.uid, tag, time("start"), time("end"), MAX_HISTORY);
     const body = { history: rows.map((r) => ({ updateTimestamp: r.update_time.toISOString(), digest: r.digest })) };
-    return reply.header("content-type", "application/json").send(JSON.stringify(body));
+    return sendJson(reply, body);
   };
 
   router.acceptStreams();
@@ -630,20 +628,30 @@ function parseRange(header: string | undefined, size: number): ByteRange | "unsa
   return { start, end };
 }
 
-/** A request body read whole, refused past `limit` bytes (SIZE_INVALID, 413). */
-async function readWhole(body: Readable | undefined, limit: number): Promise<Uint8Array> {
+/**
+ * A request body read whole, refused past `limit` bytes (413 SIZE_INVALID): by its declared
+ * length before reading, else once that much arrived. The rest is not read; the connection
+ * closes after the answer.
+ */
+async function readWhole(request: FastifyRequest, limit: number): Promise<Uint8Array> {
+  const body = request.body as Readable | undefined;
   if (!body) return new Uint8Array(0);
+  const tooLarge = () =>
+    new OciError(413, "SIZE_INVALID", `the manifest is larger than ${limit} bytes`, undefined, { connection: "close" });
+  if (Number(request.headers["content-length"] ?? 0) > limit) throw tooLarge();
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of body as AsyncIterable<Buffer>) {
     total += chunk.length;
-    if (total > limit) {
-      body.destroy();
-      throw new OciError(413, "SIZE_INVALID", `the manifest is larger than ${limit} bytes`);
-    }
+    if (total > limit) throw tooLarge();
     chunks.push(chunk);
   }
   return Buffer.concat(chunks, total);
+}
+
+/** JSON with exactly this Content-Type (Fastify would add a charset to a string payload). */
+function sendJson(reply: FastifyReply, body: unknown, type = "application/json"): FastifyReply {
+  return reply.header("content-type", type).send(Buffer.from(JSON.stringify(body)));
 }
 
 function devNull(): Writable {
