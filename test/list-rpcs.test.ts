@@ -11,6 +11,7 @@
 // tested in depth (500-group walks, token expiry, filters) by list-engine.test.ts, on groups.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -90,7 +91,28 @@ const FACTORIES: Record<string, Factory> = {
     times(n, async (i) => createAccountAssociation(api, (await createGroup(api, org.uid, `acct ${i}`)).uid, nameOf(i))),
   // decreasing ttls: expiration order is the reverse of creation order
   groupInvites: (api, org, n) => times(n, (i) => createGroupInvite(api, org.uid, 3600 + (n - i) * 60)),
+  // names repeat, so each repo gets its own group (a name is unique within one); OCI names have no spaces
+  repos: (api, org, n) =>
+    times(n, async (i) => createRepo(api, (await createGroup(api, org.uid, `repos ${i}`)).uid, ociName(i))),
+  // one repo per tag, for the same reason
+  tags: (api, org, n) =>
+    times(n, async (i) => {
+      const repo = await createRepo(api, org.uid, `tagged-${i}`);
+      const digest = `sha256:${createHash("sha256").update(String(i)).digest("hex")}`;
+      const res = await api.post(`/registry/v2beta1/tags/${repo.uid}`, { name: ociName(i), digest });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      return res.body as Json;
+    }),
 };
+
+/** The names above as OCI repository and tag names ("a b" → "a.b"). */
+const ociName = (i: number) => nameOf(i).replace(" ", ".");
+
+async function createRepo(api: Api, group: string, name: string): Promise<Json> {
+  const res = await api.post(`/registry/v2beta1/repos/${group}`, { name });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body as Json;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The served List RPCs.

@@ -7,6 +7,7 @@ import { pino } from "pino";
 import { authModule } from "../src/auth/module.js";
 import { GroupsService } from "../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import { iamModule } from "../src/iam/module.js";
+import { registryModule } from "../src/registry/module.js";
 import type { FeatureModule, ModuleContext } from "../src/platform/module.js";
 import { MODULES } from "../src/server/modules.js";
 import { startServer, type RunningServer } from "../src/server/start.js";
@@ -34,6 +35,12 @@ function probe(name: string, body: (ctx: ModuleContext) => unknown, services: Fe
   return module;
 }
 
+/** The registry's tables without the module (the test template has them; it needs the auth module's exports). */
+const registryTables: FeatureModule<any, any> = {
+  ...probe("registry tables", () => ({})),
+  migrations: registryModule.migrations,
+};
+
 describe("module contract at start", () => {
   it("a module must bind exactly the services it declares", async () => {
     const liar = probe("liar", () => ({}), [GroupsService]);
@@ -45,7 +52,10 @@ describe("module contract at start", () => {
       ...authModule,
       start: async (ctx) => ({ ...(await authModule.start(ctx)), authorizer: undefined }),
     };
-    await assert.rejects(start([iamModule, withoutAuthorizer]), /must provide the authorizer; found none/);
+    await assert.rejects(
+      start([iamModule, withoutAuthorizer, registryTables]),
+      /must provide the authorizer; found none/,
+    );
     const second: FeatureModule<any, any> = {
       ...probe("second", () => ({})),
       start: async (ctx) => ({ ...(await authModule.start(ctx)), bindings: [] }),
@@ -62,6 +72,6 @@ describe("module contract at start", () => {
       await server.close();
     }
     const early = probe("early", (ctx) => ctx.exportsOf(authModule));
-    await assert.rejects(start([iamModule, early, authModule]), /module auth is not running/);
+    await assert.rejects(start([iamModule, early, authModule, registryTables]), /module auth is not running/);
   });
 });

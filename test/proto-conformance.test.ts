@@ -6,6 +6,8 @@
 //   2. the file descriptors embedded in the generated code under src/gen
 //      (what the server actually uses at runtime).
 // Failures list the first mismatches as "<path>: expected X, got Y".
+// Every file of proto/ must be a reference file, except the documented extensions: packages
+// `bulwark.*` under proto/bulwark/ (proto/README.md), which must keep the project's RPC rules.
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -139,6 +141,10 @@ const PACKAGES = [
 ];
 // The `mcp` method option's schema is not recorded by the reference; it is not implemented.
 const SKIPPED_EXTENSIONS = new Set(["chainguard.annotations.mcp"]);
+// Bulwark's documented extensions (proto/README.md, "Extensions"): the only packages of proto/
+// the reference does not have, each in its own files under proto/bulwark/.
+const EXTENSION_PACKAGE_PREFIX = "bulwark.";
+const EXTENSION_DIR = "bulwark/";
 
 // ---------------------------------------------------------------------------
 // Descriptor -> reference-format helpers.
@@ -499,7 +505,62 @@ function compareAll(getFile: (path: string) => DescFile | undefined): Diff {
     if (!x) d.problems.push(`extension ${fullName}: not found in ${r.file}`);
     else compareExtension(d, fullName, r, x);
   }
+
+  // Every file of proto/ is a reference file of its package, or a documented extension.
+  for (const path of PROTO_FILES) {
+    const f = getFile(path);
+    if (!f) {
+      d.problems.push(`${path}: not found`);
+      continue;
+    }
+    const pkg = f.proto.package;
+    if (pkg.startsWith(EXTENSION_PACKAGE_PREFIX)) {
+      if (!path.startsWith(EXTENSION_DIR)) d.problems.push(`${path}: extension package ${pkg} outside proto/bulwark/`);
+      checkExtensionFile(d, f);
+    } else if (!ref.packages[pkg]) {
+      d.problems.push(`${path}: package ${pkg} is neither in the reference nor a documented extension (bulwark.*)`);
+    } else if (!ref.packages[pkg]!.files.includes(path)) {
+      d.problems.push(`${path}: the reference has no such file in package ${pkg}`);
+    } else if (path.startsWith(EXTENSION_DIR)) {
+      d.problems.push(`${path}: proto/bulwark/ holds extension packages only, not ${pkg}`);
+    }
+  }
   return d;
+}
+
+/** The .proto files of proto/ (the project's module; third_party/ is the other one), as import paths. */
+const PROTO_FILES: string[] = (() => {
+  const dir = join(ROOT, "proto");
+  const walk = (d: string): string[] =>
+    readdirSync(d).flatMap((n) => {
+      const p = join(d, n);
+      return statSync(p).isDirectory() ? walk(p) : p.endsWith(".proto") ? [relative(dir, p).split("\\").join("/")] : [];
+    });
+  return walk(dir).sort();
+})();
+
+/**
+ * An extension file keeps the project's rules the reference cannot check for it: every RPC is
+ * unary, has an HTTP rule under /bulwark/ and an iam option, and is side-effect free exactly when
+ * it is a GET.
+ */
+function checkExtensionFile(d: Diff, f: DescFile): void {
+  for (const s of f.services) {
+    for (const m of s.methods) {
+      const p = `${s.typeName}/${m.name}`;
+      d.eq(`${p} kind`, "unary", m.methodKind);
+      if (!hasOption(m, http)) d.problems.push(`${p}: no google.api.http rule`);
+      else if (!httpOf(getOption(m, http)).path.startsWith("/bulwark/"))
+        d.problems.push(`${p}: HTTP path outside /bulwark/: ${httpOf(getOption(m, http)).path}`);
+      if (!hasOption(m, iam)) d.problems.push(`${p}: no chainguard.annotations.iam option`);
+      const isGet = hasOption(m, http) && getOption(m, http).pattern.case === "get";
+      d.eq(
+        `${p} idempotency_level`,
+        isGet ? "NO_SIDE_EFFECTS" : "IDEMPOTENCY_UNKNOWN",
+        MethodOptions_IdempotencyLevel[m.idempotency],
+      );
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -28,6 +28,8 @@ export const MAX_STRING_LENGTH: Readonly<Record<string, number>> = {
   code: 4096,
   page_token: 2048,
   filter: 2048,
+  /** a repo's README (also keyring and certificate contents in a repo's custom overlay) */
+  content: 262144,
 };
 
 /** Most entries a repeated or map field may have. */

@@ -72,7 +72,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
     return {
       bindings: [
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
-        tagsService({ tags, repos, lists: ctx.lists, now: ctx.now }),
+        tagsService({ tags, lists: ctx.lists, now: ctx.now }),
         repoVisibilityService({ repos, tags, now: ctx.now }),
       ],
       routes(router) {

@@ -1,0 +1,104 @@
+// Tags aggregate: a name in a repo pointing at a digest. (repo_uid, name) is unique; a tag goes
+// with its repo. Every create or move is appended to tag_history by the database itself,
+// whichever path wrote it (this repository, or a push moving the tag with its own SQL).
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
+import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
+import { deleteByUid, getByUid } from "../../storage/table.js";
+import { RegistryRepository, type Row } from "./tables.js";
+
+export type TagRow = Row<"tags">;
+
+export interface NewTag {
+  uid: string;
+  repoUid: string;
+  name: string;
+  digest: string;
+  deprecated?: boolean;
+  bundles?: string[];
+  now: Date;
+}
+
+export interface TagFilter {
+  uidp?: UIDPFilter;
+  name: string;
+  digest: string;
+  updatedSince?: Date;
+}
+
+export class TagsRepository extends RegistryRepository {
+  /** Inserts a tag: missing when the repo does not exist, conflict when the repo has a tag of that name. */
+  async insert(t: NewTag): Promise<WriteResult<TagRow>> {
+    try {
+      return ok(
+        await this.db
+          .insertInto("tags")
+          .values({
+            uid: t.uid,
+            repo_uid: t.repoUid,
+            name: t.name,
+            digest: t.digest,
+            deprecated: t.deprecated ?? false,
+            bundles: JSON.stringify(t.bundles ?? []),
+            update_time: t.now,
+          })
+          .returningAll()
+          .executeTakeFirstOrThrow(),
+      );
+    } catch (err) {
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return missing("repo", t.repoUid);
+      if (sqlState(err) === UNIQUE_VIOLATION && (constraintOf(err) ?? "").includes("name"))
+        return conflict("tag", t.repoUid, `a tag named "${t.name}" already exists in this repo`);
+      throw err;
+    }
+  }
+
+  get(uid: string): Promise<TagRow | undefined> {
+    return getByUid(this.db, "tags", uid);
+  }
+
+  findByName(repoUid: string, name: string): Promise<TagRow | undefined> {
+    return this.db
+      .selectFrom("tags")
+      .selectAll()
+      .where("repo_uid", "=", repoUid)
+      .where("name", "=", name)
+      .executeTakeFirst();
+  }
+
+  /** Sets or lifts a tag's deprecation; update_time moves only on a change. */
+  async setDeprecated(uid: string, deprecated: boolean, now: Date): Promise<WriteResult<TagRow>> {
+    const row = await this.db
+      .updateTable("tags")
+      .set((eb) => ({
+        deprecated,
+        update_time: eb.case().when("deprecated", "=", deprecated).then(eb.ref("update_time")).else(now).end(),
+      }))
+      .where("uid", "=", uid)
+      .returningAll()
+      .executeTakeFirst();
+    return updated(row, "tag", uid);
+  }
+
+  delete(uid: string): Promise<DeleteResult> {
+    return deleteByUid(this.db, "tags", uid);
+  }
+
+  /**
+   * FROM + WHERE of a tag listing, for the list engine. A tag's parent is its repo (repo_uid, not
+   * parent_uid): children_of names a repo, and no tag is a root.
+   */
+  listQuery(filter: TagFilter) {
+    return () => {
+      const uidp = filter.uidp;
+      let q = applyUidpFilter(this.db.selectFrom("tags"), uidp && { ...uidp, childrenOf: "", inRoot: false });
+      if (uidp?.childrenOf) q = q.where("repo_uid", "=", uidp.childrenOf);
+      if (uidp?.inRoot) q = q.where((eb) => eb.val(false));
+      if (filter.name !== "") q = q.where("name", "=", filter.name);
+      if (filter.digest !== "") q = q.where("digest", "=", filter.digest);
+      if (filter.updatedSince) q = q.where("update_time", ">=", filter.updatedSince);
+      return q;
+    };
+  }
+}
