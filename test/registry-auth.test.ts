@@ -4,7 +4,6 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { SignJWT, decodeJwt, exportJWK, generateKeyPair } from "jose";
-import { sql } from "kysely";
 import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
 import { builtinRoleUid } from "../src/iam/builtin-roles.js";
 import { registryModule } from "../src/registry/module.js";
@@ -279,7 +278,10 @@ for (const backend of backends()) {
 
     it("serves public repos to anyone for pull, never for push", async () => {
       await reg.pushImage("acme/public-app", "v1", operator);
-      await sql`update repos set public = true where name = 'public-app'`.execute(server.db);
+      const repo = (await api.get(`/registry/v2beta1/repos?name=public-app`)).body.repos[0];
+      const made = await api.patch(`/bulwark/registry/v1/repos/${repo.uid}/visibility`, { public: true });
+      assert.equal(made.status, 200, JSON.stringify(made.body));
+      assert.equal(made.body.public, true);
       const manifest = await reg.call("GET", "/v2/acme/public-app/manifests/v1");
       assert.equal(manifest.status, 200, manifest.text);
       const anonymous = await tokenFor(undefined, "repository:acme/public-app:pull,push");

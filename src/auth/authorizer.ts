@@ -15,6 +15,7 @@ import type { RoleBindingsRepository } from "../iam/storage/role-bindings.js";
 import { Access, type VerifiedToken } from "../core/access.js";
 import { create } from "@bufbuild/protobuf";
 import { ExchangeRequestSchema } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
+import { resource } from "../gen/google/api/resource_pb.js";
 import { isValidUidp } from "../core/uidp.js";
 import type { TokenExchange } from "./token-exchange.js";
 import { ANONYMOUS_SUBJECT, OPERATOR_SUBJECT, bearerToken, isWrongAudience, type TokenIssuer } from "./tokens.js";
@@ -69,6 +70,16 @@ export function resourceNoun(serviceName: string): string {
   const plural = serviceName.replace(/Service$/, "");
   const singular = plural.endsWith("ies") ? plural.slice(0, -3) + "y" : plural.replace(/s$/, "");
   return singular.replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase();
+}
+
+/**
+ * The noun a NOT_FOUND answer uses for a method's scope: the resource the method returns, as its
+ * `google.api.resource` names it ("repoVisibility" → "repo visibility"), else the service's.
+ */
+function nounOf(method: DescMethod): string {
+  const singular = hasOption(method.output, resource) ? getOption(method.output, resource).singular : "";
+  if (singular) return singular.replace(/([a-z])([A-Z])/g, "$1 $2").toLowerCase();
+  return resourceNoun(method.parent.name);
 }
 
 export class TokenAuthorizer implements Authorizer {
@@ -177,7 +188,7 @@ export class TokenAuthorizer implements Authorizer {
       return;
     }
     const isParent = rule.scopePath[rule.scopePath.length - 1]!.name === "parent";
-    access.require(rule.capabilities, scope, isParent ? "group" : resourceNoun(method.parent.name));
+    access.require(rule.capabilities, scope, isParent ? "group" : nounOf(method));
   }
 }
 
