@@ -41,7 +41,8 @@ export interface RegistryExports {
 /** The blob store the settings ask for; `fallbackDir` when nothing is configured. */
 export async function openBlobStore(settings: RegistrySettings | undefined, fallbackDir: string): Promise<BlobStore> {
   if (settings?.objectStorage) return new S3BlobStore(settings.objectStorage);
-  return FilesystemBlobStore.open(settings?.blobDirectory ?? fallbackDir);
+  // Directories are made on the first write: a server that never stores a blob leaves no trace.
+  return new FilesystemBlobStore(settings?.blobDirectory ?? fallbackDir);
 }
 
 export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
@@ -61,6 +62,11 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         ? undefined
         : await mkdtemp(join(tmpdir(), "bulwark-blobs-"));
     const store = await openBlobStore(settings, temporary ?? join(ctx.dataDir ?? ".", "registry"));
+    if (!ctx.dataDir && settings?.blobDirectory && !settings.objectStorage)
+      ctx.logger.warn(
+        { blobDirectory: settings.blobDirectory },
+        "registry blobs are kept in a local directory: replicas on this database do not share it (use --s3-bucket)",
+      );
     const issuer = ctx.exportsOf(authModule).issuer;
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>

@@ -224,11 +224,18 @@ function heldLock(dir: string, path: string, holder: LockHolder, text: string): 
 }
 
 /**
+ * Subdirectories of a data directory whose writer makes every file private itself as it writes
+ * (the registry's blobs: possibly very many files), so opening and closing need not walk them.
+ */
+export const SELF_PROTECTED_SUBDIRECTORIES: ReadonlySet<string> = new Set(["registry"]);
+
+/**
  * Makes the directory and everything under it private to its owner: directories 0700, files 0600
- * (PGlite writes its files 0666). Symbolic links are left alone; files that vanish meanwhile are skipped.
+ * (PGlite writes its files 0666). Symbolic links are left alone; files that vanish meanwhile are
+ * skipped; the top level's self-protected subdirectories only get their own mode checked.
  */
 export async function makePrivate(dir: string): Promise<void> {
-  const walk = async (path: string): Promise<void> => {
+  const walk = async (path: string, deep = true): Promise<void> => {
     let st;
     try {
       st = await lstat(path);
@@ -239,6 +246,7 @@ export async function makePrivate(dir: string): Promise<void> {
     if (st.isSymbolicLink()) return;
     if (st.isDirectory()) {
       if ((st.mode & 0o777) !== 0o700) await chmod(path, 0o700);
+      if (!deep) return;
       let names: string[];
       try {
         names = await readdir(path);
@@ -246,7 +254,8 @@ export async function makePrivate(dir: string): Promise<void> {
         if (errno(err) === "ENOENT") return;
         throw err;
       }
-      await Promise.all(names.map((name) => walk(join(path, name))));
+      const top = path === dir;
+      await Promise.all(names.map((name) => walk(join(path, name), !(top && SELF_PROTECTED_SUBDIRECTORIES.has(name)))));
     } else if ((st.mode & 0o777) !== 0o600) {
       await chmod(path, 0o600).catch((err: unknown) => {
         if (errno(err) !== "ENOENT") throw err;
