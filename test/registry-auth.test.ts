@@ -295,6 +295,26 @@ for (const backend of backends()) {
       assert.equal((await reg.call("GET", "/v2/acme/app/manifests/v1", bearer)).status, 401);
     });
 
+    it("a repo and tag made through the API, as the tutorial does: listed, and MANIFEST_UNKNOWN on pull until pushed", async () => {
+      const repo = await api.post(`/registry/v2beta1/repos/${org.uid}`, { name: "tutorial" });
+      assert.equal(repo.status, 200, JSON.stringify(repo.body));
+      const digest = digestOf(randomBytes(32));
+      const tag = await api.post(`/registry/v2beta1/tags/${repo.body.uid}`, { name: "v1", digest });
+      assert.equal(tag.status, 200, JSON.stringify(tag.body));
+      const tags = await reg.call("GET", "/v2/acme/tutorial/tags/list", operator);
+      assert.deepEqual(tags.json().tags, ["v1"]);
+      const pull = await reg.call("GET", "/v2/acme/tutorial/manifests/v1", operator);
+      assert.equal(pull.status, 404);
+      assert.equal(pull.json().errors[0].code, "MANIFEST_UNKNOWN");
+      // A push moves the API-made tag; its history has both digests.
+      const pushed = await reg.pushImage("acme/tutorial", "v1", operator);
+      const history = await reg.call("GET", "/v2/acme/tutorial/_chainguard/history/v1", operator);
+      assert.deepEqual(
+        history.json().history.map((h: Json) => h.digest),
+        [digest, pushed.digest],
+      );
+    });
+
     it("lists only visible repos in the catalog", async () => {
       const all = await reg.call("GET", "/v2/_catalog", operator);
       assert.ok(all.json().repositories.includes("globex/secret"));
@@ -381,6 +401,24 @@ for (const backend of backends()) {
       assert.equal((await reg.call("GET", `/v2/acme/gc/manifests/${referrer.digest}`, operator)).status, 200);
       const blob = await reg.call("GET", `/v2/acme/gc/blobs/${kept.layerDigest}`, operator);
       assert.equal(blob.status, 200);
+    });
+
+    it("collects on a schedule when asked to (--registry-gc-every)", async () => {
+      const scheduled = await startTestServer(backend, { registry: { gcIntervalMs: 200, gcGraceMs: 0 } });
+      try {
+        await createGroup(restClient(scheduled.url, scheduled.operatorToken), undefined, "acme");
+        const credentials = basic(
+          "_token",
+          await scheduled.tokenFor(OPERATOR_SUBJECT, { audience: [scheduled.tokens.urls.registryAudience] }),
+        );
+        const stray = await registry(scheduled.url).pushBlob("acme/app", randomBytes(64), credentials);
+        const store = scheduled.exportsOf(registryModule).store;
+        const deadline = Date.now() + 10_000;
+        while ((await store.has(stray)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        assert.equal(await store.has(stray), false, "the unreferenced blob was collected by the schedule");
+      } finally {
+        await scheduled.close();
+      }
     });
 
     it("never breaks a push in progress: an open upload and fresh blobs survive a collection", async () => {

@@ -3,7 +3,7 @@
 // (registry audience) before its handler runs: the rule names the repo (or, for a first push,
 // its group) and the action's capabilities; public repos are pulled without credentials. A
 // registry token's `access` claim further limits it to the repositories and actions granted.
-import { randomUUID, createHash } from "node:crypto";
+import { randomUUID, createHash, type Hash } from "node:crypto";
 import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -16,9 +16,10 @@ import type { PlainRouter } from "../../platform/routes.js";
 import type { BlobStore, ByteRange } from "../storage/blob-store.js";
 import type { RegistryContent, RepoRef } from "../storage/content.js";
 import { canonicalName, isRepositoryName, resolveName, type ResolvedName } from "../names.js";
-import { HashingStream, algorithmOf, digestOf, isDigest, looksLikeDigest } from "./digest.js";
+import { HashingStream, algorithmOf, digestOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
 import {
   OciError,
+  type OciCode,
   blobUnknown,
   digestInvalid,
   manifestInvalid,
@@ -67,6 +68,15 @@ const ROUTE =
   /^\/v2\/(.+)\/(?:manifests\/([^/]+)|blobs\/uploads\/([^/]*)|blobs\/([^/]+)|tags\/list|referrers\/([^/]+)|_chainguard\/history\/([^/]+))$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
+/** A path segment decoded; malformed percent-encoding is the client's error, not ours. */
+function decoded(segment: string, what: OciCode): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new OciError(400, what, "malformed percent-encoding in the path");
+  }
+}
+
 function pathOf(request: FastifyRequest): string {
   const url = request.url;
   const q = url.indexOf("?");
@@ -86,14 +96,14 @@ function parseTarget(request: FastifyRequest): Omit<Target, "resolved"> {
   const pick = (endpoint: Endpoint, action: Action) => ({ endpoint, action, name });
   if (m[2] !== undefined)
     return pick(
-      { kind: "manifest", reference: decodeURIComponent(m[2]) },
+      { kind: "manifest", reference: decoded(m[2], "MANIFEST_INVALID") },
       method === "PUT" ? "push" : method === "DELETE" ? "delete" : "pull",
     );
   if (m[3] !== undefined) return pick(m[3] === "" ? { kind: "uploads" } : { kind: "upload", id: m[3] }, "push");
   if (m[4] !== undefined)
-    return pick({ kind: "blob", digest: decodeURIComponent(m[4]) }, method === "DELETE" ? "delete" : "pull");
-  if (m[5] !== undefined) return pick({ kind: "referrers", digest: decodeURIComponent(m[5]) }, "pull");
-  if (m[6] !== undefined) return pick({ kind: "history", tag: decodeURIComponent(m[6]) }, "pull");
+    return pick({ kind: "blob", digest: decoded(m[4], "DIGEST_INVALID") }, method === "DELETE" ? "delete" : "pull");
+  if (m[5] !== undefined) return pick({ kind: "referrers", digest: decoded(m[5], "DIGEST_INVALID") }, "pull");
+  if (m[6] !== undefined) return pick({ kind: "history", tag: decoded(m[6], "MANIFEST_INVALID") }, "pull");
   return pick({ kind: "tags" }, "pull");
 }
 
@@ -105,19 +115,23 @@ export interface OciDeps {
   now(): Date;
 }
 
-/** Running sha256 of uploads fed in order by this process (a restart or another replica re-reads the bytes). */
+/**
+ * Running hashes of uploads fed in order by this process: sha256 unless the client named the
+ * digest up front. Finishing without one (after a restart, on another replica, another
+ * algorithm) re-reads the staged bytes.
+ */
 class UploadHashes {
-  private readonly hashes = new Map<string, { hash: ReturnType<typeof createHash>; size: number }>();
-  take(id: string, offset: number) {
+  private readonly hashes = new Map<string, { hash: Hash; size: number; algorithm: Algorithm }>();
+  take(id: string, offset: number, algorithm: Algorithm): Hash | undefined {
     const entry = this.hashes.get(id);
     this.hashes.delete(id);
-    if (entry && entry.size === offset) return entry.hash;
-    return offset === 0 ? createHash("sha256") : undefined;
+    if (entry && entry.size === offset && entry.algorithm === algorithm) return entry.hash;
+    return offset === 0 ? createHash(algorithm) : undefined;
   }
-  keep(id: string, hash: ReturnType<typeof createHash>, size: number) {
+  keep(id: string, hash: Hash, size: number, algorithm: Algorithm) {
     // Bounded: beyond it, finishing an upload re-reads its bytes (correct, just slower).
     if (this.hashes.size >= 10_000) this.hashes.delete(this.hashes.keys().next().value!);
-    this.hashes.set(id, { hash, size });
+    this.hashes.set(id, { hash, size, algorithm });
   }
   drop(id: string) {
     this.hashes.delete(id);
@@ -350,8 +364,8 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     const id = randomUUID();
     await content.createUpload(id, repo.uid, deps.now());
     if (query.digest !== undefined) {
-      // Monolithic: the whole blob in this request.
-      const size = await append(request, id, 0);
+      // Monolithic: the whole blob in this request, hashed as it streams with the named algorithm.
+      const size = await append(request, id, 0, algorithmOfParameter(query.digest));
       return finish(reply, target, repo, id, query.digest, size);
     }
     return reply
@@ -411,13 +425,14 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
               { location: uploadLocation(target, id), range: rangeHeader(upload.size) },
             );
         }
-        upload.size = await append(request, id, upload.size);
+        upload.size = await append(request, id, upload.size, "sha256");
         return progress(202).send();
       }
       case "PUT": {
         const digest = (request.query as Record<string, string | undefined>).digest;
         if (digest === undefined) throw digestInvalid("the digest query parameter is required");
-        const size = request.body ? await append(request, id, upload.size) : upload.size;
+        const algorithm = algorithmOfParameter(digest);
+        const size = request.body ? await append(request, id, upload.size, algorithm) : upload.size;
         return finish(reply, target, repo, id, digest, size);
       }
       default:
@@ -426,10 +441,10 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
   };
 
   /** Streams the request body onto the upload after `offset` bytes; the new acknowledged size. */
-  const append = async (request: FastifyRequest, id: string, offset: number): Promise<number> => {
+  const append = async (request: FastifyRequest, id: string, offset: number, algorithm: Algorithm): Promise<number> => {
     const body = request.body as Readable | undefined;
     if (!body) return offset;
-    const hash = hashes.take(id, offset);
+    const hash = hashes.take(id, offset, algorithm);
     const counted = new HashingStream(hash ?? createHash("sha256"));
     let size: number;
     const feeding = pipeline(body, counted);
@@ -449,7 +464,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       throw new OciError(400, "BLOB_UPLOAD_INVALID", "the body's length differs from Content-Length");
     if (!(await content.advanceUpload(id, offset, size, deps.now())))
       throw new OciError(416, "BLOB_UPLOAD_INVALID", "the upload was moved by a concurrent request");
-    if (hash) hashes.keep(id, hash, size);
+    if (hash) hashes.keep(id, hash, size, algorithm);
     return size;
   };
 
@@ -486,9 +501,9 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
 
   const digestOfUpload = async (id: string, size: number, digest: string): Promise<string> => {
     const algorithm = algorithmOf(digest);
-    const running = algorithm === "sha256" ? hashes.take(id, size) : undefined;
-    if (running) return `sha256:${running.digest("hex")}`;
-    // After a restart, on another replica, or for sha512: read the staged bytes again.
+    const running = hashes.take(id, size, algorithm);
+    if (running) return `${algorithm}:${running.digest("hex")}`;
+    // After a restart, on another replica, or another algorithm than the running hash: read the bytes again.
     const hash = createHash(algorithm);
     if (size > 0) await pipeline(store.readUpload(id, size), new HashingStream(hash), devNull());
     return `${algorithm}:${hash.digest("hex")}`;
@@ -584,6 +599,11 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       },
     });
   }
+}
+
+/** The algorithm a `digest` parameter names (sha256 when it names none we know: it is refused later). */
+function algorithmOfParameter(digest: string | undefined): Algorithm {
+  return digest !== undefined && isDigest(digest) ? algorithmOf(digest) : "sha256";
 }
 
 /** Whether a registry token (if that is what authenticated the call) grants `action` on `name`. */
