@@ -124,3 +124,9 @@ console.log(
 await server.close();
 bare.close();
 agent.destroy();
+
+// The registry against CNCF distribution (bench/registry.mjs); after the server above is closed.
+if (process.env.BENCH_REGISTRY !== "0") {
+  const { registryBench } = await import("./registry.mjs");
+  await registryBench({ seconds: SECONDS, concurrency: CONCURRENCY });
+}
