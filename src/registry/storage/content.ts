@@ -334,10 +334,13 @@ export class RegistryContent {
 
   /** Tag names after `last`, in byte order; one more than `limit` tells whether more remain. */
   async tagNames(repoUid: string, last: string | undefined, limit: number): Promise<string[]> {
-    const r = await sql<{ name: string }>`
-      select name from tags where repo_uid = ${repoUid} ${last === undefined ? sql`` : sql`and name > ${last}`}
-      order by name limit ${limit}`.execute(this.db);
-    return r.rows.map((row) => row.name);
+    // One JSON array instead of a row per tag: thousands of rows cost PGlite far more than one value.
+    const r = await sql<{ names: string[] | string | null }>`
+      select json_agg(name order by name) as names from (
+        select name from tags where repo_uid = ${repoUid} ${last === undefined ? sql`` : sql`and name > ${last}`}
+        order by name limit ${limit}) page`.execute(this.db);
+    const names = r.rows[0]?.names ?? [];
+    return typeof names === "string" ? (JSON.parse(names) as string[]) : names;
   }
 
   async referrers(repoUid: string, subject: string, artifactType?: string): Promise<ReferrerRow[]> {

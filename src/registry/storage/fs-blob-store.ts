@@ -17,6 +17,7 @@ const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
+const READ_CHUNK_BYTES = 1024 * 1024;
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
 
@@ -214,7 +215,9 @@ export class FilesystemBlobStore implements BlobStore {
       if (errno(err) === "ENOENT") return undefined;
       throw err;
     }
-    return fh.createReadStream(range ? { start: range.start, end: range.end } : {});
+    // 1 MiB reads: a quarter of the system calls and stream chunks of the 64 KiB default.
+    const chunk = { highWaterMark: READ_CHUNK_BYTES };
+    return fh.createReadStream(range ? { ...chunk, start: range.start, end: range.end } : chunk);
   }
 
   async delete(digest: string): Promise<void> {
