@@ -4,6 +4,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { SignJWT, decodeJwt, exportJWK, generateKeyPair } from "jose";
+import { sql } from "kysely";
 import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
 import { builtinRoleUid } from "../src/iam/builtin-roles.js";
 import { registryModule } from "../src/registry/module.js";
@@ -315,6 +316,53 @@ for (const backend of backends()) {
       );
     });
 
+    it("refuses (409 DENIED) to delete a blob a manifest needs, or a manifest an index names", async () => {
+      const image = await reg.pushImage("acme/refs", "v1", operator);
+      const blob = await reg.call("DELETE", `/v2/acme/refs/blobs/${image.layerDigest}`, operator);
+      assert.equal(blob.status, 409);
+      assert.equal(blob.json().errors[0].code, "DENIED");
+      assert.equal(blob.json().errors[0].detail.manifest, image.digest);
+      const index = JSON.stringify({
+        schemaVersion: 2,
+        mediaType: "application/vnd.oci.image.index.v1+json",
+        manifests: [{ mediaType: OCI_MANIFEST, digest: image.digest, size: 1 }],
+      });
+      const put = await reg.call(
+        "PUT",
+        "/v2/acme/refs/manifests/all",
+        operator,
+        index,
+        "application/vnd.oci.image.index.v1+json",
+      );
+      assert.equal(put.status, 201, put.text);
+      const manifest = await reg.call("DELETE", `/v2/acme/refs/manifests/${image.digest}`, operator);
+      assert.equal(manifest.status, 409);
+      assert.equal(manifest.json().errors[0].detail.index, put.headers.get("docker-content-digest"));
+      // Everything is still there; deleting from the top down works.
+      assert.equal((await reg.call("HEAD", `/v2/acme/refs/blobs/${image.layerDigest}`, operator)).status, 200);
+      const indexDigest = put.headers.get("docker-content-digest")!;
+      assert.equal((await reg.call("DELETE", `/v2/acme/refs/manifests/${indexDigest}`, operator)).status, 202);
+      assert.equal((await reg.call("DELETE", `/v2/acme/refs/manifests/${image.digest}`, operator)).status, 202);
+      assert.equal((await reg.call("DELETE", `/v2/acme/refs/blobs/${image.layerDigest}`, operator)).status, 202);
+    });
+
+    it("names the resource a refused extension RPC is about (repo visibility, tag), not the service", async () => {
+      const repo = (await api.get(`/registry/v2beta1/repos?name=app&uidp.childrenOf=${org.uid}`)).body.repos[0];
+      const tag = (await api.get(`/registry/v2beta1/tags?uidp.childrenOf=${repo.uid}`)).body.tags[0];
+      const stranger = await api.post(`/iam/v2beta1/identities/${other.uid}`, {
+        name: "outsider",
+        claimMatch: { issuer: "https://issuer.example", subject: "outsider" },
+      });
+      await createRoleBinding(api, other.uid, stranger.body.uid, builtinRoleUid("owner"));
+      const theirs = restClient(server.url, await server.tokenFor(stranger.body.uid));
+      const visibility = await theirs.get(`/bulwark/registry/v1/repos/${repo.uid}/visibility`);
+      assert.equal(visibility.status, 404);
+      assert.equal(visibility.body.message, `Not found: repo visibility ${repo.uid}`);
+      const deprecate = await theirs.post(`/bulwark/registry/v1/tags/${tag.uid}:deprecate`, {});
+      assert.equal(deprecate.status, 404);
+      assert.equal(deprecate.body.message, `Not found: tag ${tag.uid}`);
+    });
+
     it("lists only visible repos in the catalog", async () => {
       const all = await reg.call("GET", "/v2/_catalog", operator);
       assert.ok(all.json().repositories.includes("globex/secret"));
@@ -401,6 +449,27 @@ for (const backend of backends()) {
       assert.equal((await reg.call("GET", `/v2/acme/gc/manifests/${referrer.digest}`, operator)).status, 200);
       const blob = await reg.call("GET", `/v2/acme/gc/blobs/${kept.layerDigest}`, operator);
       assert.equal(blob.status, 200);
+    });
+
+    it("removes uploads abandoned for a day, with their staged bytes", async () => {
+      const reg = registry(server.url);
+      const gc = server.exportsOf(registryModule).collectGarbage;
+      const start = await reg.call("POST", "/v2/acme/abandoned/blobs/uploads/", operator);
+      const location = start.headers.get("location")!;
+      assert.equal(
+        (await reg.call("PATCH", location, operator, randomBytes(100), "application/octet-stream")).status,
+        202,
+      );
+      const id = location.split("/").pop()!;
+      assert.equal((await gc({ graceMs: 0 })).uploads, 0, "a fresh upload stays, whatever the grace window");
+      await sql`update uploads set update_time = now() - interval '25 hours' where id = ${id}`.execute(server.db);
+      assert.equal((await gc({ graceMs: 0 })).uploads, 1);
+      const status = await reg.call("GET", location, operator);
+      assert.equal(status.status, 404);
+      assert.equal(status.json().errors[0].code, "BLOB_UPLOAD_UNKNOWN");
+      const staged = [];
+      for await (const u of server.exportsOf(registryModule).store.listUploads()) staged.push(u.uploadId);
+      assert.ok(!staged.includes(id), "its staged bytes are gone");
     });
 
     it("collects on a schedule when asked to (--registry-gc-every)", async () => {
