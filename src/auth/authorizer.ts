@@ -154,9 +154,11 @@ export class TokenAuthorizer implements Authorizer {
   async authorizeRoute(rule: RouteRule, call: CallContext): Promise<void> {
     if (rule.anonymous) {
       if (!call.headers.has("authorization")) return;
-      // An anonymous registry token (what docker-style clients fetch for public pulls) is no credential either.
-      if (rule.audience === "registry") {
-        const token = await this.registryToken(call.headers).catch(() => undefined);
+      // An anonymous registry token (what docker-style clients fetch for public pulls) is no
+      // credential either. Only a Bearer one is looked at: Basic credentials are exchanged once, below.
+      const bearer = rule.audience === "registry" ? bearerToken(call.headers) : undefined;
+      if (bearer) {
+        const token = await this.tokens.verify(bearer, this.tokens.urls.registryAudience).catch(() => undefined);
         if (token?.subject === ANONYMOUS_SUBJECT) return;
       }
     }
