@@ -9,7 +9,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RegistryExtensionsService } from "../src/gen/bulwark/registry/v1/visibility_pb.js";
 import { ReposService } from "../src/gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import { TagsService } from "../src/gen/chainguard/platform/registry/v2beta1/tags_pb.js";
-import { REPO_NAME_COMPONENT } from "../src/registry/repos.js";
+import { REPO_NAME_COMPONENT } from "../src/registry/names.js";
 import { backends } from "./support/db-templates.js";
 import { VIEWER_ROLE_UID, createGroup, type Api, type Json } from "./support/fixtures.js";
 import { restClient, type JsonResponse } from "./support/http.js";

@@ -67,6 +67,17 @@ for (const backend of backends()) {
     let host: string;
     let creds: string;
     const ref = (suffix: string) => `docker://${host}/acme/app${suffix}`;
+    // --preserve-digests: fail rather than let skopeo convert the manifest to another format
+    const pushAs = (suffix: string) =>
+      skopeo(
+        "copy",
+        "--preserve-digests",
+        "--dest-tls-verify=false",
+        "--dest-creds",
+        creds,
+        `oci:${image.dir}:${image.tag}`,
+        ref(suffix),
+      );
 
     before(async () => {
       work = mkdtempSync(join(tmpdir(), "bulwark-skopeo-"));
@@ -84,19 +95,7 @@ for (const backend of backends()) {
     });
 
     it("pushes an OCI layout as is: the same manifest digest, config and layers", async () => {
-      // --preserve-digests: fail rather than let skopeo convert the manifest to another format
-      ok(
-        await skopeo(
-          "copy",
-          "--preserve-digests",
-          "--dest-tls-verify=false",
-          "--dest-creds",
-          creds,
-          `oci:${image.dir}:${image.tag}`,
-          ref(":v1"),
-        ),
-        "copy to the registry",
-      );
+      ok(await pushAs(":v1"), "copy to the registry");
       const raw = await skopeo("inspect", "--raw", "--tls-verify=false", "--creds", creds, ref(":v1"));
       ok(raw, "inspect --raw");
       assert.equal(sha256(raw.stdout), image.manifestDigest);
@@ -146,18 +145,7 @@ for (const backend of backends()) {
     });
 
     it("lists tags, including a second one", async () => {
-      ok(
-        await skopeo(
-          "copy",
-          "--preserve-digests",
-          "--dest-tls-verify=false",
-          "--dest-creds",
-          creds,
-          `oci:${image.dir}:${image.tag}`,
-          ref(":v2"),
-        ),
-        "copy a second tag",
-      );
+      ok(await pushAs(":v2"), "copy a second tag");
       const tags = await skopeo("list-tags", "--tls-verify=false", "--creds", creds, ref(""));
       ok(tags, "list-tags");
       assert.deepEqual(JSON.parse(tags.stdout).Tags.sort(), ["v1", "v2"]);

@@ -1,4 +1,7 @@
 // Settings of the whole server that modules read: error domain, public URLs, upstream OIDC rules.
+import type { ObjectStorageSettings } from "../storage/object-storage.js";
+
+export type { ObjectStorageSettings };
 
 /** {auth_url}, {base_url} and {registry_host}: whom tokens come from and whom they are for. */
 export interface PublicUrls {
@@ -30,21 +33,6 @@ export interface PlatformSettings {
   defaultUpstream?: UpstreamProvider;
   /** where the registry keeps blobs and how it collects garbage */
   registry?: RegistrySettings;
-}
-
-/** An S3-compatible bucket (AWS S3, MinIO, Ceph RGW, ...). */
-export interface ObjectStorageSettings {
-  /** e.g. http://127.0.0.1:9000 (absent: AWS's endpoint for the region) */
-  endpoint?: string;
-  region: string;
-  bucket: string;
-  /** a key prefix inside the bucket ("bulwark/") */
-  prefix?: string;
-  /** absent: the SDK's default credential chain (environment, instance role, ...) */
-  accessKeyId?: string;
-  secretAccessKey?: string;
-  /** path-style URLs (most S3-compatible servers need them) */
-  forcePathStyle?: boolean;
 }
 
 export interface RegistrySettings {

@@ -82,13 +82,12 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         repoVisibilityService({ repos, tags, now: ctx.now }),
       ],
       routes(router) {
-        registerOciRoutes(router, { content, store, urls: ctx.urls, logger: ctx.logger, now: ctx.now });
+        registerOciRoutes(router, { content, store, urls: ctx.urls, now: ctx.now });
         registerTokenRoute(router, {
           content,
           urls: ctx.urls,
           issuer,
           anonymousSubject: ANONYMOUS_SUBJECT,
-          now: ctx.now,
         });
       },
       registryPaths: ["/v2", "/token"],

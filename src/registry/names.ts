@@ -4,8 +4,11 @@
 // as one exists; the rest is the repo path inside the deepest group reached.
 import type { GroupRef, RegistryContent, RepoRef } from "./storage/content.js";
 
-/** The OCI distribution spec's repository name grammar (path components joined by "/"). */
-const COMPONENT = /^[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*$/;
+/** The OCI distribution spec's repository name grammar: path components like this, joined by "/". */
+export const REPO_NAME_COMPONENT = "[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*";
+const COMPONENT = new RegExp(`^${REPO_NAME_COMPONENT}$`);
+/** The spec's tag grammar. */
+export const TAG_PATTERN = /^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$/;
 export const MAX_NAME_LENGTH = 255;
 
 export function isRepositoryName(name: string): boolean {

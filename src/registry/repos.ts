@@ -19,13 +19,10 @@ import { newChildUidp } from "../core/uidp.js";
 import { descriptionViolations, requireUid, throwIfViolations } from "../core/validate.js";
 import { listResponse } from "../platform/list.js";
 import { deleted, found, written } from "../platform/outcomes.js";
-import { MAX_NAME_LENGTH, isRepositoryName } from "./names.js";
+import { MAX_NAME_LENGTH, REPO_NAME_COMPONENT, isRepositoryName } from "./names.js";
 import type { RepoFields, RepoRow, ReposRepository } from "./storage/repos.js";
 
 export const repoListing: ListableResource = NAMED_RESOURCE_LISTING;
-
-/** The OCI distribution spec's path component; a repo name is components joined by "/". */
-export const REPO_NAME_COMPONENT = "[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*";
 
 /** Most characters of a README (its own limit: far above the default string rule's). */
 export const MAX_README_LENGTH = 262_144;

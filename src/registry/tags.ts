@@ -1,5 +1,7 @@
 // TagsService: tags of a repo. A tag made here may name a digest the repo does not hold (yet):
 // the documented tutorial creates tags by API, and a later push fills the content in.
+import { TAG_PATTERN } from "./names.js";
+import { DIGEST_PATTERN } from "./storage/blob-store.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
@@ -26,11 +28,6 @@ export const tagListing: ListableResource = {
   aliases: { updated_at: "update_time" },
   defaultOrder: "uid",
 };
-
-/** The OCI distribution spec's tag grammar. */
-export const TAG_NAME_PATTERN = /^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$/;
-/** The digests the registry stores: sha256 and sha512, lowercase hex. */
-export const DIGEST_PATTERN = /^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$/;
 
 export function toTag(row: TagRow): Tag {
   return create(TagSchema, {
@@ -60,7 +57,7 @@ export function tagsService({ tags, lists, now }: TagsDeps) {
       requireUid("parent", req.parent);
       const tag = req.tag ?? create(TagSchema);
       throwIfViolations([
-        ...patternViolations("name", tag.name, TAG_NAME_PATTERN),
+        ...patternViolations("name", tag.name, TAG_PATTERN),
         ...patternViolations("digest", tag.digest, DIGEST_PATTERN),
       ]);
       const row = written(

@@ -11,7 +11,7 @@ import type { PublicUrls } from "../platform/config.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { isRepositoryName, resolveName } from "./names.js";
 import { ACTION_CAPABILITIES, type Action } from "./oci/routes.js";
-import { sendOciError } from "./oci/errors.js";
+import { bearerChallenge, sendOciError } from "./oci/errors.js";
 import type { RegistryContent } from "./storage/content.js";
 
 /** Registry tokens are short: a pull or push gets a fresh one per repository anyway. */
@@ -34,7 +34,6 @@ export interface TokenRouteDeps {
   issuer: TokenMinter;
   /** the subject of tokens for callers without credentials */
   anonymousSubject: string;
-  now(): Date;
 }
 
 const SCOPE = /^repository:([^:]+):([a-z*,]+)$/;
@@ -72,7 +71,6 @@ async function grantedActions(
 }
 
 export function registerTokenRoute(router: PlainRouter, deps: TokenRouteDeps): void {
-  const realm = () => `${deps.urls.issuer.replace(/\/+$/, "")}/token`;
   router.route({
     method: "GET",
     url: "/token",
@@ -120,7 +118,6 @@ export function registerTokenRoute(router: PlainRouter, deps: TokenRouteDeps): v
         }),
       );
     },
-    renderError: (wire, reply, thrown) =>
-      sendOciError(reply, wire, thrown, `Bearer realm="${realm()}",service="${deps.urls.registryAudience}"`),
+    renderError: (wire, reply, thrown) => sendOciError(reply, wire, thrown, bearerChallenge(deps.urls)),
   });
 }

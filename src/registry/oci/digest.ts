@@ -1,15 +1,15 @@
 // Digests: "<algorithm>:<hex>", sha256 and sha512, verified while bytes stream past.
 import { createHash, type Hash } from "node:crypto";
 import { Transform, type TransformCallback } from "node:stream";
+import { DIGEST_PATTERN } from "../storage/blob-store.js";
 
 export type Algorithm = "sha256" | "sha512";
 
-const DIGEST = /^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$/;
 /** The grammar of any digest (the spec's), to tell "malformed" from "unsupported algorithm". */
 const ANY_DIGEST = /^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$/;
 
 export function isDigest(value: string): boolean {
-  return DIGEST.test(value);
+  return DIGEST_PATTERN.test(value);
 }
 
 export function looksLikeDigest(value: string): boolean {

@@ -3,6 +3,7 @@
 // as the wire error every protocol answers with and is mapped here once.
 import { Code, type ConnectError } from "@connectrpc/connect";
 import type { FastifyReply } from "fastify";
+import type { PublicUrls } from "../../platform/config.js";
 
 export type OciCode =
   | "BLOB_UNKNOWN"
@@ -53,6 +54,15 @@ const byGrpcCode: Partial<Record<Code, [number, OciCode]>> = {
   [Code.ResourceExhausted]: [429, "TOOMANYREQUESTS"],
   [Code.Unimplemented]: [405, "UNSUPPORTED"],
 };
+
+/**
+ * The distribution token spec's challenge: where to get a token (the issuer's `/token`), for
+ * which service, and for what scope ("repository:acme/app:pull"), if the request names one.
+ */
+export function bearerChallenge(urls: PublicUrls, scope?: string): string {
+  const base = `Bearer realm="${urls.issuer.replace(/\/+$/, "")}/token",service="${urls.registryAudience}"`;
+  return scope === undefined ? base : `${base},scope="${scope}"`;
+}
 
 /** The answer for whatever a registry route threw. `challenge` is the WWW-Authenticate value for a 401. */
 export function sendOciError(

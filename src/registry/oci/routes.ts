@@ -7,7 +7,6 @@ import { randomUUID, createHash, type Hash } from "node:crypto";
 import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { Logger } from "pino";
 import { Capability } from "../../gen/capabilities/capabilities_pb.js";
 import { unauthenticated } from "../../core/errors.js";
 import type { CallContext, RouteRule } from "../../core/service.js";
@@ -15,7 +14,7 @@ import type { PublicUrls } from "../../platform/config.js";
 import type { PlainRouter } from "../../platform/routes.js";
 import type { BlobStore, ByteRange } from "../storage/blob-store.js";
 import type { RegistryContent, RepoRef } from "../storage/content.js";
-import { canonicalName, isRepositoryName, resolveName, type ResolvedName } from "../names.js";
+import { TAG_PATTERN as TAG, canonicalName, isRepositoryName, resolveName, type ResolvedName } from "../names.js";
 import { HashingStream, algorithmOf, digestOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
 import {
   OciError,
@@ -25,6 +24,7 @@ import {
   manifestInvalid,
   manifestUnknown,
   nameUnknown,
+  bearerChallenge,
   sendOciError,
   uploadUnknown,
 } from "./errors.js";
@@ -39,7 +39,6 @@ export const ACTION_CAPABILITIES: Record<Action, readonly Capability[]> = {
   delete: [Capability.CAP_MANIFEST_DELETE, Capability.CAP_TAG_DELETE],
 };
 
-const TAG = /^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$/;
 const API_VERSION = { "docker-distribution-api-version": "registry/2.0" };
 /** The most tags or catalog entries one answer carries (clients follow Link for the rest). */
 export const MAX_PAGE = 10_000;
@@ -111,7 +110,6 @@ export interface OciDeps {
   content: RegistryContent;
   store: BlobStore;
   urls: PublicUrls;
-  logger: Logger;
   now(): Date;
 }
 
@@ -171,12 +169,10 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     return { audience, capabilities: [...capabilities, ...create], scope: resolved.group.uid, resourceType: "group" };
   };
 
-  const realm = () => `${deps.urls.issuer.replace(/\/+$/, "")}/token`;
   const challenge = (target: Target | undefined) => {
-    const base = `Bearer realm="${realm()}",service="${deps.urls.registryAudience}"`;
-    if (!target?.name) return base;
+    if (!target?.name) return bearerChallenge(deps.urls);
     const actions = target.action === "pull" ? "pull" : target.action === "push" ? "pull,push" : "delete";
-    return `${base},scope="repository:${target.name}:${actions}"`;
+    return bearerChallenge(deps.urls, `repository:${target.name}:${actions}`);
   };
 
   const handler = async (request: FastifyRequest, reply: FastifyReply, call: CallContext) => {

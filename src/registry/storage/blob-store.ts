@@ -53,3 +53,30 @@ export interface BlobStore {
   /** Releases clients and handles. */
   close(): Promise<void>;
 }
+
+/** The digests this registry stores: sha256 and sha512, lowercase hex. */
+export const DIGEST_PATTERN = /^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$/;
+/** Upload ids: lowercase UUIDs (an id names a file or key: two spellings must not name two uploads). */
+export const UPLOAD_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+// Callers validate digests and ids already; the stores check again so a bad one can never name a
+// path or key outside the store's root.
+
+/** The digest's algorithm and hex, or an Error. */
+export function checkDigest(digest: string): { alg: string; hex: string } {
+  if (typeof digest !== "string" || !DIGEST_PATTERN.test(digest)) {
+    throw new Error(`invalid blob digest: ${JSON.stringify(digest)}`);
+  }
+  const [alg, hex] = digest.split(":") as [string, string];
+  return { alg, hex };
+}
+
+export function checkUploadId(uploadId: string): void {
+  if (typeof uploadId !== "string" || !UPLOAD_ID_PATTERN.test(uploadId)) {
+    throw new Error(`invalid upload id: ${JSON.stringify(uploadId)}`);
+  }
+}
+
+export function checkSize(what: string, n: number): void {
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`invalid ${what}: ${n}`);
+}

@@ -243,18 +243,6 @@ export class RegistryContent {
     return num(r.numAffectedRows ?? 0) === 1;
   }
 
-  /** Upload sessions untouched since `before` (abandoned). */
-  async staleUploads(before: Date, limit = 500): Promise<string[]> {
-    const r = await sql<{ id: string }>`
-      select id from uploads where update_time < ${before} order by update_time limit ${limit}`.execute(this.db);
-    return r.rows.map((row) => row.id);
-  }
-
-  async uploadExists(id: string): Promise<boolean> {
-    const r = await sql`select 1 from uploads where id = ${id}`.execute(this.db);
-    return r.rows.length > 0;
-  }
-
   // --- manifests and tags ---
 
   async digestOfTag(repoUid: string, tag: string): Promise<string | undefined> {

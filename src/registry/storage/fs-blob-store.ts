@@ -9,37 +9,20 @@ import { mkdir, open, readdir, rename, stat, unlink, writeFile, type FileHandle 
 import { dirname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { BlobStore, ByteRange } from "./blob-store.js";
-
-const DIGEST = /^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$/;
-// Lowercase only: the id names a file, and two spellings of one id must not name two files.
-const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+import {
+  UPLOAD_ID_PATTERN,
+  checkDigest,
+  checkSize,
+  checkUploadId,
+  type BlobStore,
+  type ByteRange,
+} from "./blob-store.js";
 
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
 const READ_CHUNK_BYTES = 1024 * 1024;
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
-
-// Callers validate digests and ids already; checking again keeps a bad one from naming a path
-// outside the root.
-function checkDigest(digest: string): { alg: string; hex: string } {
-  if (typeof digest !== "string" || !DIGEST.test(digest)) {
-    throw new Error(`invalid blob digest: ${JSON.stringify(digest)}`);
-  }
-  const [alg, hex] = digest.split(":") as [string, string];
-  return { alg, hex };
-}
-
-function checkUploadId(uploadId: string): void {
-  if (typeof uploadId !== "string" || !UPLOAD_ID.test(uploadId)) {
-    throw new Error(`invalid upload id: ${JSON.stringify(uploadId)}`);
-  }
-}
-
-function checkSize(what: string, n: number): void {
-  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`invalid ${what}: ${n}`);
-}
 
 function checkRange(range: ByteRange): void {
   checkSize("range start", range.start);
@@ -183,7 +166,7 @@ export class FilesystemBlobStore implements BlobStore {
       throw err;
     }
     for (const name of names) {
-      if (!UPLOAD_ID.test(name)) continue;
+      if (!UPLOAD_ID_PATTERN.test(name)) continue;
       try {
         const st = await stat(join(this.uploadsDir, name));
         if (st.isFile()) yield { uploadId: name, modified: st.mtime };

@@ -17,25 +17,19 @@ import {
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { Readable } from "node:stream";
-import type { BlobStore, ByteRange } from "./blob-store.js";
+import {
+  UPLOAD_ID_PATTERN,
+  checkDigest,
+  checkSize,
+  checkUploadId,
+  type BlobStore,
+  type ByteRange,
+} from "./blob-store.js";
+import type { ObjectStorageSettings } from "../../storage/object-storage.js";
 
-export interface S3Settings {
-  /** for S3-compatible servers (MinIO, Ceph, R2, ...); AWS when absent */
-  endpoint?: string;
-  region: string;
-  bucket: string;
-  /** key prefix, e.g. "bulwark/" (a missing trailing "/" is added) */
-  prefix?: string;
-  /** both or neither; neither uses the SDK's default credential chain (env, profile, role) */
-  accessKeyId?: string;
-  secretAccessKey?: string;
-  /** `<endpoint>/<bucket>/<key>` rather than `<bucket>.<endpoint>/<key>`; most self-hosted servers want it */
-  forcePathStyle?: boolean;
-}
+/** The bucket the store keeps blobs in. */
+export type S3Settings = ObjectStorageSettings;
 
-const DIGEST = /^(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$/;
-// Lowercase only: the id is part of a key, and two spellings of one id must not name two uploads.
-const UPLOAD_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const CHUNK_NAME = /^[0-9]{16}$/;
 // CopyObject's limit; larger blobs are streamed through instead.
 const MAX_COPY_SIZE = 5 * 1024 ** 3;
@@ -46,26 +40,6 @@ interface Chunk {
   key: string;
   start: number;
   size: number;
-}
-
-// Callers validate digests and ids already; checking again keeps a bad one from naming a key
-// outside the store's prefix.
-function checkDigest(digest: string): { alg: string; hex: string } {
-  if (typeof digest !== "string" || !DIGEST.test(digest)) {
-    throw new Error(`invalid blob digest: ${JSON.stringify(digest)}`);
-  }
-  const [alg, hex] = digest.split(":") as [string, string];
-  return { alg, hex };
-}
-
-function checkUploadId(uploadId: string): void {
-  if (typeof uploadId !== "string" || !UPLOAD_ID.test(uploadId)) {
-    throw new Error(`invalid upload id: ${JSON.stringify(uploadId)}`);
-  }
-}
-
-function checkSize(what: string, n: number): void {
-  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`invalid ${what}: ${n}`);
 }
 
 function isNotFound(err: unknown): boolean {
@@ -249,7 +223,8 @@ export class S3BlobStore implements BlobStore {
     let current: { uploadId: string; modified: Date } | undefined;
     for await (const obj of this.list(prefix)) {
       const [uploadId, name, ...rest] = (obj.Key ?? "").slice(prefix.length).split("/");
-      if (!uploadId || !UPLOAD_ID.test(uploadId) || !name || !CHUNK_NAME.test(name) || rest.length > 0) continue;
+      if (!uploadId || !UPLOAD_ID_PATTERN.test(uploadId) || !name || !CHUNK_NAME.test(name) || rest.length > 0)
+        continue;
       const modified = obj.LastModified ?? new Date(0);
       if (current?.uploadId === uploadId) {
         if (modified > current.modified) current.modified = modified;
