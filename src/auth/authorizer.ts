@@ -12,7 +12,7 @@ import { permissionDenied, unauthenticated } from "../core/errors.js";
 import type { Audience, Authorizer, CallContext, RouteRule } from "../core/service.js";
 import type { IdentitiesRepository } from "../iam/storage/identities.js";
 import type { RoleBindingsRepository } from "../iam/storage/role-bindings.js";
-import { Access, type VerifiedToken } from "../core/access.js";
+import { Access, type Grant, type VerifiedToken } from "../core/access.js";
 import { create } from "@bufbuild/protobuf";
 import { ExchangeRequestSchema } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { resource } from "../gen/google/api/resource_pb.js";
@@ -89,6 +89,8 @@ export class TokenAuthorizer implements Authorizer {
     private readonly roleBindings: RoleBindingsRepository,
     /** turns a workload's own token (a pull token's JWT, an OIDC token) into one of ours */
     private readonly exchange?: TokenExchange,
+    /** what every authenticated caller holds beside its bindings (public advisory groups) */
+    private readonly sharedGrants: readonly Grant[] = [],
   ) {}
 
   /** Who the bearer token of these headers belongs to, and what it may do now. */
@@ -139,7 +141,12 @@ export class TokenAuthorizer implements Authorizer {
     const identity = await this.identities.get(verified.subject);
     if (!identity) throw unauthenticated("the token's identity no longer exists");
     const principal = { kind: identity.parent_uid === null ? "human" : "workload", uid: identity.uid } as const;
-    return Access.fromGrants(principal, await this.roleBindings.grantsOf(identity.uid), narrowing);
+    const grants = await this.roleBindings.grantsOf(identity.uid);
+    return Access.fromGrants(
+      principal,
+      this.sharedGrants.length ? [...grants, ...this.sharedGrants] : grants,
+      narrowing,
+    );
   }
 
   /** Authenticates the call's bearer token for `audience` and records the caller on the call. */

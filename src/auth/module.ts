@@ -1,6 +1,7 @@
 // The auth module: the token issuer (ES256 keys, discovery, JWKS), the authorizer every request
 // passes through, the token exchange (SecurityTokenService), "who am I" (Auth.Validate) and human
 // sign-in through the browser or the device flow.
+import { sharedGrantsOf } from "../platform/config.js";
 import { join } from "node:path";
 import { Auth } from "../gen/platform/auth/v1/auth.platform_pb.js";
 import { SecurityTokenService } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
@@ -78,7 +79,13 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
           logger: ctx.logger,
         });
       },
-      authorizer: new TokenAuthorizer(issuer, iam.identities, iam.roleBindings, new TokenExchange(exchangeDeps)),
+      authorizer: new TokenAuthorizer(
+        issuer,
+        iam.identities,
+        iam.roleBindings,
+        new TokenExchange(exchangeDeps),
+        sharedGrantsOf(ctx.settings).map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),
+      ),
       tasks: [
         {
           name: "signing key rotation and sign-in session pruning",

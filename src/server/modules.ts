@@ -4,5 +4,11 @@ import { authModule } from "../auth/module.js";
 import { iamModule } from "../iam/module.js";
 import type { FeatureModule } from "../platform/module.js";
 import { registryModule } from "../registry/module.js";
+import { vulnerabilitiesModule } from "../vulnerabilities/module.js";
 
-export const MODULES: readonly FeatureModule<any, any>[] = [iamModule, authModule, registryModule];
+export const MODULES: readonly FeatureModule<any, any>[] = [
+  iamModule,
+  authModule,
+  registryModule,
+  vulnerabilitiesModule,
+];

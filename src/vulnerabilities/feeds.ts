@@ -1,0 +1,308 @@
+// Read-only feeds over the advisories, generated from the database for what the caller may see:
+// - an OSV-compatible API (the osv.dev shapes): GET /v1/vulns/{id}, POST /v1/query,
+//   POST /v1/querybatch;
+// - an Alpine-style secdb at GET /vulnerabilities/secdb.json (what apk scanners read), streamed.
+// Advisory YAML advisories are published in ecosystem "Chainguard" as pkg:apk/chainguard/<name>,
+// the CGA id as the record id and the vulnerability ids under `related`; OSV imports come back as
+// they were imported, with their status brought up to date.
+import { Readable } from "node:stream";
+import type { FastifyRequest } from "fastify";
+import { Capability } from "../gen/capabilities/capabilities_pb.js";
+import { invalidArgument, notFound } from "../core/errors.js";
+import type { Visibility } from "../core/access.js";
+import type { CallContext } from "../core/service.js";
+import { checkString } from "../core/strings.js";
+import type { PlainRouter } from "../platform/routes.js";
+import { restrictToVisible } from "../storage/list-query.js";
+import type { EventKind } from "./documents.js";
+import type { AdvisoriesRepository, AdvisoryEventRow, AdvisoryRow } from "./storage/advisories.js";
+import { isAffected } from "./versions.js";
+
+/** Most queries one querybatch request may carry (as osv.dev). */
+export const MAX_BATCH_QUERIES = 1000;
+/** Most records one /v1/query answer holds; the rest follow with next_page_token. */
+export const QUERY_PAGE_SIZE = 1000;
+const FEED_PAGE = 1000;
+const OSV_SCHEMA_VERSION = "1.6.0";
+
+type Range = { type: string; events: Record<string, string>[] };
+type Affected = { package: { ecosystem: string; name: string; purl?: string }; ranges?: Range[]; versions?: string[] };
+export type OsvRecord = Record<string, unknown> & { id: string; modified: string; affected: Affected[] };
+
+function restrictFor(visibility: Visibility | undefined) {
+  return <QB>(qb: QB): QB => restrictToVisible(qb as never, visibility ?? [], false) as QB;
+}
+
+/** Fixed versions the latest event states ([] when it states none). */
+function fixedVersionsOf(latest: AdvisoryEventRow | undefined): string[] {
+  if (!latest) return [];
+  const data = latest.data as { fixedVersion?: string; patchedVersions?: string[] };
+  if (latest.kind === "fixed" && data.fixedVersion) return [data.fixedVersion];
+  if (latest.kind === "patched") return data.patchedVersions ?? [];
+  return [];
+}
+
+const NOT_AFFECTED: ReadonlySet<EventKind> = new Set(["false-positive-determination"]);
+
+/** The advisory as an OSV record. `events` oldest first. */
+export function osvRecordOf(row: AdvisoryRow, events: readonly AdvisoryEventRow[]): OsvRecord {
+  const imported = (row.osv ?? {}) as Record<string, unknown>;
+  const latest = events[events.length - 1];
+  const published = (imported.published as string | undefined) ?? events[0]?.create_time.toISOString();
+  const modified = [imported.modified as string | undefined, row.latest_event_time.toISOString()]
+    .filter((t): t is string => !!t)
+    .sort()
+    .pop()!;
+  const severity = row.severities.map((s) => ({ type: s.type.replace(/^TYPE_/, ""), score: s.score }));
+  const database_specific = {
+    ...((imported.database_specific as object | undefined) ?? {}),
+    status: row.latest_event_type,
+    ...(row.legacy_advisory_id ? { legacy_advisory_id: row.legacy_advisory_id } : {}),
+  };
+  if (row.osv) {
+    return {
+      ...imported,
+      schema_version: OSV_SCHEMA_VERSION,
+      id: row.advisory_id,
+      modified,
+      ...(published ? { published } : {}),
+      aliases: row.aliases,
+      ...(severity.length ? { severity } : {}),
+      affected: (imported.affected as Affected[] | undefined) ?? [],
+      database_specific,
+    } as OsvRecord;
+  }
+  const fixed = fixedVersionsOf(latest);
+  const ranges: Range[] = NOT_AFFECTED.has(row.latest_event_type)
+    ? []
+    : [{ type: "ECOSYSTEM", events: [{ introduced: "0" }, ...fixed.map((v) => ({ fixed: v }))] }];
+  const related = [...new Set([...(row.legacy_advisory_id ? [row.legacy_advisory_id] : []), ...row.aliases])];
+  return {
+    schema_version: OSV_SCHEMA_VERSION,
+    id: row.advisory_id,
+    modified,
+    ...(published ? { published } : {}),
+    aliases: [],
+    related,
+    ...(severity.length ? { severity } : {}),
+    affected: [
+      {
+        package: { ecosystem: row.ecosystem, name: row.artifact_name, purl: row.purl },
+        ...(ranges.length ? { ranges } : {}),
+      },
+    ],
+    database_specific,
+  };
+}
+
+/** Whether `record` says its package is affected at `version` (any version when absent). */
+export function recordAffects(record: OsvRecord, version: string | undefined): boolean {
+  return record.affected.some((a) => {
+    const ranges = a.ranges ?? [];
+    if (version === undefined) return ranges.length > 0 || (a.versions?.length ?? 0) > 0;
+    if (a.versions?.includes(version)) return true;
+    return isAffected(ranges, version, a.package.ecosystem);
+  });
+}
+
+interface PackageQuery {
+  name?: string;
+  ecosystem?: string;
+  purl?: string;
+  version?: string;
+  pageToken?: string;
+}
+
+/** `pkg:type/namespace/name@version?qualifiers#subpath` → the purl without version, and the version. */
+function splitPurl(purl: string): { purl: string; version?: string } {
+  const bare = purl.replace(/[?#].*$/, "");
+  const at = bare.lastIndexOf("@");
+  if (at > bare.lastIndexOf("/")) return { purl: bare.slice(0, at), version: decodeURIComponent(bare.slice(at + 1)) };
+  return { purl: bare };
+}
+
+function queryOf(body: unknown, field: string): PackageQuery {
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw invalidArgument({ field, description: "must be a JSON object" });
+  const q = body as Record<string, unknown>;
+  const str = (name: string, value: unknown): string | undefined => {
+    if (value === undefined || value === null || value === "") return undefined;
+    if (typeof value !== "string") throw invalidArgument({ field: `${field}${name}`, description: "must be a string" });
+    checkString(`${field}${name}`, value);
+    return value;
+  };
+  const pkg = q.package;
+  if (pkg !== undefined && (typeof pkg !== "object" || pkg === null || Array.isArray(pkg)))
+    throw invalidArgument({ field: `${field}package`, description: "must be a JSON object" });
+  const p = (pkg ?? {}) as Record<string, unknown>;
+  const query: PackageQuery = {
+    name: str("package.name", p.name),
+    ecosystem: str("package.ecosystem", p.ecosystem),
+    purl: str("package.purl", p.purl),
+    version: str("version", q.version),
+    pageToken: str("page_token", q.page_token),
+  };
+  if (str("commit", q.commit) !== undefined) return { ...query, name: undefined, purl: undefined }; // no git ranges here: nothing matches a commit
+  if (!query.name && !query.purl)
+    throw invalidArgument({ field: `${field}package`, description: "needs a name (with its ecosystem) or a purl" });
+  if (query.name && query.purl)
+    throw invalidArgument({ field: `${field}package`, description: "takes a name or a purl, not both" });
+  if (query.purl) {
+    if (!query.purl.startsWith("pkg:"))
+      throw invalidArgument({ field: `${field}package.purl`, description: "must be a package URL (pkg:...)" });
+    const split = splitPurl(query.purl);
+    if (split.version !== undefined && query.version !== undefined)
+      throw invalidArgument({ field: `${field}version`, description: "is given twice (also in the purl)" });
+    query.purl = split.purl;
+    query.version = query.version ?? split.version;
+  }
+  return query;
+}
+
+function matchesPackage(row: AdvisoryRow, q: PackageQuery): boolean {
+  if (q.purl) return row.purl === q.purl;
+  return row.artifact_name === q.name && (!q.ecosystem || row.ecosystem === q.ecosystem);
+}
+
+/** Records of `rows` (with their events) that affect what `q` asks about, ordered by id. */
+async function matching(
+  repo: AdvisoriesRepository,
+  rows: AdvisoryRow[],
+  queries: PackageQuery[],
+): Promise<OsvRecord[][]> {
+  const events = await repo.eventsOf(rows.map((r) => r.uid));
+  const records = new Map(rows.map((r) => [r.uid, osvRecordOf(r, events.get(r.uid) ?? [])]));
+  return queries.map((q) =>
+    rows
+      // withdrawn and false-positive advisories affect nothing (osv.dev leaves withdrawn ones out)
+      .filter((r) => (q.name || q.purl ? matchesPackage(r, q) : false) && !NOT_AFFECTED.has(r.latest_event_type))
+      .map((r) => records.get(r.uid)!)
+      .filter((record) => recordAffects(record, q.version)),
+  );
+}
+
+export interface FeedDeps {
+  advisories: AdvisoriesRepository;
+}
+
+export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps): void {
+  const readers = () => ({ audience: "api" as const, capabilities: [Capability.CAP_ADVISORIES_LIST] });
+
+  router.route({
+    method: "GET",
+    url: "/v1/vulns/:id",
+    access: readers,
+    async handler(request: FastifyRequest, _reply, call: CallContext) {
+      const id = (request.params as { id: string }).id;
+      checkString("id", id);
+      const rows = await advisories.findById(restrictFor(call.visibility), id);
+      if (rows.length === 0) throw notFound("vulnerability", id);
+      const events = await advisories.eventsOf(rows.map((r) => r.uid));
+      const records = rows.map((r) => osvRecordOf(r, events.get(r.uid) ?? []));
+      const own = records.find((r) => r.id === id) ?? (rows.find((r) => r.legacy_advisory_id === id) && records[0]);
+      if (own) return own;
+      // An alias (a CVE) several advisories share: one record for it, naming them all.
+      return {
+        schema_version: OSV_SCHEMA_VERSION,
+        id,
+        modified: records
+          .map((r) => r.modified)
+          .sort()
+          .pop(),
+        aliases: [],
+        related: records.map((r) => r.id),
+        affected: records.flatMap((r) => r.affected),
+      };
+    },
+  });
+
+  router.route({
+    method: "POST",
+    url: "/v1/query",
+    access: readers,
+    async handler(request, _reply, call) {
+      const q = queryOf(request.body, "");
+      const rows = await advisories.findByPackages(restrictFor(call.visibility), [q]);
+      const all = (await matching(advisories, rows, [q]))[0]!.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      const after = q.pageToken;
+      const rest = after ? all.filter((r) => r.id > after) : all;
+      const page = rest.slice(0, QUERY_PAGE_SIZE);
+      return {
+        ...(page.length ? { vulns: page } : {}),
+        ...(rest.length > QUERY_PAGE_SIZE ? { next_page_token: page[page.length - 1]!.id } : {}),
+      };
+    },
+  });
+
+  router.route({
+    method: "POST",
+    url: "/v1/querybatch",
+    access: readers,
+    async handler(request, _reply, call) {
+      const body = request.body as { queries?: unknown } | undefined;
+      const list = body && typeof body === "object" && !Array.isArray(body) ? body.queries : undefined;
+      if (!Array.isArray(list)) throw invalidArgument({ field: "queries", description: "must be a list of queries" });
+      if (list.length > MAX_BATCH_QUERIES)
+        throw invalidArgument({ field: "queries", description: `must hold at most ${MAX_BATCH_QUERIES} queries` });
+      const queries = list.map((q, i) => queryOf(q, `queries[${i}].`));
+      const rows = await advisories.findByPackages(restrictFor(call.visibility), queries);
+      const results = await matching(advisories, rows, queries);
+      return {
+        results: results.map((records) =>
+          records.length
+            ? { vulns: records.map((r) => ({ id: r.id, modified: r.modified })).sort((a, b) => (a.id < b.id ? -1 : 1)) }
+            : {},
+        ),
+      };
+    },
+  });
+
+  router.route({
+    method: "GET",
+    url: "/vulnerabilities/secdb.json",
+    access: readers,
+    async handler(_request, reply, call) {
+      const restrict = restrictFor(call.visibility);
+      reply.type("application/json");
+      return reply.send(Readable.from(secdb(advisories, restrict)));
+    },
+  });
+}
+
+/** The secdb document, a package at a time, reading the advisories a page at a time. */
+async function* secdb(advisories: AdvisoriesRepository, restrict: <QB>(qb: QB) => QB): AsyncGenerator<string> {
+  yield '{"apkurl":"{{urlprefix}}/{{reponame}}/{{arch}}/{{pkg.name}}-{{pkg.ver}}.apk","archs":[],"reponame":"","urlprefix":"","packages":[';
+  let first = true;
+  let current: { name: string; secfixes: Map<string, string[]> } | undefined;
+  const flush = function* () {
+    if (!current) return;
+    const secfixes = Object.fromEntries([...current.secfixes].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    yield `${first ? "" : ","}${JSON.stringify({ pkg: { name: current.name, secfixes } })}`;
+    first = false;
+  };
+  let after: [string, string, string] | undefined;
+  for (;;) {
+    const rows = await advisories.feedPage(restrict, after, FEED_PAGE, {
+      kinds: ["fixed", "false-positive-determination"],
+      ecosystem: "Chainguard",
+    });
+    if (rows.length === 0) break;
+    const events = await advisories.eventsOf(rows.map((r) => r.uid));
+    for (const row of rows) {
+      if (current?.name !== row.artifact_name) {
+        yield* flush();
+        current = { name: row.artifact_name, secfixes: new Map() };
+      }
+      const list = events.get(row.uid) ?? [];
+      const version = row.latest_event_type === "fixed" ? (fixedVersionsOf(list[list.length - 1])[0] ?? "") : "0";
+      if (version === "") continue;
+      const ids = current.secfixes.get(version) ?? [];
+      for (const id of [row.advisory_id, ...row.aliases]) if (!ids.includes(id)) ids.push(id);
+      current.secfixes.set(version, ids);
+    }
+    const last = rows[rows.length - 1]!;
+    after = [last.artifact_name, last.advisory_id, last.uid];
+  }
+  yield* flush();
+  yield "]}";
+}

@@ -1,0 +1,46 @@
+// The vulnerabilities module: advisories and their events (chainguard.platform.vulnerabilities
+// .v2beta1.AdvisoriesService), their import from advisory YAML and OSV documents (the extension
+// bulwark.vulnerabilities.v1.AdvisoryImportService), and the feeds derived from them: an
+// OSV-compatible API (/v1/vulns, /v1/query, /v1/querybatch) and a secdb (/vulnerabilities/secdb.json).
+import type { FeatureModule } from "../platform/module.js";
+import type { Db } from "../storage/db.js";
+import { AdvisoriesService, AdvisorySchema } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
+import { AdvisoryImportService } from "../gen/bulwark/vulnerabilities/v1/import_pb.js";
+import * as m007 from "./migrations/007_advisories.js";
+import { advisoriesService, advisoryListing } from "./advisories.js";
+import { registerFeedRoutes } from "./feeds.js";
+import { advisoryImportService } from "./import.js";
+import { AdvisoriesRepository } from "./storage/advisories.js";
+
+export function vulnerabilityRepositories(db: Db) {
+  return { advisories: new AdvisoriesRepository(db) };
+}
+
+export const vulnerabilitiesModule: FeatureModule<
+  ReturnType<typeof vulnerabilityRepositories>,
+  Record<string, never>
+> = {
+  name: "vulnerabilities",
+  migrations: { "007_advisories": m007 },
+  services: [AdvisoriesService, AdvisoryImportService],
+  listings: { [AdvisorySchema.typeName]: advisoryListing },
+  repositories: vulnerabilityRepositories,
+
+  async start(ctx) {
+    const { advisories } = ctx.repositoriesOf(vulnerabilitiesModule);
+    return {
+      bindings: [
+        advisoriesService({ advisories, lists: ctx.lists }),
+        advisoryImportService({
+          advisories,
+          defaultGroup: ctx.settings.advisories?.publicGroups[0],
+          now: ctx.now,
+        }),
+      ],
+      routes(router) {
+        registerFeedRoutes(router, { advisories });
+      },
+      exports: {},
+    };
+  },
+};

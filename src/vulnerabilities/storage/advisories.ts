@@ -1,0 +1,397 @@
+// The advisories aggregate: an advisory (publisher group, advisory id, artifact) and its events,
+// written only by imports. One document is one transaction: its advisories are created, updated
+// in place when their content changed (events reconciled by key: new ones appended, ones the
+// document no longer has removed, the rest untouched) or left alone when unchanged.
+import { createHash } from "node:crypto";
+import {
+  sql,
+  type ColumnType,
+  type Expression,
+  type Insertable,
+  type Kysely,
+  type Selectable,
+  type SqlBool,
+} from "kysely";
+import type { Db } from "../../storage/db.js";
+import type { Timestamp } from "../../storage/schema.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
+import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
+import { getByUid } from "../../storage/table.js";
+import { newChildUidp } from "../../core/uidp.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import type { EventKind, ParsedAdvisory, ParsedDocument, ParsedSeverity } from "./model.js";
+
+type JsonColumn<T> = ColumnType<T, string, string>;
+
+export interface AdvisoriesTable {
+  uid: string;
+  parent_uid: string;
+  advisory_id: string;
+  legacy_advisory_id: string | null;
+  author: string;
+  origin: string;
+  artifact_name: string;
+  artifact_type: string;
+  artifact_architecture: string;
+  component_name: string;
+  component_type: string;
+  component_location: string;
+  aliases: string[];
+  severities: JsonColumn<ParsedSeverity[]>;
+  ecosystem: string;
+  purl: string;
+  osv: ColumnType<Record<string, unknown> | null, string | null, string | null>;
+  latest_event_type: EventKind;
+  latest_event_time: Timestamp;
+  search_text: string;
+  source_digest: string;
+  create_time: Timestamp;
+  update_time: Timestamp;
+}
+
+export interface AdvisoryEventsTable {
+  uid: string;
+  advisory_uid: string;
+  event_key: string;
+  create_time: Timestamp;
+  seq: number;
+  kind: EventKind;
+  data: JsonColumn<Record<string, unknown>>;
+  author: string;
+  reviewer: string;
+  review_state: number;
+  issue: string | null;
+}
+
+export interface VulnerabilityTables {
+  advisories: AdvisoriesTable;
+  advisory_events: AdvisoryEventsTable;
+}
+
+export type AdvisoryRow = Selectable<AdvisoriesTable>;
+export type AdvisoryEventRow = Selectable<AdvisoryEventsTable>;
+
+/** ReviewState.REVIEW_STATE_APPROVED: imported advisories are published ones. */
+const APPROVED = 2;
+
+/** What one document's import did. */
+export interface ImportCounts {
+  created: number;
+  updated: number;
+  unchanged: number;
+  eventsAdded: number;
+  eventsRemoved: number;
+}
+
+export interface ImportMeta {
+  /** recorded on the advisories and events the import writes */
+  author: string;
+  origin: string;
+  now: Date;
+}
+
+/** The filters of ListAdvisories, as the repository applies them (all conjunctive). */
+export interface AdvisoryFilter {
+  uidp?: UIDPFilter;
+  advisoryIds: string[];
+  legacyAdvisoryIds: string[];
+  artifactNames: string[];
+  artifactTypes: string[];
+  artifactArchitectures: string[];
+  componentNames: string[];
+  componentTypes: string[];
+  componentLocations: string[];
+  aliases: string[];
+  origin?: string;
+  /** conditions one and the same event must meet (empty lists: no condition) */
+  event: {
+    kinds: EventKind[];
+    reviewStates: number[];
+    authors: string[];
+    excludeAuthors: string[];
+    reviewers: string[];
+  };
+  latestEventType?: EventKind;
+  /** lower-cased; matched as a substring of ids, aliases and names */
+  query: string;
+}
+
+function digestOf(value: unknown): string {
+  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+}
+
+/** The key of each event: its content's digest and which occurrence of that content it is. */
+function eventKeys(advisory: ParsedAdvisory): string[] {
+  const seen = new Map<string, number>();
+  return advisory.events.map((e) => {
+    const digest = digestOf([e.time.toISOString(), e.kind, e.data]);
+    const n = seen.get(digest) ?? 0;
+    seen.set(digest, n + 1);
+    return `${digest}#${n}`;
+  });
+}
+
+function searchTextOf(a: ParsedAdvisory): string {
+  return [a.advisoryId, a.legacyAdvisoryId ?? "", ...a.aliases, a.artifactName, a.componentName]
+    .filter((s) => s !== "")
+    .join("\n")
+    .toLowerCase();
+}
+
+/** LIKE pattern matching `text` literally anywhere (the pattern's own metacharacters escaped). */
+export function containsPattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+export class AdvisoriesRepository {
+  private readonly db: Kysely<VulnerabilityTables>;
+
+  constructor(db: Db) {
+    // A type-only view: the tables are the same database's.
+    this.db = db as unknown as Kysely<VulnerabilityTables>;
+  }
+
+  get(uid: string): Promise<AdvisoryRow | undefined> {
+    return getByUid(this.db, "advisories", uid);
+  }
+
+  /** The events of these advisories, oldest first, grouped by advisory uid. */
+  async eventsOf(advisoryUids: readonly string[]): Promise<Map<string, AdvisoryEventRow[]>> {
+    const byAdvisory = new Map<string, AdvisoryEventRow[]>(advisoryUids.map((uid) => [uid, []]));
+    if (advisoryUids.length === 0) return byAdvisory;
+    const rows = await this.db
+      .selectFrom("advisory_events")
+      .selectAll()
+      .where("advisory_uid", "in", advisoryUids)
+      .orderBy("advisory_uid")
+      .orderBy("create_time")
+      .orderBy("seq")
+      .execute();
+    for (const row of rows) byAdvisory.get(row.advisory_uid)!.push(row);
+    return byAdvisory;
+  }
+
+  /**
+   * Imports one parsed document into group `parentUid` in one transaction. Returns undefined when
+   * the group does not exist.
+   */
+  async importDocument(parentUid: string, doc: ParsedDocument, meta: ImportMeta): Promise<ImportCounts | undefined> {
+    const counts: ImportCounts = { created: 0, updated: 0, unchanged: 0, eventsAdded: 0, eventsRemoved: 0 };
+    if (doc.advisories.length === 0) return counts;
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        const existing = await trx
+          .selectFrom("advisories")
+          .select(["uid", "advisory_id", "artifact_name", "source_digest"])
+          .where("parent_uid", "=", parentUid)
+          .where(
+            "advisory_id",
+            "in",
+            doc.advisories.map((a) => a.advisoryId),
+          )
+          .forUpdate()
+          .execute();
+        const byKey = new Map(existing.map((r) => [`${r.advisory_id}\n${r.artifact_name}`, r]));
+        const newAdvisories: Insertable<AdvisoriesTable>[] = [];
+        const newEvents: Record<string, unknown>[] = [];
+        const changed: { uid: string; keys: string[] }[] = [];
+
+        for (const advisory of doc.advisories) {
+          const { line: _line, ...content } = advisory;
+          const sourceDigest = digestOf([content, meta.author, meta.origin]);
+          const current = byKey.get(`${advisory.advisoryId}\n${advisory.artifactName}`);
+          if (current && current.source_digest === sourceDigest) {
+            counts.unchanged++;
+            continue;
+          }
+          const latest = advisory.events[advisory.events.length - 1]!;
+          const values = {
+            advisory_id: advisory.advisoryId,
+            legacy_advisory_id: advisory.legacyAdvisoryId ?? null,
+            author: meta.author,
+            origin: meta.origin,
+            artifact_name: advisory.artifactName,
+            artifact_type: advisory.artifactType,
+            artifact_architecture: advisory.artifactArchitecture,
+            component_name: advisory.componentName,
+            component_type: advisory.componentType,
+            component_location: advisory.componentLocation,
+            aliases: advisory.aliases,
+            severities: JSON.stringify(advisory.severities),
+            ecosystem: advisory.ecosystem,
+            purl: advisory.purl,
+            osv: advisory.osv ? JSON.stringify(advisory.osv) : null,
+            latest_event_type: latest.kind,
+            latest_event_time: latest.time,
+            search_text: searchTextOf(advisory),
+            source_digest: sourceDigest,
+            update_time: meta.now,
+          };
+          let uid: string;
+          if (current) {
+            uid = current.uid;
+            await trx.updateTable("advisories").set(values).where("uid", "=", uid).execute();
+            counts.updated++;
+          } else {
+            uid = newChildUidp(parentUid);
+            newAdvisories.push({ uid, parent_uid: parentUid, ...values, create_time: meta.now });
+            counts.created++;
+          }
+          const keys = eventKeys(advisory);
+          if (current) changed.push({ uid, keys });
+          advisory.events.forEach((e, seq) =>
+            newEvents.push({
+              uid: newChildUidp(uid),
+              advisory_uid: uid,
+              event_key: keys[seq]!,
+              create_time: e.time,
+              seq,
+              kind: e.kind,
+              data: JSON.stringify(e.data),
+              author: meta.author,
+              reviewer: "",
+              review_state: APPROVED,
+              issue: null,
+            }),
+          );
+        }
+
+        // New advisories in a few statements (their events need them first).
+        for (let i = 0; i < newAdvisories.length; i += 500)
+          await trx
+            .insertInto("advisories")
+            .values(newAdvisories.slice(i, i + 500))
+            .execute();
+        // Events of changed advisories: remove what the document no longer has; keep (and do
+        // not duplicate) what it still has, with its order refreshed.
+        for (const { uid, keys } of changed) {
+          const removed = await trx
+            .deleteFrom("advisory_events")
+            .where("advisory_uid", "=", uid)
+            .where("event_key", "not in", keys)
+            .executeTakeFirst();
+          counts.eventsRemoved += Number(removed.numDeletedRows);
+        }
+        // Inserted in slices so one statement's parameters stay well under PostgreSQL's limit.
+        for (let i = 0; i < newEvents.length; i += 2000) {
+          const slice = newEvents.slice(i, i + 2000);
+          const result = await trx
+            .insertInto("advisory_events")
+            .values(slice as never)
+            .onConflict((oc) =>
+              oc.columns(["advisory_uid", "event_key"]).doUpdateSet((eb) => ({
+                create_time: eb.ref("excluded.create_time"),
+                seq: eb.ref("excluded.seq"),
+              })),
+            )
+            .returning(sql<boolean>`(xmax = 0)`.as("inserted"))
+            .execute();
+          counts.eventsAdded += result.filter((r) => r.inserted).length;
+        }
+      });
+    } catch (err) {
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+      throw err;
+    }
+    return counts;
+  }
+
+  /** FROM + WHERE of an advisory listing, for the list engine. */
+  listQuery(filter: AdvisoryFilter) {
+    return () => {
+      let q = applyUidpFilter(this.db.selectFrom("advisories"), filter.uidp);
+      const anyOf = <C extends keyof AdvisoriesTable & string>(column: C, values: string[]) => {
+        if (values.length > 0) q = q.where(column, "in", values as never);
+      };
+      anyOf("advisory_id", filter.advisoryIds);
+      anyOf("legacy_advisory_id", filter.legacyAdvisoryIds);
+      anyOf("artifact_name", filter.artifactNames);
+      anyOf("artifact_type", filter.artifactTypes);
+      anyOf("artifact_architecture", filter.artifactArchitectures);
+      anyOf("component_name", filter.componentNames);
+      anyOf("component_type", filter.componentTypes);
+      anyOf("component_location", filter.componentLocations);
+      if (filter.aliases.length > 0) q = q.where(sql<SqlBool>`aliases && ${sql.val(filter.aliases)}::text[]`);
+      if (filter.origin !== undefined) q = q.where("origin", "=", filter.origin);
+      if (filter.latestEventType) q = q.where("latest_event_type", "=", filter.latestEventType);
+      if (filter.query !== "") q = q.where(sql<SqlBool>`search_text like ${containsPattern(filter.query)}`);
+      const e = filter.event;
+      if (
+        e.kinds.length + e.reviewStates.length + e.authors.length + e.excludeAuthors.length + e.reviewers.length >
+        0
+      ) {
+        q = q.where(({ exists, selectFrom }) => {
+          let events = selectFrom("advisory_events")
+            .select(sql`1`.as("one"))
+            .whereRef("advisory_events.advisory_uid", "=", "advisories.uid");
+          if (e.kinds.length > 0) events = events.where("advisory_events.kind", "in", e.kinds);
+          if (e.reviewStates.length > 0) events = events.where("advisory_events.review_state", "in", e.reviewStates);
+          if (e.authors.length > 0) events = events.where("advisory_events.author", "in", e.authors);
+          if (e.excludeAuthors.length > 0) events = events.where("advisory_events.author", "not in", e.excludeAuthors);
+          if (e.reviewers.length > 0) events = events.where("advisory_events.reviewer", "in", e.reviewers);
+          return exists(events) as Expression<SqlBool>;
+        });
+      }
+      return q;
+    };
+  }
+
+  /**
+   * Visible advisories in key order, a page at a time (for the feeds): rows after `after`
+   * (artifact_name, advisory_id, uid), at most `limit`.
+   */
+  feedPage(
+    restrict: <QB>(qb: QB) => QB,
+    after: [string, string, string] | undefined,
+    limit: number,
+    options: { kinds?: EventKind[]; ecosystem?: string } = {},
+  ): Promise<AdvisoryRow[]> {
+    let q = restrict(this.db.selectFrom("advisories").selectAll());
+    if (options.kinds) q = q.where("latest_event_type", "in", options.kinds);
+    if (options.ecosystem) q = q.where("ecosystem", "=", options.ecosystem);
+    if (after)
+      q = q.where(
+        sql<SqlBool>`(artifact_name, advisory_id, uid) > (${after[0]}::text, ${after[1]}::text, ${after[2]}::text)`,
+      );
+    return q.orderBy("artifact_name").orderBy("advisory_id").orderBy("uid").limit(limit).execute();
+  }
+
+  /** Visible advisories whose advisory id, legacy id or one of whose aliases is `id`. */
+  findById(restrict: <QB>(qb: QB) => QB, id: string): Promise<AdvisoryRow[]> {
+    return restrict(this.db.selectFrom("advisories").selectAll())
+      .where((eb) =>
+        eb.or([
+          eb("advisory_id", "=", id),
+          eb("legacy_advisory_id", "=", id),
+          sql<SqlBool>`${sql.val([id])}::text[] <@ aliases`,
+        ]),
+      )
+      .orderBy("advisory_id")
+      .orderBy("uid")
+      .limit(1000)
+      .execute();
+  }
+
+  /**
+   * Visible advisories that may concern these packages: those with one of the names or purls
+   * (the caller matches ecosystems and versions exactly).
+   */
+  findByPackages(
+    restrict: <QB>(qb: QB) => QB,
+    packages: { ecosystem?: string; name?: string; purl?: string }[],
+  ): Promise<AdvisoryRow[]> {
+    const names = [...new Set(packages.flatMap((p) => (p.name ? [p.name] : [])))];
+    const purls = [...new Set(packages.flatMap((p) => (!p.name && p.purl ? [p.purl] : [])))];
+    if (names.length === 0 && purls.length === 0) return Promise.resolve([]);
+    return restrict(this.db.selectFrom("advisories").selectAll())
+      .where((eb) =>
+        eb.or([
+          ...(names.length > 0 ? [eb("artifact_name", "in", names)] : []),
+          ...(purls.length > 0 ? [eb("purl", "in", purls)] : []),
+        ]),
+      )
+      .orderBy("advisory_id")
+      .orderBy("uid")
+      .execute();
+  }
+}
