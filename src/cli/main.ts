@@ -7,7 +7,10 @@ import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from "../server/limits.js
 import { DEFAULT_CONFIG, startServer } from "../server/start.js";
 import { keyEncryptionKeyFromEnv } from "../storage/db.js";
 import type { RegistrySettings } from "../platform/config.js";
+import { isValidUidp } from "../core/uidp.js";
 import { adminToken } from "./admin.js";
+import { importAdvisories, summaryLine } from "./advisories.js";
+import { loadCredentials } from "./credentials.js";
 import { registryGc } from "./registry.js";
 import { CliError, login, logout, saveHumanLogin, status, token } from "./auth.js";
 import { browserLogin, headlessLogin } from "./browser-login.js";
@@ -189,6 +192,14 @@ export function buildCli(): Command {
         .argParser(parseDuration),
     )
     .addOption(
+      new Option(
+        "--public-advisories <group>",
+        "advisories in this group (uid) are readable by every authenticated caller; the first is where `advisories import` puts documents by default (repeatable)",
+      )
+        .env("BULWARK_PUBLIC_ADVISORIES")
+        .argParser(collect),
+    )
+    .addOption(
       new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors")
         .env("BULWARK_ERROR_DOMAIN")
         .default(DEFAULT_CONFIG.errorDomain),
@@ -273,6 +284,7 @@ export function buildCli(): Command {
             registryPort?: number;
             registryGcEvery?: number;
             registryGcGrace?: number;
+            publicAdvisories?: string[];
             corsOrigin?: string[];
             trustProxy?: boolean;
             rateLimit: boolean;
@@ -292,6 +304,9 @@ export function buildCli(): Command {
           },
       ) => {
         const logger = pino({ level: opts.logLevel });
+        for (const group of opts.publicAdvisories ?? [])
+          if (!isValidUidp(group))
+            throw new CliError(`--public-advisories: ${JSON.stringify(group)} is not a group uid`);
         if (Boolean(opts.upstreamIssuer) !== Boolean(opts.upstreamClientId))
           throw new CliError("--upstream-issuer and --upstream-client-id go together");
         const defaultUpstream =
@@ -319,6 +334,7 @@ export function buildCli(): Command {
           logger,
           rateLimits,
           corsOrigins: opts.corsOrigin,
+          advisories: { publicGroups: opts.publicAdvisories ?? [] },
           registry: registrySettings(
             { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
             { gcIntervalMs: opts.registryGcEvery, gcGraceMs: opts.registryGcGrace },
@@ -402,6 +418,50 @@ export function buildCli(): Command {
         `${verb}: ${report.manifests} manifests, ${report.blobLinks} blob links, ${report.blobs} blobs ` +
           `(${report.bytes} bytes), ${report.uploads} abandoned uploads\n`,
       );
+    });
+
+  const advisories = program.command("advisories").description("vulnerability advisories");
+  advisories
+    .command("import")
+    .description(
+      "import advisory YAML documents and OSV JSON records (files or directories) through the running server",
+    )
+    .argument("<path...>", "files, or directories searched for *.yaml, *.yml and *.json")
+    .addOption(
+      new Option("--group <uid>", "the publisher group (default: the server's first --public-advisories group)").env(
+        "BULWARK_ADVISORY_GROUP",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--api-url <url>",
+        "{base_url}: the API's URL (default: the logged-in one, else http://127.0.0.1:8080)",
+      ).env("BULWARK_API_URL"),
+    )
+    .option("--author <name>", "recorded as the author of what is imported (default: your identity)")
+    .option("--origin <name>", 'recorded as the origin (default: "advisory-yaml" or "osv", by format)')
+    .addHelpText(
+      "after",
+      "\nThe token comes from BULWARK_TOKEN, else from `bulwark auth login`. It needs advisories.create and\n" +
+        "advisories.update on the group. Exit status 1 when a document was skipped.\n\n" +
+        "Example:\n  BULWARK_TOKEN=$(bulwark admin token) bulwark advisories import ./advisories --group <uid>\n",
+    )
+    .action(async (paths: string[], opts: { group?: string; apiUrl?: string; author?: string; origin?: string }) => {
+      const creds = await loadCredentials();
+      const apiUrl = opts.apiUrl ?? creds?.apiUrl ?? "http://127.0.0.1:8080";
+      const bearer = process.env.BULWARK_TOKEN?.trim() || (await token());
+      const summary = await importAdvisories({
+        paths,
+        apiUrl,
+        token: bearer,
+        group: opts.group,
+        author: opts.author,
+        origin: opts.origin,
+        say: (line) => process.stderr.write(line + "\n"),
+        progress: process.stderr,
+      });
+      process.stdout.write(summaryLine(summary) + "\n");
+      if (summary.skipped > 0) process.exitCode = 1;
     });
 
   const auth = program.command("auth").description("log in and get API tokens");
