@@ -53,6 +53,7 @@ import {
   type Json,
 } from "./support/fixtures.js";
 import { restClient, type JsonResponse } from "./support/http.js";
+import { cgaId, importAdvisory } from "./support/advisories.js";
 import {
   BUILTIN_SETS,
   assertNotFound,
@@ -148,7 +149,8 @@ type Kind =
   | "account_association"
   | "group_invite"
   | "repo"
-  | "tag";
+  | "tag"
+  | "advisory";
 const KINDS: readonly Kind[] = [
   "group",
   "role",
@@ -159,6 +161,7 @@ const KINDS: readonly Kind[] = [
   "group_invite",
   "repo",
   "tag",
+  "advisory",
 ];
 
 /** Sub-resources and extension messages whose uid is their resource's (a repo's readme, visibility). */
@@ -346,6 +349,8 @@ async function makeKind(api: Api, group: string, kind: Kind, subject = `fixture-
       assert.equal(res.status, 200, JSON.stringify(res.body));
       return res.body.uid;
     }
+    case "advisory":
+      return (await importAdvisory(api, group, cgaId(++serial), `package-${serial}`)).uid;
   }
 }
 

@@ -42,6 +42,7 @@ import {
   type Json,
 } from "./support/fixtures.js";
 import { restClient, type JsonResponse } from "./support/http.js";
+import { cgaId, importAdvisory } from "./support/advisories.js";
 import { startTestServer, type TestServer, bearer } from "./support/server.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -103,6 +104,8 @@ const FACTORIES: Record<string, Factory> = {
       assert.equal(res.status, 200, JSON.stringify(res.body));
       return res.body as Json;
     }),
+  // artifact names repeat (ties on artifact_name); advisory ids and component names follow them
+  advisories: (api, org, n) => times(n, (i) => importAdvisory(api, org.uid, cgaId(1000 + i), nameOf(i))),
 };
 
 /** The names above as OCI repository and tag names ("a b" → "a.b"). */

@@ -7,6 +7,7 @@ import { pino } from "pino";
 import { authModule } from "../src/auth/module.js";
 import { GroupsService } from "../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import { iamModule } from "../src/iam/module.js";
+import { vulnerabilitiesModule } from "../src/vulnerabilities/module.js";
 import { registryModule } from "../src/registry/module.js";
 import type { FeatureModule, ModuleContext } from "../src/platform/module.js";
 import { MODULES } from "../src/server/modules.js";
@@ -35,10 +36,13 @@ function probe(name: string, body: (ctx: ModuleContext) => unknown, services: Fe
   return module;
 }
 
-/** The registry's tables without the module (the test template has them; it needs the auth module's exports). */
+/**
+ * The registry's and the advisories' tables without their modules (the test template has them;
+ * the registry needs the auth module's exports).
+ */
 const registryTables: FeatureModule<any, any> = {
   ...probe("registry tables", () => ({})),
-  migrations: registryModule.migrations,
+  migrations: { ...registryModule.migrations, ...vulnerabilitiesModule.migrations },
 };
 
 describe("module contract at start", () => {

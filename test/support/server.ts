@@ -3,7 +3,8 @@ import { pino } from "pino";
 import type { Interceptor } from "@connectrpc/connect";
 import { authModule } from "../../src/auth/module.js";
 import { OPERATOR_SUBJECT, type MintRequest, type TokenIssuer } from "../../src/auth/tokens.js";
-import type { RegistrySettings, UpstreamProvider } from "../../src/platform/config.js";
+import pg from "pg";
+import type { AdvisorySettings, RegistrySettings, UpstreamProvider } from "../../src/platform/config.js";
 import type { FeatureModule } from "../../src/platform/module.js";
 import type { RateLimitSettings } from "../../src/server/limits.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
@@ -74,7 +75,14 @@ export interface TestServerOptions {
   registry?: RegistrySettings;
   /** also serve the registry on this port (0: any free one) */
   registryPort?: number;
+  /** public advisory groups (create them with `rootGroups`: the setting is read at start) */
+  advisories?: AdvisorySettings;
+  /** organizations written into the database before the server starts, with uids of the test's choosing */
+  rootGroups?: { uid: string; name: string }[];
 }
+
+const INSERT_ROOT_GROUP =
+  "insert into groups (uid, name, create_time, update_time) values ($1, $2, date_trunc('milliseconds', now()), date_trunc('milliseconds', now()))";
 
 export async function startTestServer(backend: Backend, options: TestServerOptions = {}): Promise<TestServer> {
   const common = {
@@ -92,12 +100,24 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     trustProxy: options.trustProxy,
     registry: options.registry,
     registryPort: options.registryPort,
+    advisories: options.advisories,
   };
   if (backend === "pglite") {
-    const server = await startServer({ ...common, pglite: await clonePglite() });
+    const pglite = await clonePglite();
+    for (const g of options.rootGroups ?? []) await pglite.query(INSERT_ROOT_GROUP, [g.uid, g.name]);
+    const server = await startServer({ ...common, pglite });
     return withTokens(server, backend);
   }
   const { url, drop } = await clonePostgres();
+  if (options.rootGroups?.length) {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      for (const g of options.rootGroups) await client.query(INSERT_ROOT_GROUP, [g.uid, g.name]);
+    } finally {
+      await client.end();
+    }
+  }
   const server = await startServer({ ...common, databaseUrl: url });
   return withTokens(server, backend, async () => {
     await server.close();

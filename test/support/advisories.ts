@@ -1,0 +1,47 @@
+// Advisories for suites that need some: imported through the import extension as the smallest
+// advisory YAML documents, then read back as the API answers them.
+import assert from "node:assert/strict";
+import type { Api, Json } from "./fixtures.js";
+
+const CGA_ALPHABET = "23456789cfghjmpqrvwx";
+
+/** A distinct, valid CGA id for each n ≥ 0. */
+export function cgaId(n: number): string {
+  let chars = "";
+  for (let i = 0, v = n; i < 12; i++, v = Math.floor(v / CGA_ALPHABET.length)) chars = CGA_ALPHABET[v % 20] + chars;
+  return `CGA-${chars.slice(0, 4)}-${chars.slice(4, 8)}-${chars.slice(8)}`;
+}
+
+/** Imports one advisory (a detection, then a fix) for `packageName` into `group`; answers it. */
+export async function importAdvisory(api: Api, group: string, id: string, packageName: string): Promise<Json> {
+  const content = [
+    "schema-version: 2.0.2",
+    "package:",
+    `  name: ${JSON.stringify(packageName)}`,
+    "advisories:",
+    `  - id: ${id}`,
+    "    aliases:",
+    `      - CVE-2024-${id.slice(-4)}`,
+    "    events:",
+    "      - timestamp: 2024-01-01T00:00:00Z",
+    "        type: detection",
+    "        data:",
+    "          type: manual",
+    "      - timestamp: 2024-02-01T00:00:00Z",
+    "        type: fixed",
+    "        data:",
+    "          fixed-version: 1.0.0-r1",
+  ].join("\n");
+  const res = await api.post("/bulwark/vulnerabilities/v1/advisories:import", {
+    parent: group,
+    documents: [{ name: `${id}.advisories.yaml`, content }],
+  });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(res.body.results[0].problem, undefined, JSON.stringify(res.body));
+  const listed = await api.get(
+    `/vulnerabilities/v2beta1/advisories?uidp.childrenOf=${group}&advisory_ids=${id}&artifact_names=${encodeURIComponent(packageName)}`,
+  );
+  assert.equal(listed.status, 200, JSON.stringify(listed.body));
+  assert.equal(listed.body.advisories.length, 1);
+  return listed.body.advisories[0] as Json;
+}
