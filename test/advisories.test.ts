@@ -518,6 +518,10 @@ for (const backend of backends()) {
         { type: "ECOSYSTEM", events: [{ introduced: "0" }, { fixed: version }] },
       ]);
       assertNotFound(await api.get("/v1/vulns/CGA-0000-0000-0000"), "unknown id");
+      const legacy = all.find((a) => a.legacyAdvisoryId)!;
+      const byLegacy = ok(await api.get(`/v1/vulns/${legacy.legacyAdvisoryId}`));
+      assert.equal(byLegacy.id, legacy.advisoryId);
+      assert.equal(byLegacy.database_specific.legacy_advisory_id, legacy.legacyAdvisoryId);
 
       const rust = all.find((a) => /^RUSTSEC-/.test(a.advisoryId) && a.aliases.length > 0)!;
       const byAlias = ok(await api.get(`/v1/vulns/${rust.aliases[0]}`));

@@ -199,7 +199,8 @@ export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps
       if (rows.length === 0) throw notFound("vulnerability", id);
       const events = await advisories.eventsOf(rows.map((r) => r.uid));
       const records = rows.map((r) => osvRecordOf(r, events.get(r.uid) ?? []));
-      const own = records.find((r) => r.id === id) ?? (rows.find((r) => r.legacy_advisory_id === id) && records[0]);
+      const ownIndex = rows.findIndex((r) => r.advisory_id === id || r.legacy_advisory_id === id);
+      const own = ownIndex >= 0 ? records[ownIndex] : undefined;
       if (own) return own;
       // An alias (a CVE) several advisories share: one record for it, naming them all.
       return {
