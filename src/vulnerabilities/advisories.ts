@@ -118,12 +118,11 @@ const EVENT_TYPE_CHOICES = `must be one of ${[...KIND_OF_FILTER.keys()]
   .map((k) => `EVENT_TYPE_FILTER_${EventTypeFilter[k]}`)
   .join(", ")}`;
 
+/** The kinds the filter values stand for; the first value that stands for none is a violation. */
 function kindsOf(values: readonly EventTypeFilter[], v: FieldViolation[]): EventKind[] {
-  return values.flatMap((value, i) => {
-    const kind = KIND_OF_FILTER.get(value);
-    if (!kind) v.push({ field: `event_types[${i}]`, description: EVENT_TYPE_CHOICES });
-    return kind ? [kind] : [];
-  });
+  const bad = values.findIndex((value) => !KIND_OF_FILTER.has(value));
+  if (bad >= 0) v.push({ field: `event_types[${bad}]`, description: EVENT_TYPE_CHOICES });
+  return values.flatMap((value) => KIND_OF_FILTER.get(value) ?? []);
 }
 
 /** The request's filters as the repository applies them; unknown enum values are refused. */
@@ -135,14 +134,15 @@ export function advisoryFilter(req: ListAdvisoriesRequest): AdvisoryFilter {
     latestEventType = KIND_OF_FILTER.get(req.latestEventType);
     if (!latestEventType) v.push({ field: "latest_event_type", description: EVENT_TYPE_CHOICES });
   }
-  req.eventReviewStates.forEach((state, i) => {
-    if (state === ReviewState.UNSPECIFIED || ReviewState[state] === undefined)
-      v.push({
-        field: `event_review_states[${i}]`,
-        description:
-          "must be one of REVIEW_STATE_PENDING, REVIEW_STATE_APPROVED, REVIEW_STATE_REQUEST_CHANGES, REVIEW_STATE_REJECTED",
-      });
-  });
+  const badState = req.eventReviewStates.findIndex(
+    (s) => s === ReviewState.UNSPECIFIED || ReviewState[s] === undefined,
+  );
+  if (badState >= 0)
+    v.push({
+      field: `event_review_states[${badState}]`,
+      description:
+        "must be one of REVIEW_STATE_PENDING, REVIEW_STATE_APPROVED, REVIEW_STATE_REQUEST_CHANGES, REVIEW_STATE_REJECTED",
+    });
   throwIfViolations(v);
   return {
     uidp: req.uidp,

@@ -38,9 +38,12 @@ export function advisoryImportService({ advisories, defaultGroup, now }: ImportD
             ? []
             : [{ field: "parent", description: "must be a group uid" }]),
         ...(req.documents.length === 0 ? [{ field: "documents", description: "is required" }] : []),
-        ...req.documents.flatMap((d, i) =>
-          d.name === "" ? [{ field: `documents[${i}].name`, description: "is required" }] : [],
-        ),
+        // the first document without a name (not every one: the answer stays short)
+        ...req.documents
+          .map((d, i) => ({ d, i }))
+          .filter(({ d }) => d.name === "")
+          .slice(0, 1)
+          .map(({ i }) => ({ field: `documents[${i}].name`, description: "is required" })),
         ...(req.author.length > MAX_LABEL_LENGTH
           ? [{ field: "author", description: `must be at most ${MAX_LABEL_LENGTH} characters` }]
           : []),
