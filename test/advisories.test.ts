@@ -540,6 +540,19 @@ for (const backend of backends()) {
       const patched = ok(await q({ package: { purl: `pkg:apk/chainguard/${fixed.artifactName}@${version}` } }));
       assert.ok(!(patched.vulns ?? []).some((v: Json) => v.id === fixed.advisoryId), "the fixed version is not");
       assertRpcError(await q({ package: {} }), 400, 3, "no package");
+      // osv.dev's documented clients post with `curl -d`: JSON sent as a form is JSON.
+      const asForm = await fetch(`${server.url}/v1/query`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${server.operatorToken}`,
+          "content-type": "application/x-www-form-urlencoded",
+        },
+        body: JSON.stringify({ package: { name: fixed.artifactName, ecosystem: "Chainguard" }, version: "0.0.1-r0" }),
+      });
+      assert.equal(asForm.status, 200);
+      assert.ok(((await asForm.json()) as Json).vulns.some((v: Json) => v.id === fixed.advisoryId));
+      assertRpcError(await api.call("POST", "/v1/query", "not json"), 400, 3, "not JSON");
+      assertRpcError(await api.call("POST", "/v1/query"), 400, 3, "no body");
       assertRpcError(await q({ package: { purl: "nope" } }), 400, 3, "bad purl");
 
       const queries = [

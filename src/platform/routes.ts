@@ -41,4 +41,9 @@ export interface PlainRouter {
    * stream (`request.body`), whatever its type or size (blob uploads are streamed, never buffered).
    */
   acceptStreams(): void;
+  /**
+   * Parse every request body of this module's routes as JSON, whatever its Content-Type
+   * (`curl -d` sends application/x-www-form-urlencoded): documented clients of the OSV API do.
+   */
+  acceptJsonOfAnyType(): void;
 }

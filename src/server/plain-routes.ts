@@ -62,6 +62,16 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
         done(null, Object.fromEntries(new URLSearchParams(body as string))),
       );
     },
+    acceptJsonOfAnyType() {
+      scope.removeAllContentTypeParsers();
+      scope.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => {
+        try {
+          done(null, body === "" ? undefined : JSON.parse(body as string));
+        } catch {
+          done(Object.assign(new Error("the body is not JSON"), { statusCode: 400 }), undefined);
+        }
+      });
+    },
     acceptStreams() {
       scope.removeAllContentTypeParsers();
       // The payload itself becomes request.body; nothing is read (and no body limit applies).

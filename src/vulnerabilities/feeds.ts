@@ -123,7 +123,7 @@ function splitPurl(purl: string): { purl: string; version?: string } {
 
 function queryOf(body: unknown, field: string): PackageQuery {
   if (typeof body !== "object" || body === null || Array.isArray(body))
-    throw invalidArgument({ field, description: "must be a JSON object" });
+    throw invalidArgument({ field: field.replace(/\.$/, "") || "body", description: "must be a JSON object" });
   const q = body as Record<string, unknown>;
   const str = (name: string, value: unknown): string | undefined => {
     if (value === undefined || value === null || value === "") return undefined;
@@ -187,6 +187,8 @@ export interface FeedDeps {
 
 export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps): void {
   const readers = () => ({ audience: "api" as const, capabilities: [Capability.CAP_ADVISORIES_LIST] });
+  // osv.dev's documented clients post JSON with `curl -d` (no JSON Content-Type).
+  router.acceptJsonOfAnyType();
 
   router.route({
     method: "GET",
