@@ -1,8 +1,8 @@
 // The auth module: the token issuer (ES256 keys, discovery, JWKS), the authorizer every request
 // passes through, the token exchange (SecurityTokenService), "who am I" (Auth.Validate) and human
 // sign-in through the browser or the device flow.
-import { sharedGrantsOf } from "../platform/config.js";
 import { join } from "node:path";
+import { sharedGrantsOf } from "../platform/config.js";
 import { Auth } from "../gen/platform/auth/v1/auth.platform_pb.js";
 import { SecurityTokenService } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { SecretBox } from "../core/secret-box.js";

@@ -193,7 +193,7 @@ export class AdvisoriesRepository {
           .execute();
         const byKey = new Map(existing.map((r) => [`${r.advisory_id}\n${r.artifact_name}`, r]));
         const newAdvisories: Insertable<AdvisoriesTable>[] = [];
-        const newEvents: Record<string, unknown>[] = [];
+        const newEvents: Insertable<AdvisoryEventsTable>[] = [];
         const changed: { uid: string; keys: string[] }[] = [];
 
         for (const advisory of doc.advisories) {
@@ -277,7 +277,7 @@ export class AdvisoriesRepository {
           const slice = newEvents.slice(i, i + 2000);
           const result = await trx
             .insertInto("advisory_events")
-            .values(slice as never)
+            .values(slice)
             .onConflict((oc) =>
               oc.columns(["advisory_uid", "event_key"]).doUpdateSet((eb) => ({
                 create_time: eb.ref("excluded.create_time"),
