@@ -15,7 +15,7 @@ import { checkString } from "../core/strings.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { restrictToVisible } from "../storage/list-query.js";
 import type { EventKind } from "./documents.js";
-import type { AdvisoriesRepository, AdvisoryEventRow, AdvisoryRow } from "./storage/advisories.js";
+import type { AdvisoriesRepository, AdvisoryRow } from "./storage/advisories.js";
 import { isAffected } from "./versions.js";
 
 /** Most queries one querybatch request may carry (as osv.dev). */
@@ -33,22 +33,12 @@ function restrictFor(visibility: Visibility | undefined) {
   return <QB>(qb: QB): QB => restrictToVisible(qb as never, visibility ?? [], false) as QB;
 }
 
-/** Fixed versions the latest event states ([] when it states none). */
-function fixedVersionsOf(latest: AdvisoryEventRow | undefined): string[] {
-  if (!latest) return [];
-  const data = latest.data as { fixedVersion?: string; patchedVersions?: string[] };
-  if (latest.kind === "fixed" && data.fixedVersion) return [data.fixedVersion];
-  if (latest.kind === "patched") return data.patchedVersions ?? [];
-  return [];
-}
-
 const NOT_AFFECTED: ReadonlySet<EventKind> = new Set(["false-positive-determination"]);
 
-/** The advisory as an OSV record. `events` oldest first. */
-export function osvRecordOf(row: AdvisoryRow, events: readonly AdvisoryEventRow[]): OsvRecord {
+/** The advisory as an OSV record (from its row alone: the import keeps what the feeds need there). */
+export function osvRecordOf(row: AdvisoryRow): OsvRecord {
   const imported = (row.osv ?? {}) as Record<string, unknown>;
-  const latest = events[events.length - 1];
-  const published = (imported.published as string | undefined) ?? events[0]?.create_time.toISOString();
+  const published = (imported.published as string | undefined) ?? row.first_event_time.toISOString();
   const modified = [imported.modified as string | undefined, row.latest_event_time.toISOString()]
     .filter((t): t is string => !!t)
     .sort()
@@ -72,7 +62,7 @@ export function osvRecordOf(row: AdvisoryRow, events: readonly AdvisoryEventRow[
       database_specific,
     } as OsvRecord;
   }
-  const fixed = fixedVersionsOf(latest);
+  const fixed = row.fixed_versions;
   const ranges: Range[] = NOT_AFFECTED.has(row.latest_event_type)
     ? []
     : [{ type: "ECOSYSTEM", events: [{ introduced: "0" }, ...fixed.map((v) => ({ fixed: v }))] }];
@@ -159,26 +149,36 @@ function queryOf(body: unknown, field: string): PackageQuery {
   return query;
 }
 
-function matchesPackage(row: AdvisoryRow, q: PackageQuery): boolean {
-  if (q.purl) return row.purl === q.purl;
-  return row.artifact_name === q.name && (!q.ecosystem || row.ecosystem === q.ecosystem);
-}
-
-/** Records of `rows` (with their events) that affect what `q` asks about, ordered by id. */
-async function matching(
-  repo: AdvisoriesRepository,
-  rows: AdvisoryRow[],
-  queries: PackageQuery[],
-): Promise<OsvRecord[][]> {
-  const events = await repo.eventsOf(rows.map((r) => r.uid));
-  const records = new Map(rows.map((r) => [r.uid, osvRecordOf(r, events.get(r.uid) ?? [])]));
-  return queries.map((q) =>
-    rows
-      // withdrawn and false-positive advisories affect nothing (osv.dev leaves withdrawn ones out)
-      .filter((r) => (q.name || q.purl ? matchesPackage(r, q) : false) && !NOT_AFFECTED.has(r.latest_event_type))
-      .map((r) => records.get(r.uid)!)
-      .filter((record) => recordAffects(record, q.version)),
-  );
+/** Per query, the records of `rows` that affect what it asks about (rows indexed by name and purl once). */
+function matching(rows: AdvisoryRow[], queries: PackageQuery[]): OsvRecord[][] {
+  const byName = new Map<string, AdvisoryRow[]>();
+  const byPurl = new Map<string, AdvisoryRow[]>();
+  for (const row of rows) {
+    // withdrawn and false-positive advisories affect nothing (osv.dev leaves withdrawn ones out)
+    if (NOT_AFFECTED.has(row.latest_event_type)) continue;
+    for (const [index, key] of [
+      [byName, row.artifact_name],
+      [byPurl, row.purl],
+    ] as const) {
+      const list = index.get(key);
+      if (list) list.push(row);
+      else index.set(key, [row]);
+    }
+  }
+  const records = new Map<string, OsvRecord>();
+  const recordOf = (row: AdvisoryRow) => {
+    let record = records.get(row.uid);
+    if (!record) records.set(row.uid, (record = osvRecordOf(row)));
+    return record;
+  };
+  return queries.map((q) => {
+    const candidates = q.purl
+      ? (byPurl.get(q.purl) ?? [])
+      : q.name
+        ? (byName.get(q.name) ?? []).filter((r) => !q.ecosystem || r.ecosystem === q.ecosystem)
+        : [];
+    return candidates.map(recordOf).filter((record) => recordAffects(record, q.version));
+  });
 }
 
 export interface FeedDeps {
@@ -199,8 +199,7 @@ export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps
       checkString("id", id);
       const rows = await advisories.findById(restrictFor(call.visibility), id);
       if (rows.length === 0) throw notFound("vulnerability", id);
-      const events = await advisories.eventsOf(rows.map((r) => r.uid));
-      const records = rows.map((r) => osvRecordOf(r, events.get(r.uid) ?? []));
+      const records = rows.map(osvRecordOf);
       const ownIndex = rows.findIndex((r) => r.advisory_id === id || r.legacy_advisory_id === id);
       const own = ownIndex >= 0 ? records[ownIndex] : undefined;
       if (own) return own;
@@ -226,7 +225,7 @@ export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps
     async handler(request, _reply, call) {
       const q = queryOf(request.body, "");
       const rows = await advisories.findByPackages(restrictFor(call.visibility), [q]);
-      const all = (await matching(advisories, rows, [q]))[0]!.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+      const all = matching(rows, [q])[0]!.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       const after = q.pageToken;
       const rest = after ? all.filter((r) => r.id > after) : all;
       const page = rest.slice(0, QUERY_PAGE_SIZE);
@@ -249,7 +248,7 @@ export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps
         throw invalidArgument({ field: "queries", description: `must hold at most ${MAX_BATCH_QUERIES} queries` });
       const queries = list.map((q, i) => queryOf(q, `queries[${i}].`));
       const rows = await advisories.findByPackages(restrictFor(call.visibility), queries);
-      const results = await matching(advisories, rows, queries);
+      const results = matching(rows, queries);
       return {
         results: results.map((records) =>
           records.length
@@ -290,14 +289,12 @@ async function* secdb(advisories: AdvisoriesRepository, restrict: <QB>(qb: QB) =
       ecosystem: "Chainguard",
     });
     if (rows.length === 0) break;
-    const events = await advisories.eventsOf(rows.map((r) => r.uid));
     for (const row of rows) {
       if (current?.name !== row.artifact_name) {
         yield* flush();
         current = { name: row.artifact_name, secfixes: new Map() };
       }
-      const list = events.get(row.uid) ?? [];
-      const version = row.latest_event_type === "fixed" ? (fixedVersionsOf(list[list.length - 1])[0] ?? "") : "0";
+      const version = row.latest_event_type === "fixed" ? (row.fixed_versions[0] ?? "") : "0";
       if (version === "") continue;
       const ids = current.secfixes.get(version) ?? [];
       for (const id of [row.advisory_id, ...row.aliases]) if (!ids.includes(id)) ids.push(id);

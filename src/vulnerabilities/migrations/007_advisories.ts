@@ -30,6 +30,10 @@ export async function up(db: Kysely<any>): Promise<void> {
       osv jsonb,
       latest_event_type text collate "C" not null,
       latest_event_time timestamptz not null,
+      -- the versions the latest event says fix it (fixed: one, patched: several), and the first
+      -- event's time: what the feeds need, without reading the events
+      fixed_versions text[] collate "C" not null default '{}',
+      first_event_time timestamptz not null,
       -- lower-cased ids, aliases and names: what ListAdvisories' query matches
       search_text text not null,
       -- a digest of the imported document part: an unchanged re-import writes nothing

@@ -19,7 +19,7 @@ import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { getByUid } from "../../storage/table.js";
 import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import type { EventKind, ParsedAdvisory, ParsedDocument, ParsedSeverity } from "./model.js";
+import type { EventKind, ParsedAdvisory, ParsedDocument, ParsedEvent, ParsedSeverity } from "./model.js";
 
 type JsonColumn<T> = ColumnType<T, string, string>;
 
@@ -43,6 +43,8 @@ export interface AdvisoriesTable {
   osv: ColumnType<Record<string, unknown> | null, string | null, string | null>;
   latest_event_type: EventKind;
   latest_event_time: Timestamp;
+  fixed_versions: string[];
+  first_event_time: Timestamp;
   search_text: string;
   source_digest: string;
   create_time: Timestamp;
@@ -129,6 +131,14 @@ function eventKeys(advisory: ParsedAdvisory): string[] {
     seen.set(digest, n + 1);
     return `${digest}#${n}`;
   });
+}
+
+/** The versions an event says fix the advisory: a fixed event's one, a patched event's list. */
+function fixedVersionsOf(event: ParsedEvent): string[] {
+  const data = event.data as { fixedVersion?: string; patchedVersions?: string[] };
+  if (event.kind === "fixed") return data.fixedVersion ? [data.fixedVersion] : [];
+  if (event.kind === "patched") return data.patchedVersions ?? [];
+  return [];
 }
 
 function searchTextOf(a: ParsedAdvisory): string {
@@ -223,6 +233,8 @@ export class AdvisoriesRepository {
             osv: advisory.osv ? JSON.stringify(advisory.osv) : null,
             latest_event_type: latest.kind,
             latest_event_time: latest.time,
+            fixed_versions: fixedVersionsOf(latest),
+            first_event_time: advisory.events[0]!.time,
             search_text: searchTextOf(advisory),
             source_digest: sourceDigest,
             update_time: meta.now,
