@@ -15,7 +15,7 @@ import { checkString } from "../core/strings.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { restrictToVisible } from "../storage/list-query.js";
 import type { EventKind } from "./documents.js";
-import type { AdvisoriesRepository, AdvisoryRow } from "./storage/advisories.js";
+import type { AdvisoriesRepository, FeedRow } from "./storage/advisories.js";
 import { isAffected } from "./versions.js";
 
 /** Most queries one querybatch request may carry (as osv.dev). */
@@ -36,7 +36,7 @@ function restrictFor(visibility: Visibility | undefined) {
 const NOT_AFFECTED: ReadonlySet<EventKind> = new Set(["false-positive-determination"]);
 
 /** The advisory as an OSV record (from its row alone: the import keeps what the feeds need there). */
-export function osvRecordOf(row: AdvisoryRow): OsvRecord {
+export function osvRecordOf(row: FeedRow): OsvRecord {
   const imported = (row.osv ?? {}) as Record<string, unknown>;
   const published = (imported.published as string | undefined) ?? row.first_event_time.toISOString();
   const modified = [imported.modified as string | undefined, row.latest_event_time.toISOString()]
@@ -150,9 +150,9 @@ function queryOf(body: unknown, field: string): PackageQuery {
 }
 
 /** Per query, the records of `rows` that affect what it asks about (rows indexed by name and purl once). */
-function matching(rows: AdvisoryRow[], queries: PackageQuery[]): OsvRecord[][] {
-  const byName = new Map<string, AdvisoryRow[]>();
-  const byPurl = new Map<string, AdvisoryRow[]>();
+function matching(rows: FeedRow[], queries: PackageQuery[]): OsvRecord[][] {
+  const byName = new Map<string, FeedRow[]>();
+  const byPurl = new Map<string, FeedRow[]>();
   for (const row of rows) {
     // withdrawn and false-positive advisories affect nothing (osv.dev leaves withdrawn ones out)
     if (NOT_AFFECTED.has(row.latest_event_type)) continue;
@@ -166,7 +166,7 @@ function matching(rows: AdvisoryRow[], queries: PackageQuery[]): OsvRecord[][] {
     }
   }
   const records = new Map<string, OsvRecord>();
-  const recordOf = (row: AdvisoryRow) => {
+  const recordOf = (row: FeedRow) => {
     let record = records.get(row.uid);
     if (!record) records.set(row.uid, (record = osvRecordOf(row)));
     return record;

@@ -73,6 +73,24 @@ export interface VulnerabilityTables {
 export type AdvisoryRow = Selectable<AdvisoriesTable>;
 export type AdvisoryEventRow = Selectable<AdvisoryEventsTable>;
 
+/** The columns the feeds build OSV records and the secdb from (not the search text, digests, ...). */
+const FEED_COLUMNS = [
+  "uid",
+  "advisory_id",
+  "legacy_advisory_id",
+  "artifact_name",
+  "aliases",
+  "severities",
+  "ecosystem",
+  "purl",
+  "osv",
+  "latest_event_type",
+  "latest_event_time",
+  "fixed_versions",
+  "first_event_time",
+] as const;
+export type FeedRow = Pick<AdvisoryRow, (typeof FEED_COLUMNS)[number]>;
+
 /** ReviewState.REVIEW_STATE_APPROVED: imported advisories are published ones. */
 const APPROVED = 2;
 
@@ -357,8 +375,8 @@ export class AdvisoriesRepository {
     after: [string, string, string] | undefined,
     limit: number,
     options: { kinds?: EventKind[]; ecosystem?: string } = {},
-  ): Promise<AdvisoryRow[]> {
-    let q = restrict(this.db.selectFrom("advisories").selectAll());
+  ): Promise<FeedRow[]> {
+    let q = restrict(this.db.selectFrom("advisories").select(FEED_COLUMNS));
     if (options.kinds) q = q.where("latest_event_type", "in", options.kinds);
     if (options.ecosystem) q = q.where("ecosystem", "=", options.ecosystem);
     if (after)
@@ -369,8 +387,8 @@ export class AdvisoriesRepository {
   }
 
   /** Visible advisories whose advisory id, legacy id or one of whose aliases is `id`. */
-  findById(restrict: <QB>(qb: QB) => QB, id: string): Promise<AdvisoryRow[]> {
-    return restrict(this.db.selectFrom("advisories").selectAll())
+  findById(restrict: <QB>(qb: QB) => QB, id: string): Promise<FeedRow[]> {
+    return restrict(this.db.selectFrom("advisories").select(FEED_COLUMNS))
       .where((eb) =>
         eb.or([
           eb("advisory_id", "=", id),
@@ -391,11 +409,11 @@ export class AdvisoriesRepository {
   findByPackages(
     restrict: <QB>(qb: QB) => QB,
     packages: { ecosystem?: string; name?: string; purl?: string }[],
-  ): Promise<AdvisoryRow[]> {
+  ): Promise<FeedRow[]> {
     const names = [...new Set(packages.flatMap((p) => (p.name ? [p.name] : [])))];
     const purls = [...new Set(packages.flatMap((p) => (!p.name && p.purl ? [p.purl] : [])))];
     if (names.length === 0 && purls.length === 0) return Promise.resolve([]);
-    return restrict(this.db.selectFrom("advisories").selectAll())
+    return restrict(this.db.selectFrom("advisories").select(FEED_COLUMNS))
       .where((eb) =>
         eb.or([
           ...(names.length > 0 ? [eb("artifact_name", "in", names)] : []),
