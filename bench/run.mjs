@@ -130,3 +130,10 @@ if (process.env.BENCH_REGISTRY !== "0") {
   const { registryBench } = await import("./registry.mjs");
   await registryBench({ seconds: SECONDS, concurrency: CONCURRENCY });
 }
+
+// Advisories: import of the wolfi corpus, ListAdvisories and querybatch on PGlite and PostgreSQL
+// (bench/advisories.mjs).
+if (process.env.BENCH_ADVISORIES !== "0") {
+  const { advisoriesBench } = await import("./advisories.mjs");
+  await advisoriesBench({ seconds: SECONDS, concurrency: CONCURRENCY });
+}
