@@ -18,7 +18,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { createServer, type AddressInfo } from "node:net";
+import { createServer } from "node:net";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
@@ -106,12 +106,24 @@ async function adminToken(dataDir: string, url: string, env = cliEnv()): Promise
 }
 
 /** A port nobody listens on right now. */
+/**
+ * A port nobody listens on now, below Linux's ephemeral range (32768+) and the test PostgreSQL's
+ * (20000-39999): other suites' servers take ephemeral ports, and one of them could otherwise take
+ * this port while the server here is still starting.
+ */
 async function freePort(): Promise<string> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((r) => server.close(r));
-  return String(port);
+  for (;;) {
+    const port = 10000 + Math.floor(Math.random() * 10000);
+    const server = createServer();
+    const free = await new Promise<boolean>((r) => {
+      server.once("error", () => r(false));
+      server.listen(port, "127.0.0.1", () => r(true));
+    });
+    if (free) {
+      await new Promise((r) => server.close(r));
+      return String(port);
+    }
+  }
 }
 
 function api(url: string, token: string) {
