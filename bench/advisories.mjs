@@ -23,6 +23,7 @@ import os from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
+import { cpuBusy } from "./registry.mjs";
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 const ROOT = join(HERE, "..");
@@ -186,18 +187,6 @@ function batchQueries() {
     }
   }
   return queries;
-}
-
-/** The share of all cores busy over one second. */
-async function cpuBusy() {
-  const read = () => {
-    const [, ...t] = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).map(Number);
-    return { idle: t[3] + t[4], total: t.reduce((a, b) => a + b, 0) };
-  };
-  const a = read();
-  await sleep(1000);
-  const b = read();
-  return 1 - (b.idle - a.idle) / (b.total - a.total);
 }
 
 const fmt = (n, digits = 0) =>

@@ -257,7 +257,7 @@ function rssKiB(pid) {
 }
 
 /** The share of all cores busy over one second (the load average would still count run.mjs's rows). */
-async function cpuBusy() {
+export async function cpuBusy() {
   const read = () => {
     const [, ...t] = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).map(Number);
     return { idle: t[3] + t[4], total: t.reduce((a, b) => a + b, 0) };

@@ -7,6 +7,7 @@ import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, type Pair,
 import { AdvisoryEvent_FalsePositiveDetermination_TypeSchema } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import {
   DocumentError,
+  EVENT_KINDS,
   type EventKind,
   type ParsedAdvisory,
   type ParsedDocument,
@@ -138,16 +139,7 @@ const NOTE_ONLY: ReadonlySet<EventKind> = new Set([
   "pending-upstream-fix",
 ]);
 
-const KINDS: ReadonlySet<string> = new Set<EventKind>([
-  "detection",
-  "true-positive-determination",
-  "fixed",
-  "false-positive-determination",
-  "analysis-not-planned",
-  "fix-not-planned",
-  "pending-upstream-fix",
-  "patched",
-]);
+const KINDS: ReadonlySet<string> = new Set<EventKind>(EVENT_KINDS);
 
 /** Plain scalars YAML reads as null (the failsafe schema used here reads them as text). */
 const NULLS: ReadonlySet<string> = new Set(["", "~", "null", "Null", "NULL"]);
