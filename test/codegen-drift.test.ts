@@ -84,3 +84,14 @@ test("committed generated code matches `buf generate` output", () => {
     rmSync(tmp, { recursive: true, force: true });
   }
 });
+
+test("the GA (v2) protos are exactly what scripts/derive-v2-protos.mjs derives from v2beta1", () => {
+  try {
+    execFileSync(process.execPath, [join(ROOT, "scripts", "derive-v2-protos.mjs"), "--check"], {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  } catch (err) {
+    assert.fail(String((err as { stderr?: Buffer }).stderr ?? err));
+  }
+});

@@ -122,7 +122,24 @@ interface Reference {
   capabilityReservedNumbers: number[];
 }
 
-const ref = JSON.parse(readFileSync(join(ROOT, "reference", "api-surface.json"), "utf8")) as Reference;
+const ref = JSON.parse(readFileSync(join(ROOT, "reference", "api-surface.json"), "utf8")) as Reference & {
+  relatedPackages: Record<string, string>;
+};
+
+// The GA packages: the reference records them in prose only ("relatedPackages": structurally
+// identical to v2beta1, `/v2/` in the HTTP paths), so their expected surface is the v2beta1
+// package's with "v2" for "v2beta1" in every name, file and path.
+const GA_PACKAGES = [
+  "chainguard.platform.iam.v2",
+  "chainguard.platform.registry.v2",
+  "chainguard.platform.vulnerabilities.v2",
+];
+for (const ga of GA_PACKAGES) {
+  const beta = `${ga}beta1`;
+  assert.match(ref.relatedPackages[ga] ?? "", /identical to .*v2beta1|identical to v2beta1/, `reference on ${ga}`);
+  ref.packages[ga] = JSON.parse(JSON.stringify(ref.packages[beta]).replaceAll("v2beta1", "v2"));
+  ref.counts.perPackage[ga] = ref.counts.perPackage[beta]!;
+}
 
 // Packages whose .proto files this project owns, plus google.rpc (verbatim
 // third_party copies, checked too since the API returns google.rpc.Status).
@@ -130,6 +147,7 @@ const PACKAGES = [
   "chainguard.platform.iam.v2beta1",
   "chainguard.platform.registry.v2beta1",
   "chainguard.platform.vulnerabilities.v2beta1",
+  ...GA_PACKAGES,
   "chainguard.platform.common",
   "chainguard.platform.iam",
   "chainguard.platform.registry",

@@ -13,7 +13,15 @@ import {
 } from "../gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
 import { RoleBindingSchema, RoleBindingsService } from "../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
 import { RoleSchema, RolesService } from "../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
+import { file_chainguard_platform_iam_v2_account_associations } from "../gen/chainguard/platform/iam/v2/account_associations_pb.js";
+import { file_chainguard_platform_iam_v2_group_invites } from "../gen/chainguard/platform/iam/v2/group_invites_pb.js";
+import { file_chainguard_platform_iam_v2_groups } from "../gen/chainguard/platform/iam/v2/groups_pb.js";
+import { file_chainguard_platform_iam_v2_identities } from "../gen/chainguard/platform/iam/v2/identities_pb.js";
+import { file_chainguard_platform_iam_v2_identity_providers } from "../gen/chainguard/platform/iam/v2/identity_providers_pb.js";
+import { file_chainguard_platform_iam_v2_role_bindings } from "../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { file_chainguard_platform_iam_v2_roles } from "../gen/chainguard/platform/iam/v2/roles_pb.js";
 import { SecretBox } from "../core/secret-box.js";
+import { GaTwins } from "../platform/ga-twins.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { accountAssociationListing, accountAssociationsService } from "./account-associations.js";
@@ -51,6 +59,28 @@ export function iamRepositories(db: Db) {
 
 export type IamRepositories = ReturnType<typeof iamRepositories>;
 
+/** chainguard.platform.iam.v2: the same services under the GA name, from the same handlers */
+const GA = new GaTwins(
+  [
+    GroupsService,
+    RolesService,
+    IdentitiesService,
+    RoleBindingsService,
+    IdentityProvidersService,
+    AccountAssociationsService,
+    GroupInvitesService,
+  ],
+  [
+    file_chainguard_platform_iam_v2_groups,
+    file_chainguard_platform_iam_v2_roles,
+    file_chainguard_platform_iam_v2_identities,
+    file_chainguard_platform_iam_v2_role_bindings,
+    file_chainguard_platform_iam_v2_identity_providers,
+    file_chainguard_platform_iam_v2_account_associations,
+    file_chainguard_platform_iam_v2_group_invites,
+  ],
+);
+
 export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = {
   name: "iam",
   // 001 also made the platform's server_secrets table, before modules existed.
@@ -63,8 +93,9 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
     IdentityProvidersService,
     AccountAssociationsService,
     GroupInvitesService,
+    ...GA.services,
   ],
-  listings: {
+  listings: GA.listings({
     [GroupSchema.typeName]: groupListing,
     [RoleSchema.typeName]: roleListing,
     [IdentitySchema.typeName]: identityListing,
@@ -72,7 +103,7 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
     [IdentityProviderSchema.typeName]: identityProviderListing,
     [AccountAssociationSchema.typeName]: accountAssociationListing,
     [GroupInviteSchema.typeName]: groupInviteListing,
-  },
+  }),
   repositories: iamRepositories,
 
   async start(ctx) {
@@ -81,7 +112,7 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
     const secrets = new SecretBox(await ctx.sharedSecret(IDP_CLIENT_SECRETS));
     const common = { lists: ctx.lists, now: () => ctx.now() };
     return {
-      bindings: [
+      bindings: GA.bind([
         groupsService({ groups: repos.groups, ...common }),
         rolesService({ roles: repos.roles, ...common }),
         identitiesService({ identities: repos.identities, ...common }),
@@ -89,7 +120,7 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
         identityProvidersService({ identityProviders: repos.identityProviders, secrets, ...common }),
         accountAssociationsService({ accountAssociations: repos.accountAssociations, ...common }),
         groupInvitesService({ invites: repos.groupInvites, ...common }),
-      ],
+      ]),
       exports: {},
     };
   },

@@ -20,6 +20,9 @@ import { registerTokenRoute } from "./token.js";
 import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import { TagSchema, TagsService } from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
 import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility_pb.js";
+import { file_chainguard_platform_registry_v2_repos } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
+import { file_chainguard_platform_registry_v2_tags } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
+import { GaTwins } from "../platform/ga-twins.js";
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
 import { repoVisibilityService } from "./visibility.js";
@@ -45,11 +48,17 @@ export async function openBlobStore(settings: RegistrySettings | undefined, fall
   return new FilesystemBlobStore(settings?.blobDirectory ?? fallbackDir);
 }
 
+/** chainguard.platform.registry.v2: the same services under the GA name, from the same handlers */
+const GA = new GaTwins(
+  [ReposService, TagsService],
+  [file_chainguard_platform_registry_v2_repos, file_chainguard_platform_registry_v2_tags],
+);
+
 export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
   name: "registry",
   migrations: { "006_registry": m006 },
-  services: [ReposService, TagsService, RegistryExtensionsService],
-  listings: { [RepoSchema.typeName]: repoListing, [TagSchema.typeName]: tagListing },
+  services: [ReposService, TagsService, RegistryExtensionsService, ...GA.services],
+  listings: GA.listings({ [RepoSchema.typeName]: repoListing, [TagSchema.typeName]: tagListing }),
   repositories: registryRepositories,
 
   async start(ctx) {
@@ -76,11 +85,11 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         logger: ctx.logger,
       });
     return {
-      bindings: [
+      bindings: GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
         tagsService({ tags, lists: ctx.lists, now: ctx.now }),
         repoVisibilityService({ repos, tags, now: ctx.now }),
-      ],
+      ]),
       routes(router) {
         registerOciRoutes(router, { content, store, urls: ctx.urls, now: ctx.now });
         registerTokenRoute(router, {

@@ -7,6 +7,8 @@ import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { AdvisoriesService, AdvisorySchema } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import { AdvisoryImportService } from "../gen/bulwark/vulnerabilities/v1/import_pb.js";
+import { file_chainguard_platform_vulnerabilities_v2_advisories } from "../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
+import { GaTwins } from "../platform/ga-twins.js";
 import * as m007 from "./migrations/007_advisories.js";
 import { advisoriesService, advisoryListing } from "./advisories.js";
 import { registerFeedRoutes } from "./feeds.js";
@@ -17,27 +19,30 @@ export function vulnerabilityRepositories(db: Db) {
   return { advisories: new AdvisoriesRepository(db) };
 }
 
+/** chainguard.platform.vulnerabilities.v2: the same service under the GA name, from the same handlers */
+const GA = new GaTwins([AdvisoriesService], [file_chainguard_platform_vulnerabilities_v2_advisories]);
+
 export const vulnerabilitiesModule: FeatureModule<
   ReturnType<typeof vulnerabilityRepositories>,
   Record<string, never>
 > = {
   name: "vulnerabilities",
   migrations: { "007_advisories": m007 },
-  services: [AdvisoriesService, AdvisoryImportService],
-  listings: { [AdvisorySchema.typeName]: advisoryListing },
+  services: [AdvisoriesService, AdvisoryImportService, ...GA.services],
+  listings: GA.listings({ [AdvisorySchema.typeName]: advisoryListing }),
   repositories: vulnerabilityRepositories,
 
   async start(ctx) {
     const { advisories } = ctx.repositoriesOf(vulnerabilitiesModule);
     return {
-      bindings: [
+      bindings: GA.bind([
         advisoriesService({ advisories, lists: ctx.lists }),
         advisoryImportService({
           advisories,
           defaultGroup: ctx.settings.advisories?.publicGroups[0],
           now: ctx.now,
         }),
-      ],
+      ]),
       routes(router) {
         registerFeedRoutes(router, { advisories });
       },
