@@ -139,12 +139,17 @@ interface ListRpc {
   factory?: Factory;
 }
 
+/**
+ * A paged List RPC. The v1 interface's lists (`items`, no page_size: they answer every match, up
+ * to a documented limit) are not paged and are tested in test/v1-*.test.ts.
+ */
 function isListMethod(m: DescMethod): boolean {
   return (
     m.name.startsWith("List") &&
     m.methodKind === "unary" &&
     hasOption(m, http) &&
-    getOption(m, http).pattern.case === "get"
+    getOption(m, http).pattern.case === "get" &&
+    m.input.fields.some((f) => f.name === "page_size")
   );
 }
 

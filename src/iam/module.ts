@@ -21,7 +21,9 @@ import { file_chainguard_platform_iam_v2_identity_providers } from "../gen/chain
 import { file_chainguard_platform_iam_v2_role_bindings } from "../gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { file_chainguard_platform_iam_v2_roles } from "../gen/chainguard/platform/iam/v2/roles_pb.js";
 import { SecretBox } from "../core/secret-box.js";
+import type { ServiceBinding } from "../core/service.js";
 import { GaTwins } from "../platform/ga-twins.js";
+import { IAM_V1_SERVICES, iamV1Bindings } from "./v1/index.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { accountAssociationListing, accountAssociationsService } from "./account-associations.js";
@@ -81,6 +83,11 @@ const GA = new GaTwins(
   ],
 );
 
+/** the v2beta1 bindings, their GA twins and the v1 adapters onto them */
+function v2AndV1(beta: ServiceBinding[]): ServiceBinding[] {
+  return [...GA.bind(beta), ...iamV1Bindings(beta)];
+}
+
 export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = {
   name: "iam",
   // 001 also made the platform's server_secrets table, before modules existed.
@@ -94,6 +101,7 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
     AccountAssociationsService,
     GroupInvitesService,
     ...GA.services,
+    ...IAM_V1_SERVICES,
   ],
   listings: GA.listings({
     [GroupSchema.typeName]: groupListing,
@@ -112,7 +120,7 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
     const secrets = new SecretBox(await ctx.sharedSecret(IDP_CLIENT_SECRETS));
     const common = { lists: ctx.lists, now: () => ctx.now() };
     return {
-      bindings: GA.bind([
+      bindings: v2AndV1([
         groupsService({ groups: repos.groups, ...common }),
         rolesService({ roles: repos.roles, ...common }),
         identitiesService({ identities: repos.identities, ...common }),

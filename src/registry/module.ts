@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { authModule } from "../auth/module.js";
 import { ANONYMOUS_SUBJECT } from "../auth/tokens.js";
+import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { RegistrySettings } from "../platform/config.js";
 import type { Db } from "../storage/db.js";
@@ -23,6 +24,8 @@ import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility
 import { file_chainguard_platform_registry_v2_repos } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { file_chainguard_platform_registry_v2_tags } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { GaTwins } from "../platform/ga-twins.js";
+import { Registry } from "../gen/platform/registry/v1/registry.platform_pb.js";
+import { v1RegistryService } from "./v1.js";
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
 import { repoVisibilityService } from "./visibility.js";
@@ -54,10 +57,15 @@ const GA = new GaTwins(
   [file_chainguard_platform_registry_v2_repos, file_chainguard_platform_registry_v2_tags],
 );
 
+/** the bindings plus the v1 Registry adapter onto them */
+function withV1(bindings: ServiceBinding[]): ServiceBinding[] {
+  return [...bindings, v1RegistryService(bindings)];
+}
+
 export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
   name: "registry",
   migrations: { "006_registry": m006 },
-  services: [ReposService, TagsService, RegistryExtensionsService, ...GA.services],
+  services: [ReposService, TagsService, RegistryExtensionsService, ...GA.services, Registry],
   listings: GA.listings({ [RepoSchema.typeName]: repoListing, [TagSchema.typeName]: tagListing }),
   repositories: registryRepositories,
 
@@ -85,11 +93,13 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         logger: ctx.logger,
       });
     return {
-      bindings: GA.bind([
-        reposService({ repos, lists: ctx.lists, now: ctx.now }),
-        tagsService({ tags, lists: ctx.lists, now: ctx.now }),
-        repoVisibilityService({ repos, tags, now: ctx.now }),
-      ]),
+      bindings: withV1(
+        GA.bind([
+          reposService({ repos, lists: ctx.lists, now: ctx.now }),
+          tagsService({ tags, lists: ctx.lists, now: ctx.now }),
+          repoVisibilityService({ repos, tags, now: ctx.now }),
+        ]),
+      ),
       routes(router) {
         registerOciRoutes(router, { content, store, urls: ctx.urls, now: ctx.now });
         registerTokenRoute(router, {

@@ -1,0 +1,103 @@
+// The v1 interface (packages chainguard.platform.iam and chainguard.platform.registry) is served
+// as adapters onto the v2beta1 services: a v1 request is rewritten as the v2beta1 request that
+// means the same, the v2beta1 handler (the one domain implementation) runs, and its answer is
+// rewritten into v1's shape (`id` for `uid`, `items` envelopes, `createdAt`, ...). Nothing here
+// reads storage.
+import {
+  create,
+  type DescMessage,
+  type DescMethodUnary,
+  type DescService,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { failedPrecondition, unimplemented } from "../core/errors.js";
+import type { CallContext, ServiceBinding } from "../core/service.js";
+
+/**
+ * v1 lists have no paging: they answer every match. They are read from the v2beta1 list a page
+ * at a time and answer at most this many items; a filter matching more is refused (use v2 to
+ * page), so one call can never hold an unbounded list in memory.
+ */
+export const V1_LIST_LIMIT = 10_000;
+const PAGE = 1_000;
+
+type Methods<S extends DescService> = S["method"];
+type In<S extends DescService, K extends keyof Methods<S>> = Methods<S>[K] extends DescMethodUnary
+  ? MessageInitShape<Methods<S>[K]["input"]>
+  : never;
+type Out<S extends DescService, K extends keyof Methods<S>> = Methods<S>[K] extends DescMethodUnary
+  ? MessageShape<Methods<S>[K]["output"]>
+  : never;
+
+/**
+ * Calls the v2beta1 handlers of `binding` (a v2beta1 service) directly: the v1 method was already
+ * authorized by its own `iam` rule, which asks the same capabilities on the same uid
+ * (test/v1.test.ts checks every pair).
+ */
+export interface Delegate<S extends DescService> {
+  <K extends keyof Methods<S>>(method: K, request: In<S, K>, call: CallContext): Promise<Out<S, K>>;
+}
+
+export function delegateTo<S extends DescService>(service: S, bindings: readonly ServiceBinding[]): Delegate<S> {
+  const binding = bindings.find((b) => b.service.typeName === service.typeName);
+  if (!binding) throw new Error(`no binding of ${service.typeName} to adapt`);
+  return (async (name: string, init: unknown, call: CallContext) => {
+    const method = (service.method as Record<string, DescMethodUnary>)[name]!;
+    const handler = binding.handlers[method.localName];
+    if (!handler) throw unimplemented(`${service.name}.${method.name} is not implemented by this server`);
+    const request = create(method.input as DescMessage, init as MessageInitShape<DescMessage>);
+    return create(method.output, await handler(request as never, call));
+  }) as Delegate<S>;
+}
+
+/**
+ * Every item of a v2beta1 list, page by page, up to V1_LIST_LIMIT. `page` fetches one page given
+ * the page size and token and answers its items and the next token.
+ */
+export async function listAll<T>(
+  page: (pageSize: number, pageToken: string) => Promise<{ items: T[]; nextPageToken: string }>,
+): Promise<T[]> {
+  const all: T[] = [];
+  let token = "";
+  do {
+    const { items, nextPageToken } = await page(PAGE, token);
+    all.push(...items);
+    if (all.length > V1_LIST_LIMIT)
+      throw failedPrecondition({
+        type: "V1_LIST_LIMIT",
+        description: `more than ${V1_LIST_LIMIT} items match: a v1 list answers at most ${V1_LIST_LIMIT}; narrow the filter or page through the v2 API`,
+      });
+    token = nextPageToken;
+  } while (token !== "");
+  return all;
+}
+
+/** The item with this uid as a list of zero or one: what a v1 list filtered by `id` answers. */
+export async function oneOrNone<T>(get: () => Promise<T>): Promise<T[]> {
+  try {
+    return [await get()];
+  } catch (err) {
+    const code = ConnectError.from(err).code;
+    // A list shows what the caller may see and nothing else: an item it may not read is absent.
+    if (code === Code.NotFound || code === Code.PermissionDenied) return [];
+    throw err;
+  }
+}
+
+/** The `update_mask` of a v1 `PUT`: the whole resource is replaced (fields left out become zero). */
+export const REPLACE_ALL = { paths: ["*"] };
+
+/** A timestamp copied across (undefined stays undefined). */
+export function sameTime(ts: Timestamp | undefined): Timestamp | undefined {
+  return ts ? { ...ts } : undefined;
+}
+
+/** Whether `ts` is after `other` (both optional). */
+export function isAfter(ts: Timestamp | undefined, other: Timestamp | undefined): boolean {
+  if (!ts) return false;
+  if (!other) return true;
+  return timestampDate(ts).getTime() > timestampDate(other).getTime();
+}
