@@ -722,8 +722,8 @@ for (const backend of backends()) {
           String(items.length),
           `${where}: totalCount counts what the caller cannot see`,
         );
-      // v2 items carry `uid`, v1 items `id`
-      for (const item of items) item.uid ??= item.id;
+      // v2 items carry `uid`, v1 items `id` (an account association its group's)
+      for (const item of items) item.uid ??= item.id ?? item.group;
       const listsRoles = rpc.service.name === "RolesService" || rpc.service.name === "Roles";
       const visible = (uid: string) =>
         p.operator ||

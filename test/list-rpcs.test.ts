@@ -140,8 +140,9 @@ interface ListRpc {
 }
 
 /**
- * A paged List RPC. The v1 interface's lists (`items`, no page_size: they answer every match, up
- * to a documented limit) are not paged and are tested in test/v1-*.test.ts.
+ * A paged List RPC. The v1 interface's lists (`items` envelopes, no page_size but for EOL tags:
+ * they answer every match, up to a documented limit) are not paged and are tested in
+ * test/v1-*.test.ts.
  */
 function isListMethod(m: DescMethod): boolean {
   return (
@@ -149,7 +150,8 @@ function isListMethod(m: DescMethod): boolean {
     m.methodKind === "unary" &&
     hasOption(m, http) &&
     getOption(m, http).pattern.case === "get" &&
-    m.input.fields.some((f) => f.name === "page_size")
+    m.input.fields.some((f) => f.name === "page_size") &&
+    !m.output.fields.some((f) => f.name === "items")
   );
 }
 

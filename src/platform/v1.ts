@@ -5,6 +5,8 @@
 // reads storage.
 import {
   create,
+  fromBinary,
+  toBinary,
   type DescMessage,
   type DescMethodUnary,
   type DescService,
@@ -89,6 +91,14 @@ export async function oneOrNone<T>(get: () => Promise<T>): Promise<T[]> {
 
 /** The `update_mask` of a v1 `PUT`: the whole resource is replaced (fields left out become zero). */
 export const REPLACE_ALL = { paths: ["*"] };
+
+/**
+ * A message as another type with the same wire format (v1 and v2beta1 share many nested messages
+ * field for field: OIDC settings, account details, SCIM answers): it crosses over by its bytes.
+ */
+export function sameWire<D extends DescMessage>(to: D, from: DescMessage, message: unknown): MessageShape<D> {
+  return fromBinary(to, toBinary(from, message as MessageShape<DescMessage>));
+}
 
 /** A timestamp copied across (undefined stays undefined). */
 export function sameTime(ts: Timestamp | undefined): Timestamp | undefined {

@@ -58,8 +58,8 @@ const GA = new GaTwins(
 );
 
 /** the bindings plus the v1 Registry adapter onto them */
-function withV1(bindings: ServiceBinding[]): ServiceBinding[] {
-  return [...bindings, v1RegistryService(bindings)];
+function withV1(bindings: ServiceBinding[], content: RegistryContent): ServiceBinding[] {
+  return [...bindings, v1RegistryService(bindings, content)];
 }
 
 export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
@@ -99,6 +99,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
           tagsService({ tags, lists: ctx.lists, now: ctx.now }),
           repoVisibilityService({ repos, tags, now: ctx.now }),
         ]),
+        content,
       ),
       routes(router) {
         registerOciRoutes(router, { content, store, urls: ctx.urls, now: ctx.now });

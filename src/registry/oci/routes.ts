@@ -42,7 +42,8 @@ export const ACTION_CAPABILITIES: Record<Action, readonly Capability[]> = {
 const API_VERSION = { "docker-distribution-api-version": "registry/2.0" };
 /** The most tags or catalog entries one answer carries (clients follow Link for the rest). */
 export const MAX_PAGE = 10_000;
-const MAX_HISTORY = 1_000;
+/** At most this many records per tag-history answer (here and in the v1 ListTagHistory). */
+export const MAX_HISTORY = 1_000;
 
 type Endpoint =
   | { kind: "base" }
