@@ -27,6 +27,11 @@ export interface CallContext {
   /** the client's network address (for per-address limits) */
   clientAddress?: string;
   signal?: AbortSignal;
+  /**
+   * Authorizes another RPC's request on this call (set by `invoke`): an adapter that answers one
+   * RPC by calling other RPCs' handlers (the v1 interface) authorizes each as that RPC.
+   */
+  authorizeAs?: (method: DescMethod, request: unknown) => Promise<void>;
 }
 
 /** The caller's access; the authorizer sets it for every authenticated method. */
@@ -104,6 +109,7 @@ export async function invoke(
   // in the authorizer's lookups. Then authorization, so even an unimplemented method tells an
   // anonymous caller nothing.
   checkRequestStrings(method, request);
+  call.authorizeAs ??= (other, otherRequest) => authorizer.authorize(other, otherRequest, call);
   await authorizer.authorize(method, request, call);
   const handler = binding.handlers[method.localName];
   if (!handler) throw unimplemented(`${binding.service.name}.${method.name} is not implemented by this server`);

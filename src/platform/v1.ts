@@ -35,9 +35,11 @@ type Out<S extends DescService, K extends keyof Methods<S>> = Methods<S>[K] exte
   : never;
 
 /**
- * Calls the v2beta1 handlers of `binding` (a v2beta1 service) directly: the v1 method was already
- * authorized by its own `iam` rule, which asks the same capabilities on the same uid
- * (test/v1.test.ts checks every pair).
+ * Calls a v2beta1 handler of `binding` the way the server would: the request is authorized as
+ * that v2beta1 RPC first (its own `iam` rule, on this call's credentials), then handled. The v1
+ * RPC was authorized by its own rule too, which asks what the RPC it is adapted onto asks
+ * (test/v1-iam.test.ts checks every pair); the second check matters when a v1 RPC is answered
+ * from other RPCs (a summary from a list of tags, which needs the caller's visibility).
  */
 export interface Delegate<S extends DescService> {
   <K extends keyof Methods<S>>(method: K, request: In<S, K>, call: CallContext): Promise<Out<S, K>>;
@@ -51,6 +53,8 @@ export function delegateTo<S extends DescService>(service: S, bindings: readonly
     const handler = binding.handlers[method.localName];
     if (!handler) throw unimplemented(`${service.name}.${method.name} is not implemented by this server`);
     const request = create(method.input as DescMessage, init as MessageInitShape<DescMessage>);
+    if (!call.authorizeAs) throw new Error(`${service.name}.${method.name} called outside the server's pipeline`);
+    await call.authorizeAs(method, request);
     return create(method.output, await handler(request as never, call));
   }) as Delegate<S>;
 }

@@ -25,7 +25,7 @@ import { file_chainguard_platform_registry_v2_repos } from "../gen/chainguard/pl
 import { file_chainguard_platform_registry_v2_tags } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { GaTwins } from "../platform/ga-twins.js";
 import { Registry } from "../gen/platform/registry/v1/registry.platform_pb.js";
-import { v1RegistryService } from "./v1.js";
+import { v1RegistryService, type V1RegistryStores } from "./v1.js";
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
 import { repoVisibilityService } from "./visibility.js";
@@ -58,8 +58,8 @@ const GA = new GaTwins(
 );
 
 /** the bindings plus the v1 Registry adapter onto them */
-function withV1(bindings: ServiceBinding[], content: RegistryContent): ServiceBinding[] {
-  return [...bindings, v1RegistryService(bindings, content)];
+function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBinding[] {
+  return [...bindings, v1RegistryService(bindings, stores)];
 }
 
 export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
@@ -99,7 +99,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
           tagsService({ tags, lists: ctx.lists, now: ctx.now }),
           repoVisibilityService({ repos, tags, now: ctx.now }),
         ]),
-        content,
+        { content, tags },
       ),
       routes(router) {
         registerOciRoutes(router, { content, store, urls: ctx.urls, now: ctx.now });

@@ -9,11 +9,15 @@ import * as repos from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js"
 import * as tags from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
 import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility_pb.js";
 import { invalidArgument } from "../core/errors.js";
+import { requireUid } from "../core/validate.js";
+import { found } from "../platform/outcomes.js";
 import { bindService, type CallContext, type ServiceBinding } from "../core/service.js";
 import { parentOf } from "../core/uidp.js";
 import { REPLACE_ALL, delegateTo, listAll, oneOrNone, sameWire } from "../platform/v1.js";
 import { MAX_HISTORY } from "./oci/routes.js";
 import type { RegistryContent } from "./storage/content.js";
+import type { TagsRepository } from "./storage/tags.js";
+import { toTag } from "./tags.js";
 
 function syncToV1(s: repos.SyncConfig | undefined): v1.SyncConfig | undefined {
   if (!s) return undefined;
@@ -126,7 +130,13 @@ function compareVersions(a: number[], b: number[]): number {
   return 0;
 }
 
-export function v1RegistryService(bindings: readonly ServiceBinding[], content: RegistryContent): ServiceBinding {
+export interface V1RegistryStores {
+  content: RegistryContent;
+  tags: TagsRepository;
+}
+
+export function v1RegistryService(bindings: readonly ServiceBinding[], stores: V1RegistryStores): ServiceBinding {
+  const { content } = stores;
   const repo = delegateTo(repos.ReposService, bindings);
   const tag = delegateTo(tags.TagsService, bindings);
   const extension = delegateTo(RegistryExtensionsService, bindings);
@@ -179,7 +189,11 @@ export function v1RegistryService(bindings: readonly ServiceBinding[], content: 
     async updateRepo(req, call) {
       // PUT: the whole repo, its README included (left out: emptied).
       const updated = await repo("updateRepo", { repo: repoFromV1(req), updateMask: REPLACE_ALL }, call);
-      await repo("updateRepoReadme", { repoReadme: { uid: updated.uid, content: req.readme } }, call);
+      await repo(
+        "updateRepoReadme",
+        { repoReadme: { uid: updated.uid, content: req.readme }, updateMask: { paths: ["content"] } },
+        call,
+      );
       return repoToV1(updated, req.readme);
     },
     async listRepos(req, call) {
@@ -220,7 +234,10 @@ export function v1RegistryService(bindings: readonly ServiceBinding[], content: 
     async updateTag(req, call) {
       // v2beta1 has no UpdateTag: a tag's name and digest move by a push (or a new tag), so a v1
       // PUT may change only `deprecated`, through the same handlers as the extension's RPCs.
-      const current = await tag("getTag", { uid: req.id }, call);
+      // Read from the store, not through GetTag: updating needs CAP_TAG_UPDATE (checked by the
+      // v1 rule on `id`), not CAP_TAG_LIST.
+      requireUid("id", req.id);
+      const current = toTag(found(await stores.tags.get(req.id), "tag", req.id));
       const moved = [
         ...(req.name !== current.name ? ["name"] : []),
         ...(req.digest !== current.digest ? ["digest"] : []),

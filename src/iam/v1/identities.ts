@@ -113,7 +113,8 @@ export function v1IdentitiesService(beta: readonly ServiceBinding[]): ServiceBin
         return toV1Identity(await identities("getIdentity", { uid }, call));
       } catch (err) {
         // Looking oneself up needs no list capability; the uid is all v2 answers then too.
-        if (ConnectError.from(err).code === Code.PermissionDenied) return create(IdentitySchema, { id: uid });
+        const code = ConnectError.from(err).code;
+        if (code === Code.PermissionDenied || code === Code.NotFound) return create(IdentitySchema, { id: uid });
         throw err;
       }
     },
