@@ -6,7 +6,7 @@ import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
 
-const NAME_RULE = "name must match ^[a-z0-9 ._-]{1,}$";
+const NAME_RULE = 'name must match "^[a-z0-9 ._-]{1,}$"';
 const ROOT_UID = /^[0-9a-f]{40}$/;
 const MILLIS_TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 

@@ -10,7 +10,7 @@ import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
 
-const NAME_RULE = "name must match ^[a-z0-9 ._-]{1,}$";
+const NAME_RULE = 'name must match "^[a-z0-9 ._-]{1,}$"';
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";
 const GITHUB = "https://token.actions.githubusercontent.com";
 

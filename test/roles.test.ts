@@ -38,7 +38,7 @@ const BUILTIN_NAMES = ["viewer", "editor", "owner", "registry.pull", "registry.p
 const HEX40 = /^[0-9a-f]{40}$/;
 const MILLIS_TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const ROLE_KEYS = ["capabilities", "createTime", "description", "name", "uid", "updateTime"];
-const NAME_RULE = "name must match ^[a-z0-9 ._-]{1,}$";
+const NAME_RULE = 'name must match "^[a-z0-9 ._-]{1,}$"';
 /** verbs that change something; a viewer holds none of them */
 const MUTATING =
   /_(CREATE|UPDATE|DELETE|EDIT|MANAGE|PUBLISH|PUSH|ACCEPT|WRITE|SUBMIT|INVALIDATE|ADD|REMOVE|SWAP|CANCEL|CALL|ADMIN)$/;

@@ -9,7 +9,7 @@ export const MAX_DESCRIPTION_LENGTH = 4096;
 
 /** The spec's name rule (groups, identities, roles, ...). */
 export function nameViolations(name: string, field = "name"): FieldViolation[] {
-  if (!NAME_PATTERN.test(name)) return [{ field, description: `name must match ${NAME_PATTERN.source}` }];
+  if (!NAME_PATTERN.test(name)) return [{ field, description: `name must match "${NAME_PATTERN.source}"` }];
   if (name.length > MAX_NAME_LENGTH)
     return [{ field, description: `name must be at most ${MAX_NAME_LENGTH} characters` }];
   return [];

@@ -42,7 +42,7 @@ export function toTag(row: TagRow): Tag {
 
 function patternViolations(field: string, value: string, pattern: RegExp): FieldViolation[] {
   if (value === "") return [{ field, description: "is required" }];
-  return pattern.test(value) ? [] : [{ field, description: `${field} must match ${pattern.source}` }];
+  return pattern.test(value) ? [] : [{ field, description: `${field} must match "${pattern.source}"` }];
 }
 
 export interface TagsDeps {
