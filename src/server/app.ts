@@ -1,5 +1,6 @@
 // The HTTP application: Connect (gRPC, gRPC-Web, Connect) and transcoded REST for the same
 // service handlers, plus /healthz, all on one Fastify instance behind the one-port dual server.
+import type { ServerHttp2Stream } from "node:http2";
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { createContextKey, createContextValues, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
 import { hasOption, type DescMethod, type DescMethodUnary } from "@bufbuild/protobuf";
@@ -10,6 +11,7 @@ import { MAX_ECHO_LENGTH } from "../core/strings.js";
 import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceBinding } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { registerConnectRoutes } from "./connect-routes.js";
+import { REFLECTION_SERVICES, registerReflection } from "./reflection.js";
 import { applyCors, type CorsSettings } from "./cors.js";
 import { createDualServer, type ClientProblem, type DualServer } from "./dual-server.js";
 import type { CallKind, RequestLimits } from "./limits.js";
@@ -166,10 +168,16 @@ export async function createApp(opts: AppOptions): Promise<App> {
     ),
   );
 
+  const grpcPaths = new Set(
+    [...opts.bindings.map((b) => b.service), ...REFLECTION_SERVICES].flatMap((service) =>
+      service.methods.map((m) => `/${service.typeName}/${m.name}`),
+    ),
+  );
   fastify.addHook("onRequest", (request, reply, done) => {
     // Set on the raw response, so replies written past Fastify (Connect, gRPC) carry them too.
     reply.raw.setHeader("x-content-type-options", "nosniff");
     if (opts.cors && applyCors(opts.cors, request, reply)) return;
+    if (answerUnservedGrpc(request, reply, grpcPaths)) return;
     // HTTP/1.1 refuses heads over 16 KiB in Node's parser (see dual-server.ts); HTTP/2 lets up
     // to 256 KiB through so that the same limit is answered here, in the request's protocol.
     if (request.raw.httpVersionMajor === 2 && headerListSize(request.raw.rawHeaders) > MAX_HEADER_BYTES) {
@@ -235,9 +243,47 @@ export async function createApp(opts: AppOptions): Promise<App> {
         }
         router.service(binding.service, impl as never);
       }
+      registerReflection(
+        router,
+        opts.bindings.map((b) => b.service),
+      );
     },
   });
 
   await registerTranscoder(fastify, { bindings: opts.bindings, dispatch, sendError, callContext: callFromHttp });
   return { fastify, dual, extraListener };
+}
+
+/**
+ * A gRPC or gRPC-Web call to a method this server does not serve is answered at once, before its
+ * request stream is read: a trailers-only UNIMPLEMENTED, so a client that keeps its stream open
+ * (a reflection client probing, a bidi call) learns it now rather than at its deadline.
+ */
+function answerUnservedGrpc(request: FastifyRequest, reply: FastifyReply, served: ReadonlySet<string>): boolean {
+  const type = String(request.headers["content-type"] ?? "").toLowerCase();
+  if (!type.startsWith("application/grpc") || request.method !== "POST") return false;
+  const path = request.url.split("?")[0]!;
+  if (served.has(path)) return false;
+  const message = `unknown method ${clip(path, MAX_ECHO_LENGTH)}: this server does not serve it`;
+  const headers = {
+    // CORS and nosniff, set on the reply by now
+    ...(reply.getHeaders() as Record<string, string>),
+    "x-content-type-options": "nosniff",
+    "content-type": type.startsWith("application/grpc-web") ? "application/grpc-web+proto" : "application/grpc",
+    "grpc-status": String(Code.Unimplemented),
+    "grpc-message": encodeURIComponent(message),
+  };
+  reply.hijack();
+  const stream = (request.raw as unknown as { stream?: ServerHttp2Stream }).stream;
+  if (stream) {
+    // Trailers-only: the status in the one HEADERS frame, which ends our half of the stream (a
+    // separate empty DATA frame would make gRPC clients wait for trailers). The client, told the
+    // status, closes its half.
+    stream.respond({ ":status": 200, ...headers }, { endStream: true });
+  } else {
+    // HTTP/1.1 (gRPC-Web): the unread body must not be read as the next request.
+    reply.raw.writeHead(200, { ...headers, connection: "close" });
+    reply.raw.end();
+  }
+  return true;
 }
