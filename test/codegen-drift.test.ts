@@ -95,3 +95,11 @@ test("the GA (v2) protos are exactly what scripts/derive-v2-protos.mjs derives f
     assert.fail(String((err as { stderr?: Buffer }).stderr ?? err));
   }
 });
+
+test("the committed openapi/openapi.json is what scripts/generate-openapi.ts writes from the served services", async () => {
+  const { OPENAPI_FILE, openApiText } = await import("../src/server/docs-routes.js");
+  assert.ok(
+    readFileSync(OPENAPI_FILE, "utf8") === openApiText(),
+    "openapi/openapi.json is stale: run `npm run generate` (or `npx tsx scripts/generate-openapi.ts`)",
+  );
+});

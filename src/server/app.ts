@@ -11,6 +11,7 @@ import { MAX_ECHO_LENGTH } from "../core/strings.js";
 import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceBinding } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { registerConnectRoutes } from "./connect-routes.js";
+import { registerDocsRoutes } from "./docs-routes.js";
 import { REFLECTION_SERVICES, registerReflection } from "./reflection.js";
 import { applyCors, type CorsSettings } from "./cors.js";
 import { createDualServer, type ClientProblem, type DualServer } from "./dual-server.js";
@@ -197,6 +198,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   });
 
   fastify.get("/healthz", async () => ({ status: "SERVING" }));
+  registerDocsRoutes(fastify);
   for (const register of opts.routes ?? []) {
     await fastify.register(async (scope) => register(plainRouter(scope, { authorizer, limits, wireError, sendError })));
   }
