@@ -145,7 +145,9 @@ for (const backend of backends()) {
       for (const name of ["", "Corp", "corp!", "a/b", "ü"]) {
         const res = await api.post(`${IDP}/${team.uid}`, body({ name }));
         assertInvalid(res, "name", JSON.stringify(name));
-        assert.deepEqual(fieldViolations(res), [{ field: "name", description: 'name must match "^[a-z0-9 ._-]{1,}$"' }]);
+        assert.deepEqual(fieldViolations(res), [
+          { field: "name", description: 'name must match "^[a-z0-9 ._-]{1,}$"' },
+        ]);
       }
       assertInvalid(await api.post(`${IDP}/${team.uid}`, body({ description: "x".repeat(4097) })), "description");
       assert.equal(await countAll(), before);
