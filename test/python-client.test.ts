@@ -19,7 +19,7 @@ const CLIENT = join(ROOT, "clients", "python");
 // Debian's interpreter: python3-grpcio and python3-protobuf are installed for it.
 const PYTHON = "/usr/bin/python3";
 const INSTALL =
-  "apt-get install protobuf-compiler protobuf-compiler-grpc python3-grpcio python3-protobuf (.ci/run does)";
+  "apt-get install protobuf-compiler libprotobuf-dev protobuf-compiler-grpc python3-grpcio python3-protobuf (.ci/run does)";
 
 for (const backend of backends()) {
   describe(`Python gRPC client (${backend})`, () => {

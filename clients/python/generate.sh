@@ -18,13 +18,19 @@ root="$(cd "$here/../.." && pwd)"
 plugin="$(command -v grpc_python_plugin || true)"
 command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler" >&2; exit 1; }
 [ -n "$plugin" ] || { echo "grpc_python_plugin not found: apt-get install protobuf-compiler-grpc" >&2; exit 1; }
+# The well-known types (google/protobuf/*.proto) do not come with Debian's protoc but with libprotobuf-dev.
+wkt_include="${PROTOC_INCLUDE:-/usr/include}"
+[ -f "$wkt_include/google/protobuf/descriptor.proto" ] || {
+  echo "google/protobuf/descriptor.proto not found in $wkt_include: apt-get install libprotobuf-dev (or set PROTOC_INCLUDE)" >&2
+  exit 1
+}
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 cd "$root"
 mapfile -t files < <(cd proto && find . -name '*.proto' | sed 's|^\./||' | sort)
 mapfile -t third < <(cd third_party && find google -name '*.proto' | sort)
-protoc -I proto -I third_party \
+protoc -I proto -I third_party -I "$wkt_include" \
   --python_out="$stage" --grpc_python_out="$stage" --plugin=protoc-gen-grpc_python="$plugin" \
   "${files[@]}" "${third[@]}"
 
