@@ -61,27 +61,27 @@ export function iamRepositories(db: Db) {
 
 export type IamRepositories = ReturnType<typeof iamRepositories>;
 
+/** chainguard.platform.iam.v2beta1 */
+const IAM_SERVICES = [
+  GroupsService,
+  RolesService,
+  IdentitiesService,
+  RoleBindingsService,
+  IdentityProvidersService,
+  AccountAssociationsService,
+  GroupInvitesService,
+];
+
 /** chainguard.platform.iam.v2: the same services under the GA name, from the same handlers */
-const GA = new GaTwins(
-  [
-    GroupsService,
-    RolesService,
-    IdentitiesService,
-    RoleBindingsService,
-    IdentityProvidersService,
-    AccountAssociationsService,
-    GroupInvitesService,
-  ],
-  [
-    file_chainguard_platform_iam_v2_groups,
-    file_chainguard_platform_iam_v2_roles,
-    file_chainguard_platform_iam_v2_identities,
-    file_chainguard_platform_iam_v2_role_bindings,
-    file_chainguard_platform_iam_v2_identity_providers,
-    file_chainguard_platform_iam_v2_account_associations,
-    file_chainguard_platform_iam_v2_group_invites,
-  ],
-);
+const GA = new GaTwins(IAM_SERVICES, [
+  file_chainguard_platform_iam_v2_groups,
+  file_chainguard_platform_iam_v2_roles,
+  file_chainguard_platform_iam_v2_identities,
+  file_chainguard_platform_iam_v2_role_bindings,
+  file_chainguard_platform_iam_v2_identity_providers,
+  file_chainguard_platform_iam_v2_account_associations,
+  file_chainguard_platform_iam_v2_group_invites,
+]);
 
 /** the v2beta1 bindings, their GA twins and the v1 adapters onto them */
 function v2AndV1(beta: ServiceBinding[]): ServiceBinding[] {
@@ -92,17 +92,7 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
   name: "iam",
   // 001 also made the platform's server_secrets table, before modules existed.
   migrations: { "001_groups": m001, "002_iam": m002 },
-  services: [
-    GroupsService,
-    RolesService,
-    IdentitiesService,
-    RoleBindingsService,
-    IdentityProvidersService,
-    AccountAssociationsService,
-    GroupInvitesService,
-    ...GA.services,
-    ...IAM_V1_SERVICES,
-  ],
+  services: [...IAM_SERVICES, ...GA.services, ...IAM_V1_SERVICES],
   listings: GA.listings({
     [GroupSchema.typeName]: groupListing,
     [RoleSchema.typeName]: roleListing,
