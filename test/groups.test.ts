@@ -4,6 +4,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { backends } from "./support/db-templates.js";
 import { restClient } from "./support/http.js";
+import { VERSION } from "../src/server/version.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
 
 const NAME_RULE = 'name must match "^[a-z0-9 ._-]{1,}$"';
@@ -318,7 +319,7 @@ for (const backend of backends()) {
     it("serves /healthz", async () => {
       const res = await api.get("/healthz");
       assert.equal(res.status, 200);
-      assert.deepEqual(res.body, { status: "SERVING" });
+      assert.deepEqual(res.body, { status: "SERVING", version: VERSION });
     });
   });
 }

@@ -31,6 +31,7 @@ import {
 import { backends } from "./support/db-templates.js";
 import { restClient, type JsonResponse } from "./support/http.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
+import { VERSION } from "../src/server/version.js";
 import {
   errorDetailsRegistry,
   grpcClient,
@@ -743,7 +744,7 @@ for (const backend of backends()) {
         }
         const health = await h2Request(session, "/healthz");
         assert.equal(health.status, 200);
-        assert.deepEqual(health.body, { status: "SERVING" });
+        assert.deepEqual(health.body, { status: "SERVING", version: VERSION });
         const got = await h2Request(session, `${G}/${child.uid}`, server.operatorToken);
         assert.equal(got.status, 200);
         assertSameGroup(await rpc.call("GetGroup", { uid: child.uid }), got.body, "h2c REST vs gRPC");

@@ -17,6 +17,8 @@ import { registerLoginRoutes } from "./sign-in/routes.js";
 import * as m003 from "./migrations/003_signing_keys.js";
 import * as m004 from "./migrations/004_login_sessions.js";
 import * as m005 from "./migrations/005_encrypted_signing_keys.js";
+import * as m008 from "./migrations/008_issuer_urls.js";
+import { recordPublicUrls } from "./recorded-urls.js";
 import { LoginSessionsRepository } from "./storage/login-sessions.js";
 import { securityTokenService } from "./sts.js";
 import { TokenExchange } from "./token-exchange.js";
@@ -39,7 +41,12 @@ export interface AuthExports {
 
 export const authModule: FeatureModule<ReturnType<typeof authRepositories>, AuthExports> = {
   name: "auth",
-  migrations: { "003_signing_keys": m003, "004_login_sessions": m004, "005_encrypted_signing_keys": m005 },
+  migrations: {
+    "003_signing_keys": m003,
+    "004_login_sessions": m004,
+    "005_encrypted_signing_keys": m005,
+    "008_issuer_urls": m008,
+  },
   services: [Auth, SecurityTokenService],
   listings: {},
   repositories: authRepositories,
@@ -96,6 +103,8 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
           },
         },
       ],
+      // `bulwark admin token` reads these to mint tokens this server accepts.
+      listening: (urls) => recordPublicUrls(ctx.db, urls, ctx.dataDir),
       exports: { issuer },
     };
   },

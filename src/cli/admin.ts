@@ -4,6 +4,9 @@
 // An embedded data directory is open in one process at a time: while a server holds it, this
 // command never opens the database and signs with the key file the server keeps there; otherwise
 // it takes the directory's lock itself while it opens the database.
+// The token's issuer and audience are the ones the server recorded when it last started listening
+// (see auth/recorded-urls.ts), so it is accepted whatever port or URLs the server runs with;
+// options override them.
 import { existsSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { KeyManager, readKeyFile, type SigningKey } from "../auth/keys.js";
@@ -12,14 +15,19 @@ import { issuerKeyFile } from "../auth/module.js";
 import { KEY_ENCRYPTION_KEY_ENV, openDatabase } from "../storage/db.js";
 import { DataDirLockedError, dataDirKeyEncryptionKey, type LockHolder } from "../storage/data-dir.js";
 import { migrateAll } from "../server/start.js";
+import { recordedPublicUrls, recordedPublicUrlsFile } from "../auth/recorded-urls.js";
 
 export interface AdminTokenOptions {
   dataDir: string;
   databaseUrl?: string;
   /** PostgreSQL: the key-encryption key the servers use (BULWARK_KEY_ENCRYPTION_KEY) */
   keyEncryptionKey?: Uint8Array;
-  urls: AuthUrls;
-  audience: string;
+  /** URLs given on the command line: they win over what the server recorded */
+  urls: Partial<AuthUrls>;
+  /** the URLs when neither the options nor a server's record say */
+  fallbackUrls: AuthUrls;
+  /** default: the API audience */
+  audience?: string;
   /** how long to wait for a starting server to publish its key (default 30 s) */
   waitMs?: number;
   /** progress for the operator (a stale lock removed, a server waited for) */
@@ -44,9 +52,27 @@ async function publishedKey(dataDir: string, holder: LockHolder): Promise<Signin
   return key && key.signUntil.getTime() > Date.now() + 60_000 ? key : undefined;
 }
 
-export async function adminToken(opts: AdminTokenOptions): Promise<{ token: string; expiry: Date }> {
-  const mint = (keys: KeySource) =>
-    new TokenIssuer(keys, opts.urls).mint({ subject: OPERATOR_SUBJECT, audience: [opts.audience] });
+export interface AdminToken {
+  token: string;
+  expiry: Date;
+  urls: AuthUrls;
+  /** where the URLs came from */
+  urlsFrom: "options" | "server" | "default";
+}
+
+export async function adminToken(opts: AdminTokenOptions): Promise<AdminToken> {
+  const mint = async (keys: KeySource, recorded: AuthUrls | undefined): Promise<AdminToken> => {
+    const explicit = Object.values(opts.urls).some(Boolean);
+    const urls: AuthUrls = { ...opts.fallbackUrls, ...recorded };
+    for (const [k, v] of Object.entries(opts.urls) as [keyof AuthUrls, string | undefined][]) if (v) urls[k] = v;
+    if (!recorded && !explicit)
+      opts.say?.(`no server has started on this database yet: the token is for ${urls.issuer} (pass --port or --issuer-url otherwise)`);
+    const minted = await new TokenIssuer(keys, urls).mint({
+      subject: OPERATOR_SUBJECT,
+      audience: [opts.audience ?? urls.apiAudience],
+    });
+    return { ...minted, urls, urlsFrom: explicit ? "options" : recorded ? "server" : "default" };
+  };
   if (opts.databaseUrl) {
     if (!opts.keyEncryptionKey)
       throw new Error(
@@ -59,7 +85,7 @@ export async function adminToken(opts: AdminTokenOptions): Promise<{ token: stri
     });
     try {
       await migrateAll(database.db);
-      return await mint(new KeyManager(database.db));
+      return await mint(new KeyManager(database.db), await recordedPublicUrls(database.db));
     } finally {
       await database.close();
     }
@@ -79,12 +105,18 @@ export async function adminToken(opts: AdminTokenOptions): Promise<{ token: stri
       });
     } catch (err) {
       if (!(err instanceof DataDirLockedError)) throw err;
-      // A server holds the directory: sign with the key it keeps there, once it has written it.
+      // A server holds the directory: sign with the key it keeps there, once it has written it,
+      // for the URLs it recorded there once it listened.
       const key = await publishedKey(opts.dataDir, err.holder);
-      if (key) return mint({ signingKey: async () => key });
+      const since = Date.parse(err.holder.since);
+      const recorded = await recordedPublicUrlsFile(
+        opts.dataDir,
+        Number.isFinite(since) ? since - MTIME_SLACK_MS : undefined,
+      );
+      if (key && recorded) return mint({ signingKey: async () => key }, recorded);
       if (Date.now() >= deadline)
         throw new Error(
-          `the server (pid ${err.holder.pid}) holding ${opts.dataDir} has not published its signing key yet; ` +
+          `the server (pid ${err.holder.pid}) holding ${opts.dataDir} has not published its signing key and URLs yet; ` +
             `try again once it is listening`,
         );
       if (!waiting) {
@@ -96,7 +128,10 @@ export async function adminToken(opts: AdminTokenOptions): Promise<{ token: stri
     }
     try {
       await migrateAll(database.db);
-      return await mint(new KeyManager(database.db, undefined, issuerKeyFile(opts.dataDir)));
+      return await mint(
+        new KeyManager(database.db, undefined, issuerKeyFile(opts.dataDir)),
+        await recordedPublicUrls(database.db),
+      );
     } finally {
       await database.close();
     }

@@ -5,7 +5,7 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import {
   AdvisoryDocumentSchema,
@@ -13,7 +13,7 @@ import {
   type AdvisoryDocument,
   type DocumentResult,
 } from "../gen/bulwark/vulnerabilities/v1/import_pb.js";
-import { CliError } from "./auth.js";
+import { CliError } from "./errors.js";
 
 /** Most characters of one document (the server's limit for a document's content). */
 export const MAX_DOCUMENT_CHARACTERS = 262_144;
@@ -92,11 +92,6 @@ function progressBar(out: NodeJS.WriteStream, done: number, total: number): void
   out.write(`\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} files`);
 }
 
-function unreachable(apiUrl: string, err: unknown): CliError {
-  const cause = err instanceof ConnectError ? err.rawMessage : err instanceof Error ? err.message : String(err);
-  return new CliError(`cannot reach the server at ${apiUrl}: ${cause}`);
-}
-
 export async function importAdvisories(opts: ImportOptions): Promise<ImportSummary> {
   const files = await documentFiles(opts.paths);
   const bearer: Interceptor = (next) => (req) => {
@@ -169,19 +164,13 @@ export async function importAdvisories(opts: ImportOptions): Promise<ImportSumma
         }
       }
       if (batch.length === 0) continue;
-      let response;
-      try {
-        response = await client.importAdvisories({
-          parent: opts.group ?? "",
-          documents: batch,
-          author: opts.author ?? "",
-          origin: opts.origin ?? "",
-        });
-      } catch (err) {
-        if (err instanceof ConnectError && err.code !== Code.Unavailable && err.code !== Code.Unknown)
-          throw new CliError(err.rawMessage);
-        throw unreachable(opts.apiUrl, err);
-      }
+      // A refusal or an unreachable server ends the import; the caller puts it in words.
+      const response = await client.importAdvisories({
+        parent: opts.group ?? "",
+        documents: batch,
+        author: opts.author ?? "",
+        origin: opts.origin ?? "",
+      });
       for (const r of response.results) record(r);
       advance(batch.length);
     }

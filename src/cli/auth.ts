@@ -2,7 +2,12 @@
 // exchange ({auth_url}/sts/exchange) and keeping them for later commands.
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import { decodeJwt } from "jose";
+import { SecurityTokenService } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
+import { CliError } from "./errors.js";
 import {
   loadCredentials,
   saveCredentials,
@@ -14,7 +19,7 @@ import {
 /** Refresh a stored token when less than this much of its life is left. */
 const REFRESH_MARGIN_MS = 5 * 60 * 1000;
 
-export class CliError extends Error {}
+export { CliError } from "./errors.js";
 
 /** The identity token argument: a JWT, or the path of a file holding one. */
 export async function readIdentityToken(arg: string): Promise<{ token: string; file?: string }> {
@@ -24,30 +29,24 @@ export async function readIdentityToken(arg: string): Promise<{ token: string; f
   return { token: arg.trim() };
 }
 
-async function errorText(res: Response): Promise<string> {
-  const text = await res.text();
-  try {
-    const body = JSON.parse(text) as { message?: string };
-    return body.message ?? text;
-  } catch {
-    return text || `HTTP ${res.status}`;
-  }
-}
-
-/** One call of the token exchange. */
+/** One call of the token exchange (the SecurityTokenService, through its generated client). */
 export async function exchange(
   issuerUrl: string,
   bearer: string,
   params: { identity?: string; audience: string },
 ): Promise<StoredToken> {
-  const url = new URL("/sts/exchange", issuerUrl);
-  url.searchParams.append("aud", params.audience);
-  if (params.identity) url.searchParams.set("identity", params.identity);
-  const res = await fetch(url, { method: "POST", headers: { authorization: `Bearer ${bearer}` } });
-  if (!res.ok) throw new CliError(`token exchange failed: ${await errorText(res)}`);
-  const body = (await res.json()) as { token?: string; expiry?: string };
-  if (!body.token) throw new CliError("token exchange returned no token");
-  return { token: body.token, expiry: body.expiry ?? new Date((decodeJwt(body.token).exp ?? 0) * 1000).toISOString() };
+  const authorization: Interceptor = (next) => (req) => {
+    req.header.set("authorization", `Bearer ${bearer}`);
+    return next(req);
+  };
+  const sts = createClient(
+    SecurityTokenService,
+    createConnectTransport({ baseUrl: issuerUrl, httpVersion: "1.1", useBinaryFormat: true, interceptors: [authorization] }),
+  );
+  const res = await sts.exchange({ aud: [params.audience], identity: params.identity ?? "" });
+  if (!res.token) throw new CliError("the token exchange returned no token");
+  const expiry = res.expiry ? timestampDate(res.expiry) : new Date((decodeJwt(res.token).exp ?? 0) * 1000);
+  return { token: res.token, expiry: expiry.toISOString() };
 }
 
 function fresh(t: StoredToken | undefined, now = Date.now()): t is StoredToken {
@@ -93,7 +92,10 @@ export async function login(opts: LoginOptions): Promise<Credentials> {
 /** A valid token for `audience` (default: the API), refreshed through the exchange when needed. */
 export async function token(audience?: string): Promise<string> {
   const creds = await loadCredentials();
-  if (!creds) throw new CliError("not logged in: run `bulwark auth login`");
+  if (!creds)
+    throw new CliError(
+      "not logged in: run `bulwark auth login`, or set BULWARK_TOKEN (an operator: BULWARK_TOKEN=$(bulwark admin token))",
+    );
   const aud = audience ?? creds.apiUrl;
   const stored = creds.tokens[aud];
   if (fresh(stored)) return stored.token;
@@ -115,30 +117,16 @@ export async function token(audience?: string): Promise<string> {
     // Another audience (the registry) from a still-valid API token; no identity needed.
     minted = await exchange(creds.issuerUrl, creds.tokens[creds.apiUrl]!.token, { audience: aud });
   }
-  if (!minted)
-    throw new CliError("the stored token has expired and cannot be refreshed: run `bulwark auth login` again");
+  if (!minted) {
+    const expired = creds.tokens[creds.apiUrl]?.expiry;
+    throw new CliError(
+      `the stored login's token ${expired ? `expired at ${expired}` : "has expired"} and cannot be refreshed: ` +
+        "run `bulwark auth login` again",
+    );
+  }
   creds.tokens[aud] = minted;
   await saveCredentials(creds);
   return minted.token;
-}
-
-export interface Status {
-  subject: string;
-  email: string;
-  expiry: string;
-  issuer: string;
-  audience: string[];
-  capabilities: { group?: { id: string; name: string }; role?: { name: string } }[];
-}
-
-/** Who the stored API token belongs to and when it expires (the API's Auth.Validate answer). */
-export async function status(): Promise<Status> {
-  const creds = await loadCredentials();
-  if (!creds) throw new CliError("not logged in: run `bulwark auth login`");
-  const apiToken = await token();
-  const res = await fetch(new URL("/auth/v1/ok", creds.apiUrl), { headers: { authorization: `Bearer ${apiToken}` } });
-  if (!res.ok) throw new CliError(`status failed: ${await errorText(res)}`);
-  return (await res.json()) as Status;
 }
 
 export async function logout(): Promise<boolean> {

@@ -1,562 +1,73 @@
-// The `bulwark` command line.
-import { join } from "node:path";
-import { Command, Option } from "commander";
-import { pino } from "pino";
-import type { RateLimit } from "../core/rate-limit.js";
-import { DEFAULT_RATE_LIMITS, type RateLimitSettings } from "../server/limits.js";
-import { DEFAULT_CONFIG, startServer } from "../server/start.js";
-import { keyEncryptionKeyFromEnv } from "../storage/db.js";
-import type { RegistrySettings } from "../platform/config.js";
-import { isValidUidp } from "../core/uidp.js";
-import { adminToken } from "./admin.js";
-import { importAdvisories, summaryLine } from "./advisories.js";
-import { loadCredentials } from "./credentials.js";
-import { registryGc } from "./registry.js";
-import { CliError, login, logout, saveHumanLogin, status, token } from "./auth.js";
-import { browserLogin, headlessLogin } from "./browser-login.js";
+// The `bulwark` command line: the server (`serve`, `admin`, `registry gc`) and the client commands
+// a chainctl user knows (`iam`, `images`, `advisories`, `auth`, `config`), which talk to the API
+// through its generated Connect clients. Exit status: 0 success, 1 error, 2 usage error.
+import { Command, CommanderError } from "commander";
+import { registerAdvisories } from "./commands/advisories.js";
+import { registerAuth } from "./commands/auth.js";
+import { registerCompletion } from "./commands/completion.js";
+import { registerConfig } from "./commands/config.js";
+import { registerGroups } from "./commands/groups.js";
+import { registerIdentities } from "./commands/identities.js";
+import { registerImages } from "./commands/images.js";
+import { registerInvites } from "./commands/invites.js";
+import { registerOrgSettings } from "./commands/org-settings.js";
+import { registerRoles } from "./commands/roles.js";
+import { registerServerCommands } from "./commands/server.js";
+import { registerVersion } from "./commands/version.js";
+import { CliError, EXIT_ERROR, EXIT_OK, EXIT_USAGE } from "./errors.js";
+import { styles, useColor } from "./output.js";
+import { VERSION } from "../server/version.js";
 
-function parsePort(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`invalid port: ${value}`);
-  return n;
-}
-
-/**
- * A switch that also reads an environment variable: commander would take any defined value
- * (even "false") as on, so the value is parsed; the bare flag means true.
- */
-function parseSwitch(value: string): boolean {
-  if (/^(1|true|yes|on)$/i.test(value)) return true;
-  if (/^(0|false|no|off|)$/i.test(value)) return false;
-  throw new Error(`invalid boolean: ${value}`);
-}
-
-/** "<per second>[:<burst>]" (burst defaults to twice the rate), or "off". */
-function parseRateLimit(value: string): RateLimit | null {
-  if (/^(off|none|0)$/i.test(value)) return null;
-  const m = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(value);
-  if (!m || Number(m[1]) <= 0) throw new Error(`invalid rate limit "${value}": use <per second>[:<burst>] or off`);
-  const perSecond = Number(m[1]);
-  return { perSecond, burst: m[2] ? Math.max(1, Number(m[2])) : Math.max(1, Math.ceil(perSecond * 2)) };
-}
-
-/** "90s", "15m", "1h", "7d" (or plain milliseconds) → milliseconds. */
-export function parseDuration(value: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
-  if (!m) throw new Error(`invalid duration "${value}": use e.g. 90s, 15m, 1h, 7d`);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "ms"]!;
-  return Math.round(Number(m[1]) * unit);
-}
-
-/** Where the registry keeps blobs: a directory, or an S3-compatible bucket. */
-function blobOptions(cmd: Command): Command {
-  return cmd
-    .addOption(
-      new Option("--blob-dir <dir>", "registry blobs in this directory (default: <data dir>/registry)").env(
-        "BULWARK_BLOB_DIR",
-      ),
-    )
-    .addOption(
-      new Option(
-        "--s3-bucket <bucket>",
-        "registry blobs in this S3-compatible bucket (credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the SDK's chain)",
-      ).env("BULWARK_S3_BUCKET"),
-    )
-    .addOption(
-      new Option("--s3-endpoint <url>", "the S3-compatible endpoint (default: AWS)").env("BULWARK_S3_ENDPOINT"),
-    )
-    .addOption(new Option("--s3-region <region>", "the bucket's region").env("BULWARK_S3_REGION").default("us-east-1"))
-    .addOption(new Option("--s3-prefix <prefix>", "a key prefix inside the bucket").env("BULWARK_S3_PREFIX"))
-    .addOption(
-      new Option("--s3-path-style [bool]", "path-style bucket URLs (most S3-compatible servers)")
-        .env("BULWARK_S3_PATH_STYLE")
-        .argParser(parseSwitch),
-    );
-}
-
-interface BlobOpts {
-  blobDir?: string;
-  s3Bucket?: string;
-  s3Endpoint?: string;
-  s3Region: string;
-  s3Prefix?: string;
-  s3PathStyle?: boolean;
-}
-
-function registrySettings(o: BlobOpts, gc: { gcIntervalMs?: number; gcGraceMs?: number } = {}): RegistrySettings {
-  return {
-    blobDirectory: o.blobDir,
-    objectStorage: o.s3Bucket
-      ? {
-          bucket: o.s3Bucket,
-          endpoint: o.s3Endpoint,
-          region: o.s3Region,
-          prefix: o.s3Prefix,
-          forcePathStyle: o.s3PathStyle,
-          accessKeyId: process.env.AWS_ACCESS_KEY_ID,
-          secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY,
-        }
-      : undefined,
-    ...gc,
-  };
-}
-
-/** A repeatable option (also read from a comma-separated environment variable). */
-function collect(value: string, previous: string[] = []): string[] {
-  return [
-    ...previous,
-    ...value
-      .split(",")
-      .map((v) => v.trim())
-      .filter(Boolean),
-  ];
-}
-
-/** Options shared by every command that opens the database. */
-function databaseOptions(cmd: Command): Command {
-  return cmd
-    .addOption(
-      new Option("--data-dir <dir>", "embedded PGlite data directory")
-        .env("BULWARK_DATA_DIR")
-        .default(DEFAULT_CONFIG.dataDir),
-    )
-    .addOption(
-      new Option("--database-url <url>", "PostgreSQL connection string; when set, PGlite is not used").env(
-        "DATABASE_URL",
-      ),
-    );
-}
-
-/** The public URLs of the issuer, the API and the registry; by default the server's own. */
-function urlOptions(cmd: Command): Command {
-  return cmd
-    .addOption(
-      new Option("--port <port>", "port to listen on")
-        .env("BULWARK_PORT")
-        .default(DEFAULT_CONFIG.port)
-        .argParser(parsePort),
-    )
-    .addOption(new Option("--host <host>", "address to bind").env("BULWARK_HOST").default(DEFAULT_CONFIG.host))
-    .addOption(
-      new Option(
-        "--issuer-url <url>",
-        "{auth_url}: public URL of the token issuer (default: http://<host>:<port>)",
-      ).env("BULWARK_ISSUER_URL"),
-    )
-    .addOption(
-      new Option(
-        "--api-url <url>",
-        "{base_url}: public URL of the API, the audience of API tokens (default: http://<host>:<port>)",
-      ).env("BULWARK_API_URL"),
-    )
-    .addOption(
-      new Option(
-        "--registry-host <host>",
-        "{registry_host}: the registry's host, the audience of registry tokens (default: <host>:<port>)",
-      ).env("BULWARK_REGISTRY_HOST"),
-    );
-}
-
-interface UrlOpts {
-  port: number;
-  host: string;
-  issuerUrl?: string;
-  apiUrl?: string;
-  registryHost?: string;
-}
-
-function ownUrl(o: UrlOpts): string {
-  return `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${o.port}`;
-}
 
 export function buildCli(): Command {
   const program = new Command("bulwark")
-    .description("Identity, Registry and Vulnerability Management API server")
-    .showHelpAfterError();
-
-  blobOptions(urlOptions(databaseOptions(program.command("serve"))))
-    .description("start the API server (REST/JSON, gRPC, gRPC-Web and Connect on one port)")
-    .addOption(
-      new Option("--registry-port <port>", "also serve the registry (/v2/, /token) on this port")
-        .env("BULWARK_REGISTRY_PORT")
-        .argParser(parsePort),
-    )
-    .addOption(
-      new Option("--registry-gc-every <duration>", "collect registry garbage this often (e.g. 6h); default: never")
-        .env("BULWARK_REGISTRY_GC_EVERY")
-        .argParser(parseDuration),
-    )
-    .addOption(
-      new Option("--registry-gc-grace <duration>", "keep unreferenced registry content this long (default 1h)")
-        .env("BULWARK_REGISTRY_GC_GRACE")
-        .argParser(parseDuration),
-    )
-    .addOption(
-      new Option(
-        "--public-advisories <group>",
-        "advisories in this group (uid) are readable by every authenticated caller; the first is where `advisories import` puts documents by default (repeatable)",
-      )
-        .env("BULWARK_PUBLIC_ADVISORIES")
-        .argParser(collect),
-    )
-    .addOption(
-      new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors")
-        .env("BULWARK_ERROR_DOMAIN")
-        .default(DEFAULT_CONFIG.errorDomain),
-    )
-    .addOption(new Option("--log-level <level>", "log level").env("BULWARK_LOG_LEVEL").default("info"))
-    .addOption(
-      new Option(
-        "--allow-insecure-issuers [bool]",
-        "token exchange: accept plain-http OIDC issuers on loopback hosts (tests and local use only)",
-      )
-        .env("BULWARK_ALLOW_INSECURE_ISSUERS")
-        .argParser(parseSwitch),
-    )
-    .addOption(
-      new Option(
-        "--allow-private-issuer-addresses [bool]",
-        "token exchange: accept OIDC issuers on private, loopback, link-local, CGNAT, ... addresses",
-      )
-        .env("BULWARK_ALLOW_PRIVATE_ISSUER_ADDRESSES")
-        .argParser(parseSwitch),
-    )
-    .addOption(
-      new Option("--upstream-issuer <url>", "sign-in: the platform's default upstream OIDC provider for people").env(
-        "BULWARK_UPSTREAM_ISSUER",
-      ),
-    )
-    .addOption(
-      new Option("--upstream-client-id <id>", "sign-in: this server's client id at the upstream provider").env(
-        "BULWARK_UPSTREAM_CLIENT_ID",
-      ),
-    )
-    .addOption(
-      new Option(
-        "--upstream-client-secret <secret>",
-        "sign-in: its client secret (prefer the env variable; omit for a public client with PKCE)",
-      ).env("BULWARK_UPSTREAM_CLIENT_SECRET"),
-    )
-    .addOption(
-      new Option(
-        "--cors-origin <origin>",
-        'allow browser apps on this origin (repeatable; "*": any); default: CORS off',
-      )
-        .env("BULWARK_CORS_ORIGINS")
-        .argParser(collect),
-    )
-    .addOption(
-      new Option("--trust-proxy [bool]", "behind a reverse proxy: the client's address is in X-Forwarded-For")
-        .env("BULWARK_TRUST_PROXY")
-        .argParser(parseSwitch),
-    )
-    .addOption(new Option("--no-rate-limit", "turn every rate limit off").env("BULWARK_NO_RATE_LIMIT"))
-    .addOption(
-      new Option("--rate-limit-address <rate>", "requests per client address: <per second>[:<burst>] or off")
-        .env("BULWARK_RATE_LIMIT_ADDRESS")
-        .argParser(parseRateLimit),
-    )
-    .addOption(
-      new Option("--rate-limit-identity <rate>", "requests per identity: <per second>[:<burst>] or off")
-        .env("BULWARK_RATE_LIMIT_IDENTITY")
-        .argParser(parseRateLimit),
-    )
-    .addOption(
-      new Option(
-        "--rate-limit-sensitive <rate>",
-        "token exchange, OAuth token and device endpoints, per address: <per second>[:<burst>] or off",
-      )
-        .env("BULWARK_RATE_LIMIT_SENSITIVE")
-        .argParser(parseRateLimit),
-    )
-    .addOption(
-      new Option(
-        "--rate-limit-failed-auth <rate>",
-        "failed authentications per address before it must wait: <per second>[:<burst>] or off",
-      )
-        .env("BULWARK_RATE_LIMIT_FAILED_AUTH")
-        .argParser(parseRateLimit),
-    )
-    .action(
-      async (
-        opts: UrlOpts &
-          BlobOpts & {
-            registryPort?: number;
-            registryGcEvery?: number;
-            registryGcGrace?: number;
-            publicAdvisories?: string[];
-            corsOrigin?: string[];
-            trustProxy?: boolean;
-            rateLimit: boolean;
-            rateLimitAddress?: RateLimit | null;
-            rateLimitIdentity?: RateLimit | null;
-            rateLimitSensitive?: RateLimit | null;
-            rateLimitFailedAuth?: RateLimit | null;
-            dataDir: string;
-            databaseUrl?: string;
-            errorDomain: string;
-            logLevel: string;
-            allowInsecureIssuers?: boolean;
-            allowPrivateIssuerAddresses?: boolean;
-            upstreamIssuer?: string;
-            upstreamClientId?: string;
-            upstreamClientSecret?: string;
-          },
-      ) => {
-        const logger = pino({ level: opts.logLevel });
-        for (const group of opts.publicAdvisories ?? [])
-          if (!isValidUidp(group))
-            throw new CliError(`--public-advisories: ${JSON.stringify(group)} is not a group uid`);
-        if (Boolean(opts.upstreamIssuer) !== Boolean(opts.upstreamClientId))
-          throw new CliError("--upstream-issuer and --upstream-client-id go together");
-        const defaultUpstream =
-          opts.upstreamIssuer && opts.upstreamClientId
-            ? {
-                issuer: opts.upstreamIssuer,
-                clientId: opts.upstreamClientId,
-                clientSecret: opts.upstreamClientSecret || undefined,
-              }
-            : undefined;
-        // BULWARK_KEY_ENCRYPTION_KEY: PostgreSQL's key-encryption key (an embedded data directory keeps its own)
-        const keyEncryptionKey = opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined;
-        const chosen = (flag: RateLimit | null | undefined, fallback: RateLimit) =>
-          flag === null ? undefined : (flag ?? fallback);
-        const rateLimits: RateLimitSettings | false = opts.rateLimit && {
-          address: chosen(opts.rateLimitAddress, DEFAULT_RATE_LIMITS.address),
-          identity: chosen(opts.rateLimitIdentity, DEFAULT_RATE_LIMITS.identity),
-          sensitive: chosen(opts.rateLimitSensitive, DEFAULT_RATE_LIMITS.sensitive),
-          failedAuthentication: chosen(opts.rateLimitFailedAuth, DEFAULT_RATE_LIMITS.failedAuthentication),
-        };
-        const server = await startServer({
-          ...opts,
-          defaultUpstream,
-          keyEncryptionKey,
-          logger,
-          rateLimits,
-          corsOrigins: opts.corsOrigin,
-          advisories: { publicGroups: opts.publicAdvisories ?? [] },
-          registry: registrySettings(
-            { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
-            { gcIntervalMs: opts.registryGcEvery, gcGraceMs: opts.registryGcGrace },
-          ),
-        });
-        logger.info(
-          {
-            url: server.url,
-            issuer: server.urls.issuer,
-            database: server.backend === "postgres" ? "postgres" : `pglite:${opts.dataDir}`,
-            registryHost: server.urls.registryAudience,
-          },
-          `bulwark listening on ${server.url}` +
-            (server.registryPort === undefined ? "" : ` (registry also on port ${server.registryPort})`),
-        );
-        let stopping = false;
-        const stop = async (signal: string) => {
-          if (stopping) return;
-          stopping = true;
-          logger.info({ signal }, "shutting down");
-          try {
-            await server.close();
-            process.exit(0);
-          } catch (err) {
-            logger.error({ err }, "error during shutdown");
-            process.exit(1);
-          }
-        };
-        process.on("SIGTERM", () => void stop("SIGTERM"));
-        process.on("SIGINT", () => void stop("SIGINT"));
-      },
-    );
-
-  const admin = program
-    .command("admin")
-    .description("operator commands (need access to the database, not the network)");
-  urlOptions(databaseOptions(admin.command("token")))
-    .description("print a one-hour API token for the platform operator, who may do everything")
-    .addOption(new Option("--audience <aud>", "token audience (default: the API URL)"))
-    .action(async (opts: UrlOpts & { dataDir: string; databaseUrl?: string; audience?: string }) => {
-      const own = ownUrl(opts);
-      const urls = {
-        issuer: opts.issuerUrl ?? own,
-        apiAudience: opts.apiUrl ?? own,
-        registryAudience: opts.registryHost ?? new URL(own).host,
-      };
-      const { token } = await adminToken({
-        dataDir: opts.dataDir,
-        databaseUrl: opts.databaseUrl,
-        keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined,
-        say: (line) => process.stderr.write(`bulwark: ${line}\n`),
-        urls,
-        audience: opts.audience ?? urls.apiAudience,
-      });
-      process.stdout.write(token + "\n");
-    });
-  const registry = program
-    .command("registry")
-    .description("registry maintenance (needs the database, not the network)");
-  blobOptions(databaseOptions(registry.command("gc")))
-    .description(
-      "remove untagged manifests and unreferenced blobs older than the grace window (on the embedded database: while no server runs; use serve --registry-gc-every otherwise)",
-    )
-    .option("--dry-run", "only report what would be removed")
-    .addOption(
-      new Option("--grace <duration>", "keep what changed within this window")
-        .default(3_600_000, "1h")
-        .argParser(parseDuration),
-    )
-    .action(async (opts: BlobOpts & { dataDir: string; databaseUrl?: string; dryRun?: boolean; grace: number }) => {
-      const report = await registryGc({
-        dataDir: opts.dataDir,
-        databaseUrl: opts.databaseUrl,
-        keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined,
-        registry: registrySettings(opts),
-        graceMs: opts.grace,
-        dryRun: opts.dryRun === true,
-      });
-      const verb = opts.dryRun ? "would remove" : "removed";
-      process.stdout.write(
-        `${verb}: ${report.manifests} manifests, ${report.blobLinks} blob links, ${report.blobs} blobs ` +
-          `(${report.bytes} bytes), ${report.uploads} abandoned uploads\n`,
-      );
-    });
-
-  const advisories = program.command("advisories").description("vulnerability advisories");
-  advisories
-    .command("import")
-    .description(
-      "import advisory YAML documents and OSV JSON records (files or directories) through the running server",
-    )
-    .argument("<path...>", "files, or directories searched for *.yaml, *.yml and *.json")
-    .addOption(
-      new Option("--group <uid>", "the publisher group (default: the server's first --public-advisories group)").env(
-        "BULWARK_ADVISORY_GROUP",
-      ),
-    )
-    .addOption(
-      new Option(
-        "--api-url <url>",
-        "{base_url}: the API's URL (default: the logged-in one, else http://127.0.0.1:8080)",
-      ).env("BULWARK_API_URL"),
-    )
-    .option("--author <name>", "recorded as the author of what is imported (default: your identity)")
-    .option("--origin <name>", 'recorded as the origin (default: "advisory-yaml" or "osv", by format)')
+    .description("Bulwark: the Identity, Registry and Vulnerability Management API, its server and its CLI")
+    .version(VERSION, "-v, --version", "print the CLI's version")
+    .exitOverride()
+    .showHelpAfterError("(add --help for usage)")
     .addHelpText(
       "after",
-      "\nThe token comes from BULWARK_TOKEN, else from `bulwark auth login`. It needs advisories.create and\n" +
-        "advisories.update on the group. Exit status 1 when a document was skipped.\n\n" +
-        "Example:\n  BULWARK_TOKEN=$(bulwark admin token) bulwark advisories import ./advisories --group <uid>\n",
-    )
-    .action(async (paths: string[], opts: { group?: string; apiUrl?: string; author?: string; origin?: string }) => {
-      const creds = await loadCredentials();
-      const apiUrl = opts.apiUrl ?? creds?.apiUrl ?? "http://127.0.0.1:8080";
-      const bearer = process.env.BULWARK_TOKEN?.trim() || (await token());
-      const summary = await importAdvisories({
-        paths,
-        apiUrl,
-        token: bearer,
-        group: opts.group,
-        author: opts.author,
-        origin: opts.origin,
-        say: (line) => process.stderr.write(line + "\n"),
-        progress: process.stderr,
-      });
-      process.stdout.write(summaryLine(summary) + "\n");
-      if (summary.skipped > 0) process.exitCode = 1;
-    });
-
-  const auth = program.command("auth").description("log in and get API tokens");
-  const clientUrls = (cmd: Command) =>
-    cmd
-      .addOption(
-        new Option("--api-url <url>", "{base_url}: the API's URL")
-          .env("BULWARK_API_URL")
-          .default("http://127.0.0.1:8080"),
-      )
-      .addOption(
-        new Option("--issuer-url <url>", "{auth_url}: the token issuer's URL (default: the API URL)").env(
-          "BULWARK_ISSUER_URL",
-        ),
-      );
-  clientUrls(auth.command("login"))
-    .description(
-      "sign in and keep an API token (0600, in the user's config dir): in a browser, or as a workload with --identity",
-    )
-    .option("--identity <uid>", "assume this identity with --identity-token (workloads)")
-    .option("--identity-token <jwt|path>", "the workload's OIDC token, or a file holding it (re-read on refresh)")
-    .option("--identity-provider <uid>", "sign in through this organization's identity provider")
-    .option("--invite-code <code>", "accept this group invite after signing in")
-    .option("--headless", "no browser here: approve a code in a browser elsewhere")
-    .option("--no-browser", "print the sign-in URL without opening a browser")
-    .action(
-      async (opts: {
-        apiUrl: string;
-        issuerUrl?: string;
-        identity?: string;
-        identityToken?: string;
-        identityProvider?: string;
-        inviteCode?: string;
-        headless?: boolean;
-        browser: boolean;
-      }) => {
-        const issuerUrl = opts.issuerUrl ?? opts.apiUrl;
-        if (opts.identity || opts.identityToken) {
-          if (!opts.identity || !opts.identityToken) throw new CliError("--identity and --identity-token go together");
-          const creds = await login({
-            apiUrl: opts.apiUrl,
-            issuerUrl,
-            identity: opts.identity,
-            identityToken: opts.identityToken,
-          });
-          process.stdout.write(`logged in as ${opts.identity}; token expires ${creds.tokens[creds.apiUrl]!.expiry}\n`);
-          return;
-        }
-        const human = {
-          issuerUrl,
-          identityProvider: opts.identityProvider,
-          inviteCode: opts.inviteCode,
-          noBrowser: !opts.browser,
-          say: (l: string) => process.stderr.write(l + "\n"),
-        };
-        const signedIn = opts.headless ? await headlessLogin(human) : await browserLogin(human);
-        await saveHumanLogin(opts.apiUrl, issuerUrl, signedIn);
-        process.stdout.write(`signed in; token expires ${signedIn.expiry.toISOString()}\n`);
-      },
+      "\nExit status: 0 success, 1 error, 2 usage error.\n" +
+        "Settings: flags > environment (BULWARK_*) > config file (`bulwark config view`).\n\n" +
+        "Examples:\n" +
+        "  bulwark serve\n" +
+        "  BULWARK_TOKEN=$(bulwark admin token) bulwark iam organizations list\n" +
+        "  bulwark auth login && bulwark images repos list --parent <group uid>\n",
     );
-  auth
-    .command("token")
-    .description("print a valid token (refreshed through the exchange when possible)")
-    .option("--audience <aud>", "token audience (default: the API URL; the registry host for registry tokens)")
-    .action(async (opts: { audience?: string }) => {
-      process.stdout.write((await token(opts.audience)) + "\n");
-    });
-  auth
-    .command("status")
-    .description("show who the token belongs to and when it expires")
-    .action(async () => {
-      const s = await status();
-      const lines = [
-        `subject: ${s.subject}`,
-        ...(s.email ? [`email: ${s.email}`] : []),
-        `issuer: ${s.issuer}`,
-        `expires: ${s.expiry}`,
-      ];
-      for (const c of s.capabilities ?? [])
-        lines.push(`role ${c.role?.name ?? "?"} in ${c.group?.name ?? "?"} (${c.group?.id ?? "?"})`);
-      process.stdout.write(lines.join("\n") + "\n");
-    });
-  auth
-    .command("logout")
-    .description("forget the stored tokens")
-    .action(async () => {
-      process.stdout.write((await logout()) ? "logged out\n" : "not logged in\n");
-    });
+  registerServerCommands(program);
+  const iam = program.command("iam").description("organizations, folders, identities, roles and who holds them");
+  registerGroups(iam);
+  registerIdentities(iam);
+  registerRoles(iam);
+  registerInvites(iam);
+  registerOrgSettings(iam);
+  registerImages(program);
+  registerAdvisories(program);
+  registerAuth(program);
+  registerConfig(program);
+  registerCompletion(program);
+  registerVersion(program, VERSION);
   return program;
 }
 
-buildCli()
-  .parseAsync(process.argv)
-  .catch((err: unknown) => {
-    // CliErrors are for the user; anything else is unexpected but still reported without a stack.
-    console.error(`bulwark: ${err instanceof CliError || err instanceof Error ? err.message : String(err)}`);
-    process.exit(1);
-  });
+/** Runs the CLI; returns the exit status. */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildCli();
+  try {
+    await program.parseAsync(argv);
+    return typeof process.exitCode === "number" ? process.exitCode : EXIT_OK;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Help and --version end here too; commander printed what it had to.
+      if (err.exitCode === 0 || err.code === "commander.helpDisplayed" || err.code === "commander.version")
+        return EXIT_OK;
+      return EXIT_USAGE;
+    }
+    const style = styles(useColor(process.stderr));
+    const message = err instanceof CliError || err instanceof Error ? err.message : String(err);
+    process.stderr.write(`${style.red("bulwark:")} ${message}\n`);
+    return err instanceof CliError ? err.exitCode : EXIT_ERROR;
+  }
+}
+
+process.exitCode = await main(process.argv);

@@ -41,6 +41,8 @@ export interface ModuleRuntime<Exports = unknown> {
   tasks?: PeriodicTask[];
   /** what other modules (and tests) may use of this one, through `exportsOf` */
   exports: Exports;
+  /** called once the server listens, with every public URL final (blanks filled from its own URL) */
+  listening?(urls: Readonly<PublicUrls>): Promise<void>;
   /** releases what the module holds (clients, temporary files), after the server stopped serving */
   close?(): Promise<void>;
 }

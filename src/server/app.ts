@@ -26,6 +26,7 @@ import {
   shapeOfReceived,
   statusJson,
 } from "./protocol-errors.js";
+import { VERSION } from "./version.js";
 import { registerTranscoder } from "./transcoder.js";
 
 export { statusJson };
@@ -197,7 +198,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     done();
   });
 
-  fastify.get("/healthz", async () => ({ status: "SERVING" }));
+  fastify.get("/healthz", async () => ({ status: "SERVING", version: VERSION }));
   registerDocsRoutes(fastify);
   for (const register of opts.routes ?? []) {
     await fastify.register(async (scope) => register(plainRouter(scope, { authorizer, limits, wireError, sendError })));

@@ -47,12 +47,7 @@ export interface ServerConfig extends PlatformSettings {
   modules?: readonly FeatureModule<any, any>[];
 }
 
-export const DEFAULT_CONFIG: ServerConfig = {
-  port: 8080,
-  host: "127.0.0.1",
-  dataDir: "./data",
-  errorDomain: "bulwark.dev",
-};
+export { DEFAULT_CONFIG } from "./defaults.js";
 
 export interface RunningServer {
   url: string;
@@ -203,6 +198,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       if (!urls.registryAudience) urls.registryAudience = `${hostPart}:${(front.address() as AddressInfo).port}`;
     }
     fillPublicUrls(urls, url);
+    for (const runtime of runtimes) await runtime.listening?.(urls);
     let closing: Promise<void> | undefined;
     return {
       url,

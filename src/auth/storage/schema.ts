@@ -41,10 +41,20 @@ export interface LoginSessionsTable {
   expire_time: Timestamp;
 }
 
+/** The public URLs the server last started with (one row). */
+export interface IssuerUrlsTable {
+  singleton: ColumnType<boolean, boolean | undefined, boolean>;
+  issuer: string;
+  api_audience: string;
+  registry_audience: string;
+  record_time: ColumnType<Date, Date | undefined, Date>;
+}
+
 /** The auth module's tables. */
 export interface AuthTables {
   signing_keys: SigningKeysTable;
   login_sessions: LoginSessionsTable;
+  issuer_urls: IssuerUrlsTable;
 }
 
 export type AuthDb = Kysely<AuthTables>;

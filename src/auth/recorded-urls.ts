@@ -1,0 +1,48 @@
+// The public URLs a server runs with, recorded when it starts listening: in the database (every
+// backend; replicas behind one URL write the same row) and, for an embedded data directory, in a
+// file beside the issuer's key file, where `bulwark admin token` reads them while the server
+// holds the database. So the operator's token carries the issuer and audience the server expects.
+import { readFile, rename, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Kysely } from "kysely";
+import type { AuthUrls } from "./tokens.js";
+import { authTables } from "./storage/schema.js";
+
+export function recordedUrlsFile(dataDir: string): string {
+  return join(dataDir, "public-urls.json");
+}
+
+export async function recordPublicUrls(db: Kysely<any>, urls: AuthUrls, dataDir?: string): Promise<void> {
+  const row = { issuer: urls.issuer, api_audience: urls.apiAudience, registry_audience: urls.registryAudience };
+  await authTables(db)
+    .insertInto("issuer_urls")
+    .values({ singleton: true, ...row, record_time: new Date() })
+    .onConflict((oc) => oc.column("singleton").doUpdateSet({ ...row, record_time: new Date() }))
+    .execute();
+  if (dataDir) {
+    const path = recordedUrlsFile(dataDir);
+    const tmp = `${path}.${process.pid}.tmp`;
+    await writeFile(tmp, JSON.stringify(urls, null, 2) + "\n", { mode: 0o644 });
+    await rename(tmp, path);
+  }
+}
+
+/** What the last server to start on this database recorded; undefined when none has yet. */
+export async function recordedPublicUrls(db: Kysely<any>): Promise<AuthUrls | undefined> {
+  const row = await authTables(db).selectFrom("issuer_urls").selectAll().executeTakeFirst();
+  return row && { issuer: row.issuer, apiAudience: row.api_audience, registryAudience: row.registry_audience };
+}
+
+/** The file's URLs if it was written at or after `since` (ms; by the server holding the directory now). */
+export async function recordedPublicUrlsFile(dataDir: string, since?: number): Promise<AuthUrls | undefined> {
+  const path = recordedUrlsFile(dataDir);
+  try {
+    if (since !== undefined && (await stat(path)).mtimeMs < since) return undefined;
+    const parsed = JSON.parse(await readFile(path, "utf8")) as Partial<AuthUrls>;
+    if (typeof parsed.issuer !== "string" || typeof parsed.apiAudience !== "string" || typeof parsed.registryAudience !== "string")
+      return undefined;
+    return { issuer: parsed.issuer, apiAudience: parsed.apiAudience, registryAudience: parsed.registryAudience };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,70 @@
+// The shape of every client command: the same connection and output options, an example in its
+// help, and an action that gets a Session (settings, token, API clients) and a Printer.
+import { Command, Option } from "commander";
+import { UsageError } from "./errors.js";
+import { Printer } from "./output.js";
+import { Session, type ClientFlags } from "./session.js";
+import { OUTPUT_FORMATS, SETTINGS } from "./settings.js";
+
+export interface ClientCommandSpec {
+  description: string;
+  /** shown under "Examples:" in --help (at least one) */
+  examples: string[];
+  /** takes --parent (defaults to the configured default group) */
+  parent?: boolean;
+  /** a list: takes --limit */
+  list?: boolean;
+}
+
+export interface Context<O> {
+  session: Session;
+  print: Printer;
+  opts: O & ClientFlags & { limit?: number };
+}
+
+export function parseCount(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`expected a whole number, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+/** Appends examples to a command's help. */
+export function examples(cmd: Command, lines: string[]): Command {
+  return cmd.addHelpText("after", `\nExamples:\n${lines.map((l) => `  ${l}`).join("\n")}\n`);
+}
+
+/** The options every client command takes, with their environment variables named in --help. */
+export function connectionOptions(cmd: Command): Command {
+  return cmd
+    .addOption(new Option("--api-url <url>", SETTINGS["api-url"].description + " [env BULWARK_API_URL]"))
+    .addOption(new Option("--issuer-url <url>", SETTINGS["issuer-url"].description + " [env BULWARK_ISSUER_URL]"))
+    .addOption(new Option("--token-file <path>", SETTINGS["token-file"].description + " [env BULWARK_TOKEN_FILE]"))
+    .addOption(
+      new Option("-o, --output <format>", `output format [env BULWARK_OUTPUT; default table]`).choices(OUTPUT_FORMATS),
+    );
+}
+
+/** A client command under `parent`, with the shared options and its examples. */
+export function clientCommand(parent: Command, nameAndArgs: string, spec: ClientCommandSpec): Command {
+  const cmd = connectionOptions(parent.command(nameAndArgs).description(spec.description));
+  if (spec.parent)
+    cmd.addOption(
+      new Option("--parent <group>", "the group (uid); default: `bulwark config set default-group` [env BULWARK_DEFAULT_GROUP]"),
+    );
+  if (spec.list) cmd.addOption(new Option("--limit <n>", "stop after this many (default: all)").argParser(parseCount));
+  return examples(cmd, spec.examples);
+}
+
+/** Runs `fn` with a session and a printer made from the command's options. */
+export function run<O, A extends unknown[] = string[]>(
+  cmd: Command,
+  fn: (ctx: Context<O>, ...args: A) => Promise<void>,
+): Command {
+  return cmd.action(async (...received: unknown[]) => {
+    const command = received[received.length - 1] as Command;
+    const args = received.slice(0, -2) as A;
+    const opts = command.opts() as O & ClientFlags & { limit?: number };
+    const session = await Session.open(opts);
+    await fn({ session, print: new Printer(session.output), opts }, ...args);
+  });
+}

@@ -1,0 +1,4 @@
+// TODO(helper): being written.
+import type { Command } from "commander";
+
+export function registerImages(_program: Command): void {}

@@ -1,0 +1,465 @@
+// The server side of `bulwark`: `serve`, and the operator's tools that open the database
+// themselves (`admin token`, `registry gc`). The server's modules are imported only when one of
+// these runs, so client commands start quickly.
+import { join } from "node:path";
+import { Command, Option } from "commander";
+import type { RateLimit } from "../../core/rate-limit.js";
+import type { RateLimitSettings } from "../../server/limits.js";
+import { DEFAULT_CONFIG } from "../../server/defaults.js";
+import type { RegistrySettings } from "../../platform/config.js";
+import { isValidUidp } from "../../core/uidp.js";
+import { CliError } from "../errors.js";
+import { examples } from "../command.js";
+
+function parsePort(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`invalid port: ${value}`);
+  return n;
+}
+
+/**
+ * A switch that also reads an environment variable: commander would take any defined value
+ * (even "false") as on, so the value is parsed; the bare flag means true.
+ */
+function parseSwitch(value: string): boolean {
+  if (/^(1|true|yes|on)$/i.test(value)) return true;
+  if (/^(0|false|no|off|)$/i.test(value)) return false;
+  throw new Error(`invalid boolean: ${value}`);
+}
+
+/** "<per second>[:<burst>]" (burst defaults to twice the rate), or "off". */
+function parseRateLimit(value: string): RateLimit | null {
+  if (/^(off|none|0)$/i.test(value)) return null;
+  const m = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(value);
+  if (!m || Number(m[1]) <= 0) throw new Error(`invalid rate limit "${value}": use <per second>[:<burst>] or off`);
+  const perSecond = Number(m[1]);
+  return { perSecond, burst: m[2] ? Math.max(1, Number(m[2])) : Math.max(1, Math.ceil(perSecond * 2)) };
+}
+
+/** "90s", "15m", "1h", "7d" (or plain milliseconds) → milliseconds. */
+export function parseDuration(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (!m) throw new Error(`invalid duration "${value}": use e.g. 90s, 15m, 1h, 7d`);
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "ms"]!;
+  return Math.round(Number(m[1]) * unit);
+}
+
+/** Where the registry keeps blobs: a directory, or an S3-compatible bucket. */
+function blobOptions(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option("--blob-dir <dir>", "registry blobs in this directory (default: <data dir>/registry)").env(
+        "BULWARK_BLOB_DIR",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--s3-bucket <bucket>",
+        "registry blobs in this S3-compatible bucket (credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the SDK's chain)",
+      ).env("BULWARK_S3_BUCKET"),
+    )
+    .addOption(
+      new Option("--s3-endpoint <url>", "the S3-compatible endpoint (default: AWS)").env("BULWARK_S3_ENDPOINT"),
+    )
+    .addOption(new Option("--s3-region <region>", "the bucket's region").env("BULWARK_S3_REGION").default("us-east-1"))
+    .addOption(new Option("--s3-prefix <prefix>", "a key prefix inside the bucket").env("BULWARK_S3_PREFIX"))
+    .addOption(
+      new Option("--s3-path-style [bool]", "path-style bucket URLs (most S3-compatible servers)")
+        .env("BULWARK_S3_PATH_STYLE")
+        .argParser(parseSwitch),
+    );
+}
+
+interface BlobOpts {
+  blobDir?: string;
+  s3Bucket?: string;
+  s3Endpoint?: string;
+  s3Region: string;
+  s3Prefix?: string;
+  s3PathStyle?: boolean;
+}
+
+function registrySettings(o: BlobOpts, gc: { gcIntervalMs?: number; gcGraceMs?: number } = {}): RegistrySettings {
+  return {
+    blobDirectory: o.blobDir,
+    objectStorage: o.s3Bucket
+      ? {
+          bucket: o.s3Bucket,
+          endpoint: o.s3Endpoint,
+          region: o.s3Region,
+          prefix: o.s3Prefix,
+          forcePathStyle: o.s3PathStyle,
+          accessKeyId: process.env.AWS_ACCESS_KEY_ID,
+          secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY,
+        }
+      : undefined,
+    ...gc,
+  };
+}
+
+/** A repeatable option (also read from a comma-separated environment variable). */
+function collect(value: string, previous: string[] = []): string[] {
+  return [
+    ...previous,
+    ...value
+      .split(",")
+      .map((v) => v.trim())
+      .filter(Boolean),
+  ];
+}
+
+/** Options shared by every command that opens the database. */
+function databaseOptions(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option("--data-dir <dir>", "embedded PGlite data directory")
+        .env("BULWARK_DATA_DIR")
+        .default(DEFAULT_CONFIG.dataDir),
+    )
+    .addOption(
+      new Option("--database-url <url>", "PostgreSQL connection string; when set, PGlite is not used").env(
+        "DATABASE_URL",
+      ),
+    );
+}
+
+/** The public URLs of the issuer, the API and the registry; by default the server's own. */
+function urlOptions(cmd: Command): Command {
+  return cmd
+    .addOption(
+      new Option("--port <port>", "port to listen on (0: any free port)")
+        .env("BULWARK_PORT")
+        .default(DEFAULT_CONFIG.port)
+        .argParser(parsePort),
+    )
+    .addOption(new Option("--host <host>", "address to bind").env("BULWARK_HOST").default(DEFAULT_CONFIG.host))
+    .addOption(
+      new Option(
+        "--issuer-url <url>",
+        "{auth_url}: public URL of the token issuer (default: http://<host>:<port>)",
+      ).env("BULWARK_ISSUER_URL"),
+    )
+    .addOption(
+      new Option(
+        "--api-url <url>",
+        "{base_url}: public URL of the API, the audience of API tokens (default: http://<host>:<port>)",
+      ).env("BULWARK_API_URL"),
+    )
+    .addOption(
+      new Option(
+        "--registry-host <host>",
+        "{registry_host}: the registry's host, the audience of registry tokens (default: <host>:<port>)",
+      ).env("BULWARK_REGISTRY_HOST"),
+    );
+}
+
+interface UrlOpts {
+  port: number;
+  host: string;
+  issuerUrl?: string;
+  apiUrl?: string;
+  registryHost?: string;
+}
+
+function ownUrl(o: { host: string; port: number }): string {
+  return `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${o.port}`;
+}
+
+export function registerServerCommands(program: Command): void {
+  examples(blobOptions(urlOptions(databaseOptions(program.command("serve")))), [
+    "bulwark serve                                   # embedded database in ./data, http://127.0.0.1:8080",
+    "bulwark serve --port 9090 --data-dir /var/lib/bulwark",
+    "DATABASE_URL=postgres://... BULWARK_KEY_ENCRYPTION_KEY=$(openssl rand -hex 32) bulwark serve --host 0.0.0.0",
+  ])
+    .description("start the API server (REST/JSON, gRPC, gRPC-Web and Connect on one port)")
+    .addOption(
+      new Option("--registry-port <port>", "also serve the registry (/v2/, /token) on this port")
+        .env("BULWARK_REGISTRY_PORT")
+        .argParser(parsePort),
+    )
+    .addOption(
+      new Option("--registry-gc-every <duration>", "collect registry garbage this often (e.g. 6h); default: never")
+        .env("BULWARK_REGISTRY_GC_EVERY")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--registry-gc-grace <duration>", "keep unreferenced registry content this long (default 1h)")
+        .env("BULWARK_REGISTRY_GC_GRACE")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option(
+        "--public-advisories <group>",
+        "advisories in this group (uid) are readable by every authenticated caller; the first is where `advisories import` puts documents by default (repeatable)",
+      )
+        .env("BULWARK_PUBLIC_ADVISORIES")
+        .argParser(collect),
+    )
+    .addOption(
+      new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors")
+        .env("BULWARK_ERROR_DOMAIN")
+        .default(DEFAULT_CONFIG.errorDomain),
+    )
+    .addOption(new Option("--log-level <level>", "log level").env("BULWARK_LOG_LEVEL").default("info"))
+    .addOption(
+      new Option(
+        "--allow-insecure-issuers [bool]",
+        "token exchange: accept plain-http OIDC issuers on loopback hosts (tests and local use only)",
+      )
+        .env("BULWARK_ALLOW_INSECURE_ISSUERS")
+        .argParser(parseSwitch),
+    )
+    .addOption(
+      new Option(
+        "--allow-private-issuer-addresses [bool]",
+        "token exchange: accept OIDC issuers on private, loopback, link-local, CGNAT, ... addresses",
+      )
+        .env("BULWARK_ALLOW_PRIVATE_ISSUER_ADDRESSES")
+        .argParser(parseSwitch),
+    )
+    .addOption(
+      new Option("--upstream-issuer <url>", "sign-in: the platform's default upstream OIDC provider for people").env(
+        "BULWARK_UPSTREAM_ISSUER",
+      ),
+    )
+    .addOption(
+      new Option("--upstream-client-id <id>", "sign-in: this server's client id at the upstream provider").env(
+        "BULWARK_UPSTREAM_CLIENT_ID",
+      ),
+    )
+    .addOption(
+      new Option(
+        "--upstream-client-secret <secret>",
+        "sign-in: its client secret (prefer the env variable; omit for a public client with PKCE)",
+      ).env("BULWARK_UPSTREAM_CLIENT_SECRET"),
+    )
+    .addOption(
+      new Option(
+        "--cors-origin <origin>",
+        'allow browser apps on this origin (repeatable; "*": any); default: CORS off',
+      )
+        .env("BULWARK_CORS_ORIGINS")
+        .argParser(collect),
+    )
+    .addOption(
+      new Option("--trust-proxy [bool]", "behind a reverse proxy: the client's address is in X-Forwarded-For")
+        .env("BULWARK_TRUST_PROXY")
+        .argParser(parseSwitch),
+    )
+    .addOption(new Option("--no-rate-limit", "turn every rate limit off").env("BULWARK_NO_RATE_LIMIT"))
+    .addOption(
+      new Option("--rate-limit-address <rate>", "requests per client address: <per second>[:<burst>] or off")
+        .env("BULWARK_RATE_LIMIT_ADDRESS")
+        .argParser(parseRateLimit),
+    )
+    .addOption(
+      new Option("--rate-limit-identity <rate>", "requests per identity: <per second>[:<burst>] or off")
+        .env("BULWARK_RATE_LIMIT_IDENTITY")
+        .argParser(parseRateLimit),
+    )
+    .addOption(
+      new Option(
+        "--rate-limit-sensitive <rate>",
+        "token exchange, OAuth token and device endpoints, per address: <per second>[:<burst>] or off",
+      )
+        .env("BULWARK_RATE_LIMIT_SENSITIVE")
+        .argParser(parseRateLimit),
+    )
+    .addOption(
+      new Option(
+        "--rate-limit-failed-auth <rate>",
+        "failed authentications per address before it must wait: <per second>[:<burst>] or off",
+      )
+        .env("BULWARK_RATE_LIMIT_FAILED_AUTH")
+        .argParser(parseRateLimit),
+    )
+    .action(
+      async (
+        opts: UrlOpts &
+          BlobOpts & {
+            registryPort?: number;
+            registryGcEvery?: number;
+            registryGcGrace?: number;
+            publicAdvisories?: string[];
+            corsOrigin?: string[];
+            trustProxy?: boolean;
+            rateLimit: boolean;
+            rateLimitAddress?: RateLimit | null;
+            rateLimitIdentity?: RateLimit | null;
+            rateLimitSensitive?: RateLimit | null;
+            rateLimitFailedAuth?: RateLimit | null;
+            dataDir: string;
+            databaseUrl?: string;
+            errorDomain: string;
+            logLevel: string;
+            allowInsecureIssuers?: boolean;
+            allowPrivateIssuerAddresses?: boolean;
+            upstreamIssuer?: string;
+            upstreamClientId?: string;
+            upstreamClientSecret?: string;
+          },
+      ) => {
+        const [{ pino }, { startServer }, { keyEncryptionKeyFromEnv }, { DEFAULT_RATE_LIMITS }] = await Promise.all([
+          import("pino"),
+          import("../../server/start.js"),
+          import("../../storage/db.js"),
+          import("../../server/limits.js"),
+        ]);
+        const logger = pino({ level: opts.logLevel });
+        for (const group of opts.publicAdvisories ?? [])
+          if (!isValidUidp(group))
+            throw new CliError(`--public-advisories: ${JSON.stringify(group)} is not a group uid`);
+        if (Boolean(opts.upstreamIssuer) !== Boolean(opts.upstreamClientId))
+          throw new CliError("--upstream-issuer and --upstream-client-id go together");
+        const defaultUpstream =
+          opts.upstreamIssuer && opts.upstreamClientId
+            ? {
+                issuer: opts.upstreamIssuer,
+                clientId: opts.upstreamClientId,
+                clientSecret: opts.upstreamClientSecret || undefined,
+              }
+            : undefined;
+        // BULWARK_KEY_ENCRYPTION_KEY: PostgreSQL's key-encryption key (an embedded data directory keeps its own)
+        const keyEncryptionKey = opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined;
+        const chosen = (flag: RateLimit | null | undefined, fallback: RateLimit) =>
+          flag === null ? undefined : (flag ?? fallback);
+        const rateLimits: RateLimitSettings | false = opts.rateLimit && {
+          address: chosen(opts.rateLimitAddress, DEFAULT_RATE_LIMITS.address),
+          identity: chosen(opts.rateLimitIdentity, DEFAULT_RATE_LIMITS.identity),
+          sensitive: chosen(opts.rateLimitSensitive, DEFAULT_RATE_LIMITS.sensitive),
+          failedAuthentication: chosen(opts.rateLimitFailedAuth, DEFAULT_RATE_LIMITS.failedAuthentication),
+        };
+        const server = await startServer({
+          ...opts,
+          defaultUpstream,
+          keyEncryptionKey,
+          logger,
+          rateLimits,
+          corsOrigins: opts.corsOrigin,
+          advisories: { publicGroups: opts.publicAdvisories ?? [] },
+          registry: registrySettings(
+            { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
+            { gcIntervalMs: opts.registryGcEvery, gcGraceMs: opts.registryGcGrace },
+          ),
+        });
+        logger.info(
+          {
+            url: server.url,
+            issuer: server.urls.issuer,
+            database: server.backend === "postgres" ? "postgres" : `pglite:${opts.dataDir}`,
+            registryHost: server.urls.registryAudience,
+          },
+          `bulwark listening on ${server.url}` +
+            (server.registryPort === undefined ? "" : ` (registry also on port ${server.registryPort})`),
+        );
+        let stopping = false;
+        const stop = async (signal: string) => {
+          if (stopping) return;
+          stopping = true;
+          logger.info({ signal }, "shutting down");
+          try {
+            await server.close();
+            process.exit(0);
+          } catch (err) {
+            logger.error({ err }, "error during shutdown");
+            process.exit(1);
+          }
+        };
+        process.on("SIGTERM", () => void stop("SIGTERM"));
+        process.on("SIGINT", () => void stop("SIGINT"));
+      },
+    );
+
+  const admin = program
+    .command("admin")
+    .description("operator commands (need access to the database, not the network)");
+  examples(databaseOptions(admin.command("token")), [
+    "BULWARK_TOKEN=$(bulwark admin token) bulwark iam organizations list",
+    "bulwark admin token --data-dir /var/lib/bulwark",
+    "DATABASE_URL=postgres://... BULWARK_KEY_ENCRYPTION_KEY=... bulwark admin token",
+  ])
+    .description(
+      "print a one-hour API token for the platform operator, who may do everything; its issuer and audience " +
+        "are the ones the server last started with (recorded in the database), unless given here",
+    )
+    .addOption(new Option("--audience <aud>", "token audience (default: the API URL)"))
+    .addOption(
+      new Option("--port <port>", "the server's port, when it runs with URLs other than it recorded").argParser(
+        parsePort,
+      ),
+    )
+    .addOption(new Option("--host <host>", "the server's host, with --port (default 127.0.0.1)"))
+    .addOption(new Option("--issuer-url <url>", "{auth_url}: the token's issuer (default: what the server recorded)"))
+    .addOption(new Option("--api-url <url>", "{base_url}: the API audience (default: what the server recorded)"))
+    .addOption(
+      new Option("--registry-host <host>", "{registry_host}: the registry audience (default: what the server recorded)"),
+    )
+    .action(
+      async (opts: {
+        dataDir: string;
+        databaseUrl?: string;
+        audience?: string;
+        port?: number;
+        host?: string;
+        issuerUrl?: string;
+        apiUrl?: string;
+        registryHost?: string;
+      }) => {
+        const [{ adminToken }, { keyEncryptionKeyFromEnv }] = await Promise.all([
+          import("../admin.js"),
+          import("../../storage/db.js"),
+        ]);
+        const own = ownUrl({ host: opts.host ?? DEFAULT_CONFIG.host, port: opts.port ?? DEFAULT_CONFIG.port });
+        const given = opts.port !== undefined || opts.host !== undefined ? own : undefined;
+        const { token } = await adminToken({
+          dataDir: opts.dataDir,
+          databaseUrl: opts.databaseUrl,
+          keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined,
+          say: (line) => process.stderr.write(`bulwark: ${line}\n`),
+          urls: {
+            issuer: opts.issuerUrl ?? given,
+            apiAudience: opts.apiUrl ?? given,
+            registryAudience: opts.registryHost ?? (given && new URL(given).host),
+          },
+          fallbackUrls: { issuer: own, apiAudience: own, registryAudience: new URL(own).host },
+          audience: opts.audience,
+        });
+        process.stdout.write(token + "\n");
+      },
+    );
+  const registry = program
+    .command("registry")
+    .description("registry maintenance (needs the database, not the network)");
+  examples(blobOptions(databaseOptions(registry.command("gc"))), [
+    "bulwark registry gc --dry-run",
+    "bulwark registry gc --grace 24h --data-dir /var/lib/bulwark",
+  ])
+    .description(
+      "remove untagged manifests and unreferenced blobs older than the grace window (on the embedded database: while no server runs; use serve --registry-gc-every otherwise)",
+    )
+    .option("--dry-run", "only report what would be removed")
+    .addOption(
+      new Option("--grace <duration>", "keep what changed within this window")
+        .default(3_600_000, "1h")
+        .argParser(parseDuration),
+    )
+    .action(async (opts: BlobOpts & { dataDir: string; databaseUrl?: string; dryRun?: boolean; grace: number }) => {
+      const [{ registryGc }, { keyEncryptionKeyFromEnv }] = await Promise.all([
+        import("../registry.js"),
+        import("../../storage/db.js"),
+      ]);
+      const report = await registryGc({
+        dataDir: opts.dataDir,
+        databaseUrl: opts.databaseUrl,
+        keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined,
+        registry: registrySettings(opts),
+        graceMs: opts.grace,
+        dryRun: opts.dryRun === true,
+      });
+      const verb = opts.dryRun ? "would remove" : "removed";
+      process.stdout.write(
+        `${verb}: ${report.manifests} manifests, ${report.blobLinks} blob links, ${report.blobs} blobs ` +
+          `(${report.bytes} bytes), ${report.uploads} abandoned uploads\n`,
+      );
+    });
+}

@@ -1,0 +1,78 @@
+// Runs the real `bulwark` binary (bin/bulwark.js over the build the test run prepared) as a child
+// process, in a private config dir, against a test server; what it printed and its exit status.
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const BIN = join(process.cwd(), "bin", "bulwark.js");
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface CliOptions {
+  /** environment on top of a clean one (PATH, HOME and the config dir); undefined removes a variable */
+  env?: Record<string, string | undefined>;
+  /** written to stdin, which is then closed */
+  input?: string;
+  /** another executable under bin/ (docker-credential-bulwark) */
+  bin?: string;
+}
+
+/** A private home for the CLI's config and credentials; `close()` removes it. */
+export class CliHome {
+  readonly dir = mkdtempSync(join(tmpdir(), "bulwark-cli-home-"));
+  get configDir(): string {
+    return join(this.dir, "config");
+  }
+  close(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Runs `bulwark <args>`. The environment holds no BULWARK_* variable of the developer's shell:
+ * only what `env` gives, plus BULWARK_CONFIG_DIR in `home`.
+ */
+export async function runCli(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
+  const base: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env))
+    if (v !== undefined && !k.startsWith("BULWARK_") && k !== "NO_COLOR" && k !== "FORCE_COLOR") base[k] = v;
+  const env: Record<string, string> = { ...base, HOME: home.dir, BULWARK_CONFIG_DIR: home.configDir };
+  for (const [k, v] of Object.entries(options.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  const child = spawn(process.execPath, [options.bin ? join(process.cwd(), "bin", options.bin) : BIN, ...args], {
+    stdio: ["pipe", "pipe", "pipe"],
+    env,
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
+  child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  child.stdin.end(options.input ?? "");
+  const [code] = (await once(child, "exit")) as [number | null];
+  return { code: code ?? -1, stdout, stderr };
+}
+
+/** Replaces what changes from run to run (uids, times, tokens) so output can be compared with a snapshot. */
+export function normalize(text: string, known: Record<string, string> = {}): string {
+  let out = text;
+  // Longest first, so a group's uid does not eat the start of its child's.
+  for (const [value, name] of Object.entries(known).sort((a, b) => b[0].length - a[0].length))
+    out = out.split(value).join(`<${name}>`);
+  return out
+    .replace(/\b[0-9a-f]{40}(\/[0-9a-f]{16})*\b/g, "<uid>")
+    .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, "<time>")
+    .replace(/ey[\w-]+\.[\w-]+\.[\w-]+/g, "<jwt>");
+}
+
+/** Column alignment depends on the uids' lengths: compare tables with runs of spaces collapsed. */
+export function collapse(text: string): string {
+  return text.replace(/ {2,}/g, "  ").replace(/ +\n/g, "\n");
+}
