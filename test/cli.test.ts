@@ -6,19 +6,21 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
+import { decodeJwt } from "jose";
 
 const dataDir = mkdtempSync(join(tmpdir(), "bulwark-cli-"));
 
-/** `bulwark admin token` for a server on this data dir and port, as the README shows it. */
-async function adminToken(port: string): Promise<string> {
-  const child = spawn(
-    process.execPath,
-    ["--import", "tsx", "src/cli/main.ts", "admin", "token", "--data-dir", dataDir, "--port", port],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, DATABASE_URL: "" },
-    },
-  );
+const BIN = join(process.cwd(), "bin", "bulwark.js");
+
+/**
+ * `bulwark admin token` for the server on this data dir, as the README shows it: no port or URL is
+ * given, the token carries the issuer and audience the server recorded when it started.
+ */
+async function adminToken(): Promise<string> {
+  const child = spawn(process.execPath, [BIN, "admin", "token", "--data-dir", dataDir], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, DATABASE_URL: "", BULWARK_API_URL: "" },
+  });
   let out = "";
   let err = "";
   child.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
@@ -29,7 +31,7 @@ async function adminToken(port: string): Promise<string> {
 }
 
 function serve(args: string[]): Promise<{ child: ChildProcess; url: string; lines: string[] }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], {
+  const child = spawn(process.execPath, [BIN, "serve", ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, DATABASE_URL: "" },
   });
@@ -59,10 +61,11 @@ describe("bulwark serve", () => {
     assert.equal(first.lines.filter((l) => l.includes("bulwark listening on")).length, 1, "one ready line");
     assert.equal((await fetch(`${first.url}/healthz`)).status, 200);
     assert.equal((await fetch(`${first.url}/iam/v2beta1/groups`)).status, 401, "the API needs a token");
-    // while the server holds the embedded database, the admin command signs with its key file
-    const port = new URL(first.url).port;
-    const token = await adminToken(port);
+    // while the server holds the embedded database, the admin command signs with its key file, for
+    // the URLs it recorded (an ephemeral port here, not the default 8080)
+    const token = await adminToken();
     assert.match(token, /^ey[\w-]+\.[\w-]+\.[\w-]+$/);
+    assert.equal(decodeJwt(token).iss, first.url);
     const auth = { authorization: `Bearer ${token}` };
     const created = (await (
       await fetch(`${first.url}/iam/v2beta1/groups`, {
@@ -77,17 +80,26 @@ describe("bulwark serve", () => {
     assert.equal(code, 0);
 
     const second = await serve(["--port", "0", "--data-dir", dataDir]);
-    // the issuer's keys persist too: the first run's operator token is still good if the port is the same,
-    // so ask for a fresh one for the second run's URL
-    const token2 = await adminToken(new URL(second.url).port);
+    // the second run listens on another port: admin token follows it without being told
+    const token2 = await adminToken();
+    assert.equal(decodeJwt(token2).iss, second.url);
     const got = await fetch(`${second.url}/iam/v2beta1/groups/${created.uid}`, {
       headers: { authorization: `Bearer ${token2}` },
     });
     assert.equal(got.status, 200, "the group survived a restart");
     assert.equal(((await got.json()) as { name: string }).name, "persisted");
+    // a server's refusal of a token for another issuer names the issuer it expects
+    const refused = await fetch(`${second.url}/iam/v2beta1/groups`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(refused.status, 401);
+    assert.match(
+      ((await refused.json()) as { message: string }).message,
+      new RegExp(`token issuer is not accepted: this server issues tokens as "${second.url}"`),
+    );
     second.child.kill("SIGINT");
     const [code2] = await once(second.child, "exit");
     assert.equal(code2, 0);
+    // with no server running, it opens the database and reads the same record
+    assert.equal(decodeJwt(await adminToken()).iss, second.url);
   });
 
   it("rate-limit and CORS flags: --rate-limit-address, repeated --cors-origin, --no-rate-limit; a bad rate is refused", async () => {
@@ -134,17 +146,13 @@ describe("bulwark serve", () => {
       unlimited.child.kill("SIGTERM");
       await once(unlimited.child, "exit");
 
-      const bad = spawn(
-        process.execPath,
-        ["--import", "tsx", "src/cli/main.ts", "serve", "--rate-limit-address", "fast"],
-        {
-          stdio: "pipe",
-        },
-      );
+      const bad = spawn(process.execPath, [BIN, "serve", "--rate-limit-address", "fast"], {
+        stdio: "pipe",
+      });
       let stderr = "";
       bad.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
       const [code] = await once(bad, "close");
-      assert.notEqual(code, 0);
+      assert.equal(code, 2, "a usage error");
       assert.match(stderr, /invalid rate limit "fast"/);
     } finally {
       rmSync(flagsDir, { recursive: true, force: true });
@@ -152,13 +160,13 @@ describe("bulwark serve", () => {
   });
 
   it("rejects a bad --port with a clear message", async () => {
-    const bad = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", "--port", "http"], {
+    const bad = spawn(process.execPath, [BIN, "serve", "--port", "http"], {
       stdio: "pipe",
     });
     let stderr = "";
     bad.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
     const [code] = await once(bad, "exit");
-    assert.notEqual(code, 0);
+    assert.equal(code, 2, "a usage error");
     assert.match(stderr, /invalid port/);
   });
 });

@@ -128,7 +128,7 @@ export class TokenIssuer {
       };
     } catch (err) {
       if (err instanceof ConnectError) throw err;
-      const refusal = unauthenticated(describeJoseError(err));
+      const refusal = unauthenticated(describeJoseError(err, this.urls.issuer, audience));
       if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === "aud") wrongAudience.add(refusal);
       throw refusal;
     }
@@ -158,12 +158,16 @@ export function isWrongAudience(err: unknown): boolean {
   return typeof err === "object" && err !== null && wrongAudience.has(err);
 }
 
-/** A short reason that helps a client without revealing server configuration. */
-function describeJoseError(err: unknown): string {
+/**
+ * A short reason that helps a client fix its token. The expected issuer and audience are public
+ * (OIDC discovery names the issuer; the audience is the URL the client called), so they are named.
+ */
+function describeJoseError(err: unknown, issuer: string, audience: string): string {
   if (err instanceof joseErrors.JWTExpired) return "token has expired";
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
-    const what = err.claim === "aud" ? "audience" : err.claim === "iss" ? "issuer" : `claim "${err.claim}"`;
-    return `token ${what} is not accepted`;
+    if (err.claim === "iss") return `token issuer is not accepted: this server issues tokens as ${JSON.stringify(issuer)}`;
+    if (err.claim === "aud") return `token audience is not accepted: expected ${JSON.stringify(audience)}`;
+    return `token claim "${err.claim}" is not accepted`;
   }
   if (err instanceof joseErrors.JWKSNoMatchingKey) return "token is not signed by a current key";
   if (err instanceof joseErrors.JOSEAlgNotAllowed) return "token algorithm is not accepted";

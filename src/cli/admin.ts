@@ -66,7 +66,9 @@ export async function adminToken(opts: AdminTokenOptions): Promise<AdminToken> {
     const urls: AuthUrls = { ...opts.fallbackUrls, ...recorded };
     for (const [k, v] of Object.entries(opts.urls) as [keyof AuthUrls, string | undefined][]) if (v) urls[k] = v;
     if (!recorded && !explicit)
-      opts.say?.(`no server has started on this database yet: the token is for ${urls.issuer} (pass --port or --issuer-url otherwise)`);
+      opts.say?.(
+        `no server has started on this database yet: the token is for ${urls.issuer} (pass --port or --issuer-url otherwise)`,
+      );
     const minted = await new TokenIssuer(keys, urls).mint({
       subject: OPERATOR_SUBJECT,
       audience: [opts.audience ?? urls.apiAudience],

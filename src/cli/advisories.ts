@@ -5,8 +5,7 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { createClient, type Interceptor } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import type { Client } from "@connectrpc/connect";
 import {
   AdvisoryDocumentSchema,
   AdvisoryImportService,
@@ -27,8 +26,8 @@ const DOCUMENT_FILE = /\.(ya?ml|json)$/i;
 
 export interface ImportOptions {
   paths: string[];
-  apiUrl: string;
-  token: string;
+  /** the import service's client, authenticated as the caller */
+  client: Client<typeof AdvisoryImportService>;
   group?: string;
   author?: string;
   origin?: string;
@@ -94,14 +93,7 @@ function progressBar(out: NodeJS.WriteStream, done: number, total: number): void
 
 export async function importAdvisories(opts: ImportOptions): Promise<ImportSummary> {
   const files = await documentFiles(opts.paths);
-  const bearer: Interceptor = (next) => (req) => {
-    req.header.set("authorization", `Bearer ${opts.token}`);
-    return next(req);
-  };
-  const client = createClient(
-    AdvisoryImportService,
-    createConnectTransport({ baseUrl: opts.apiUrl, httpVersion: "1.1", useBinaryFormat: true, interceptors: [bearer] }),
-  );
+  const client = opts.client;
   const summary: ImportSummary = {
     files: files.length,
     advisories: 0,

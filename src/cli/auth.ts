@@ -41,7 +41,12 @@ export async function exchange(
   };
   const sts = createClient(
     SecurityTokenService,
-    createConnectTransport({ baseUrl: issuerUrl, httpVersion: "1.1", useBinaryFormat: true, interceptors: [authorization] }),
+    createConnectTransport({
+      baseUrl: issuerUrl,
+      httpVersion: "1.1",
+      useBinaryFormat: true,
+      interceptors: [authorization],
+    }),
   );
   const res = await sts.exchange({ aud: [params.audience], identity: params.identity ?? "" });
   if (!res.token) throw new CliError("the token exchange returned no token");

@@ -1,6 +1,6 @@
 // The shape of every client command: the same connection and output options, an example in its
 // help, and an action that gets a Session (settings, token, API clients) and a Printer.
-import { Command, Option } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { UsageError } from "./errors.js";
 import { Printer } from "./output.js";
 import { Session, type ClientFlags } from "./session.js";
@@ -14,7 +14,11 @@ export interface ClientCommandSpec {
   parent?: boolean;
   /** a list: takes --limit */
   list?: boolean;
+  /** can print -o tree */
+  tree?: boolean;
 }
+
+const treeCommands = new WeakSet<Command>();
 
 export interface Context<O> {
   session: Session;
@@ -24,7 +28,7 @@ export interface Context<O> {
 
 export function parseCount(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new UsageError(`expected a whole number, got ${JSON.stringify(value)}`);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError("expected a whole number");
   return n;
 }
 
@@ -49,8 +53,12 @@ export function clientCommand(parent: Command, nameAndArgs: string, spec: Client
   const cmd = connectionOptions(parent.command(nameAndArgs).description(spec.description));
   if (spec.parent)
     cmd.addOption(
-      new Option("--parent <group>", "the group (uid); default: `bulwark config set default-group` [env BULWARK_DEFAULT_GROUP]"),
+      new Option(
+        "--parent <group>",
+        "the group (uid); default: `bulwark config set default-group` [env BULWARK_DEFAULT_GROUP]",
+      ),
     );
+  if (spec.tree) treeCommands.add(cmd);
   if (spec.list) cmd.addOption(new Option("--limit <n>", "stop after this many (default: all)").argParser(parseCount));
   return examples(cmd, spec.examples);
 }
@@ -65,6 +73,13 @@ export function run<O, A extends unknown[] = string[]>(
     const args = received.slice(0, -2) as A;
     const opts = command.opts() as O & ClientFlags & { limit?: number };
     const session = await Session.open(opts);
-    await fn({ session, print: new Printer(session.output), opts }, ...args);
+    let format = session.output;
+    if (format === "tree" && !treeCommands.has(command)) {
+      // A default of "tree" (config or environment) means table where no tree can be drawn.
+      if (session.settings.output.source === "flag")
+        throw new UsageError("-o tree is for `iam organizations list` and `iam folders list`");
+      format = "table";
+    }
+    await fn({ session, print: new Printer(format), opts }, ...args);
   });
 }

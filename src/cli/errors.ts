@@ -60,7 +60,8 @@ function networkCode(err: unknown): string | undefined {
 export function unreachable(url: string, err: unknown): CliError | undefined {
   const code = networkCode(err);
   if (code) return new CliError(`cannot reach ${url}: ${NETWORK_CAUSES[code]} [${code}]`);
-  if (err instanceof TypeError && err.message === "fetch failed") return new CliError(`cannot reach ${url}: ${err.message}`);
+  if (err instanceof TypeError && err.message === "fetch failed")
+    return new CliError(`cannot reach ${url}: ${err.message}`);
   if (err instanceof ConnectError && err.code === Code.Unavailable && !err.findDetails(ErrorInfoSchema).length)
     return new CliError(`cannot reach ${url}: ${err.rawMessage}`);
   return undefined;
@@ -99,8 +100,17 @@ export function describeServerError(err: ConnectError, hint?: string): CliError 
   return new CliError(lines.join("\n"));
 }
 
+export interface Hints {
+  /** what to do about UNAUTHENTICATED (a token to get) */
+  unauthenticated: string;
+  /** what to do about PERMISSION_DENIED; by default: ask for a role */
+  permissionDenied?: string;
+}
+
+const ASK_FOR_A_ROLE = "Ask an owner of the group for a role that allows it (see `bulwark auth token capabilities`).";
+
 /** Any failure of a call to the API, in words. */
-export function explain(err: unknown, apiUrl: string, authHint: string): CliError {
+export function explain(err: unknown, apiUrl: string, hints: Hints): CliError {
   if (err instanceof CliError) return err;
   if (err instanceof ConnectError && err.cause instanceof CliError) return err.cause;
   const down = unreachable(apiUrl, err);
@@ -109,9 +119,9 @@ export function explain(err: unknown, apiUrl: string, authHint: string): CliErro
     return describeServerError(
       err,
       err.code === Code.Unauthenticated
-        ? authHint
+        ? hints.unauthenticated
         : err.code === Code.PermissionDenied
-          ? "Ask an owner of the group for a role that allows it (see `bulwark auth token capabilities`)."
+          ? (hints.permissionDenied ?? ASK_FOR_A_ROLE)
           : undefined,
     );
   return new CliError(err instanceof Error ? err.message : String(err));

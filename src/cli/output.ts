@@ -52,7 +52,9 @@ export function styles(enabled: boolean): Styles {
 /** A timestamp as an ISO date and time to the second, UTC; "" when unset. */
 export function time(ts: Timestamp | undefined): string {
   if (!ts || (ts.seconds === 0n && ts.nanos === 0)) return "";
-  return timestampDate(ts).toISOString().replace(/\.\d{3}Z$/, "Z");
+  return timestampDate(ts)
+    .toISOString()
+    .replace(/\.\d{3}Z$/, "Z");
 }
 
 function cut(text: string, max: number | undefined): string {

@@ -27,7 +27,9 @@ export interface TokenSource {
   origin: string;
 }
 
-const REFRESH_HINT = "Run `bulwark auth login`, or set BULWARK_TOKEN (an operator: BULWARK_TOKEN=$(bulwark admin token)).";
+const STORED_LOGIN = "the stored login (`bulwark auth login`)";
+const REFRESH_HINT =
+  "Run `bulwark auth login`, or set BULWARK_TOKEN (an operator: BULWARK_TOKEN=$(bulwark admin token)).";
 
 function expiryOf(token: string): Date | undefined {
   try {
@@ -94,8 +96,11 @@ export class Session {
     const file = this.settings["token-file"];
     if (file.value) {
       const text = await readFile(file.value, "utf8").catch((err: NodeJS.ErrnoException) => {
-        throw new CliError(`cannot read the token file ${file.value}: ${err.code === "ENOENT" ? "no such file" : err.message}`);
+        throw new CliError(
+          `cannot read the token file ${file.value}: ${err.code === "ENOENT" ? "no such file" : err.message}`,
+        );
       });
+      if (!text.trim()) throw new CliError(`the token file ${file.value} is empty`);
       found = { token: text.trim(), origin: `the token file ${file.value}` };
     } else if (this.env.BULWARK_TOKEN?.trim()) {
       found = { token: this.env.BULWARK_TOKEN.trim(), origin: "BULWARK_TOKEN" };
@@ -109,15 +114,15 @@ export class Session {
         );
       if (audience !== undefined && audience !== this.apiUrl) {
         const minted = await exchange(this.issuerUrl, found.token, { audience }).catch((err: unknown) => {
-          throw explain(err, this.issuerUrl, REFRESH_HINT);
+          throw explain(err, this.issuerUrl, { unauthenticated: REFRESH_HINT });
         });
         return { token: minted.token, origin: `the exchange of ${found.origin}` };
       }
     } else {
       const token = await storedToken(audience).catch((err: unknown) => {
-        throw explain(err, this.issuerUrl, REFRESH_HINT);
+        throw explain(err, this.issuerUrl, { unauthenticated: REFRESH_HINT });
       });
-      found = { token, origin: "the stored login (`bulwark auth login`)" };
+      found = { token, origin: STORED_LOGIN };
     }
     if (audience === undefined) this.#apiToken = found;
     return found;
@@ -149,13 +154,10 @@ export class Session {
       return await fn();
     } catch (err) {
       const origin = this.#apiToken?.origin;
-      throw explain(
-        err,
-        this.apiUrl,
-        origin && origin !== "the stored login (`bulwark auth login`)"
-          ? `The token came from ${origin}. ${REFRESH_HINT}`
-          : REFRESH_HINT,
-      );
+      throw explain(err, this.apiUrl, {
+        unauthenticated:
+          origin && origin !== STORED_LOGIN ? `The token came from ${origin}. ${REFRESH_HINT}` : REFRESH_HINT,
+      });
     }
   }
 }

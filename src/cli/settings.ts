@@ -44,7 +44,8 @@ export const SETTINGS = {
     env: "BULWARK_REGISTRY",
     flag: "--registry",
     description: "the registry's host ({registry_host}); default: the API's host and port",
-    check: (v) => (/^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/.test(v) ? undefined : "must be host[:port]"),
+    check: (v) =>
+      /^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/.test(v) ? undefined : "must be host[:port]",
   },
   "default-group": {
     env: "BULWARK_DEFAULT_GROUP",
@@ -56,7 +57,8 @@ export const SETTINGS = {
     env: "BULWARK_OUTPUT",
     flag: "-o, --output",
     description: `the default output format (${OUTPUT_FORMATS.join(", ")}); default: table`,
-    check: (v) => ((OUTPUT_FORMATS as readonly string[]).includes(v) ? undefined : `must be one of ${OUTPUT_FORMATS.join(", ")}`),
+    check: (v) =>
+      (OUTPUT_FORMATS as readonly string[]).includes(v) ? undefined : `must be one of ${OUTPUT_FORMATS.join(", ")}`,
   },
   "token-file": {
     env: "BULWARK_TOKEN_FILE",
@@ -89,7 +91,9 @@ export function checkSetting(name: SettingName, value: string): void {
   if (problem) throw new UsageError(`${name} ${problem} (got ${JSON.stringify(value)})`);
 }
 
-export async function readConfigFile(env: NodeJS.ProcessEnv = process.env): Promise<Partial<Record<SettingName, string>>> {
+export async function readConfigFile(
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Partial<Record<SettingName, string>>> {
   const path = configPath(env);
   let text: string;
   try {
@@ -102,7 +106,9 @@ export async function readConfigFile(env: NodeJS.ProcessEnv = process.env): Prom
   try {
     parsed = JSON.parse(text);
   } catch (err) {
-    throw new CliError(`${path} is not valid JSON (${(err as Error).message}): fix it, or remove it and use \`bulwark config set\``);
+    throw new CliError(
+      `${path} is not valid JSON (${(err as Error).message}): fix it, or remove it and use \`bulwark config set\``,
+    );
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
     throw new CliError(`${path} must hold a JSON object of settings`);
@@ -144,7 +150,8 @@ export async function resolveSettings(
     else if (fromEnv !== undefined && fromEnv !== "") resolved = { value: fromEnv, source: "env", from: spec.env };
     else if (file[name] !== undefined) resolved = { value: file[name], source: "config" };
     else if (name === "api-url" && login?.apiUrl) resolved = { value: login.apiUrl, source: "login" };
-    else if (name === "issuer-url" && login?.issuerUrl && out["api-url"].value === login.apiUrl) resolved = { value: login.issuerUrl, source: "login" };
+    else if (name === "issuer-url" && login?.issuerUrl && out["api-url"].value === login.apiUrl)
+      resolved = { value: login.issuerUrl, source: "login" };
     else resolved = { value: undefined, source: "default" };
     if (resolved.value !== undefined && resolved.source !== "login") {
       const problem = spec.check?.(resolved.value);

@@ -56,18 +56,21 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
   child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
   child.stdin.end(options.input ?? "");
-  const [code] = (await once(child, "exit")) as [number | null];
+  // "close", not "exit": the exit can come before the last of stdout was read
+  const [code] = (await once(child, "close")) as [number | null];
   return { code: code ?? -1, stdout, stderr };
 }
 
-/** Replaces what changes from run to run (uids, times, tokens) so output can be compared with a snapshot. */
+/**
+ * Replaces what changes from run to run (uids, times, tokens) so output can be compared with a
+ * snapshot: a uid in `known` becomes `<its name>`, any other uid `<uid>`; other `known` strings
+ * become `<their name>`.
+ */
 export function normalize(text: string, known: Record<string, string> = {}): string {
-  let out = text;
-  // Longest first, so a group's uid does not eat the start of its child's.
+  let out = text.replace(/\b[0-9a-f]{40}(\/[0-9a-f]{16})*\b/g, (uid) => (known[uid] ? `<${known[uid]}>` : "<uid>"));
   for (const [value, name] of Object.entries(known).sort((a, b) => b[0].length - a[0].length))
-    out = out.split(value).join(`<${name}>`);
+    if (!/^[0-9a-f]{40}(\/[0-9a-f]{16})*$/.test(value)) out = out.split(value).join(`<${name}>`);
   return out
-    .replace(/\b[0-9a-f]{40}(\/[0-9a-f]{16})*\b/g, "<uid>")
     .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, "<time>")
     .replace(/ey[\w-]+\.[\w-]+\.[\w-]+/g, "<jwt>");
 }

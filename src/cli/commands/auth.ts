@@ -82,7 +82,8 @@ export function registerAuth(program: Command): void {
       const hint = "Check the identity uid and that its token matches the identity's issuer and subject.";
       try {
         if (opts.identity || opts.identityToken) {
-          if (!opts.identity || !opts.identityToken) throw new UsageError("--identity and --identity-token go together");
+          if (!opts.identity || !opts.identityToken)
+            throw new UsageError("--identity and --identity-token go together");
           const creds = await login({ apiUrl, issuerUrl, identity: opts.identity, identityToken: opts.identityToken });
           process.stdout.write(`logged in as ${opts.identity}; token expires ${creds.tokens[creds.apiUrl]!.expiry}\n`);
           return;
@@ -98,7 +99,7 @@ export function registerAuth(program: Command): void {
         await saveHumanLogin(apiUrl, issuerUrl, signedIn);
         process.stdout.write(`signed in; token expires ${signedIn.expiry.toISOString()}\n`);
       } catch (err) {
-        throw explain(err, issuerUrl, hint);
+        throw explain(err, issuerUrl, { unauthenticated: hint, permissionDenied: hint });
       }
     },
   );

@@ -23,7 +23,10 @@ function nodes(program: Command): Node[] {
     out.push({
       path,
       subcommands: subs.flatMap((c) => [c.name()]),
-      options: [...visibleOptions(cmd).flatMap((o) => [o.long, o.short].filter((f): f is string => Boolean(f))), "--help"],
+      options: [
+        ...visibleOptions(cmd).flatMap((o) => [o.long, o.short].filter((f): f is string => Boolean(f))),
+        "--help",
+      ],
     });
     for (const c of subs) {
       walk(c, [...path, c.name()]);

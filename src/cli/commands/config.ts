@@ -17,7 +17,8 @@ import {
 } from "../settings.js";
 
 function settingName(name: string): SettingName {
-  if (!isSettingName(name)) throw new UsageError(`unknown setting ${JSON.stringify(name)}: one of ${SETTING_NAMES.join(", ")}`);
+  if (!isSettingName(name))
+    throw new UsageError(`unknown setting ${JSON.stringify(name)}: one of ${SETTING_NAMES.join(", ")}`);
   return name;
 }
 
@@ -34,7 +35,8 @@ export function registerConfig(program: Command): void {
     .addHelpText(
       "after",
       `\nSettings (environment variable; flag):\n${SETTING_NAMES.map(
-        (n) => `  ${n.padEnd(14)} ${SETTINGS[n].env}; ${SETTINGS[n].flag}\n  ${"".padEnd(14)} ${SETTINGS[n].description}`,
+        (n) =>
+          `  ${n.padEnd(14)} ${SETTINGS[n].env}; ${SETTINGS[n].flag}\n  ${"".padEnd(14)} ${SETTINGS[n].description}`,
       ).join("\n")}\n`,
     );
 
@@ -44,43 +46,52 @@ export function registerConfig(program: Command): void {
       .option("--parent <group>", "as a command's --parent would set default-group")
       .option("--registry <host>", "as a command's --registry would set it"),
     ["bulwark config view", "BULWARK_OUTPUT=json bulwark config view --api-url https://api.example.com"],
-  ).action(async (opts: { apiUrl?: string; issuerUrl?: string; tokenFile?: string; output?: string; parent?: string; registry?: string }) => {
-    const print = new Printer(opts.output === "json" ? "json" : opts.output === "terse" ? "terse" : "table");
-    const resolved = await resolveSettings({
-      "api-url": opts.apiUrl,
-      "issuer-url": opts.issuerUrl,
-      "token-file": opts.tokenFile,
-      output: opts.output,
-      "default-group": opts.parent,
-      registry: opts.registry,
-    });
-    const rows: Row[] = SETTING_NAMES.map((name) => {
-      const r = resolved[name];
-      const source =
-        r.source === "flag" || r.source === "env"
-          ? `${r.source} ${r.from}`
-          : r.source === "config"
-            ? `config ${configPath()}`
-            : r.source === "login"
-              ? "login (`bulwark auth login`)"
-              : r.value === undefined
-                ? "not set"
-                : "default";
-      return { name, value: r.value ?? "", source };
-    });
-    print.list(
-      {
-        columns: [
-          { header: "SETTING", value: (r) => r.name },
-          { header: "VALUE", value: (r) => r.value },
-          { header: "FROM", value: (r) => r.source },
-        ],
-        id: (r) => r.name,
-        json: (r) => r,
-      },
-      rows,
-    );
-  });
+  ).action(
+    async (opts: {
+      apiUrl?: string;
+      issuerUrl?: string;
+      tokenFile?: string;
+      output?: string;
+      parent?: string;
+      registry?: string;
+    }) => {
+      const print = new Printer(opts.output === "json" ? "json" : opts.output === "terse" ? "terse" : "table");
+      const resolved = await resolveSettings({
+        "api-url": opts.apiUrl,
+        "issuer-url": opts.issuerUrl,
+        "token-file": opts.tokenFile,
+        output: opts.output,
+        "default-group": opts.parent,
+        registry: opts.registry,
+      });
+      const rows: Row[] = SETTING_NAMES.map((name) => {
+        const r = resolved[name];
+        const source =
+          r.source === "flag" || r.source === "env"
+            ? `${r.source} ${r.from}`
+            : r.source === "config"
+              ? `config ${configPath()}`
+              : r.source === "login"
+                ? "login (`bulwark auth login`)"
+                : r.value === undefined
+                  ? "not set"
+                  : "default";
+        return { name, value: r.value ?? "", source };
+      });
+      print.list(
+        {
+          columns: [
+            { header: "SETTING", value: (r) => r.name },
+            { header: "VALUE", value: (r) => r.value },
+            { header: "FROM", value: (r) => r.source },
+          ],
+          id: (r) => r.name,
+          json: (r) => r,
+        },
+        rows,
+      );
+    },
+  );
 
   examples(config.command("set <setting> <value>").description("keep a setting in the config file"), [
     "bulwark config set api-url https://api.example.com",

@@ -2,11 +2,7 @@
 import { create } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import {
-  GroupSchema,
-  GroupsService,
-  type Group,
-} from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import { GroupSchema, GroupsService, type Group } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import { clientCommand, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
@@ -33,7 +29,11 @@ export async function listGroups(
   return listAll(async (pageToken, pageSize) => {
     const res = await session.call(() =>
       client.listGroups({
-        uidp: { childrenOf: filter.childrenOf ?? "", descendantsOf: filter.descendantsOf ?? "", inRoot: filter.inRoot ?? false },
+        uidp: {
+          childrenOf: filter.childrenOf ?? "",
+          descendantsOf: filter.descendantsOf ?? "",
+          inRoot: filter.inRoot ?? false,
+        },
         name: filter.name ?? "",
         pageSize,
         pageToken,
@@ -47,7 +47,8 @@ export async function listGroups(
 export async function resolveGroup(session: Session, ref: string, root?: boolean): Promise<Group> {
   if (UID.test(ref)) return session.call(() => session.client(GroupsService).getGroup({ uid: ref }));
   const found = await listGroups(session, { name: ref, inRoot: root });
-  if (found.length === 0) throw new CliError(`no ${root ? "organization" : "group"} named ${JSON.stringify(ref)} is visible to you`);
+  if (found.length === 0)
+    throw new CliError(`no ${root ? "organization" : "group"} named ${JSON.stringify(ref)} is visible to you`);
   if (found.length > 1)
     throw new CliError(
       `${found.length} groups are named ${JSON.stringify(ref)}: use a uid (${found.map((g) => g.uid).join(", ")})`,
@@ -56,7 +57,10 @@ export async function resolveGroup(session: Session, ref: string, root?: boolean
 }
 
 function updateMask(opts: { name?: string; description?: string }): string[] {
-  const paths = [...(opts.name !== undefined ? ["name"] : []), ...(opts.description !== undefined ? ["description"] : [])];
+  const paths = [
+    ...(opts.name !== undefined ? ["name"] : []),
+    ...(opts.description !== undefined ? ["description"] : []),
+  ];
   if (!paths.length) throw new UsageError("nothing to change: pass --name and/or --description");
   return paths;
 }
@@ -71,13 +75,23 @@ export function registerGroups(iam: Command): void {
   run<{ name?: string }>(
     clientCommand(orgs, "list", {
       description: "list the organizations you can see (-o tree: with every folder under them)",
-      examples: ["bulwark iam organizations list", "bulwark iam organizations list -o tree", "bulwark iam orgs list -o id"],
+      examples: [
+        "bulwark iam organizations list",
+        "bulwark iam organizations list -o tree",
+        "bulwark iam orgs list -o id",
+      ],
       list: true,
+      tree: true,
     }).option("--name <name>", "only organizations with this name"),
     async ({ session, print, opts }) => {
       if (print.format === "tree") {
         const groups = await listGroups(session, { name: opts.name }, opts.limit);
-        print.write(renderTree(groups.map((g) => ({ uid: g.uid, label: g.name })), print.style));
+        print.write(
+          renderTree(
+            groups.map((g) => ({ uid: g.uid, label: g.name })),
+            print.style,
+          ),
+        );
         return;
       }
       print.list(groupView, await listGroups(session, { inRoot: true, name: opts.name }, opts.limit));
@@ -128,13 +142,22 @@ export function registerGroups(iam: Command): void {
       examples: ["bulwark iam folders list --parent <org uid>", "bulwark iam folders list -o tree"],
       parent: true,
       list: true,
+      tree: true,
     }).option("--name <name>", "only folders with this name"),
     async ({ session, print, opts }) => {
       const parent = session.parent();
-      const all = await listGroups(session, { descendantsOf: parent, name: opts.name }, print.format === "tree" ? undefined : opts.limit);
-      const folderList = all.filter((g) => g.uid.includes("/"));
+      // one more than the limit: the parent itself may be among them
+      const limit = opts.limit && print.format !== "tree" ? opts.limit + 1 : undefined;
+      const all = await listGroups(session, { descendantsOf: parent, name: opts.name }, limit);
+      // descendants include the group itself: a folder list is what is under it
+      const folderList = all.filter((g) => g.uid.includes("/") && g.uid !== parent);
       if (print.format === "tree") {
-        print.write(renderTree(folderList.map((g) => ({ uid: g.uid, label: g.name })), print.style));
+        print.write(
+          renderTree(
+            folderList.map((g) => ({ uid: g.uid, label: g.name })),
+            print.style,
+          ),
+        );
         return;
       }
       print.list(groupView, opts.limit ? folderList.slice(0, opts.limit) : folderList);
@@ -178,7 +201,11 @@ export function registerGroups(iam: Command): void {
       const current = await resolveGroup(session, ref);
       const group = await session.call(() =>
         session.client(GroupsService).updateGroup({
-          group: { uid: current.uid, name: opts.name ?? current.name, description: opts.description ?? current.description },
+          group: {
+            uid: current.uid,
+            name: opts.name ?? current.name,
+            description: opts.description ?? current.description,
+          },
           updateMask: create(FieldMaskSchema, { paths }),
         }),
       );
@@ -193,7 +220,8 @@ export function registerGroups(iam: Command): void {
     }).option("-y, --yes", "do not ask for confirmation"),
     async ({ session, print, opts }, ref: string) => {
       const group = await resolveGroup(session, ref);
-      if (!group.uid.includes("/")) throw new UsageError(`${group.name} is an organization: use \`bulwark iam organizations delete\``);
+      if (!group.uid.includes("/"))
+        throw new UsageError(`${group.name} is an organization: use \`bulwark iam organizations delete\``);
       await confirm(`Delete the folder ${group.name} (${group.uid}) and everything in it?`, opts.yes);
       await session.call(() => session.client(GroupsService).deleteGroup({ uid: group.uid }));
       print.done(`deleted folder ${group.name} (${group.uid})`, { id: group.uid, json: {} });

@@ -1,4 +1,401 @@
-// TODO(helper): being written.
+// `bulwark images`: the registry's repos and tags (through the Repos and Tags APIs), the images
+// in a group with their tags, and a tag's history (the registry's own extension endpoint).
+import { create, toJson, type MessageInitShape } from "@bufbuild/protobuf";
+import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
+import { GroupsService, type Group } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import {
+  CatalogTier,
+  RepoSchema,
+  ReposService,
+  type Repo,
+} from "../../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
+import { TagSchema, TagsService, type Tag } from "../../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
+import type { UIDPFilterSchema } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { clientCommand, run } from "../command.js";
+import { confirm } from "../confirm.js";
+import { CliError, UsageError, unreachable } from "../errors.js";
+import { listAll, messageView, time, type View } from "../output.js";
+import type { Session } from "../session.js";
+import { listGroups, resolveGroup } from "./groups.js";
 
-export function registerImages(_program: Command): void {}
+/** A repo's uid: its group's uid and one more segment. */
+const REPO_UID = /^[0-9a-f]{40}(\/[0-9a-f]{16})+$/;
+
+function tierName(tier: CatalogTier): string {
+  return tier === CatalogTier.UNSPECIFIED ? "" : (CatalogTier[tier] ?? String(tier)).toLowerCase();
+}
+
+const TIER_NAMES = Object.keys(CatalogTier)
+  .filter((k) => Number.isNaN(Number(k)) && k !== "UNSPECIFIED")
+  .map((k) => k.toLowerCase());
+
+function parseTier(value: string): CatalogTier {
+  const tier = CatalogTier[value.toUpperCase().replace(/^CATALOG_TIER_/, "") as keyof typeof CatalogTier];
+  if (tier === undefined)
+    throw new UsageError(`--catalog-tier must be one of ${TIER_NAMES.join(", ")} (got ${JSON.stringify(value)})`);
+  return tier;
+}
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+/** "sha256:0123456789ab…" reads better in a table than 71 characters. */
+const DIGEST_IN_TABLE = 19;
+
+export const repoView = messageView(RepoSchema, [
+  { header: "ID", value: (r) => r.uid },
+  { header: "NAME", value: (r) => r.name },
+  { header: "DESCRIPTION", value: (r) => r.description, max: 40 },
+  { header: "TIER", value: (r) => tierName(r.catalogTier), wide: true },
+  { header: "BUNDLES", value: (r) => r.bundles.join(", "), wide: true },
+  { header: "ALIASES", value: (r) => r.aliases.join(", "), wide: true },
+  { header: "ACTIVE TAGS", value: (r) => r.activeTags.join(", "), wide: true },
+  { header: "CREATED", value: (r) => time(r.createTime), wide: true },
+  { header: "UPDATED", value: (r) => time(r.updateTime), wide: true },
+]);
+
+export const tagView = messageView(TagSchema, [
+  { header: "ID", value: (t) => t.uid },
+  { header: "NAME", value: (t) => t.name },
+  { header: "DIGEST", value: (t) => t.digest, max: DIGEST_IN_TABLE },
+  { header: "UPDATED", value: (t) => time(t.updateTime) },
+  { header: "DEPRECATED", value: (t) => (t.deprecated ? "yes" : "no") },
+]);
+
+/** A repo with its tags, for `images list`. */
+interface Image {
+  repo: Repo;
+  tags: Tag[];
+}
+
+const newestTime = (image: Image) =>
+  image.tags.map((t) => time(t.updateTime)).reduce((a, b) => (b > a ? b : a), time(image.repo.updateTime));
+
+const imageView: View<Image> = {
+  columns: [
+    { header: "ID", value: (i) => i.repo.uid, wide: true },
+    { header: "REPO", value: (i) => i.repo.name },
+    { header: "TAGS", value: (i) => i.tags.map((t) => t.name).join(", "), max: 40 },
+    {
+      header: "DIGESTS",
+      value: (i) => [...new Set(i.tags.map((t) => t.digest))].join(", "),
+      wide: true,
+    },
+    { header: "UPDATED", value: newestTime },
+  ],
+  id: (i) => i.repo.uid,
+  json: (i) => ({ ...(toJson(RepoSchema, i.repo) as object), tags: i.tags.map((t) => toJson(TagSchema, t)) }),
+};
+
+interface HistoryRecord {
+  updateTimestamp: string;
+  digest: string;
+}
+
+const historyView: View<HistoryRecord> = {
+  columns: [
+    { header: "UPDATED", value: (h) => h.updateTimestamp.replace(/\.\d+Z$/, "Z") },
+    { header: "DIGEST", value: (h) => h.digest },
+  ],
+  id: (h) => h.digest,
+  json: (h) => h,
+};
+
+type UidpFilter = MessageInitShape<typeof UIDPFilterSchema>;
+
+/**
+ * Lists cover the whole subtree of --parent (as the hosted CLI's do); without it, everything
+ * visible. Repos and tags come sorted by name, for people to find them.
+ */
+const under = (parent: string | undefined): UidpFilter | undefined => (parent ? { descendantsOf: parent } : undefined);
+
+export async function listRepos(session: Session, parent: string | undefined, name?: string, limit?: number) {
+  const client = session.client(ReposService);
+  return listAll(async (pageToken, pageSize) => {
+    const res = await session.call(() =>
+      client.listRepos({ uidp: under(parent), name, orderBy: "name", pageSize, pageToken }),
+    );
+    return { items: res.repos, nextPageToken: res.nextPageToken };
+  }, limit);
+}
+
+async function listTags(session: Session, uidp: UidpFilter | undefined, limit?: number) {
+  const client = session.client(TagsService);
+  return listAll(async (pageToken, pageSize) => {
+    const res = await session.call(() => client.listTags({ uidp, orderBy: "name", pageSize, pageToken }));
+    return { items: res.tags, nextPageToken: res.nextPageToken };
+  }, limit);
+}
+
+/** The child group `segment` names under `parent` (by name, or by its uid's last segment), if any. */
+async function childGroup(session: Session, parent: string, segment: string): Promise<Group | undefined> {
+  const byName = (await listGroups(session, { childrenOf: parent, name: segment })).filter((g) => g.name === segment);
+  if (byName.length === 1) return byName[0];
+  if (/^[0-9a-f]{16}$/.test(segment))
+    return (await listGroups(session, { childrenOf: parent })).find((g) => g.uid === `${parent}/${segment}`);
+  return undefined;
+}
+
+/**
+ * A repo by uid, or by the name the registry knows it by: `<organization name or uid>/<image>`,
+ * where leading segments that name folders descend into them (as the registry resolves names).
+ */
+export async function resolveRepo(session: Session, ref: string): Promise<Repo> {
+  if (REPO_UID.test(ref)) return session.call(() => session.client(ReposService).getRepo({ uid: ref }));
+  const segments = ref.split("/");
+  if (segments.length < 2 || segments.some((s) => s === ""))
+    throw new UsageError(`${JSON.stringify(ref)} is neither a repo uid nor <organization>/<image>`);
+  let group = await resolveGroup(session, segments[0]!, true);
+  let i = 1;
+  for (; i < segments.length - 1; i++) {
+    const child = await childGroup(session, group.uid, segments[i]!);
+    if (!child) break;
+    group = child;
+  }
+  const path = segments.slice(i).join("/");
+  const client = session.client(ReposService);
+  const found = await session.call(() => client.listRepos({ uidp: { childrenOf: group.uid }, name: path }));
+  const repo = found.repos.find((r) => r.name === path);
+  if (!repo) throw new CliError(`no repo ${JSON.stringify(path)} in ${group.name} (${group.uid}) is visible to you`);
+  return repo;
+}
+
+/**
+ * An image reference `[<registry>/]<org>/<image>[:<tag>]`. Like docker, a first segment is a
+ * registry when it has a port, is localhost, or has a dot and more segments follow; it is also
+ * one when it is the configured registry.
+ */
+export function parseImageRef(ref: string, defaultRegistry: string): { registry: string; name: string; tag?: string } {
+  if (ref.includes("@")) throw new UsageError(`${JSON.stringify(ref)}: a tag's history is asked by tag, not digest`);
+  let rest = ref;
+  let tag: string | undefined;
+  const colon = rest.lastIndexOf(":");
+  if (colon > rest.lastIndexOf("/")) {
+    tag = rest.slice(colon + 1);
+    rest = rest.slice(0, colon);
+  }
+  const segments = rest.split("/");
+  const first = segments[0]!;
+  const isRegistry =
+    segments.length > 1 &&
+    (first === defaultRegistry ||
+      first.includes(":") ||
+      first === "localhost" ||
+      (first.includes(".") && segments.length > 2));
+  const registry = isRegistry ? first : defaultRegistry;
+  const name = (isRegistry ? segments.slice(1) : segments).join("/");
+  if (name.split("/").length < 2 || name.split("/").some((s) => s === "") || tag === "")
+    throw new UsageError(`${JSON.stringify(ref)} is not an image reference: [<registry>/]<organization>/<image>:<tag>`);
+  return { registry, name, tag };
+}
+
+/**
+ * The registry's base URL. The same server serves the API and the registry, so the registry
+ * speaks the API's scheme when it is on the API's host; elsewhere https, except loopback (as docker).
+ */
+function registryUrl(session: Session, registry: string): string {
+  const api = new URL(session.apiUrl);
+  if (registry === api.host) return `${api.protocol}//${registry}`;
+  const host = registry.replace(/:\d+$/, "");
+  const loopback = host === "localhost" || host.startsWith("127.") || host === "[::1]";
+  return `${loopback ? "http" : "https"}://${registry}`;
+}
+
+function checkTime(flag: string, value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!/^\d{4}-\d\d-\d\dT/.test(value) || Number.isNaN(Date.parse(value)))
+    throw new UsageError(`${flag} must be an RFC 3339 time, e.g. 2024-01-31T00:00:00Z (got ${JSON.stringify(value)})`);
+  return value;
+}
+
+/** GET `<registry>/v2/<name>/_chainguard/history/<tag>` with a registry token: the tag's digests, oldest first. */
+async function tagHistory(
+  session: Session,
+  ref: { registry: string; name: string; tag: string },
+  range: { start?: string; end?: string },
+): Promise<HistoryRecord[]> {
+  const { token } = await session.token(ref.registry);
+  const url = new URL(
+    `${registryUrl(session, ref.registry)}/v2/${ref.name}/_chainguard/history/${encodeURIComponent(ref.tag)}`,
+  );
+  if (range.start) url.searchParams.set("start", range.start);
+  if (range.end) url.searchParams.set("end", range.end);
+  let res: Response;
+  try {
+    res = await fetch(url, { headers: { authorization: `Bearer ${token}`, accept: "application/json" } });
+  } catch (err) {
+    throw unreachable(url.origin, err) ?? new CliError(`cannot reach ${url.origin}: ${(err as Error).message}`);
+  }
+  const body = (await res.json().catch(() => undefined)) as
+    { history?: HistoryRecord[]; errors?: { code?: string; message?: string }[] } | undefined;
+  if (!res.ok) {
+    const said = body?.errors?.map((e) => e.message || e.code).join("; ") || res.statusText;
+    const what = `${ref.registry}/${ref.name}:${ref.tag}`;
+    if (res.status === 404) throw new CliError(`no history for ${what}: ${said}`);
+    throw new CliError(`the registry refused the history of ${what} (${res.status}): ${said}`);
+  }
+  const history = body?.history ?? [];
+  return [...history].sort((a, b) => Date.parse(a.updateTimestamp) - Date.parse(b.updateTimestamp));
+}
+
+function updateMask(opts: { name?: string; description?: string; catalogTier?: string }): string[] {
+  const paths = [
+    ...(opts.name !== undefined ? ["name"] : []),
+    ...(opts.description !== undefined ? ["description"] : []),
+    ...(opts.catalogTier !== undefined ? ["catalog_tier"] : []),
+  ];
+  if (!paths.length) throw new UsageError("nothing to change: pass --name, --description and/or --catalog-tier");
+  return paths;
+}
+
+export function registerImages(program: Command): void {
+  const images = program.command("images").description("the registry's images: repos, their tags, and tag history");
+
+  run(
+    clientCommand(images, "list", {
+      description: "list the repos under --parent (all levels; default: all you can see) with their tags",
+      examples: ["bulwark images list --parent <org uid>", "bulwark images list -o wide   # with digests"],
+      parent: true,
+      list: true,
+    }),
+    async ({ session, print, opts }) => {
+      const parent = session.parent();
+      const repos = await listRepos(session, parent, undefined, opts.limit);
+      // One list of every tag in the subtree (sorted by name) rather than one per repo: a tag's uid
+      // extends its repo's.
+      const tags = await listTags(session, under(parent));
+      const byRepo = new Map<string, Tag[]>();
+      for (const tag of tags) {
+        const repoUid = tag.uid.slice(0, tag.uid.lastIndexOf("/"));
+        const list = byRepo.get(repoUid) ?? [];
+        byRepo.set(repoUid, list);
+        list.push(tag);
+      }
+      print.list(
+        imageView,
+        repos.map((repo) => ({ repo, tags: byRepo.get(repo.uid) ?? [] })),
+      );
+    },
+  );
+
+  const repos = images.command("repos").alias("repo").description("repos: the images of a group");
+
+  run<{ name?: string }>(
+    clientCommand(repos, "list", {
+      description: "list the repos under --parent (all levels; default: all you can see)",
+      examples: ["bulwark images repos list --parent <org uid>", "bulwark images repos list --name app -o json"],
+      parent: true,
+      list: true,
+    }).option("--name <name>", "only repos with this name"),
+    async ({ session, print, opts }) => {
+      print.list(repoView, await listRepos(session, session.parent(), opts.name, opts.limit));
+    },
+  );
+
+  run<{ description?: string; catalogTier?: string; alias?: string[]; bundle?: string[] }>(
+    clientCommand(repos, "create <name>", {
+      description: "create a repo in --parent (pushing to <org>/<name> also creates it)",
+      examples: [
+        'bulwark images repos create app --parent <org uid> --description "our app"',
+        "bulwark images repos create tools/builder --parent <folder uid> --catalog-tier devtools",
+      ],
+      parent: true,
+    })
+      .option("--description <text>", "what it is for")
+      .option("--catalog-tier <tier>", `its catalog tier (${TIER_NAMES.join(", ")})`)
+      .option("--alias <alias>", "another name it is known by (repeatable)", collect)
+      .option("--bundle <bundle>", "a bundle it belongs to (repeatable)", collect),
+    async ({ session, print, opts }, name: string) => {
+      const parent = session.parent(true, "images repos create");
+      const repo = await session.call(() =>
+        session.client(ReposService).createRepo({
+          parent,
+          repo: {
+            name,
+            description: opts.description ?? "",
+            catalogTier: opts.catalogTier === undefined ? CatalogTier.UNSPECIFIED : parseTier(opts.catalogTier),
+            aliases: opts.alias ?? [],
+            bundles: opts.bundle ?? [],
+          },
+        }),
+      );
+      print.one(repoView, repo);
+    },
+  );
+
+  run<{ name?: string; description?: string; catalogTier?: string }>(
+    clientCommand(repos, "update <repo>", {
+      description: "rename a repo or change its description or catalog tier (repo: uid or <org>/<image>)",
+      examples: [
+        'bulwark images repos update acme/app --description "the storefront"',
+        "bulwark images repos update <repo uid> --name storefront",
+      ],
+    })
+      .option("--name <name>", "its new name")
+      .option("--description <text>", "its new description")
+      .option("--catalog-tier <tier>", `its new catalog tier (${TIER_NAMES.join(", ")})`),
+    async ({ session, print, opts }, ref: string) => {
+      const paths = updateMask(opts);
+      const tier = opts.catalogTier === undefined ? undefined : parseTier(opts.catalogTier);
+      const current = await resolveRepo(session, ref);
+      const repo = await session.call(() =>
+        session.client(ReposService).updateRepo({
+          repo: {
+            uid: current.uid,
+            name: opts.name ?? current.name,
+            description: opts.description ?? current.description,
+            catalogTier: tier ?? current.catalogTier,
+          },
+          updateMask: create(FieldMaskSchema, { paths }),
+        }),
+      );
+      print.one(repoView, repo);
+    },
+  );
+
+  run<{ yes?: boolean }>(
+    clientCommand(repos, "delete <repo>", {
+      description: "delete a repo with all its tags and manifests (repo: uid or <org>/<image>)",
+      examples: ["bulwark images repos delete acme/app --yes", "bulwark images repos delete <repo uid> --yes"],
+    }).option("-y, --yes", "do not ask for confirmation"),
+    async ({ session, print, opts }, ref: string) => {
+      const repo = await resolveRepo(session, ref);
+      await confirm(`Delete the repo ${repo.name} (${repo.uid}) with all its tags?`, opts.yes);
+      await session.call(() => session.client(ReposService).deleteRepo({ uid: repo.uid }));
+      print.done(`deleted repo ${repo.name} (${repo.uid})`, { id: repo.uid, json: {} });
+    },
+  );
+
+  const tags = images.command("tags").alias("tag").description("tags: the names of an image's versions");
+
+  run(
+    clientCommand(tags, "list <repo>", {
+      description: "list a repo's tags (repo: uid or <org>/<image>)",
+      examples: ["bulwark images tags list acme/app", "bulwark images tags list <repo uid> -o json"],
+      list: true,
+    }),
+    async ({ session, print, opts }, ref: string) => {
+      const repo = await resolveRepo(session, ref);
+      print.list(tagView, await listTags(session, { childrenOf: repo.uid }, opts.limit));
+    },
+  );
+
+  run<{ start?: string; end?: string; registry?: string }>(
+    clientCommand(images, "history <image>", {
+      description:
+        "list the digests a tag has pointed to, oldest first (image: [<registry>/]<org>/<image>:<tag>, tag default latest)",
+      examples: [
+        "bulwark images history acme/app:latest",
+        "bulwark images history registry.example.com/acme/app:1.2 --start 2024-01-01T00:00:00Z -o json",
+      ],
+    })
+      .option("--start <time>", "only records from this RFC 3339 time")
+      .option("--end <time>", "only records up to this RFC 3339 time")
+      .option("--registry <host>", "the registry, when the image does not name it [env BULWARK_REGISTRY]"),
+    async ({ session, print, opts }, image: string) => {
+      const range = { start: checkTime("--start", opts.start), end: checkTime("--end", opts.end) };
+      const ref = parseImageRef(image, session.registryHost);
+      print.list(historyView, await tagHistory(session, { ...ref, tag: ref.tag ?? "latest" }, range));
+    },
+  );
+}

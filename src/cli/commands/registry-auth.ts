@@ -1,4 +1,372 @@
-// TODO(helper): being written.
+// `bulwark auth configure-docker` and `bulwark auth pull-token`: credentials for the registry.
+// configure-docker points docker at the docker-credential-bulwark helper (docker-credential.ts),
+// which hands docker a short-lived registry token each time. A pull token is a long-lived
+// credential for machines that cannot run the CLI: a static-keys identity whose only key signed
+// the password, bound to the built-in registry.pull role; deleting the identity revokes it.
+import { randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import { access, chmod, mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { delimiter, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { toJson } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
+import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { GroupsService } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import {
+  IdentitiesService,
+  IdentitySchema,
+  RelationshipType,
+  type Identity,
+} from "../../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
+import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
+import { RolesService } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
+import { clientCommand, run } from "../command.js";
+import { confirm } from "../confirm.js";
+import { CliError, UsageError } from "../errors.js";
+import { listAll, time } from "../output.js";
+import type { Session } from "../session.js";
+import { durationMillis } from "../durations.js";
 
-export function registerRegistryAuth(_auth: Command): void {}
+/** The helper docker runs is `docker-credential-<this>`; the package installs it next to `bulwark`. */
+export const CREDENTIAL_HELPER = "bulwark";
+const BIN_DIR = fileURLToPath(new URL("../../../bin", import.meta.url));
+
+/**
+ * Pull tokens' issuers: this prefix and the token's id. `.invalid` never resolves (RFC 2606), so
+ * no one can serve keys for it: the identity's own JWKS is the only key that verifies.
+ */
+export const PULL_TOKEN_ISSUER_PREFIX = "https://pull-token.bulwark.invalid/";
+export const PULL_TOKEN_SUBJECT_PREFIX = "pull-token-";
+const PULL_ROLE = "registry.pull";
+
+const HOUR_MS = 3600 * 1000;
+const DEFAULT_TTL = "720h";
+const MAX_TTL_MS = 8760 * HOUR_MS;
+
+/** --ttl in milliseconds: a duration from 1m to 8760h. */
+export function parseTtl(value: string): number {
+  const ms = durationMillis(value);
+  if (ms === undefined)
+    throw new UsageError(`--ttl must be a duration like 720h, 24h or 90m (got ${JSON.stringify(value)})`);
+  if (ms < 60_000) throw new UsageError(`--ttl must be at least 1m (got ${value})`);
+  if (ms > MAX_TTL_MS) throw new UsageError(`--ttl must be at most 8760h, a year (got ${value})`);
+  return ms;
+}
+
+export function isPullToken(identity: Identity): boolean {
+  const r = identity.relationship;
+  return (
+    r.case === "staticKeys" &&
+    r.value.issuer.startsWith(PULL_TOKEN_ISSUER_PREFIX) &&
+    r.value.subject.startsWith(PULL_TOKEN_SUBJECT_PREFIX)
+  );
+}
+
+const expirationOf = (identity: Identity) =>
+  identity.relationship.case === "staticKeys" ? identity.relationship.value.expirationTime : undefined;
+const groupOf = (uid: string) => uid.slice(0, uid.lastIndexOf("/"));
+
+/** Pull-token identities with the names of their groups, for the list. */
+interface PullTokenRow {
+  identity: Identity;
+  groupName: string;
+}
+
+const pullTokenView = {
+  columns: [
+    { header: "ID", value: (r: PullTokenRow) => r.identity.uid },
+    { header: "NAME", value: (r: PullTokenRow) => r.identity.name },
+    { header: "EXPIRES", value: (r: PullTokenRow) => time(expirationOf(r.identity)) },
+    { header: "GROUP", value: (r: PullTokenRow) => r.groupName },
+    { header: "GROUP ID", value: (r: PullTokenRow) => groupOf(r.identity.uid), wide: true },
+    {
+      header: "REGISTRY",
+      value: (r: PullTokenRow) =>
+        r.identity.relationship.case === "staticKeys" ? r.identity.relationship.value.audiences.join(", ") : "",
+      wide: true,
+    },
+    { header: "LAST USED", value: (r: PullTokenRow) => time(r.identity.lastSeenTime), wide: true },
+  ],
+  id: (r: PullTokenRow) => r.identity.uid,
+  json: (r: PullTokenRow) => toJson(IdentitySchema, r.identity),
+};
+
+/** The built-in registry.pull role's uid, looked up by name (built-in roles are listed to everyone). */
+async function pullRoleUid(session: Session): Promise<string> {
+  const res = await session.call(() => session.client(RolesService).listRoles({ name: PULL_ROLE }));
+  const role = res.roles.find((r) => r.name === PULL_ROLE && !r.uid.includes("/"));
+  if (!role) throw new CliError(`the server has no built-in ${PULL_ROLE} role`);
+  return role.uid;
+}
+
+interface PullToken {
+  identity: Identity;
+  registry: string;
+  password: string;
+  expiration: Date;
+}
+
+async function createPullToken(
+  session: Session,
+  parent: string,
+  options: { name?: string; ttlMs: number },
+): Promise<PullToken> {
+  const registry = session.registryHost;
+  const id = randomBytes(8).toString("hex");
+  const issuer = PULL_TOKEN_ISSUER_PREFIX + id;
+  const subject = PULL_TOKEN_SUBJECT_PREFIX + id;
+  // Whole seconds, from one clock reading: the JWT's iat and exp and the identity's expiration agree.
+  const issuedAt = Math.floor(Date.now() / 1000);
+  const expiration = new Date((issuedAt + Math.round(options.ttlMs / 1000)) * 1000);
+  const { publicKey, privateKey } = await generateKeyPair("RS256");
+  const jwk = { ...(await exportJWK(publicKey)), kid: id, alg: "RS256", use: "sig" };
+  const roleUid = await pullRoleUid(session);
+  const identities = session.client(IdentitiesService);
+  const identity = await session.call(() =>
+    identities.createIdentity({
+      parent,
+      identity: {
+        name: options.name ?? subject,
+        description: `pull token for ${registry}`,
+        relationship: {
+          case: "staticKeys",
+          value: {
+            issuer,
+            subject,
+            issuerKeys: JSON.stringify({ keys: [jwk] }),
+            expirationTime: timestampFromDate(expiration),
+            // The password's audience is the registry, not the token exchange's default (the issuer).
+            audiences: [registry],
+          },
+        },
+      },
+    }),
+  );
+  try {
+    await session.call(() =>
+      session
+        .client(RoleBindingsService)
+        .createRoleBinding({ parent, roleBinding: { identityUid: identity.uid, roleUid } }),
+    );
+  } catch (err) {
+    // An identity that cannot pull is no pull token; do not leave it behind.
+    await identities.deleteIdentity({ uid: identity.uid }).catch(() => undefined);
+    throw err;
+  }
+  const password = await new SignJWT({})
+    .setProtectedHeader({ alg: "RS256", kid: id, typ: "JWT" })
+    .setIssuer(issuer)
+    .setSubject(subject)
+    .setAudience(registry)
+    .setIssuedAt(issuedAt)
+    .setExpirationTime(expiration)
+    .sign(privateKey);
+  return { identity, registry, password, expiration };
+}
+
+/** Group names for a list's GROUP column; a group the caller cannot read shows its uid. */
+async function groupNames(session: Session, uids: string[]): Promise<Map<string, string>> {
+  const client = session.client(GroupsService);
+  const names = new Map<string, string>();
+  for (const uid of new Set(uids)) {
+    const name = await session
+      .call(() => client.getGroup({ uid }))
+      .then(
+        (g) => g.name,
+        () => uid,
+      );
+    names.set(uid, name);
+  }
+  return names;
+}
+
+/**
+ * Revokes a pull token: its role bindings, then its identity (the server refuses to delete an
+ * identity that still has bindings).
+ */
+async function deletePullToken(session: Session, identity: Identity): Promise<void> {
+  const bindings = session.client(RoleBindingsService);
+  const bound = await listAll(async (pageToken, pageSize) => {
+    const res = await session.call(() => bindings.listRoleBindings({ identity: identity.uid, pageSize, pageToken }));
+    return { items: res.roleBindings, nextPageToken: res.nextPageToken };
+  });
+  for (const binding of bound) await session.call(() => bindings.deleteRoleBinding({ uid: binding.uid }));
+  await session.call(() => session.client(IdentitiesService).deleteIdentity({ uid: identity.uid }));
+}
+
+export function dockerConfigPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(env.DOCKER_CONFIG || join(homedir(), ".docker"), "config.json");
+}
+
+/** Sets credHelpers[registry] in docker's config, keeping everything else in it. */
+export async function configureDocker(path: string, registry: string): Promise<void> {
+  let config: Record<string, unknown> = {};
+  let mode = 0o600;
+  let text: string | undefined;
+  try {
+    text = await readFile(path, "utf8");
+    mode = (await stat(path)).mode & 0o777;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT")
+      throw new CliError(`cannot read ${path}: ${(err as Error).message}`);
+  }
+  if (text !== undefined && text.trim() !== "") {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch (err) {
+      throw new CliError(`${path} is not valid JSON (${(err as Error).message}): fix it first`);
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      throw new CliError(`${path} must hold a JSON object`);
+    config = parsed as Record<string, unknown>;
+  }
+  const helpers = config.credHelpers ?? {};
+  if (typeof helpers !== "object" || helpers === null || Array.isArray(helpers))
+    throw new CliError(`credHelpers in ${path} must be a JSON object`);
+  config.credHelpers = { ...helpers, [registry]: CREDENTIAL_HELPER };
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  // Written aside and renamed, so docker never reads half a file.
+  const tmp = `${path}.${process.pid}.tmp`;
+  await writeFile(tmp, JSON.stringify(config, null, "\t") + "\n", { mode });
+  await chmod(tmp, mode);
+  await rename(tmp, path);
+}
+
+async function onPath(program: string, env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
+  for (const dir of (env.PATH ?? "").split(delimiter).filter(Boolean)) {
+    const found = await access(join(dir, program), constants.X_OK).then(
+      () => true,
+      () => false,
+    );
+    if (found) return true;
+  }
+  return false;
+}
+
+export function registerRegistryAuth(auth: Command): void {
+  run<{ registry?: string }>(
+    clientCommand(auth, "configure-docker", {
+      description:
+        "make docker get registry credentials from docker-credential-bulwark (credHelpers in $DOCKER_CONFIG/config.json, default ~/.docker)",
+      examples: ["bulwark auth configure-docker", "bulwark auth configure-docker --registry registry.example.com"],
+    }).option("--registry <host>", "the registry's host[:port] [env BULWARK_REGISTRY; default: the API's]"),
+    async ({ session, print }) => {
+      const registry = session.registryHost;
+      const path = dockerConfigPath();
+      await configureDocker(path, registry);
+      const helper = `docker-credential-${CREDENTIAL_HELPER}`;
+      const lines = [`docker now asks ${helper} for ${registry} credentials (set in ${path})`];
+      if (!(await onPath(helper)))
+        lines.push(
+          `${helper} is not on your PATH: it is installed with bulwark, in ${BIN_DIR}; add that directory to PATH`,
+        );
+      print.done(lines.join("\n"), {
+        id: registry,
+        json: { registry, configFile: path, credHelper: CREDENTIAL_HELPER },
+      });
+    },
+  );
+
+  const pullToken = auth
+    .command("pull-token")
+    .description(
+      "long-lived registry pull credentials for machines; revoking one deletes its identity " +
+        "(`bulwark iam identities delete <id>`, or `bulwark auth pull-token delete <id>`)",
+    );
+
+  run<{ name?: string; ttl: string; registry?: string }>(
+    clientCommand(pullToken, "create", {
+      description:
+        "create a pull token for --parent and print its docker login command; to revoke it, delete its identity: " +
+        "`bulwark iam identities delete <id>` (or `bulwark auth pull-token delete <id>`)",
+      examples: [
+        "bulwark auth pull-token create --parent <org uid>",
+        "bulwark auth pull-token create --parent <org uid> --name ci --ttl 24h -o json",
+      ],
+      parent: true,
+    })
+      .option("--name <name>", "the pull token identity's name (default: pull-token-<id>)")
+      .option("--ttl <duration>", "how long it is valid, at most 8760h", DEFAULT_TTL)
+      .option("--registry <host>", "the registry it is for [env BULWARK_REGISTRY; default: the API's host]"),
+    async ({ session, print, opts }) => {
+      const ttlMs = parseTtl(opts.ttl);
+      const parent = session.parent(true, "auth pull-token create");
+      const token = await createPullToken(session, parent, { name: opts.name, ttlMs });
+      const username = token.identity.uid;
+      const expires = time(timestampFromDate(token.expiration));
+      const command = `docker login ${token.registry} --username ${username} --password ${token.password}`;
+      if (print.format === "table" || print.format === "wide")
+        process.stderr.write(
+          `Pull token ${username} expires ${expires}; ` +
+            `revoke it with \`bulwark iam identities delete ${username}\`. To use it, run:\n`,
+        );
+      print.done(command, {
+        id: username,
+        json: {
+          identity: username,
+          name: token.identity.name,
+          registry: token.registry,
+          username,
+          password: token.password,
+          expiration: expires,
+          command,
+        },
+      });
+    },
+  );
+
+  run(
+    clientCommand(pullToken, "list", {
+      description: "list the pull tokens under --parent (all levels; default: all you can see)",
+      examples: ["bulwark auth pull-token list --parent <org uid>", "bulwark auth pull-token list -o json"],
+      parent: true,
+      list: true,
+    }),
+    async ({ session, print, opts }) => {
+      const parent = session.parent();
+      const client = session.client(IdentitiesService);
+      const statics = await listAll(async (pageToken, pageSize) => {
+        const res = await session.call(() =>
+          client.listIdentities({
+            uidp: parent ? { descendantsOf: parent } : undefined,
+            relationshipType: RelationshipType.STATIC,
+            pageSize,
+            pageToken,
+          }),
+        );
+        return { items: res.identities, nextPageToken: res.nextPageToken };
+      });
+      const tokens = statics.filter(isPullToken);
+      const shown = opts.limit ? tokens.slice(0, opts.limit) : tokens;
+      const names =
+        print.format === "table" || print.format === "wide" || print.format === "terse"
+          ? await groupNames(
+              session,
+              shown.map((i) => groupOf(i.uid)),
+            )
+          : new Map<string, string>();
+      print.list(
+        pullTokenView,
+        shown.map((identity) => ({ identity, groupName: names.get(groupOf(identity.uid)) ?? groupOf(identity.uid) })),
+      );
+    },
+  );
+
+  run<{ yes?: boolean }>(
+    clientCommand(pullToken, "delete <id>", {
+      description: "revoke a pull token: delete its identity and role binding (only pull tokens)",
+      examples: ["bulwark auth pull-token delete <identity uid> --yes"],
+    }).option("-y, --yes", "do not ask for confirmation"),
+    async ({ session, print, opts }, uid: string) => {
+      const identity = await session.call(() => session.client(IdentitiesService).getIdentity({ uid }));
+      if (!isPullToken(identity))
+        throw new UsageError(`${identity.name} (${uid}) is not a pull token: use \`bulwark iam identities delete\``);
+      await confirm(`Revoke the pull token ${identity.name} (${uid})?`, opts.yes);
+      await deletePullToken(session, identity);
+      print.done(`revoked pull token ${identity.name} (${uid})`, { id: uid, json: {} });
+    },
+  );
+}

@@ -2,7 +2,7 @@
 // themselves (`admin token`, `registry gc`). The server's modules are imported only when one of
 // these runs, so client commands start quickly.
 import { join } from "node:path";
-import { Command, Option } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import type { RateLimit } from "../../core/rate-limit.js";
 import type { RateLimitSettings } from "../../server/limits.js";
 import { DEFAULT_CONFIG } from "../../server/defaults.js";
@@ -13,7 +13,7 @@ import { examples } from "../command.js";
 
 function parsePort(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`invalid port: ${value}`);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`invalid port: ${value}`);
   return n;
 }
 
@@ -24,14 +24,15 @@ function parsePort(value: string): number {
 function parseSwitch(value: string): boolean {
   if (/^(1|true|yes|on)$/i.test(value)) return true;
   if (/^(0|false|no|off|)$/i.test(value)) return false;
-  throw new Error(`invalid boolean: ${value}`);
+  throw new InvalidArgumentError(`invalid boolean: ${value}`);
 }
 
 /** "<per second>[:<burst>]" (burst defaults to twice the rate), or "off". */
 function parseRateLimit(value: string): RateLimit | null {
   if (/^(off|none|0)$/i.test(value)) return null;
   const m = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(value);
-  if (!m || Number(m[1]) <= 0) throw new Error(`invalid rate limit "${value}": use <per second>[:<burst>] or off`);
+  if (!m || Number(m[1]) <= 0)
+    throw new InvalidArgumentError(`invalid rate limit "${value}": use <per second>[:<burst>] or off`);
   const perSecond = Number(m[1]);
   return { perSecond, burst: m[2] ? Math.max(1, Number(m[2])) : Math.max(1, Math.ceil(perSecond * 2)) };
 }
@@ -39,7 +40,7 @@ function parseRateLimit(value: string): RateLimit | null {
 /** "90s", "15m", "1h", "7d" (or plain milliseconds) → milliseconds. */
 export function parseDuration(value: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
-  if (!m) throw new Error(`invalid duration "${value}": use e.g. 90s, 15m, 1h, 7d`);
+  if (!m) throw new InvalidArgumentError(`invalid duration "${value}": use e.g. 90s, 15m, 1h, 7d`);
   const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "ms"]!;
   return Math.round(Number(m[1]) * unit);
 }
@@ -392,7 +393,10 @@ export function registerServerCommands(program: Command): void {
     .addOption(new Option("--issuer-url <url>", "{auth_url}: the token's issuer (default: what the server recorded)"))
     .addOption(new Option("--api-url <url>", "{base_url}: the API audience (default: what the server recorded)"))
     .addOption(
-      new Option("--registry-host <host>", "{registry_host}: the registry audience (default: what the server recorded)"),
+      new Option(
+        "--registry-host <host>",
+        "{registry_host}: the registry audience (default: what the server recorded)",
+      ),
     )
     .action(
       async (opts: {

@@ -25,7 +25,14 @@ export function registerVersion(program: Command, version: string): void {
       }
     }
     print.done(
-      [`client: bulwark ${version}`, ...(server ? [`server: ${server.url} ${server.version ? `bulwark ${server.version}` : server.error ?? "version unknown"}`] : [])].join("\n"),
+      [
+        `client: bulwark ${version}`,
+        ...(server
+          ? [
+              `server: ${server.url} ${server.version ? `bulwark ${server.version}` : (server.error ?? "version unknown")}`,
+            ]
+          : []),
+      ].join("\n"),
       { id: version, json: { client: version, ...(server ? { server } : {}) } },
     );
   });
