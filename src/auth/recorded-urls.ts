@@ -39,7 +39,11 @@ export async function recordedPublicUrlsFile(dataDir: string, since?: number): P
   try {
     if (since !== undefined && (await stat(path)).mtimeMs < since) return undefined;
     const parsed = JSON.parse(await readFile(path, "utf8")) as Partial<AuthUrls>;
-    if (typeof parsed.issuer !== "string" || typeof parsed.apiAudience !== "string" || typeof parsed.registryAudience !== "string")
+    if (
+      typeof parsed.issuer !== "string" ||
+      typeof parsed.apiAudience !== "string" ||
+      typeof parsed.registryAudience !== "string"
+    )
       return undefined;
     return { issuer: parsed.issuer, apiAudience: parsed.apiAudience, registryAudience: parsed.registryAudience };
   } catch {

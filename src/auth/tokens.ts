@@ -165,7 +165,8 @@ export function isWrongAudience(err: unknown): boolean {
 function describeJoseError(err: unknown, issuer: string, audience: string): string {
   if (err instanceof joseErrors.JWTExpired) return "token has expired";
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
-    if (err.claim === "iss") return `token issuer is not accepted: this server issues tokens as ${JSON.stringify(issuer)}`;
+    if (err.claim === "iss")
+      return `token issuer is not accepted: this server issues tokens as ${JSON.stringify(issuer)}`;
     if (err.claim === "aud") return `token audience is not accepted: expected ${JSON.stringify(audience)}`;
     return `token claim "${err.claim}" is not accepted`;
   }
