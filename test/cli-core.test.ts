@@ -306,7 +306,72 @@ for (const backend of backends()) {
       });
     });
 
+    it("tokens go only where they belong: a stored login to its own API; BULWARK_TOKEN beats a config token-file", async () => {
+      mkdirSync(home.configDir, { recursive: true });
+      const expiry = new Date(Date.now() + 3_600_000).toISOString();
+      writeFileSync(
+        join(home.configDir, "credentials.json"),
+        JSON.stringify({
+          apiUrl: server.url,
+          issuerUrl: server.url,
+          tokens: { [server.url]: { token: server.operatorToken, expiry } },
+        }),
+      );
+      try {
+        assert.equal(
+          (await ok(["auth", "status", "-o", "terse"], { env: { BULWARK_TOKEN: undefined } })).trim(),
+          OPERATOR_SUBJECT,
+        );
+        const elsewhere = `http://127.0.0.1:${await closedPort()}`;
+        await fails(
+          ["iam", "organizations", "list", "--api-url", elsewhere],
+          1,
+          new RegExp(
+            `the stored login is for ${server.url}, not ${elsewhere}: run \`bulwark auth login --api-url ${elsewhere}\``,
+          ),
+          { env: { BULWARK_TOKEN: undefined } },
+        );
+      } finally {
+        await ok(["auth", "logout"]);
+      }
+      const garbage = join(home.dir, "garbage-token");
+      writeFileSync(garbage, "not-a-token\n");
+      await ok(["config", "set", "token-file", garbage]);
+      try {
+        assert.equal((await ok(["auth", "status", "-o", "terse"])).trim(), OPERATOR_SUBJECT, "the environment wins");
+        await fails(["auth", "status"], 1, /token is malformed\.\nThe token came from the token file .*garbage-token/, {
+          env: { BULWARK_TOKEN: undefined },
+        });
+        await fails(
+          ["auth", "status", "--token-file", join(home.dir, "missing")],
+          1,
+          /cannot read the token file .*missing: no such file/,
+        );
+      } finally {
+        await ok(["config", "unset", "token-file"]);
+      }
+    });
+
+    it("a repo whose name starts like a folder is found by <org>/<name>", async () => {
+      await ok(["images", "repos", "create", "tools/x", "--parent", org]);
+      await ok(["iam", "folders", "create", "tools", "--parent", org]);
+      assert.match(await ok(["images", "tags", "list", "acme/tools/x"]), /^ID\s+NAME\s+DIGEST/);
+      await fails(["images", "tags", "list", "acme/tools/y"], 1, /no repo "y" in tools \(.*\) is visible to you/);
+    });
+
     it("usage errors exit 2: unknown command or option, bad output format, missing argument or --parent", async () => {
+      await fails(
+        ["iam", "organizations", "list", "-o", "tree", "--limit", "2"],
+        2,
+        /--limit does not apply to -o tree/,
+      );
+      await fails(["iam", "organizations", "list", "--limit", "0"], 2, /--limit.*expected 1 or more/);
+      await fails(
+        ["auth", "login", "--identity", "x", "--identity-token", "a.b.c", "--headless"],
+        2,
+        /--headless: for signing in people, not with --identity/,
+      );
+      await fails(["auth", "login", "-o", "json"], 2, /unknown option '-o'/);
       await fails(["iam", "organisations", "list"], 2, /unknown command 'organisations'/);
       await fails(["iam", "organizations", "list", "--colour"], 2, /unknown option '--colour'/);
       await fails(

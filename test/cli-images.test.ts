@@ -366,7 +366,6 @@ for (const backend of backends()) {
 
       const noToken = await cli(["get"], { bin: HELPER, input: registryHost, env: { BULWARK_TOKEN: undefined } });
       assert.equal(noToken.code, 1);
-      assert.equal(noToken.stdout, "");
       assert.match(noToken.stdout, /^docker-credential-bulwark: not logged in/, "docker shows the helper's stdout");
       const wrongHost = await cli(["get"], { bin: HELPER, input: "elsewhere.example.com" });
       assert.equal(wrongHost.code, 1);

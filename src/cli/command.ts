@@ -26,10 +26,33 @@ export interface Context<O> {
   opts: O & ClientFlags & { limit?: number };
 }
 
+/** --limit: 1 or more (leaving it out means all). */
+export function parsePositiveCount(value: string): number {
+  const n = parseCount(value);
+  if (n < 1) throw new InvalidArgumentError("expected 1 or more (leave --limit out for all)");
+  return n;
+}
+
 export function parseCount(value: string): number {
   const n = Number(value);
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError("expected a whole number");
   return n;
+}
+
+/** A repeatable option's values, in order (commander's collector). */
+export function repeatable(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+/** A repeatable option whose values may also be comma-separated ("a,b" or "a" then "b"). */
+export function commaList(value: string, previous: string[] = []): string[] {
+  return [
+    ...previous,
+    ...value
+      .split(",")
+      .map((v) => v.trim())
+      .filter(Boolean),
+  ];
 }
 
 /** Appends examples to a command's help. */
@@ -59,7 +82,8 @@ export function clientCommand(parent: Command, nameAndArgs: string, spec: Client
       ),
     );
   if (spec.tree) treeCommands.add(cmd);
-  if (spec.list) cmd.addOption(new Option("--limit <n>", "stop after this many (default: all)").argParser(parseCount));
+  if (spec.list)
+    cmd.addOption(new Option("--limit <n>", "stop after this many (default: all)").argParser(parsePositiveCount));
   return examples(cmd, spec.examples);
 }
 

@@ -1,13 +1,15 @@
 // What every client command shares: its resolved settings, a token, generated Connect clients
 // for the API (never URLs built by hand), and failures turned into sentences.
 // Where the token comes from, first found wins: --token-file / BULWARK_TOKEN_FILE, BULWARK_TOKEN,
-// then what `bulwark auth login` stored (refreshed through the token exchange when it can be).
+// a token-file in the config file, then what `bulwark auth login` stored for this API (refreshed
+// through the token exchange when it can be).
 import { readFile } from "node:fs/promises";
 import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { decodeJwt } from "jose";
 import { exchange, token as storedToken } from "./auth.js";
+import { loadCredentials } from "./credentials.js";
 import { CliError, explain } from "./errors.js";
 import { resolveSettings, type OutputFormat, type Resolved, type SettingName } from "./settings.js";
 
@@ -93,18 +95,13 @@ export class Session {
   async token(audience?: string): Promise<TokenSource> {
     if (audience === undefined && this.#apiToken) return this.#apiToken;
     let found: TokenSource | undefined;
+    // A token file named on the command line or in the environment, then BULWARK_TOKEN, then one
+    // named in the config file: the environment beats the config file, as for every setting.
     const file = this.settings["token-file"];
-    if (file.value) {
-      const text = await readFile(file.value, "utf8").catch((err: NodeJS.ErrnoException) => {
-        throw new CliError(
-          `cannot read the token file ${file.value}: ${err.code === "ENOENT" ? "no such file" : err.message}`,
-        );
-      });
-      if (!text.trim()) throw new CliError(`the token file ${file.value} is empty`);
-      found = { token: text.trim(), origin: `the token file ${file.value}` };
-    } else if (this.env.BULWARK_TOKEN?.trim()) {
-      found = { token: this.env.BULWARK_TOKEN.trim(), origin: "BULWARK_TOKEN" };
-    }
+    const fileFirst = file.value && (file.source === "flag" || file.source === "env");
+    if (fileFirst) found = await this.tokenFile(file.value!);
+    else if (this.env.BULWARK_TOKEN?.trim()) found = { token: this.env.BULWARK_TOKEN.trim(), origin: "BULWARK_TOKEN" };
+    else if (file.value) found = await this.tokenFile(file.value);
     if (found) {
       const expiry = expiryOf(found.token);
       if (expiry && expiry.getTime() <= Date.now())
@@ -119,6 +116,13 @@ export class Session {
         return { token: minted.token, origin: `the exchange of ${found.origin}` };
       }
     } else {
+      // The stored login's token goes only to the API it was obtained for.
+      const login = await loadCredentials(this.env);
+      if (login && login.apiUrl !== this.apiUrl)
+        throw new CliError(
+          `the stored login is for ${login.apiUrl}, not ${this.apiUrl}: run \`bulwark auth login --api-url ${this.apiUrl}\`, ` +
+            "or set BULWARK_TOKEN",
+        );
       const token = await storedToken(audience).catch((err: unknown) => {
         throw explain(err, this.issuerUrl, { unauthenticated: REFRESH_HINT });
       });
@@ -126,6 +130,14 @@ export class Session {
     }
     if (audience === undefined) this.#apiToken = found;
     return found;
+  }
+
+  private async tokenFile(path: string): Promise<TokenSource> {
+    const text = await readFile(path, "utf8").catch((err: NodeJS.ErrnoException) => {
+      throw new CliError(`cannot read the token file ${path}: ${err.code === "ENOENT" ? "no such file" : err.message}`);
+    });
+    if (!text.trim()) throw new CliError(`the token file ${path} is empty`);
+    return { token: text.trim(), origin: `the token file ${path}` };
   }
 
   #transport?: ReturnType<typeof createConnectTransport>;

@@ -3,6 +3,7 @@
 // `bulwark config view` shows each value and where it came from.
 import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { isValidUidp } from "../core/uidp.js";
 import { configDir, loadCredentials } from "./credentials.js";
 import { CliError, UsageError } from "./errors.js";
 
@@ -51,7 +52,7 @@ export const SETTINGS = {
     env: "BULWARK_DEFAULT_GROUP",
     flag: "--parent",
     description: "the group `--parent` stands for when it is not given",
-    check: (v) => (/^[0-9a-f]{40}(\/[0-9a-f]{16})*$/.test(v) ? undefined : "must be a group uid"),
+    check: (v) => (isValidUidp(v) ? undefined : "must be a group uid"),
   },
   output: {
     env: "BULWARK_OUTPUT",

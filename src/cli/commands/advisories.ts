@@ -11,12 +11,12 @@ import {
 } from "../../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import { AdvisoryImportService } from "../../gen/bulwark/vulnerabilities/v1/import_pb.js";
 import { importAdvisories, summaryLine } from "../advisories.js";
-import { clientCommand, run } from "../command.js";
+import { clientCommand, repeatable, run } from "../command.js";
+import { isValidUidp } from "../../core/uidp.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, messageView, time, type View } from "../output.js";
 import type { Session } from "../session.js";
 
-const UID = /^[0-9a-f]{40}(\/[0-9a-f]{16})*$/;
 /** Vulnerability ids an advisory carries as aliases; any other id (CGA-…, RUSTSEC-…) is an advisory's own. */
 const ALIAS_ID = /^(CVE|GHSA|GO)-/i;
 
@@ -168,7 +168,7 @@ export async function listAdvisories(session: Session, filters: AdvisoryFilters,
 
 /** An advisory by uid, or by its id (CGA-…), which must then name one advisory among those the caller sees. */
 async function resolveAdvisory(session: Session, ref: string, parent?: string): Promise<Advisory> {
-  if (UID.test(ref)) return session.call(() => session.client(AdvisoriesService).getAdvisory({ uid: ref }));
+  if (isValidUidp(ref)) return session.call(() => session.client(AdvisoriesService).getAdvisory({ uid: ref }));
   const found = await listAdvisories(session, {
     advisoryIds: [ref],
     uidp: parent ? { childrenOf: parent } : undefined,
@@ -232,8 +232,12 @@ export function registerAdvisories(program: Command): void {
       // Not the framework's --parent: the configured default group is the caller's own, rarely
       // the one that publishes advisories, so nothing narrows the list unless asked.
       .option("--parent <group>", "only advisories published by this group (uid); default: every group you can read")
-      .option("--package <name>", "only advisories of this package (repeat for several)", collect)
-      .option("--component <name>", "only advisories of this component inside a package (repeat for several)", collect)
+      .option("--package <name>", "only advisories of this package (repeat for several)", repeatable)
+      .option(
+        "--component <name>",
+        "only advisories of this component inside a package (repeat for several)",
+        repeatable,
+      )
       .option("--vulnerability <id>", "only advisories with this id (CGA-…, RUSTSEC-…) or alias (CVE-…, GHSA-…, GO-…)")
       .option(
         "--status <status>",
@@ -312,8 +316,4 @@ export function registerAdvisories(program: Command): void {
       if (summary.skipped > 0) process.exitCode = 1;
     },
   );
-}
-
-function collect(value: string, previous: string[] = []): string[] {
-  return [...previous, value];
 }

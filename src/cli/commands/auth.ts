@@ -3,16 +3,16 @@
 import { toJson } from "@bufbuild/protobuf";
 import { EmptySchema } from "@bufbuild/protobuf/wkt";
 import { create } from "@bufbuild/protobuf";
-import type { Command } from "commander";
+import { Option, type Command } from "commander";
 import { decodeJwt } from "jose";
 import { Auth, WhoAmISchema, type WhoAmI } from "../../gen/platform/auth/v1/auth.platform_pb.js";
 import { login, logout, saveHumanLogin } from "../auth.js";
 import { browserLogin, headlessLogin } from "../browser-login.js";
-import { clientCommand, connectionOptions, examples, run } from "../command.js";
+import { clientCommand, examples, run } from "../command.js";
 import { explain, UsageError } from "../errors.js";
 import { time } from "../output.js";
 import type { Session } from "../session.js";
-import { resolveSettings } from "../settings.js";
+import { resolveSettings, SETTINGS } from "../settings.js";
 import { registerRegistryAuth } from "./registry-auth.js";
 
 async function whoAmI(session: Session): Promise<WhoAmI> {
@@ -50,7 +50,10 @@ export function registerAuth(program: Command): void {
   const auth = program.command("auth").description("log in, get API tokens, see who you are and what you may do");
 
   examples(
-    connectionOptions(auth.command("login"))
+    auth
+      .command("login")
+      .addOption(new Option("--api-url <url>", SETTINGS["api-url"].description + " [env BULWARK_API_URL]"))
+      .addOption(new Option("--issuer-url <url>", SETTINGS["issuer-url"].description + " [env BULWARK_ISSUER_URL]"))
       .description(
         "sign in and keep an API token (0600, in the user's config dir): in a browser, or as a workload with --identity",
       )
@@ -84,6 +87,16 @@ export function registerAuth(program: Command): void {
         if (opts.identity || opts.identityToken) {
           if (!opts.identity || !opts.identityToken)
             throw new UsageError("--identity and --identity-token go together");
+          const forPeople = [
+            ["--identity-provider", opts.identityProvider],
+            ["--invite-code", opts.inviteCode],
+            ["--headless", opts.headless],
+            ["--no-browser", opts.browser ? undefined : true],
+          ].filter(([, given]) => given !== undefined);
+          if (forPeople.length)
+            throw new UsageError(
+              `${forPeople.map(([flag]) => flag).join(", ")}: for signing in people, not with --identity`,
+            );
           const creds = await login({ apiUrl, issuerUrl, identity: opts.identity, identityToken: opts.identityToken });
           process.stdout.write(`logged in as ${opts.identity}; token expires ${creds.tokens[creds.apiUrl]!.expiry}\n`);
           return;

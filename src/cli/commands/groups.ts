@@ -4,12 +4,11 @@ import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
 import { GroupSchema, GroupsService, type Group } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import { clientCommand, run } from "../command.js";
+import { isValidUidp } from "../../core/uidp.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, messageView, renderTree, time } from "../output.js";
 import type { Session } from "../session.js";
-
-const UID = /^[0-9a-f]{40}(\/[0-9a-f]{16})*$/;
 
 export const groupView = messageView(GroupSchema, [
   { header: "ID", value: (g) => g.uid },
@@ -45,7 +44,7 @@ export async function listGroups(
 
 /** A group named by uid, or by name (which must then be unambiguous among the groups the caller sees). */
 export async function resolveGroup(session: Session, ref: string, root?: boolean): Promise<Group> {
-  if (UID.test(ref)) return session.call(() => session.client(GroupsService).getGroup({ uid: ref }));
+  if (isValidUidp(ref)) return session.call(() => session.client(GroupsService).getGroup({ uid: ref }));
   const found = await listGroups(session, { name: ref, inRoot: root });
   if (found.length === 0)
     throw new CliError(`no ${root ? "organization" : "group"} named ${JSON.stringify(ref)} is visible to you`);
@@ -54,6 +53,11 @@ export async function resolveGroup(session: Session, ref: string, root?: boolean
       `${found.length} groups are named ${JSON.stringify(ref)}: use a uid (${found.map((g) => g.uid).join(", ")})`,
     );
   return found[0]!;
+}
+
+/** A tree cut at N groups would drop arbitrary subtrees: it is drawn whole. */
+function noLimitWithTree(limit: number | undefined): void {
+  if (limit) throw new UsageError("--limit does not apply to -o tree (the whole tree is drawn)");
 }
 
 function updateMask(opts: { name?: string; description?: string }): string[] {
@@ -85,7 +89,8 @@ export function registerGroups(iam: Command): void {
     }).option("--name <name>", "only organizations with this name"),
     async ({ session, print, opts }) => {
       if (print.format === "tree") {
-        const groups = await listGroups(session, { name: opts.name }, opts.limit);
+        noLimitWithTree(opts.limit);
+        const groups = await listGroups(session, { name: opts.name });
         print.write(
           renderTree(
             groups.map((g) => ({ uid: g.uid, label: g.name })),
@@ -146,8 +151,10 @@ export function registerGroups(iam: Command): void {
     }).option("--name <name>", "only folders with this name"),
     async ({ session, print, opts }) => {
       const parent = session.parent();
-      // one more than the limit: the parent itself may be among them
-      const limit = opts.limit && print.format !== "tree" ? opts.limit + 1 : undefined;
+      if (print.format === "tree") noLimitWithTree(opts.limit);
+      // Under a parent, one more than the limit (the parent itself is among its descendants);
+      // without one, organizations are dropped after listing, so the limit applies after that.
+      const limit = opts.limit && parent ? opts.limit + 1 : undefined;
       const all = await listGroups(session, { descendantsOf: parent, name: opts.name }, limit);
       // descendants include the group itself: a folder list is what is under it
       const folderList = all.filter((g) => g.uid.includes("/") && g.uid !== parent);

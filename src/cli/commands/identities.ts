@@ -22,7 +22,7 @@ import {
 } from "../../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
 import type { Role } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
 import { isValidUidp, parentOf } from "../../core/uidp.js";
-import { clientCommand, examples, run } from "../command.js";
+import { clientCommand, examples, repeatable, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, messageView, time, type View } from "../output.js";
@@ -204,8 +204,6 @@ async function describeIdentity(session: Session, format: string, identity: Iden
 }
 
 // ---- flag checks, before anything is sent ----
-
-const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 const given = (value: string | undefined): value is string => value !== undefined && value !== "";
 
@@ -492,7 +490,7 @@ function createKind<O>(
 ): void {
   const cmd = clientCommand(createGroup, `${kind} <name>`, { ...spec, parent: true })
     .option("--description <text>", "what it is for")
-    .option("--role <role>", "bind it to this role (name or uid) in --parent (repeatable)", collect);
+    .option("--role <role>", "bind it to this role (name or uid) in --parent (repeatable)", repeatable);
   run<O & CreateFlags>(flags(cmd), async ({ session, print, opts }, name: string) => {
     const wanted = await relationship(opts);
     const parent = session.parent(true, `identities create ${kind}`);
@@ -596,8 +594,8 @@ function registerCreate(identities: Command): void {
         .option("--subject-pattern <regex>", "a pattern the subject must match whole")
         .option("--audience <aud>", "the token's audience, exactly")
         .option("--audience-pattern <regex>", "a pattern the audience must match whole")
-        .option("--claim <key=value>", "another claim the token must carry (repeatable)", collect)
-        .option("--claim-pattern <key=regex>", "another claim, matched by a pattern (repeatable)", collect),
+        .option("--claim <key=value>", "another claim the token must carry (repeatable)", repeatable)
+        .option("--claim-pattern <key=regex>", "another claim, matched by a pattern (repeatable)", repeatable),
     claimMatchRelationship,
   );
 

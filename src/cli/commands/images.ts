@@ -12,7 +12,7 @@ import {
 } from "../../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import { TagSchema, TagsService, type Tag } from "../../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
 import type { UIDPFilterSchema } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { clientCommand, run } from "../command.js";
+import { clientCommand, repeatable, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError, unreachable } from "../errors.js";
 import { listAll, messageView, time, type View } from "../output.js";
@@ -36,8 +36,6 @@ function parseTier(value: string): CatalogTier {
     throw new UsageError(`--catalog-tier must be one of ${TIER_NAMES.join(", ")} (got ${JSON.stringify(value)})`);
   return tier;
 }
-
-const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 /** "sha256:0123456789ab…" reads better in a table than 71 characters. */
 const DIGEST_IN_TABLE = 19;
@@ -145,19 +143,26 @@ export async function resolveRepo(session: Session, ref: string): Promise<Repo> 
   const segments = ref.split("/");
   if (segments.length < 2 || segments.some((s) => s === ""))
     throw new UsageError(`${JSON.stringify(ref)} is neither a repo uid nor <organization>/<image>`);
-  let group = await resolveGroup(session, segments[0]!, true);
-  let i = 1;
-  for (; i < segments.length - 1; i++) {
-    const child = await childGroup(session, group.uid, segments[i]!);
+  // Folders named by the leading segments, as deep as they go; a repo's own name may contain
+  // slashes and start like a folder, so each depth is tried from the deepest up.
+  const chain = [await resolveGroup(session, segments[0]!, true)];
+  while (chain.length < segments.length - 1) {
+    const child = await childGroup(session, chain[chain.length - 1]!.uid, segments[chain.length]!);
     if (!child) break;
-    group = child;
+    chain.push(child);
   }
-  const path = segments.slice(i).join("/");
   const client = session.client(ReposService);
-  const found = await session.call(() => client.listRepos({ uidp: { childrenOf: group.uid }, name: path }));
-  const repo = found.repos.find((r) => r.name === path);
-  if (!repo) throw new CliError(`no repo ${JSON.stringify(path)} in ${group.name} (${group.uid}) is visible to you`);
-  return repo;
+  for (let depth = chain.length - 1; depth >= 0; depth--) {
+    const group = chain[depth]!;
+    const path = segments.slice(depth + 1).join("/");
+    const found = await session.call(() => client.listRepos({ uidp: { childrenOf: group.uid }, name: path }));
+    const repo = found.repos.find((r) => r.name === path);
+    if (repo) return repo;
+  }
+  const deepest = chain[chain.length - 1]!;
+  throw new CliError(
+    `no repo ${JSON.stringify(segments.slice(chain.length).join("/"))} in ${deepest.name} (${deepest.uid}) is visible to you`,
+  );
 }
 
 /**
@@ -214,6 +219,12 @@ async function tagHistory(
   ref: { registry: string; name: string; tag: string },
   range: { start?: string; end?: string },
 ): Promise<HistoryRecord[]> {
+  // Only this platform's registry gets our tokens.
+  if (ref.registry !== session.registryHost)
+    throw new CliError(
+      `${ref.registry} is not this platform's registry (${session.registryHost}): name an image there, ` +
+        "or set the registry with --registry / `bulwark config set registry <host>`",
+    );
   const { token } = await session.token(ref.registry);
   const url = new URL(
     `${registryUrl(session, ref.registry)}/v2/${ref.name}/_chainguard/history/${encodeURIComponent(ref.tag)}`,
@@ -303,8 +314,8 @@ export function registerImages(program: Command): void {
     })
       .option("--description <text>", "what it is for")
       .option("--catalog-tier <tier>", `its catalog tier (${TIER_NAMES.join(", ")})`)
-      .option("--alias <alias>", "another name it is known by (repeatable)", collect)
-      .option("--bundle <bundle>", "a bundle it belongs to (repeatable)", collect),
+      .option("--alias <alias>", "another name it is known by (repeatable)", repeatable)
+      .option("--bundle <bundle>", "a bundle it belongs to (repeatable)", repeatable),
     async ({ session, print, opts }, name: string) => {
       const parent = session.parent(true, "images repos create");
       const repo = await session.call(() =>

@@ -40,6 +40,8 @@ function printCreated(print: Printer, invite: GroupInvite): void {
     return;
   }
   print.one(inviteView, invite);
+  // -o id prints the uid for scripts; the code, shown only now, goes to stderr rather than be lost.
+  if (print.format === "id") process.stderr.write(`invite code (shown only this once): ${invite.code}\n`);
   if (print.format === "table" || print.format === "wide")
     print.write(
       `\nInvite code (shown only this once; anyone holding it can join):\n  ${invite.code}\n` +

@@ -33,29 +33,13 @@ import {
 } from "../../gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
 import { isValidUidp, parentOf } from "../../core/uidp.js";
-import { clientCommand, run } from "../command.js";
+import { clientCommand, commaList, repeatable, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, messageView, time, type View } from "../output.js";
 import type { Session } from "../session.js";
 import { resolveGroup } from "./groups.js";
 import { resolveRole } from "./roles.js";
-
-/** Repeatable, comma-separated values: `--x a,b --x c` → [a, b, c]. */
-function commaList(value: string, previous: string[] = []): string[] {
-  return [
-    ...previous,
-    ...value
-      .split(",")
-      .map((s) => s.trim())
-      .filter(Boolean),
-  ];
-}
-
-/** Repeatable values, in order. */
-function repeated(value: string, previous: string[] = []): string[] {
-  return [...previous, value];
-}
 
 /** `key=value` pairs as a map; `what` names the flag in errors. */
 function pairs(values: string[], what: string): Record<string, string> {
@@ -152,7 +136,12 @@ async function clientSecret(opts: {
 }): Promise<string | undefined> {
   if (opts.oidcClientSecret !== undefined && opts.oidcClientSecretFile !== undefined)
     throw new UsageError("pass --oidc-client-secret or --oidc-client-secret-file, not both");
-  if (opts.oidcClientSecretFile === undefined) return opts.oidcClientSecret;
+  if (opts.oidcClientSecretFile === undefined) {
+    // An empty secret would silently clear the stored one.
+    if (opts.oidcClientSecret !== undefined && !opts.oidcClientSecret.trim())
+      throw new UsageError("--oidc-client-secret is empty");
+    return opts.oidcClientSecret;
+  }
   const path = opts.oidcClientSecretFile;
   let text: string;
   try {
@@ -516,17 +505,17 @@ function accountAssociationCommands(iam: Command): void {
       .option(
         "--azure-client-id <name=id>",
         "an Azure client id by name (repeatable; replaces the stored ones)",
-        repeated,
+        repeatable,
       )
       .option(
         "--github <app:installation[:name]>",
         "a GitHub app installation (repeatable; replaces the stored ones)",
-        repeated,
+        repeatable,
       )
       .option(
         "--chainguard-service-binding <service=target>",
         "a service binding (repeatable; replaces the stored ones)",
-        repeated,
+        repeatable,
       )
       .option("--name <name>", "the association's name (default: the group's name)")
       .option("--description <text>", "what it is for"),
@@ -574,6 +563,9 @@ function accountAssociationCommands(iam: Command): void {
       const named = PROVIDER_BLOCKS.filter((block) => opts[block]);
       if (named.length) {
         const current = await session.call(() => client.getAccountAssociation({ uid }));
+        const absent = named.filter((block) => current[block] === undefined);
+        if (absent.length)
+          throw new CliError(`the account association of ${uid} has no ${absent.join(", ")} to remove`);
         const remaining = PROVIDER_BLOCKS.filter((block) => current[block] !== undefined && !named.includes(block));
         if (remaining.length) {
           await confirm(`Remove ${named.join(", ")} from the account association of ${uid}?`, opts.yes);

@@ -303,6 +303,9 @@ export function registerRegistryAuth(auth: Command): void {
           `Pull token ${username} expires ${expires}; ` +
             `revoke it with \`bulwark iam identities delete ${username}\`. To use it, run:\n`,
         );
+      // -o id/terse print the identity for scripts; the password exists only now, so it goes to stderr.
+      if (print.format === "id" || print.format === "terse")
+        process.stderr.write(`password (shown only this once): ${token.password}\n`);
       print.done(command, {
         id: username,
         json: {

@@ -12,7 +12,7 @@ import {
 } from "../../gen/capabilities/capabilities_pb.js";
 import { RoleSchema, RolesService, type Role } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
 import { isUsableFrom, isValidUidp } from "../../core/uidp.js";
-import { clientCommand, examples, run } from "../command.js";
+import { clientCommand, examples, repeatable, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, messageView, time, type View } from "../output.js";
@@ -168,8 +168,6 @@ export async function resolveRole(session: Session, ref: string, usableIn?: stri
   return found[0]!;
 }
 
-const collect = (value: string, previous: string[] = []) => [...previous, value];
-
 interface RoleUpdateFlags {
   name?: string;
   description?: string;
@@ -233,7 +231,7 @@ export function registerRoles(iam: Command): void {
       ],
       parent: true,
     })
-      .option("--capabilities <names>", "its capabilities, comma-separated (repeatable)", collect)
+      .option("--capabilities <names>", "its capabilities, comma-separated (repeatable)", repeatable)
       .option("--description <text>", "what it is for"),
     async ({ session, print, opts }, name: string) => {
       if (!opts.capabilities)
@@ -259,9 +257,9 @@ export function registerRoles(iam: Command): void {
     })
       .option("--name <name>", "its new name")
       .option("--description <text>", "its new description")
-      .option("--capabilities <names>", "replace its capabilities with these, comma-separated (repeatable)", collect)
-      .option("--add-capabilities <names>", "add these capabilities, comma-separated (repeatable)", collect)
-      .option("--remove-capabilities <names>", "remove these capabilities, comma-separated (repeatable)", collect),
+      .option("--capabilities <names>", "replace its capabilities with these, comma-separated (repeatable)", repeatable)
+      .option("--add-capabilities <names>", "add these capabilities, comma-separated (repeatable)", repeatable)
+      .option("--remove-capabilities <names>", "remove these capabilities, comma-separated (repeatable)", repeatable),
     async ({ session, print, opts }, ref: string) => {
       const anything = [opts.name, opts.description, opts.capabilities, opts.addCapabilities, opts.removeCapabilities];
       if (anything.every((v) => v === undefined))

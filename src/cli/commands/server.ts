@@ -9,7 +9,8 @@ import { DEFAULT_CONFIG } from "../../server/defaults.js";
 import type { RegistrySettings } from "../../platform/config.js";
 import { isValidUidp } from "../../core/uidp.js";
 import { CliError } from "../errors.js";
-import { examples } from "../command.js";
+import { commaList, examples } from "../command.js";
+import { durationMillis } from "../durations.js";
 
 function parsePort(value: string): number {
   const n = Number(value);
@@ -37,12 +38,11 @@ function parseRateLimit(value: string): RateLimit | null {
   return { perSecond, burst: m[2] ? Math.max(1, Number(m[2])) : Math.max(1, Math.ceil(perSecond * 2)) };
 }
 
-/** "90s", "15m", "1h", "7d" (or plain milliseconds) → milliseconds. */
+/** "90s", "15m", "1h30m", "7d" (or plain milliseconds) → milliseconds. */
 export function parseDuration(value: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
-  if (!m) throw new InvalidArgumentError(`invalid duration "${value}": use e.g. 90s, 15m, 1h, 7d`);
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "ms"]!;
-  return Math.round(Number(m[1]) * unit);
+  const millis = /^\d+$/.test(value.trim()) ? Number(value.trim()) : durationMillis(value);
+  if (millis === undefined) throw new InvalidArgumentError(`invalid duration "${value}": use e.g. 90s, 15m, 1h30m, 7d`);
+  return millis;
 }
 
 /** Where the registry keeps blobs: a directory, or an S3-compatible bucket. */
@@ -96,17 +96,6 @@ function registrySettings(o: BlobOpts, gc: { gcIntervalMs?: number; gcGraceMs?: 
       : undefined,
     ...gc,
   };
-}
-
-/** A repeatable option (also read from a comma-separated environment variable). */
-function collect(value: string, previous: string[] = []): string[] {
-  return [
-    ...previous,
-    ...value
-      .split(",")
-      .map((v) => v.trim())
-      .filter(Boolean),
-  ];
 }
 
 /** Options shared by every command that opens the database. */
@@ -179,7 +168,7 @@ export function registerServerCommands(program: Command): void {
         .argParser(parsePort),
     )
     .addOption(
-      new Option("--registry-gc-every <duration>", "collect registry garbage this often (e.g. 6h); default: never")
+      new Option("--registry-gc-every <duration>", "commaList registry garbage this often (e.g. 6h); default: never")
         .env("BULWARK_REGISTRY_GC_EVERY")
         .argParser(parseDuration),
     )
@@ -194,7 +183,7 @@ export function registerServerCommands(program: Command): void {
         "advisories in this group (uid) are readable by every authenticated caller; the first is where `advisories import` puts documents by default (repeatable)",
       )
         .env("BULWARK_PUBLIC_ADVISORIES")
-        .argParser(collect),
+        .argParser(commaList),
     )
     .addOption(
       new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors")
@@ -240,7 +229,7 @@ export function registerServerCommands(program: Command): void {
         'allow browser apps on this origin (repeatable; "*": any); default: CORS off',
       )
         .env("BULWARK_CORS_ORIGINS")
-        .argParser(collect),
+        .argParser(commaList),
     )
     .addOption(
       new Option("--trust-proxy [bool]", "behind a reverse proxy: the client's address is in X-Forwarded-For")
