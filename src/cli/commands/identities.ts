@@ -546,7 +546,10 @@ function registerCreate(identities: Command): void {
     (cmd) =>
       cmd
         .option("--github-repo <owner/repo>", "the repository whose workflows may assume it (required)")
-        .option("--github-ref <ref>", "only workflows on this ref, e.g. refs/heads/main (default: any ref)")
+        .option(
+          "--github-ref <ref>",
+          "only workflows on this ref, e.g. refs/heads/main (default: any ref; jobs in an environment or on a pull request have other subjects: use claim-match for those)",
+        )
         .option("--github-audience <aud>", "the audience the workflow's token must carry"),
     githubRelationship,
   );
