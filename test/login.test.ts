@@ -367,7 +367,8 @@ for (const backend of backends()) {
         });
         let out = "";
         status.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
-        const [code] = await new Promise<[number | null]>((resolve) => status.on("exit", (c) => resolve([c])));
+        // "close": all of stdout has been read by then
+        const [code] = await new Promise<[number | null]>((resolve) => status.on("close", (c) => resolve([c])));
         assert.equal(code, 0);
         assert.match(out, new RegExp(`subject: ${alice()}`));
         assert.match(out, /email: alice@example\.test/);

@@ -167,7 +167,7 @@ export function registerAuth(program: Command): void {
         ["audience", who.audience.join(", ")],
         ["expires", time(who.expiry)],
       ];
-      print.write(lines.map(([k, v]) => `${print.style.bold(`${k}:`.padEnd(10))}${v}`).join("\n") + "\n");
+      print.write(lines.map(([k, v]) => `${print.style.bold(`${k}:`)} ${v}`).join("\n") + "\n");
       if (who.capabilities.length) {
         print.write("\n");
         print.list(capabilityView, capabilityRows(who));
