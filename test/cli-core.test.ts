@@ -5,11 +5,11 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
 import { createServer } from "node:net";
-import { readFileSync, writeFileSync, mkdirSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync, mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
 import { VERSION } from "../src/server/version.js";
-import { collapse, CliHome, normalize, runCli, type CliOptions } from "./support/cli.js";
+import { collapse, CliHome, normalize, runCli, runCliOnTerminal, type CliOptions } from "./support/cli.js";
 import { backends } from "./support/db-templates.js";
 import { createGroup, createIdentity, createRoleBinding, VIEWER_ROLE_UID } from "./support/fixtures.js";
 import { restClient } from "./support/http.js";
@@ -406,6 +406,29 @@ for (const backend of backends()) {
       );
     });
 
+    it("on a terminal: table headers in bold unless NO_COLOR, a progress bar while importing", async () => {
+      const plain = await runCliOnTerminal(home, ["iam", "organizations", "list"], { env });
+      assert.equal(plain.code, 0, plain.stdout);
+      assert.match(plain.stdout, /\x1b\[1mID\s+NAME\s+DESCRIPTION\x1b\[22m/);
+      const noColor = await runCliOnTerminal(home, ["iam", "organizations", "list"], {
+        env: { ...env, NO_COLOR: "1" },
+      });
+      assert.equal(noColor.code, 0, noColor.stdout);
+      assert.ok(!noColor.stdout.includes("\x1b["), noColor.stdout);
+      const imported = await runCliOnTerminal(
+        home,
+        ["advisories", "import", "test/fixtures/advisories/wolfi", "--group", org, "-o", "json"],
+        { env },
+      );
+      assert.equal(imported.code, 0, imported.stdout);
+      const files = readdirSync("test/fixtures/advisories/wolfi").filter((f) => f.endsWith(".yaml")).length;
+      assert.match(imported.stdout, new RegExp(`\\r\\[#{30}\\] ${files}/${files} files`), "the bar reaches the end");
+      // off a terminal: no bar
+      const piped = await cli(["advisories", "import", "test/fixtures/advisories/wolfi", "--group", org]);
+      assert.equal(piped.code, 0, piped.stderr);
+      assert.doesNotMatch(piped.stderr, /\[#+/);
+    });
+
     it("colors only on a terminal or with FORCE_COLOR, never with NO_COLOR", async () => {
       const bold = "\x1b[1m";
       assert.ok(!(await ok(["iam", "organizations", "list"])).includes("\x1b["), "piped: no colors");
@@ -431,6 +454,12 @@ describe("bulwark CLI without a server", () => {
     const script = (await runCli(home, ["completion", "bash"])).stdout;
     return [...script.matchAll(/^ {4}"([^"]*)"\) words="([^"]*)"/gm)].map((m) => (m[1] ? m[1].split(" ") : []));
   }
+
+  it("admin token's --port and --host name the server's, not where to listen", async () => {
+    const help = (await runCli(home, ["admin", "token", "--help"])).stdout;
+    assert.match(help, /--port <port>\s+the server's port/);
+    assert.doesNotMatch(help, /listen/i);
+  });
 
   it("every command's --help has an example, and exits 0", async () => {
     const paths = await commandPaths();

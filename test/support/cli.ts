@@ -21,6 +21,8 @@ export interface CliOptions {
   input?: string;
   /** another executable under bin/ (docker-credential-bulwark) */
   bin?: string;
+  /** run this command line instead of the CLI (the terminal wrapper) */
+  command?: string[];
 }
 
 /** A private home for the CLI's config and credentials; `close()` removes it. */
@@ -47,10 +49,12 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
     if (v === undefined) delete env[k];
     else env[k] = v;
   }
-  const child = spawn(process.execPath, [options.bin ? join(process.cwd(), "bin", options.bin) : BIN, ...args], {
-    stdio: ["pipe", "pipe", "pipe"],
-    env,
-  });
+  const [file, ...argv] = options.command ?? [
+    process.execPath,
+    options.bin ? join(process.cwd(), "bin", options.bin) : BIN,
+    ...args,
+  ];
+  const child = spawn(file!, argv, { stdio: ["pipe", "pipe", "pipe"], env });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
@@ -59,6 +63,16 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
   // "close", not "exit": the exit can come before the last of stdout was read
   const [code] = (await once(child, "close")) as [number | null];
   return { code: code ?? -1, stdout, stderr };
+}
+
+/**
+ * Runs `bulwark <args>` on a pseudo-terminal (util-linux `script`), as a person at a terminal
+ * would: stdout and stderr arrive together, with whatever the CLI draws only on a terminal.
+ */
+export async function runCliOnTerminal(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
+  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const command = [process.execPath, BIN, ...args].map(quote).join(" ");
+  return runCli(home, [], { ...options, command: ["script", "-qec", command, "/dev/null"] });
 }
 
 /**

@@ -21,7 +21,7 @@ export const groupView = messageView(GroupSchema, [
 /** Every group a list request matches, page after page. */
 export async function listGroups(
   session: Session,
-  filter: { childrenOf?: string; descendantsOf?: string; inRoot?: boolean; name?: string },
+  filter: { childrenOf?: string; descendantsOf?: string; inRoot?: boolean; ids?: string[]; name?: string },
   limit?: number,
 ): Promise<Group[]> {
   const client = session.client(GroupsService);
@@ -32,6 +32,7 @@ export async function listGroups(
           childrenOf: filter.childrenOf ?? "",
           descendantsOf: filter.descendantsOf ?? "",
           inRoot: filter.inRoot ?? false,
+          ids: filter.ids ?? [],
         },
         name: filter.name ?? "",
         pageSize,

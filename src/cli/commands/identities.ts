@@ -147,6 +147,17 @@ async function listIdentityPages(
   }, limit);
 }
 
+/**
+ * Deletes an identity and its role bindings (`bound`, when the caller listed them already): the
+ * server keeps an identity that still holds roles, so the bindings go first.
+ */
+export async function deleteIdentityWithBindings(session: Session, uid: string, bound?: RoleBinding[]): Promise<void> {
+  const client = session.client(RoleBindingsService);
+  for (const b of bound ?? (await listBindings(session, { identity: uid })))
+    await session.call(() => client.deleteRoleBinding({ uid: b.uid }));
+  await session.call(() => session.client(IdentitiesService).deleteIdentity({ uid }));
+}
+
 async function listBindings(
   session: Session,
   filter: { descendantsOf?: string; identity?: string; role?: string },
@@ -865,13 +876,10 @@ export function registerIdentities(iam: Command): void {
     }).option("-y, --yes", "do not ask for confirmation"),
     async ({ session, print, opts }, ref: string) => {
       const identity = await resolveIdentity(session, ref);
-      // The server keeps an identity that still holds roles: its bindings go first.
       const bound = await listBindings(session, { identity: identity.uid });
       const also = bound.length ? ` and its ${bound.length} role binding${bound.length > 1 ? "s" : ""}` : "";
       await confirm(`Delete the identity ${identity.name} (${identity.uid})${also}?`, opts.yes);
-      for (const b of bound)
-        await session.call(() => session.client(RoleBindingsService).deleteRoleBinding({ uid: b.uid }));
-      await session.call(() => session.client(IdentitiesService).deleteIdentity({ uid: identity.uid }));
+      await deleteIdentityWithBindings(session, identity.uid, bound);
       print.done(`deleted identity ${identity.name} (${identity.uid})`, { id: identity.uid, json: {} });
     },
   );

@@ -13,7 +13,6 @@ import { toJson } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
-import { GroupsService } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import {
   IdentitiesService,
   IdentitySchema,
@@ -28,6 +27,8 @@ import { CliError, UsageError } from "../errors.js";
 import { listAll, time } from "../output.js";
 import type { Session } from "../session.js";
 import { durationMillis } from "../durations.js";
+import { listGroups } from "./groups.js";
+import { deleteIdentityWithBindings } from "./identities.js";
 
 /** The helper docker runs is `docker-credential-<this>`; the package installs it next to `bulwark`. */
 export const CREDENTIAL_HELPER = "bulwark";
@@ -166,34 +167,11 @@ async function createPullToken(
   return { identity, registry, password, expiration };
 }
 
-/** Group names for a list's GROUP column; a group the caller cannot read shows its uid. */
+/** Group names for a list's GROUP column, in one list call per page; a group the caller cannot read shows its uid. */
 async function groupNames(session: Session, uids: string[]): Promise<Map<string, string>> {
-  const client = session.client(GroupsService);
-  const names = new Map<string, string>();
-  for (const uid of new Set(uids)) {
-    const name = await session
-      .call(() => client.getGroup({ uid }))
-      .then(
-        (g) => g.name,
-        () => uid,
-      );
-    names.set(uid, name);
-  }
-  return names;
-}
-
-/**
- * Revokes a pull token: its role bindings, then its identity (the server refuses to delete an
- * identity that still has bindings).
- */
-async function deletePullToken(session: Session, identity: Identity): Promise<void> {
-  const bindings = session.client(RoleBindingsService);
-  const bound = await listAll(async (pageToken, pageSize) => {
-    const res = await session.call(() => bindings.listRoleBindings({ identity: identity.uid, pageSize, pageToken }));
-    return { items: res.roleBindings, nextPageToken: res.nextPageToken };
-  });
-  for (const binding of bound) await session.call(() => bindings.deleteRoleBinding({ uid: binding.uid }));
-  await session.call(() => session.client(IdentitiesService).deleteIdentity({ uid: identity.uid }));
+  const wanted = [...new Set(uids)];
+  const found = wanted.length ? await listGroups(session, { ids: wanted }) : [];
+  return new Map(wanted.map((uid) => [uid, found.find((g) => g.uid === uid)?.name ?? uid]));
 }
 
 export function dockerConfigPath(env: NodeJS.ProcessEnv = process.env): string {
@@ -368,7 +346,7 @@ export function registerRegistryAuth(auth: Command): void {
       if (!isPullToken(identity))
         throw new UsageError(`${identity.name} (${uid}) is not a pull token: use \`bulwark iam identities delete\``);
       await confirm(`Revoke the pull token ${identity.name} (${uid})?`, opts.yes);
-      await deletePullToken(session, identity);
+      await deleteIdentityWithBindings(session, identity.uid);
       print.done(`revoked pull token ${identity.name} (${uid})`, { id: uid, json: {} });
     },
   );
