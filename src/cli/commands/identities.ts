@@ -27,6 +27,7 @@ import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, messageView, time, type View } from "../output.js";
 import type { Session } from "../session.js";
+import { patternProblem } from "../../core/patterns.js";
 import { durationMillis } from "../durations.js";
 import { resolveRole } from "./roles.js";
 
@@ -241,13 +242,11 @@ function requireFlags(what: string, flags: Record<string, string | undefined>): 
 }
 
 /** The server matches patterns whole, as Unicode regular expressions: check they compile the same way. */
+/** The server's own rule for patterns (core/patterns.ts), checked before anything is sent. */
 function checkPattern(flag: string, pattern: string | undefined): void {
-  if (pattern === undefined) return;
-  try {
-    new RegExp(`^(?:${pattern})$`, "u");
-  } catch (err) {
-    throw new UsageError(`${flag} is not a valid regular expression: ${(err as Error).message}`);
-  }
+  const problem = pattern === undefined ? undefined : patternProblem(pattern);
+  // "--subject-pattern is not a valid regular expression: …", "--subject-pattern: pattern must be at most …"
+  if (problem) throw new UsageError(problem.startsWith("not ") ? `${flag} is ${problem}` : `${flag}: ${problem}`);
 }
 
 /** Text that matches itself in a pattern. */
