@@ -79,7 +79,11 @@ async function startWith(
 
 /** Router dependencies for public routes only: the issuer's routes never authenticate. */
 const PUBLIC_ROUTES_ONLY: PlainRouterDeps = {
-  authorizer: { authorize: () => assert.fail("no RPCs here"), authorizeRoute: () => assert.fail("public routes only") },
+  authorizer: {
+    authorize: () => assert.fail("no RPCs here"),
+    authorizeRoute: () => assert.fail("public routes only"),
+    confirm: () => assert.fail("no RPCs here"),
+  },
   wireError: (err) => assert.fail(`unexpected error: ${String(err)}`),
   sendError: (reply) => reply,
 };

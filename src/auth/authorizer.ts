@@ -9,10 +9,11 @@ import { getOption, hasOption, type DescField, type DescMessage, type DescMethod
 import { IAM_Rules, iam, iam_scope } from "../gen/annotations/auth_pb.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { permissionDenied, unauthenticated } from "../core/errors.js";
-import type { Audience, Authorizer, CallContext, RouteRule } from "../core/service.js";
-import type { IdentitiesRepository } from "../iam/storage/identities.js";
-import type { RoleBindingsRepository } from "../iam/storage/role-bindings.js";
-import { Access, type Grant, type VerifiedToken } from "../core/access.js";
+import type { Audience, Authorizer, CallContext, Freshness, RouteRule } from "../core/service.js";
+import { AUTHZ_EPOCH, type RoleBindingsRepository } from "../iam/storage/role-bindings.js";
+import { Access, type Grant, type Principal, type VerifiedToken } from "../core/access.js";
+import { LruCache } from "../core/lru.js";
+import { http } from "../gen/google/api/annotations_pb.js";
 import { create } from "@bufbuild/protobuf";
 import { ExchangeRequestSchema } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { resource } from "../gen/google/api/resource_pb.js";
@@ -26,6 +27,13 @@ export interface IamRule {
   unscoped: boolean;
   /** field path of the request's scope (e.g. [group, uid]); empty when the method has none */
   scopePath: DescField[];
+  /**
+   * Reads only (its REST binding is a GET): it may run on cached grants and be confirmed after,
+   * since running it again changes nothing.
+   */
+  readOnly: boolean;
+  /** the noun its NOT_FOUND answers use for the scope */
+  noun: string;
 }
 
 const rules = new WeakMap<DescMethod, IamRule>();
@@ -39,11 +47,15 @@ function scopePathOf(desc: DescMessage): DescField[] {
 export function iamRule(method: DescMethod): IamRule {
   let rule = rules.get(method);
   if (!rule) {
-    if (!hasOption(method, iam)) rule = { mode: "public", capabilities: [], unscoped: true, scopePath: [] };
+    const common = {
+      readOnly: hasOption(method, http) && getOption(method, http).pattern.case === "get",
+      noun: nounOf(method),
+    };
+    if (!hasOption(method, iam)) rule = { mode: "public", capabilities: [], unscoped: true, scopePath: [], ...common };
     else {
       const option = getOption(method, iam);
       if (option.mode.case !== "enabled")
-        rule = { mode: "self-checked", capabilities: [], unscoped: true, scopePath: [] };
+        rule = { mode: "self-checked", capabilities: [], unscoped: true, scopePath: [], ...common };
       else {
         const r: IAM_Rules = option.mode.value;
         rule = {
@@ -51,6 +63,7 @@ export function iamRule(method: DescMethod): IamRule {
           capabilities: [...r.capabilities],
           unscoped: r.unscoped,
           scopePath: r.unscoped ? [] : scopePathOf(method.input),
+          ...common,
         };
       }
     }
@@ -82,10 +95,48 @@ function nounOf(method: DescMethod): string {
   return resourceNoun(method.parent.name);
 }
 
+/** How many identities' grants a server keeps (see TokenAuthorizer). */
+export const GRANTS_CACHE_SIZE = 10_000;
+
+/** An identity's grants as read at one value of the authorization change counter. */
+interface CachedGrants {
+  epoch: string;
+  principal: Principal;
+  grants: Grant[];
+}
+
+/**
+ * A call answered from cached grants: confirmed when a read of the call saw the change counter
+ * at the value the grants were read with.
+ */
+class GrantsFreshness implements Freshness {
+  readonly probe = AUTHZ_EPOCH;
+  /** undefined: no read has reported yet */
+  current: boolean | undefined;
+
+  constructor(
+    readonly subject: string,
+    readonly epoch: string,
+  ) {}
+
+  report(value: unknown): void {
+    // Several reads may report; one that saw another value is enough to make the call stale.
+    this.current = (this.current ?? true) && String(value) === this.epoch;
+  }
+}
+
 export class TokenAuthorizer implements Authorizer {
+  /**
+   * Each identity's grants by uid, with the authorization change counter they were read at
+   * (migration 009). Every replica keeps its own; none may trust it without seeing the counter
+   * unchanged in the database — before the call (writes, plain routes) or in the same statement
+   * as the call's data (read-only RPCs) — so a revoked binding stops working on the very next
+   * request everywhere.
+   */
+  readonly #grants = new LruCache<string, CachedGrants>(GRANTS_CACHE_SIZE);
+
   constructor(
     private readonly tokens: TokenIssuer,
-    private readonly identities: IdentitiesRepository,
     private readonly roleBindings: RoleBindingsRepository,
     /** turns a workload's own token (a pull token's JWT, an OIDC token) into one of ours */
     private readonly exchange?: TokenExchange,
@@ -95,9 +146,17 @@ export class TokenAuthorizer implements Authorizer {
 
   /** Who the bearer token of these headers belongs to, and what it may do now. */
   async authenticate(headers: Headers, audience: Audience = "api"): Promise<{ access: Access; token: VerifiedToken }> {
-    const verified = audience === "api" ? await this.apiToken(headers) : await this.registryToken(headers);
+    return this.authenticateCall({ headers }, audience, false);
+  }
+
+  private async authenticateCall(
+    call: CallContext,
+    audience: Audience,
+    readOnly: boolean,
+  ): Promise<{ access: Access; token: VerifiedToken }> {
+    const verified = audience === "api" ? await this.apiToken(call.headers) : await this.registryToken(call.headers);
     if (verified.subject === ANONYMOUS_SUBJECT) throw unauthenticated("authentication is required");
-    return { access: await this.accessOf(verified), token: verified };
+    return { access: await this.accessOf(verified, call, readOnly), token: verified };
   }
 
   private async apiToken(headers: Headers): Promise<VerifiedToken> {
@@ -131,17 +190,14 @@ export class TokenAuthorizer implements Authorizer {
     return this.tokens.verify(issued.token, audience);
   }
 
-  private async accessOf(verified: VerifiedToken): Promise<Access> {
+  private async accessOf(verified: VerifiedToken, call: CallContext, readOnly: boolean): Promise<Access> {
     const caps = verified.caps
       ? new Set(verified.caps.map((c) => Capability[c as keyof typeof Capability] as number))
       : undefined;
     const narrowing = { caps, scopes: verified.scopes };
     if (verified.subject === OPERATOR_SUBJECT)
       return Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }, narrowing);
-    const identity = await this.identities.get(verified.subject);
-    if (!identity) throw unauthenticated("the token's identity no longer exists");
-    const principal = { kind: identity.parent_uid === null ? "human" : "workload", uid: identity.uid } as const;
-    const grants = await this.roleBindings.grantsOf(identity.uid);
+    const { principal, grants } = await this.grantsOf(verified.subject, call, readOnly);
     return Access.fromGrants(
       principal,
       this.sharedGrants.length ? [...grants, ...this.sharedGrants] : grants,
@@ -149,9 +205,48 @@ export class TokenAuthorizer implements Authorizer {
     );
   }
 
+  /**
+   * The identity's grants: from the cache when the change counter has not moved since they were
+   * read (a read-only call learns that from its own reads, later; anything else asks now), else
+   * from the database.
+   */
+  private async grantsOf(subject: string, call: CallContext, readOnly: boolean): Promise<CachedGrants> {
+    const cached = call.requireCurrentGrants ? undefined : this.#grants.get(subject);
+    if (cached) {
+      const pending = call.freshness;
+      if (pending instanceof GrantsFreshness && pending.subject === subject && pending.epoch === cached.epoch)
+        return cached;
+      if (readOnly && !pending) {
+        call.freshness = new GrantsFreshness(subject, cached.epoch);
+        return cached;
+      }
+      if ((await this.roleBindings.authzEpoch()) === cached.epoch) return cached;
+    }
+    const snapshot = await this.roleBindings.grantsSnapshot(subject);
+    if (!snapshot.identity) throw unauthenticated("the token's identity no longer exists");
+    const fresh: CachedGrants = {
+      epoch: snapshot.epoch,
+      principal: { kind: snapshot.identity.parentUid === null ? "human" : "workload", uid: snapshot.identity.uid },
+      grants: snapshot.grants,
+    };
+    // A slower request that read an older snapshot must not replace a newer entry.
+    const current = this.#grants.get(subject);
+    if (!current || BigInt(current.epoch) <= BigInt(fresh.epoch)) this.#grants.set(subject, fresh);
+    return fresh;
+  }
+
+  async confirm(call: CallContext): Promise<boolean> {
+    const freshness = call.freshness;
+    if (!(freshness instanceof GrantsFreshness)) return true;
+    const current = freshness.current ?? (await this.roleBindings.authzEpoch()) === freshness.epoch;
+    if (!current && this.#grants.get(freshness.subject)?.epoch === freshness.epoch)
+      this.#grants.delete(freshness.subject);
+    return current;
+  }
+
   /** Authenticates the call's bearer token for `audience` and records the caller on the call. */
-  private async admit(call: CallContext, audience: Audience): Promise<Access> {
-    const { access, token } = await this.authenticate(call.headers, audience);
+  private async admit(call: CallContext, audience: Audience, readOnly = false): Promise<Access> {
+    const { access, token } = await this.authenticateCall(call, audience, readOnly);
     call.access = access;
     call.principal = access.principal;
     call.token = token;
@@ -180,7 +275,7 @@ export class TokenAuthorizer implements Authorizer {
   async authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void> {
     const rule = iamRule(method);
     if (rule.mode !== "enabled") return;
-    const access = await this.admit(call, "api");
+    const access = await this.admit(call, "api", rule.readOnly);
     if (rule.unscoped) {
       call.visibility = access.visibility(rule.capabilities);
       return;
@@ -197,7 +292,7 @@ export class TokenAuthorizer implements Authorizer {
       return;
     }
     const isParent = rule.scopePath[rule.scopePath.length - 1]!.name === "parent";
-    access.require(rule.capabilities, scope, isParent ? "group" : nounOf(method));
+    access.require(rule.capabilities, scope, isParent ? "group" : rule.noun);
   }
 }
 

@@ -88,7 +88,6 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
       },
       authorizer: new TokenAuthorizer(
         issuer,
-        iam.identities,
         iam.roleBindings,
         new TokenExchange(exchangeDeps),
         sharedGrantsOf(ctx.settings).map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),

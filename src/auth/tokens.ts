@@ -8,6 +8,7 @@ import type { RegistryGrant, VerifiedToken } from "../core/access.js";
 import type { PublicUrls } from "../platform/config.js";
 import { ConnectError, unauthenticated } from "../core/errors.js";
 import { DEFAULT_MAX_STRING_LENGTH, stringProblem } from "../core/strings.js";
+import { LruCache } from "../core/lru.js";
 
 export type { VerifiedToken };
 import { ALGORITHM, MAX_TOKEN_LIFETIME_MS, type KeyManager, type PublishedKey } from "./keys.js";
@@ -29,6 +30,9 @@ export const ANONYMOUS_SUBJECT = "bulwark:anonymous";
 
 /** Verification tolerance for our own tokens' time claims. */
 const CLOCK_TOLERANCE_SECONDS = 30;
+
+/** How many verified tokens a verifier remembers (each is checked once, not on every request). */
+export const VERIFIED_TOKEN_CACHE_SIZE = 10_000;
 
 export interface MintRequest {
   subject: string;
@@ -54,6 +58,14 @@ function stringList(value: unknown): string[] | undefined {
 export class TokenIssuer {
   /** the imported key set, rebuilt only when the published keys change */
   #jwks: { source: readonly PublishedKey[]; verify: ReturnType<typeof createLocalJWKSet> } | undefined;
+  /**
+   * Tokens already verified, by audience and text, with the key that signed them. An entry is
+   * used only before the token's `exp` and while its key is still published, so a cached answer
+   * is one a fresh verification would give (signature, issuer, audience and claims cannot change).
+   */
+  readonly #verified = new LruCache<string, { token: VerifiedToken; kid: string | undefined }>(
+    VERIFIED_TOKEN_CACHE_SIZE,
+  );
 
   constructor(
     private readonly keys: KeySource,
@@ -85,8 +97,27 @@ export class TokenIssuer {
 
   /** Verifies one of our tokens for `audience`; anything wrong is UNAUTHENTICATED. */
   async verify(token: string, audience: string): Promise<VerifiedToken> {
+    const cacheKey = `${audience} ${token}`;
+    const cached = this.#verified.get(cacheKey);
+    if (cached) {
+      if (this.now().getTime() < cached.token.expiry.getTime() && (await this.isPublished(cached.kid)))
+        return cached.token;
+      this.#verified.delete(cacheKey);
+    }
+    const verified = await this.verifyNow(token, audience);
+    this.#verified.set(cacheKey, verified);
+    return verified.token;
+  }
+
+  /** Whether the key `kid` may still verify tokens (the published set is itself cached briefly). */
+  private async isPublished(kid: string | undefined): Promise<boolean> {
+    const published = (await this.keys.publishedKeys?.()) ?? [];
+    return published.some((k) => k.kid === kid);
+  }
+
+  private async verifyNow(token: string, audience: string): Promise<{ token: VerifiedToken; kid: string | undefined }> {
     try {
-      const { payload } = await jwtVerify(
+      const { payload, protectedHeader } = await jwtVerify(
         token,
         async (header, jws) => {
           const published = (await this.keys.publishedKeys?.({ unknownKid: header.kid })) ?? [];
@@ -117,15 +148,18 @@ export class TokenIssuer {
         throw unauthenticated("token claims are malformed");
       if (payload.exp! - payload.iat! > MAX_TOKEN_LIFETIME_MS / 1000 + CLOCK_TOLERANCE_SECONDS)
         throw unauthenticated("token lifetime is longer than this issuer grants");
-      return {
+      // Shared by every request that presents this token: frozen, so none can change it for the others.
+      const verified: VerifiedToken = Object.freeze({
         subject: payload.sub!,
-        audience: typeof payload.aud === "string" ? [payload.aud] : (payload.aud ?? []),
+        audience: Object.freeze(typeof payload.aud === "string" ? [payload.aud] : [...(payload.aud ?? [])]) as string[],
         issuedAt: new Date(payload.iat! * 1000),
         expiry: new Date(payload.exp! * 1000),
-        caps: stringList(payload.caps),
-        scopes: stringList(payload.scopes),
-        registryAccess,
-      };
+        caps: freezeList(stringList(payload.caps)),
+        scopes: freezeList(stringList(payload.scopes)),
+        registryAccess:
+          registryAccess && (Object.freeze(registryAccess.map((g) => Object.freeze(g))) as RegistryGrant[]),
+      });
+      return { token: verified, kid: protectedHeader.kid };
     } catch (err) {
       if (err instanceof ConnectError) throw err;
       const refusal = unauthenticated(describeJoseError(err, this.urls.issuer, audience));
@@ -133,6 +167,10 @@ export class TokenIssuer {
       throw refusal;
     }
   }
+}
+
+function freezeList(list: string[] | undefined): string[] | undefined {
+  return list && (Object.freeze(list) as string[]);
 }
 
 /** The `access` claim's grants; a malformed claim is a malformed token (never "no limit"). */

@@ -32,6 +32,23 @@ export interface CallContext {
    * RPC by calling other RPCs' handlers (the v1 interface) authorizes each as that RPC.
    */
   authorizeAs?: (method: DescMethod, request: unknown) => Promise<void>;
+  /**
+   * Set when a read-only call was authorized from cached grants that are good only if nothing
+   * changed them since: reads that can (`getByUid`, the list engine) select its probe in the
+   * same statement as their data and report what they saw; `invoke` has the authorizer confirm
+   * the rest after the handler, and runs the call again on current grants if they changed.
+   */
+  freshness?: Freshness;
+  /** the authorizer must read the caller's grants from the database (a call run again) */
+  requireCurrentGrants?: boolean;
+}
+
+/** See CallContext.freshness. */
+export interface Freshness {
+  /** what a read selects beside its data (storage's SQL expression; opaque here) */
+  readonly probe: unknown;
+  /** the value the probe read, in the snapshot of the data it was read with */
+  report(value: unknown): void;
 }
 
 /** The caller's access; the authorizer sets it for every authenticated method. */
@@ -85,6 +102,12 @@ export interface RouteRule {
 export interface Authorizer {
   authorize(method: DescMethod, request: unknown, call: CallContext): Promise<void>;
   authorizeRoute(rule: RouteRule, call: CallContext): Promise<void>;
+  /**
+   * Whether the grants a call with `freshness` was authorized from were still current when it
+   * read its data (asking the database when no read reported); false: they changed, and the
+   * call's answer must not be sent.
+   */
+  confirm(call: CallContext): Promise<boolean>;
 }
 
 /**
@@ -110,10 +133,30 @@ export async function invoke(
   // anonymous caller nothing.
   checkRequestStrings(method, request);
   call.authorizeAs ??= (other, otherRequest) => authorizer.authorize(other, otherRequest, call);
-  await authorizer.authorize(method, request, call);
-  const handler = binding.handlers[method.localName];
-  if (!handler) throw unimplemented(`${binding.service.name}.${method.name} is not implemented by this server`);
-  return create(method.output, await handler(request, call));
+  const run = async () => {
+    await authorizer.authorize(method, request, call);
+    const handler = binding.handlers[method.localName];
+    if (!handler) throw unimplemented(`${binding.service.name}.${method.name} is not implemented by this server`);
+    return create(method.output, await handler(request, call));
+  };
+  let answer: MessageShape<DescMessageOf<typeof method, "output">> | undefined;
+  let failed = false;
+  let failure: unknown;
+  try {
+    answer = await run();
+  } catch (err) {
+    failed = true;
+    failure = err;
+  }
+  // Authorized from cached grants (read-only methods only): the answer, or the refusal, stands
+  // only if those grants were current when the call read its data. Else once more, on current ones.
+  if (call.freshness && !(await authorizer.confirm(call))) {
+    call.access = call.principal = call.visibility = call.token = call.freshness = undefined;
+    call.requireCurrentGrants = true;
+    return run();
+  }
+  if (failed) throw failure;
+  return answer!;
 }
 
 type DescMessageOf<M extends DescMethodUnary, K extends "input" | "output" = "input"> = M[K];

@@ -83,9 +83,9 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
       return toGroup(row);
     },
 
-    async getGroup(req) {
+    async getGroup(req, call) {
       requireUid("uid", req.uid);
-      return toGroup(found(await groups.get(req.uid), "group", req.uid));
+      return toGroup(found(await groups.get(req.uid, call.freshness), "group", req.uid));
     },
 
     async listGroups(req, call) {

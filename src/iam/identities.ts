@@ -84,9 +84,9 @@ export function identitiesService({ identities, lists, now }: IdentitiesDeps) {
       return toIdentity(written(await identities.insert(uid, req.parent === "" ? null : req.parent, fields, at)));
     },
 
-    async getIdentity(req) {
+    async getIdentity(req, call) {
       requireUid("uid", req.uid);
-      return toIdentity(found(await identities.get(req.uid), "identity", req.uid));
+      return toIdentity(found(await identities.get(req.uid, call.freshness), "identity", req.uid));
     },
 
     async listIdentities(req, call) {

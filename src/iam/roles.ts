@@ -70,7 +70,7 @@ export function rolesService({ roles, lists, now }: RolesDeps) {
       const needed = [Capability.CAP_IAM_ROLES_LIST];
       if (parentOf(req.uid) !== undefined) access.require(needed, req.uid, "role");
       else if (!access.holdsAnywhere(needed)) throw notFound("role", req.uid);
-      return toRole(found(await roles.get(req.uid), "role", req.uid));
+      return toRole(found(await roles.get(req.uid, call.freshness), "role", req.uid));
     },
 
     async listRoles(req, call) {

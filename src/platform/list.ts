@@ -2,6 +2,7 @@
 // (storage/list-query.ts): one call per List handler.
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
 import type { Visibility } from "../core/access.js";
+import type { Freshness } from "../core/service.js";
 import {
   filterFingerprint,
   finishPage,
@@ -25,8 +26,8 @@ export interface ListOptions<D extends DescMessage, Row extends Record<string, u
   query: BaseQuery;
   /** turns a page of rows into items in one call, so hydration costs one query per page */
   toItems: (rows: Row[]) => Item[] | Promise<Item[]>;
-  /** the call: its visibility (set by the authorizer for unscoped methods) */
-  call: { visibility?: Visibility };
+  /** the call: its visibility (set by the authorizer for unscoped methods) and freshness probe */
+  call: { visibility?: Visibility; freshness?: Freshness };
 }
 
 /**
@@ -42,7 +43,7 @@ export async function listResponse<D extends DescMessage, Row extends Record<str
   const plan = await planPage(lists, resource, request, filterFingerprint(schema, request));
   const visibility = call.visibility ?? [];
   const visible = () => restrictToVisible(options.query(), visibility, resource.sharedRoots ?? false);
-  const page = await finishPage(lists, plan, await fetchPage<Row>(plan, visible));
+  const page = await finishPage(lists, plan, await fetchPage<Row>(plan, visible, call.freshness));
   return {
     items: await options.toItems(page.rows),
     nextPageToken: page.nextPageToken,

@@ -74,9 +74,9 @@ export function tagsService({ tags, lists, now }: TagsDeps) {
       return toTag(row);
     },
 
-    async getTag(req) {
+    async getTag(req, call) {
       requireUid("uid", req.uid);
-      return toTag(found(await tags.get(req.uid), "tag", req.uid));
+      return toTag(found(await tags.get(req.uid, call.freshness), "tag", req.uid));
     },
 
     async listTags(req, call) {

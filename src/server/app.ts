@@ -87,6 +87,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
           await opts.authorizer.authorizeRoute(rule, call);
           if (call.principal) limits.admitIdentity(call.principal.uid);
         },
+        confirm: (call) => opts.authorizer.confirm(call),
       }
     : opts.authorizer;
   let dual!: DualServer;

@@ -6,6 +6,8 @@ import type { Visibility } from "../core/access.js";
 import type { FetchedPage, OrderKey, PagePlan, SortField } from "../core/list.js";
 import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
 import { ancestorsOf } from "../core/uidp.js";
+import type { Freshness } from "../core/service.js";
+import { takeFreshness, withFreshnessProbe } from "./table.js";
 
 /** A resource's filtered query: FROM + WHERE, nothing selected yet. */
 export type BaseQuery = () => SelectQueryBuilder<any, any, {}>;
@@ -34,10 +36,14 @@ function afterCursor(keys: OrderKey[], after: string[]): Expression<SqlBool> {
   return sql<SqlBool>`(${sql.join(ors, sql` or `)})`;
 }
 
-/** Fetches one page (and one row more) and the total count of `base`, as the plan says. */
+/**
+ * Fetches one page (and one row more) and the total count of `base`, as the plan says. The
+ * count's statement also reads the call's freshness probe (it always returns one row).
+ */
 export async function fetchPage<Row extends Record<string, unknown>>(
   plan: PagePlan,
   base: BaseQuery,
+  freshness?: Freshness,
 ): Promise<FetchedPage<Row>> {
   const cursor = plan.cursor;
   const filtered = () => (cursor ? base().where(afterCursor(plan.keys, cursor.after)) : base());
@@ -47,7 +53,10 @@ export async function fetchPage<Row extends Record<string, unknown>>(
   const count = (q: SelectQueryBuilder<any, any, {}>) =>
     q.select((eb) => eb.fn.countAll().as("count")).executeTakeFirstOrThrow() as Promise<{ count: unknown }>;
 
-  const [rows, countRow] = await Promise.all([query.execute() as Promise<Row[]>, count(base())]);
+  const [rows, countRow] = await Promise.all([
+    query.execute() as Promise<Row[]>,
+    count(withFreshnessProbe(base(), freshness)).then((row) => takeFreshness(row, freshness)),
+  ]);
   let skippedNow = plan.skip;
   if (rows.length === 0 && plan.skip > 0) {
     // The skip ran past the end: report how much was actually there to skip.

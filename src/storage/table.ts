@@ -1,7 +1,8 @@
 // Operations every aggregate's table shares: get by uid, read-modify-write under a row lock,
 // and delete that refuses while anything still references the row.
 // Generic over a module's tables (DB): any table with a text `uid` primary key qualifies.
-import { sql, type Kysely, type Selectable, type Transaction, type Updateable } from "kysely";
+import { sql, type Kysely, type RawBuilder, type Selectable, type Transaction, type Updateable } from "kysely";
+import type { Freshness } from "../core/service.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "./errors.js";
 import type { DeleteResult } from "./results.js";
 
@@ -10,17 +11,47 @@ export type { DeleteResult };
 /** The untyped view the generic helpers query through (their callers' types stay exact). */
 type AnyDb = Kysely<any>;
 
+/** The column a read's freshness probe is selected as (never a table's own). */
+const FRESHNESS_COLUMN = "__freshness";
+
+/** The probe to select beside a read's data, when the call has one (see CallContext.freshness). */
+export function freshnessProbe(freshness: Freshness | undefined): RawBuilder<unknown> | undefined {
+  return freshness?.probe as RawBuilder<unknown> | undefined;
+}
+
+/** Reports the probe's value of a row read with `freshnessProbe` and returns the row without it. */
+export function takeFreshness<Row extends Record<string, unknown>>(row: Row, freshness: Freshness | undefined): Row {
+  if (!freshness) return row;
+  const { [FRESHNESS_COLUMN]: seen, ...data } = row;
+  freshness.report(seen);
+  return data as Row;
+}
+
+/** Selects `probe` as the freshness column (see takeFreshness). */
+export function withFreshnessProbe<QB extends import("kysely").SelectQueryBuilder<any, any, any>>(
+  query: QB,
+  freshness: Freshness | undefined,
+): QB {
+  const probe = freshnessProbe(freshness);
+  return probe ? (query.select(probe.as(FRESHNESS_COLUMN)) as QB) : query;
+}
+
+/**
+ * The row with this uid, or undefined. With the call's `freshness`, its probe is read in the same
+ * statement (so an authorization from cached grants is confirmed without another round trip).
+ */
 export async function getByUid<DB, T extends keyof DB & string>(
   db: Kysely<DB> | Transaction<DB>,
   table: T,
   uid: string,
+  freshness?: Freshness,
 ): Promise<Selectable<DB[T]> | undefined> {
-  const row = (db as AnyDb)
+  const query = (db as AnyDb)
     .selectFrom(table as string)
     .selectAll()
-    .where("uid", "=", uid)
-    .executeTakeFirst();
-  return row as Promise<Selectable<DB[T]> | undefined>;
+    .where("uid", "=", uid);
+  const row = (await withFreshnessProbe(query, freshness).executeTakeFirst()) as Record<string, unknown> | undefined;
+  return (row && takeFreshness(row, freshness)) as Selectable<DB[T]> | undefined;
 }
 
 /**

@@ -175,9 +175,9 @@ export interface AdvisoriesDeps {
 
 export function advisoriesService({ advisories, lists }: AdvisoriesDeps) {
   return bindService(AdvisoriesService, {
-    async getAdvisory(req) {
+    async getAdvisory(req, call) {
       requireUid("uid", req.uid);
-      const row = found(await advisories.get(req.uid), "advisory", req.uid);
+      const row = found(await advisories.get(req.uid, call.freshness), "advisory", req.uid);
       return (await toAdvisories(advisories, [row]))[0]!;
     },
 

@@ -20,6 +20,8 @@ export interface TestServer extends RunningServer {
   operatorToken: string;
   /** an API token for an identity (or any subject), minted by the server's own issuer */
   tokenFor(subject: string, options?: Partial<MintRequest>): Promise<string>;
+  /** the PostgreSQL database the server runs on (postgres backend) */
+  databaseUrl?: string;
 }
 
 /** The standard claims of an API token for `subject` on this server, valid now for an hour (plus `extra`). */
@@ -79,6 +81,10 @@ export interface TestServerOptions {
   advisories?: AdvisorySettings;
   /** organizations written into the database before the server starts, with uids of the test's choosing */
   rootGroups?: { uid: string; name: string }[];
+  /** {auth_url} and {base_url} (default: the server's own URL); replicas of one platform share them */
+  publicUrls?: { issuerUrl: string; apiUrl: string };
+  /** run as another replica on this server's database (postgres only; closing it leaves the database) */
+  replicaOf?: TestServer;
 }
 
 const INSERT_ROOT_GROUP =
@@ -101,12 +107,18 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     registry: options.registry,
     registryPort: options.registryPort,
     advisories: options.advisories,
+    ...options.publicUrls,
   };
   if (backend === "pglite") {
     const pglite = await clonePglite();
     for (const g of options.rootGroups ?? []) await pglite.query(INSERT_ROOT_GROUP, [g.uid, g.name]);
     const server = await startServer({ ...common, pglite });
     return withTokens(server, backend);
+  }
+  if (options.replicaOf) {
+    const url = options.replicaOf.databaseUrl;
+    if (!url) throw new Error("replicaOf needs a server on PostgreSQL");
+    return { ...(await withTokens(await startServer({ ...common, databaseUrl: url }), backend)), databaseUrl: url };
   }
   const { url, drop } = await clonePostgres();
   if (options.rootGroups?.length) {
@@ -119,8 +131,9 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     }
   }
   const server = await startServer({ ...common, databaseUrl: url });
-  return withTokens(server, backend, async () => {
+  const running = await withTokens(server, backend, async () => {
     await server.close();
     await drop();
   });
+  return { ...running, databaseUrl: url };
 }

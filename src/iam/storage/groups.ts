@@ -6,6 +6,7 @@ import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 
 export type GroupRow = Row<"groups">;
 
@@ -71,8 +72,8 @@ export class GroupsRepository extends IamRepository {
     }
   }
 
-  get(uid: string): Promise<GroupRow | undefined> {
-    return getByUid(this.db, "groups", uid);
+  get(uid: string, freshness?: Freshness): Promise<GroupRow | undefined> {
+    return getByUid(this.db, "groups", uid, freshness);
   }
 
   /** Read-modify-write under a row lock; `change` may throw to refuse. */

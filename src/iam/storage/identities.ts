@@ -5,6 +5,7 @@ import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 
 export type IdentityRow = Row<"identities">;
 
@@ -46,8 +47,8 @@ export class IdentitiesRepository extends IamRepository {
     }
   }
 
-  get(uid: string): Promise<IdentityRow | undefined> {
-    return getByUid(this.db, "identities", uid);
+  get(uid: string, freshness?: Freshness): Promise<IdentityRow | undefined> {
+    return getByUid(this.db, "identities", uid, freshness);
   }
 
   async update(

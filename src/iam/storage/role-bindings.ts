@@ -1,7 +1,7 @@
 // RoleBindings aggregate: (identity, role) granted at a group. Uniqueness, existence and
 // visibility of both references are enforced by the database; the checks here make the errors
 // precise. Reads are hydrated with the identity, group and role in one query per page.
-import type { Transaction } from "kysely";
+import { sql, type RawBuilder, type Transaction } from "kysely";
 import type { Grant } from "../../core/access.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
@@ -38,6 +38,20 @@ export interface NewBinding {
 }
 
 type Executor = IamDb | Transaction<IamTables>;
+
+/**
+ * The authorization change counter (migration 009) as an expression a read can select beside
+ * its data, so one statement tells whether grants cached at some value are still current.
+ */
+export const AUTHZ_EPOCH: RawBuilder<string> = sql<string>`(select value::text from authz_epoch)`;
+
+/** An identity's grants as of one snapshot, with the change counter of that snapshot. */
+export interface GrantsSnapshot {
+  epoch: string;
+  /** absent when the identity does not exist */
+  identity?: { uid: string; parentUid: string | null };
+  grants: Grant[];
+}
 
 /** A write that must not happen: thrown inside a transaction (rolling it back), answered as its result. */
 class Refused extends Error {
@@ -225,14 +239,36 @@ export class RoleBindingsRepository extends IamRepository {
   }
 
   /** Where an identity holds which capabilities: one query, read on every request. */
-  async grantsOf(identityUid: string): Promise<Grant[]> {
-    const rows = await this.db
-      .selectFrom("role_bindings as rb")
-      .innerJoin("roles as r", "r.uid", "rb.role_uid")
-      .select(["rb.parent_uid", "r.capabilities"])
-      .where("rb.identity_uid", "=", identityUid)
-      .execute();
-    return rows.map((r) => ({ at: r.parent_uid, capabilities: new Set(r.capabilities) }));
+  /** The change counter now (see AUTHZ_EPOCH). */
+  async authzEpoch(): Promise<string> {
+    const { rows } = await sql<{ epoch: string }>`select ${AUTHZ_EPOCH} as epoch`.execute(this.db);
+    return String(rows[0]!.epoch);
+  }
+
+  /** The identity, its grants and the change counter, read in one statement (one snapshot). */
+  async grantsSnapshot(identityUid: string): Promise<GrantsSnapshot> {
+    const { rows } = await sql<{
+      epoch: string;
+      identity_uid: string | null;
+      identity_parent_uid: string | null;
+      at: string | null;
+      capabilities: number[] | null;
+    }>`
+      select e.value::text as epoch, i.uid as identity_uid, i.parent_uid as identity_parent_uid,
+             rb.parent_uid as at, r.capabilities
+      from authz_epoch e
+      left join identities i on i.uid = ${identityUid}
+      left join role_bindings rb on rb.identity_uid = i.uid
+      left join roles r on r.uid = rb.role_uid`.execute(this.db);
+    const first = rows[0]!;
+    return {
+      epoch: String(first.epoch),
+      identity:
+        first.identity_uid === null ? undefined : { uid: first.identity_uid, parentUid: first.identity_parent_uid },
+      grants: rows
+        .filter((r) => r.at !== null && r.capabilities !== null)
+        .map((r) => ({ at: r.at!, capabilities: new Set(r.capabilities) })),
+    };
   }
 
   /** The bindings with their identity, group and role, in the order of `uids`: one query. */

@@ -6,6 +6,7 @@ import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 
 export type RoleRow = Row<"roles">;
 
@@ -72,8 +73,8 @@ export class RolesRepository extends IamRepository {
     }
   }
 
-  get(uid: string): Promise<RoleRow | undefined> {
-    return getByUid(this.db, "roles", uid);
+  get(uid: string, freshness?: Freshness): Promise<RoleRow | undefined> {
+    return getByUid(this.db, "roles", uid, freshness);
   }
 
   async update(uid: string, change: (current: RoleRow) => RoleFields, now: Date): Promise<WriteResult<RoleRow>> {

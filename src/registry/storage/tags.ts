@@ -6,6 +6,7 @@ import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 import { RegistryRepository, type Row } from "./tables.js";
 
 export type TagRow = Row<"tags">;
@@ -54,8 +55,8 @@ export class TagsRepository extends RegistryRepository {
     }
   }
 
-  get(uid: string): Promise<TagRow | undefined> {
-    return getByUid(this.db, "tags", uid);
+  get(uid: string, freshness?: Freshness): Promise<TagRow | undefined> {
+    return getByUid(this.db, "tags", uid, freshness);
   }
 
   findByName(repoUid: string, name: string): Promise<TagRow | undefined> {

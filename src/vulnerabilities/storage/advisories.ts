@@ -17,6 +17,7 @@ import type { Timestamp } from "../../storage/schema.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { getByUid } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import type { EventKind, ParsedAdvisory, ParsedDocument, ParsedEvent, ParsedSeverity } from "./model.js";
@@ -179,8 +180,8 @@ export class AdvisoriesRepository {
     this.db = db as unknown as Kysely<VulnerabilityTables>;
   }
 
-  get(uid: string): Promise<AdvisoryRow | undefined> {
-    return getByUid(this.db, "advisories", uid);
+  get(uid: string, freshness?: Freshness): Promise<AdvisoryRow | undefined> {
+    return getByUid(this.db, "advisories", uid, freshness);
   }
 
   /** The events of these advisories, oldest first, grouped by advisory uid. */
