@@ -95,6 +95,7 @@ export function groupsService({ groups, lists, now }: GroupsDeps) {
         schema: ListGroupsRequestSchema,
         request: req,
         query: groups.listQuery({ uidp: req.uidp, name: req.name }),
+        maintainedCount: groups.maintainedCount({ uidp: req.uidp, name: req.name }),
         toItems: (rows: GroupRow[]) => rows.map(toGroup),
         call,
       });

@@ -14,7 +14,8 @@ import {
   type ListResponse,
 } from "../core/list.js";
 import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { fetchPage, restrictToVisible, type BaseQuery } from "../storage/list-query.js";
+import { fetchPage, restrictToVisible, type BaseQuery, type CountQuery } from "../storage/list-query.js";
+import { isAncestorOrSelf } from "../core/uidp.js";
 
 export interface ListOptions<D extends DescMessage, Row extends Record<string, unknown>, Item> {
   lists: ListEngineDeps;
@@ -24,6 +25,11 @@ export interface ListOptions<D extends DescMessage, Row extends Record<string, u
   request: MessageShape<D> & ListRequestFields & { uidp?: UIDPFilter };
   /** the resource's filtered query (from its repository's listQuery) */
   query: BaseQuery;
+  /**
+   * The total from a maintained count, when the repository keeps one for these filters: used
+   * when the caller sees all of `subtree` (otherwise only visible rows are counted, by query).
+   */
+  maintainedCount?: { subtree: string; query: CountQuery };
   /** turns a page of rows into items in one call, so hydration costs one query per page */
   toItems: (rows: Row[]) => Item[] | Promise<Item[]>;
   /** the call: its visibility (set by the authorizer for unscoped methods) and freshness probe */
@@ -43,7 +49,14 @@ export async function listResponse<D extends DescMessage, Row extends Record<str
   const plan = await planPage(lists, resource, request, filterFingerprint(schema, request));
   const visibility = call.visibility ?? [];
   const visible = () => restrictToVisible(options.query(), visibility, resource.sharedRoots ?? false);
-  const page = await finishPage(lists, plan, await fetchPage<Row>(plan, visible, call.freshness));
+  const maintained = options.maintainedCount;
+  const seesAll =
+    maintained && (visibility === "all" || visibility.some((root) => isAncestorOrSelf(root, maintained.subtree)));
+  const page = await finishPage(
+    lists,
+    plan,
+    await fetchPage<Row>(plan, visible, call.freshness, seesAll ? maintained.query : undefined),
+  );
   return {
     items: await options.toItems(page.rows),
     nextPageToken: page.nextPageToken,

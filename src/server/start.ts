@@ -20,6 +20,8 @@ export interface ServerConfig extends PlatformSettings {
   /** PGlite data directory (ignored when databaseUrl is set); locked while the server runs */
   dataDir: string;
   databaseUrl?: string;
+  /** PostgreSQL: named, server-side prepared statements (default true; see DatabaseOptions) */
+  preparedStatements?: boolean;
   /**
    * The 32-byte key that seals the issuer's private keys in PostgreSQL (default: BULWARK_KEY_ENCRYPTION_KEY,
    * required there). An embedded data directory keeps its own; a given `pglite` gets a random one.
@@ -104,6 +106,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     );
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
+    preparedStatements: config.preparedStatements,
     dataDir: config.dataDir,
     pglite: config.pglite,
     keyEncryptionKey,

@@ -11,6 +11,7 @@ import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
 import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
+import { PreparedStatements } from "./prepared-statements.js";
 import {
   dataDirKeyEncryptionKey,
   lockDataDir,
@@ -43,6 +44,11 @@ export interface DatabaseOptions {
   /** An already-open PGlite instance (tests clone one from a migrated template). */
   pglite?: PGlite;
   poolSize?: number;
+  /**
+   * PostgreSQL: run data statements as named, server-side prepared statements (default true).
+   * Off for a connection pooler that cannot keep them (PgBouncer's transaction mode before 1.21).
+   */
+  preparedStatements?: boolean;
   /**
    * The 32-byte key that seals stored secrets: required for PostgreSQL by whoever needs those
    * secrets; ignored for a data directory (which keeps its own); a random one for the life of
@@ -82,6 +88,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
     // An idle client can error (e.g. the server restarts); the pool replaces it.
     pool.on("error", () => {});
+    if (opts.preparedStatements !== false) new PreparedStatements().attach(pool);
     const db = new Kysely<StorageTables>({ dialect: new PostgresDialect({ pool }) });
     if (opts.keyEncryptionKey) keyEncryptionKeys.set(db, opts.keyEncryptionKey);
     return { db, backend: "postgres", close: () => db.destroy() };

@@ -37,13 +37,21 @@ function afterCursor(keys: OrderKey[], after: string[]): Expression<SqlBool> {
 }
 
 /**
- * Fetches one page (and one row more) and the total count of `base`, as the plan says. The
- * count's statement also reads the call's freshness probe (it always returns one row).
+ * A query answering a listing's total from a maintained count: one row with a `count` column, or
+ * none when there is nothing to count.
+ */
+export type CountQuery = () => SelectQueryBuilder<any, any, { count: unknown }>;
+
+/**
+ * Fetches one page (and one row more) and the total count of `base` (or `counted`, when the
+ * count is maintained), as the plan says. The count's statement also reads the call's freshness
+ * probe.
  */
 export async function fetchPage<Row extends Record<string, unknown>>(
   plan: PagePlan,
   base: BaseQuery,
   freshness?: Freshness,
+  counted?: CountQuery,
 ): Promise<FetchedPage<Row>> {
   const cursor = plan.cursor;
   const filtered = () => (cursor ? base().where(afterCursor(plan.keys, cursor.after)) : base());
@@ -53,10 +61,12 @@ export async function fetchPage<Row extends Record<string, unknown>>(
   const count = (q: SelectQueryBuilder<any, any, {}>) =>
     q.select((eb) => eb.fn.countAll().as("count")).executeTakeFirstOrThrow() as Promise<{ count: unknown }>;
 
-  const [rows, countRow] = await Promise.all([
-    query.execute() as Promise<Row[]>,
-    count(withFreshnessProbe(base(), freshness)).then((row) => takeFreshness(row, freshness)),
-  ]);
+  const total = counted
+    ? withFreshnessProbe(counted(), freshness)
+        .executeTakeFirst()
+        .then((row) => (row ? takeFreshness(row as { count: unknown }, freshness) : { count: 0 }))
+    : count(withFreshnessProbe(base(), freshness)).then((row) => takeFreshness(row, freshness));
+  const [rows, countRow] = await Promise.all([query.execute() as Promise<Row[]>, total]);
   let skippedNow = plan.skip;
   if (rows.length === 0 && plan.skip > 0) {
     // The skip ran past the end: report how much was actually there to skip.

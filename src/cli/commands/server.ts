@@ -238,6 +238,12 @@ export function registerServerCommands(program: Command): void {
     )
     .addOption(new Option("--no-rate-limit", "turn every rate limit off").env("BULWARK_NO_RATE_LIMIT"))
     .addOption(
+      new Option(
+        "--no-prepared-statements",
+        "PostgreSQL: send every statement unprepared (for a pooler that cannot keep prepared statements)",
+      ).env("BULWARK_NO_PREPARED_STATEMENTS"),
+    )
+    .addOption(
       new Option("--rate-limit-address <rate>", "requests per client address: <per second>[:<burst>] or off")
         .env("BULWARK_RATE_LIMIT_ADDRESS")
         .argParser(parseRateLimit),
@@ -274,6 +280,7 @@ export function registerServerCommands(program: Command): void {
             corsOrigin?: string[];
             trustProxy?: boolean;
             rateLimit: boolean;
+            preparedStatements: boolean;
             rateLimitAddress?: RateLimit | null;
             rateLimitIdentity?: RateLimit | null;
             rateLimitSensitive?: RateLimit | null;

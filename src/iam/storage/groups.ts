@@ -1,6 +1,7 @@
 // Groups aggregate: the group tree. Parent links are foreign keys (on delete restrict), so the
 // database itself refuses orphans and deletes of non-empty groups, even under concurrency.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { sql, type Kysely } from "kysely";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
@@ -9,6 +10,13 @@ import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
 import type { Freshness } from "../../core/service.js";
 
 export type GroupRow = Row<"groups">;
+
+/** Maintained by triggers (migration 010); never written by the server. */
+interface GroupCountsTable {
+  uid: string;
+  children: string;
+  descendants: string;
+}
 
 export interface NewGroup {
   uid: string;
@@ -87,6 +95,24 @@ export class GroupsRepository extends IamRepository {
 
   delete(uid: string): Promise<DeleteResult> {
     return deleteByUid(this.db, "groups", uid);
+  }
+
+  /**
+   * The total of a listing of one group's children or subtree (and nothing else), from the counts
+   * the database maintains (migration 010); undefined for any other filter.
+   */
+  maintainedCount(filter: { uidp?: UIDPFilter; name: string }) {
+    const f = filter.uidp;
+    if (!f || filter.name !== "" || f.ancestorsOf !== "" || f.inRoot || f.ids.length > 0) return undefined;
+    if ((f.childrenOf === "") === (f.descendantsOf === "")) return undefined; // neither, or both
+    const subtree = f.childrenOf || f.descendantsOf;
+    // descendants_of includes the group itself
+    const count = f.childrenOf ? sql<string>`children` : sql<string>`descendants + 1`;
+    const db = this.db as unknown as Kysely<{ group_counts: GroupCountsTable }>;
+    return {
+      subtree,
+      query: () => db.selectFrom("group_counts").select(count.as("count")).where("uid", "=", subtree),
+    };
   }
 
   /** FROM + WHERE of a group listing, for the list engine. */
