@@ -1,7 +1,15 @@
 // A Kysely dialect for PGlite that serializes connections. PGlite is a single connection, so
 // a transaction must hold it exclusively: kysely-pglite 0.6.1 does not, and loses concurrent
 // autocommit writes when another request's transaction rolls back (seen when this was written).
+//
+// It also remembers the results of read-only statements until the next write. PGlite runs every
+// query on this process's main thread, one at a time (a keyed page of 50 rows costs about 1 ms),
+// and an embedded database is this process's alone (its directory is locked), so every write
+// passes through here and can invalidate exactly: any statement that is not a plain read, and
+// every commit or rollback, starts a new generation, and only entries of the current generation
+// answer. Reads inside a transaction are neither answered from nor stored in the cache.
 import type { PGlite } from "@electric-sql/pglite";
+import { LruCache } from "../core/lru.js";
 import {
   CompiledQuery,
   PostgresAdapter,
@@ -25,6 +33,54 @@ class Mutex {
   }
 }
 
+/** Statements that only read and give the same answer until the data changes. */
+const READ = /^\s*(select|with)\b/i;
+/** What makes a read unfit to repeat: row locks, volatile or side-effecting functions, the clock. */
+const UNREPEATABLE = [
+  /\bfor\s+(update|share|no\s+key\s+update|key\s+share)\b/i,
+  /\b(nextval|setval|currval|lastval|now|random|clock_timestamp|statement_timestamp|transaction_timestamp|timeofday|set_config|pg_\w+|txid_\w+|gen_random_\w+|uuid_generate_\w+)\s*\(/i,
+  /\b(current_timestamp|current_date|current_time|localtime|localtimestamp)\b/i,
+];
+/** A data-modifying WITH clause. */
+const WRITES = /\b(insert|update|delete|merge)\b/i;
+
+const CACHE_ENTRIES = 2000;
+/** Larger answers are not kept (bounds the cache's memory). */
+const CACHE_MAX_ROWS = 500;
+
+/** Whether a statement's text is a repeatable read, decided once per text. */
+class StatementKinds {
+  readonly #repeatable = new LruCache<string, boolean>(CACHE_ENTRIES);
+
+  isRepeatableRead(sqlText: string): boolean {
+    let repeatable = this.#repeatable.get(sqlText);
+    if (repeatable === undefined) {
+      repeatable =
+        READ.test(sqlText) &&
+        !UNREPEATABLE.some((r) => r.test(sqlText)) &&
+        !(/^\s*with\b/i.test(sqlText) && WRITES.test(sqlText));
+      this.#repeatable.set(sqlText, repeatable);
+    }
+    return repeatable;
+  }
+}
+
+/** The cache key of a statement with its parameters; undefined when a parameter has no exact text form. */
+function cacheKey(sqlText: string, parameters: readonly unknown[]): string | undefined {
+  let key = sqlText;
+  for (const p of parameters) {
+    // Length-prefixed, so no two parameter lists make the same key.
+    if (typeof p === "string") key += `\u0000s${p.length}:${p}`;
+    else if (typeof p === "number") key += `\u0000n${p}`;
+    else if (typeof p === "bigint") key += `\u0000i${p}`;
+    else if (typeof p === "boolean") key += `\u0000b${p}`;
+    else if (p === null || p === undefined) key += "\u0000z";
+    else if (p instanceof Date) key += `\u0000d${p.getTime()}`;
+    else return undefined;
+  }
+  return key;
+}
+
 export class SerializedPGliteDialect implements Dialect {
   constructor(
     private readonly pglite: PGlite,
@@ -45,13 +101,37 @@ export class SerializedPGliteDialect implements Dialect {
     const closeOnDestroy = this.closeOnDestroy;
     const mutex = new Mutex();
     let release: (() => void) | undefined;
+    const kinds = new StatementKinds();
+    const cache = new LruCache<string, { generation: number; rows: unknown[] }>(CACHE_ENTRIES);
+    let generation = 0;
+    let inTransaction = false;
+    const run = async <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
+      const result = await pg.query<R>(query.sql, query.parameters as unknown[]);
+      return {
+        rows: result.rows,
+        numAffectedRows: result.affectedRows != null ? BigInt(result.affectedRows) : undefined,
+      };
+    };
+    // Rows are handed out as copies: a caller may change what it got without changing the cache.
+    const copy = <R>(rows: unknown[]) => ({ rows: rows.map((r) => ({ ...(r as object) })) as R[] });
     const connection: DatabaseConnection = {
       async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-        const result = await pg.query<R>(query.sql, query.parameters as unknown[]);
-        return {
-          rows: result.rows,
-          numAffectedRows: result.affectedRows != null ? BigInt(result.affectedRows) : undefined,
-        };
+        if (!kinds.isRepeatableRead(query.sql)) {
+          try {
+            return await run<R>(query);
+          } finally {
+            generation++;
+          }
+        }
+        const key = inTransaction ? undefined : cacheKey(query.sql, query.parameters);
+        if (key === undefined) return run<R>(query);
+        const hit = cache.get(key);
+        if (hit && hit.generation === generation) return copy<R>(hit.rows);
+        const startedAt = generation;
+        const result = await run<R>(query);
+        if (generation === startedAt && result.rows.length <= CACHE_MAX_ROWS)
+          cache.set(key, { generation, rows: result.rows.map((r) => ({ ...(r as object) })) });
+        return result;
       },
       // eslint-disable-next-line require-yield
       async *streamQuery() {
@@ -71,12 +151,23 @@ export class SerializedPGliteDialect implements Dialect {
       },
       async beginTransaction(c) {
         await c.executeQuery(CompiledQuery.raw("begin"));
+        inTransaction = true;
       },
       async commitTransaction(c) {
-        await c.executeQuery(CompiledQuery.raw("commit"));
+        try {
+          await c.executeQuery(CompiledQuery.raw("commit"));
+        } finally {
+          inTransaction = false;
+          generation++;
+        }
       },
       async rollbackTransaction(c) {
-        await c.executeQuery(CompiledQuery.raw("rollback"));
+        try {
+          await c.executeQuery(CompiledQuery.raw("rollback"));
+        } finally {
+          inTransaction = false;
+          generation++;
+        }
       },
       async destroy() {
         if (closeOnDestroy) await pg.close();
