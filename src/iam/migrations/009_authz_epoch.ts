@@ -23,17 +23,30 @@ export async function up(db: Kysely<any>): Promise<void> {
   await sql`
     create trigger role_bindings_authz_epoch after insert or update or delete or truncate on role_bindings
       for each statement execute function bump_authz_epoch()`.execute(db);
+  // Row-level for updates, so only a real change counts: the server's start-up upserts of the
+  // built-in roles, and the last-seen times of identities, move nothing.
   await sql`
-    create trigger roles_authz_epoch after update of capabilities or delete or truncate on roles
+    create trigger roles_authz_epoch_update after update of capabilities on roles
+      for each row when (old.capabilities is distinct from new.capabilities) execute function bump_authz_epoch()`.execute(
+    db,
+  );
+  await sql`
+    create trigger roles_authz_epoch_delete after delete or truncate on roles
       for each statement execute function bump_authz_epoch()`.execute(db);
   await sql`
-    create trigger identities_authz_epoch after update of uid, parent_uid or delete or truncate on identities
+    create trigger identities_authz_epoch_update after update of uid, parent_uid on identities
+      for each row when (old.uid is distinct from new.uid or old.parent_uid is distinct from new.parent_uid)
+      execute function bump_authz_epoch()`.execute(db);
+  await sql`
+    create trigger identities_authz_epoch_delete after delete or truncate on identities
       for each statement execute function bump_authz_epoch()`.execute(db);
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await sql`drop trigger identities_authz_epoch on identities`.execute(db);
-  await sql`drop trigger roles_authz_epoch on roles`.execute(db);
+  await sql`drop trigger identities_authz_epoch_delete on identities`.execute(db);
+  await sql`drop trigger identities_authz_epoch_update on identities`.execute(db);
+  await sql`drop trigger roles_authz_epoch_delete on roles`.execute(db);
+  await sql`drop trigger roles_authz_epoch_update on roles`.execute(db);
   await sql`drop trigger role_bindings_authz_epoch on role_bindings`.execute(db);
   await sql`drop function bump_authz_epoch()`.execute(db);
   await sql`drop table authz_epoch`.execute(db);
