@@ -1,0 +1,894 @@
+#!/usr/bin/env node
+// The API part of `npm run bench` (also runnable alone after a build: `node bench/api.mjs [--quick]`).
+// `bulwark serve` on PostgreSQL (a cached private cluster, scripts/pg-temp.sh resume) and on PGlite
+// (a copy of a cached data dir), each row's load from its own process (bench/load.mjs: autocannon
+// for throughput, sequential keep-alive requests for latency), every figure next to a baseline
+// measured in the same run, each in its own process (bench/baseline-servers.mjs): bare node:http,
+// Fastify + one primary-key select over pg, Fastify + the page + count of a List of 50. Datasets
+// come from bench/dataset.mjs (cached under bench/.cache/). Prints a table, the targets (met or
+// not), PGlite's idle RSS and start time, and the same as Markdown (also written to
+// bench/.cache/last-results.md). Everything shares the machine's cores: compare ratios, not
+// absolute numbers. Env: see bench/README.md.
+import { execFileSync } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import os from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { SignJWT, decodeJwt, importJWK } from "jose";
+import { datasetKey, ensureDataset, BIG_GROUPS, WIDE_CHILDREN, TAGS } from "./dataset.mjs";
+import {
+  CACHE_DIR,
+  HERE,
+  PG_BIN,
+  ROOT,
+  Resources,
+  adminToken,
+  cpuBusy,
+  freePort,
+  json,
+  rssKiB,
+  run,
+  send,
+  sleep,
+  spawnTracked,
+  startBulwark,
+  stop,
+} from "./lib.mjs";
+
+const LOAD = join(HERE, "load.mjs");
+const BASELINES = join(HERE, "baseline-servers.mjs");
+const TARGET_RSS_MIB = 350;
+const TARGET_READY_MS = 1000;
+
+const num = (name, fallback) => {
+  const v = process.env[name];
+  if (v === undefined || v === "") return fallback;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name}=${v}: expected a number`);
+  return n;
+};
+
+function settings({ quick, seconds, concurrency }) {
+  const seqRuns = num("BENCH_SEQ_RUNS", quick ? 10 : 60);
+  return {
+    quick,
+    seconds: seconds ?? num("BENCH_SECONDS", quick ? 1 : 3),
+    warmup: num("BENCH_WARMUP_SECONDS", quick ? 0.3 : 1),
+    // per server, before its first row: the JIT and every cache warm, as in a server that has run a while
+    serverWarmup: num("BENCH_SERVER_WARMUP_SECONDS", quick ? 1 : 3),
+    concurrency: concurrency ?? num("BENCH_CONCURRENCY", 32),
+    seqRuns,
+    seqWarmup: Math.max(2, Math.round(seqRuns / 10)),
+    walkRuns: Math.max(quick ? 15 : 30, seqRuns),
+    seqSeconds: num("BENCH_SEQ_SECONDS", quick ? 4 : 30),
+    idleMs: 2000,
+    postgres: process.env.BENCH_API_POSTGRES !== "0" && existsSync(join(PG_BIN, "pg_ctl")),
+    postgresSkipped:
+      process.env.BENCH_API_POSTGRES === "0"
+        ? "BENCH_API_POSTGRES=0"
+        : !existsSync(join(PG_BIN, "pg_ctl"))
+          ? `no PostgreSQL binaries in ${PG_BIN} (set PG_BIN)`
+          : undefined,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Children: load generators and baseline servers.
+
+async function load(resources, job) {
+  const child = spawnTracked(resources, process.execPath, [LOAD, JSON.stringify(job)]);
+  let out = "";
+  child.stdout.on("data", (c) => (out += c));
+  const [code] = await once(child, "exit");
+  const line = out.trim().split("\n").at(-1);
+  try {
+    return JSON.parse(line);
+  } catch {
+    return { failed: true, firstError: `load generator exited ${code}: ${child.tail().slice(-1500)}` };
+  }
+}
+
+async function startBaseline(resources, kind, databaseUrl) {
+  const port = await freePort();
+  const child = spawnTracked(resources, process.execPath, [
+    BASELINES,
+    kind,
+    String(port),
+    ...(databaseUrl ? [databaseUrl] : []),
+  ]);
+  const deadline = Date.now() + 30_000;
+  while (!/^ready$/m.test(child.tail())) {
+    if (child.exitCode !== null) throw new Error(`baseline ${kind} exited (${child.exitCode}): ${child.tail()}`);
+    if (Date.now() > deadline) throw new Error(`baseline ${kind} not ready after 30 s: ${child.tail()}`);
+    await sleep(20);
+  }
+  return { child, base: `http://127.0.0.1:${port}` };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokens: the operator's (bulwark admin token) and the workload identities' (STS exchange of a
+// JWT signed with the identity's own key), re-minted when less than 10 minutes remain.
+
+class Tokens {
+  #cache = new Map();
+  constructor(resources, server, meta) {
+    this.resources = resources;
+    this.server = server;
+    this.meta = meta;
+  }
+
+  async #get(name, mint) {
+    const have = this.#cache.get(name);
+    if (have && have.expiry - Date.now() > 10 * 60_000) return have.headers;
+    const { token, expiry } = await mint();
+    const entry = { headers: { authorization: `Bearer ${token}` }, expiry };
+    this.#cache.set(name, entry);
+    return entry.headers;
+  }
+
+  operator() {
+    return this.#get("operator", async () => {
+      const token = await adminToken(this.resources, this.server);
+      return { token, expiry: decodeJwt(token).exp * 1000 };
+    });
+  }
+
+  /** The workload identity `name` ("bench" or "big") from the dataset, its token as a client gets it. */
+  workload(name) {
+    return this.#get(`workload:${name}`, async () => {
+      const id = this.meta.identities[name];
+      const key = await importJWK(this.meta.privateJwk, "ES256");
+      const now = Math.floor(Date.now() / 1000);
+      const assertion = await new SignJWT({})
+        .setProtectedHeader({ alg: "ES256", kid: this.meta.privateJwk.kid })
+        .setIssuer(id.issuer)
+        .setSubject(id.subject)
+        .setAudience(this.server.base)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 300)
+        .sign(key);
+      const q = new URLSearchParams({ identity: id.uid, aud: this.server.base });
+      const res = json(
+        await send(`${this.server.base}/sts/exchange?${q}`, { headers: { authorization: `Bearer ${assertion}` } }),
+        `token exchange for ${id.subject}`,
+      );
+      return { token: res.token, expiry: Date.parse(res.expiry) };
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rows.
+
+/** Results, in print order. */
+class Report {
+  rows = [];
+  notes = [];
+  failures = [];
+  byKey = new Map();
+
+  add(row) {
+    this.rows.push(row);
+    if (row.key) this.byKey.set(row.key, row);
+    if (row.failed) this.failures.push(`${row.section} · ${row.name}: ${row.error}`);
+    return row;
+  }
+
+  get(key) {
+    const row = this.byKey.get(key);
+    return row && !row.failed ? row : undefined;
+  }
+}
+
+async function throughputRow(ctx, { key, section, name, token, url, headers, vs }) {
+  const { resources, cfg, report } = ctx;
+  process.stdout.write(`  ${section} · ${name}${token ? ` (${token})` : ""} … `);
+  const r = await load(resources, {
+    mode: "http",
+    url,
+    headers,
+    connections: cfg.concurrency,
+    seconds: cfg.seconds,
+    warmup: cfg.warmup,
+  });
+  const failed = Boolean(r.failed || r.non2xx || r.errors);
+  const row = report.add({
+    key,
+    section,
+    name,
+    token,
+    kind: "throughput",
+    conns: cfg.concurrency,
+    rps: r.rps,
+    p50: r.p50,
+    p99: r.p99,
+    vs,
+    failed,
+    error: failed ? (r.firstError ?? JSON.stringify(r.statusCodes)) : undefined,
+  });
+  console.log(failed ? `FAILED: ${row.error}` : `${fmt(r.rps)} req/s, p50 ${ms(r.p50)} / p99 ${ms(r.p99)} ms`);
+  return row;
+}
+
+async function sequenceRows(ctx, { section, headers, ops, runs, rows }) {
+  const { resources, cfg, report } = ctx;
+  process.stdout.write(`  ${section} · ${ops.map((o) => o.name).join(" / ")} (sequential) … `);
+  const r = await load(resources, {
+    mode: "sequence",
+    headers,
+    ops,
+    runs,
+    warmupRuns: cfg.seqWarmup,
+    maxSeconds: cfg.seqSeconds,
+  });
+  const out = {};
+  for (const spec of rows) {
+    const op = r.ops?.[spec.op];
+    out[spec.op] = report.add({
+      key: spec.key,
+      section,
+      name: spec.name,
+      token: spec.token,
+      kind: "latency",
+      conns: 1,
+      runs: op?.runs,
+      p50: op?.p50,
+      p99: op?.p99,
+      vs: spec.vs,
+      failed: Boolean(r.failed),
+      error: r.failed ? r.firstError : undefined,
+    });
+  }
+  console.log(
+    r.failed
+      ? `FAILED: ${r.firstError}`
+      : Object.entries(r.ops)
+          .map(([name, o]) => `${name}: p50 ${ms(o.p50)} / p99 ${ms(o.p99)} ms (${o.runs} runs)`)
+          .join("; "),
+  );
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The deep page's token, minted as the server mints it (see src/core/list.ts, page-tokens.ts).
+
+async function deepPageUrl(ctx, { server, databaseUrl, headers, big, pageSize, page }) {
+  const { PageTokenCodec } = await import("../dist/core/page-tokens.js");
+  const { filterFingerprint } = await import("../dist/core/list.js");
+  const { ListGroupsRequestSchema } = await import("../dist/gen/chainguard/platform/iam/v2beta1/groups_pb.js");
+  const { create } = await import("@bufbuild/protobuf");
+  const { default: pg } = await import("pg");
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  let secret;
+  let afterUid;
+  try {
+    const row = (await client.query("select secret from server_secrets where name = 'page_tokens'")).rows[0];
+    if (!row) throw new Error("no page_tokens row in server_secrets");
+    secret = new Uint8Array(row.secret);
+    // The last row of page `page - 1`: descendants_of = the uid itself and [uid + "/", uid + "0").
+    const offset = (page - 1) * pageSize - 1;
+    afterUid = (
+      await client.query(
+        `select uid from groups where uid = $1 or (uid > $1 || '/' and uid < $1 || '0') order by uid offset ${offset} limit 1`,
+        [big],
+      )
+    ).rows[0]?.uid;
+    if (!afterUid) throw new Error(`no row at offset ${offset} under ${big}`);
+  } finally {
+    await client.end();
+  }
+  const codec = PageTokenCodec.fromSecret(secret);
+  const list = `${server.base}/iam/v2beta1/groups?uidp.descendants_of=${big}&page_size=${pageSize}`;
+  const first = json(await send(list, { headers }), "first page");
+  const decoded = await codec.decode(first.nextPageToken ?? "");
+  if (decoded.kind !== "ok")
+    throw new Error(`the first page's token does not decode with server_secrets' page_tokens key (${decoded.kind})`);
+  const fingerprint = filterFingerprint(
+    ListGroupsRequestSchema,
+    create(ListGroupsRequestSchema, { uidp: { descendantsOf: big } }),
+  );
+  if (decoded.cursor.filter !== fingerprint)
+    ctx.report.notes.push(
+      `deep page: the server's filter fingerprint (${decoded.cursor.filter}) is not filterFingerprint() of the request (${fingerprint}); used the server's`,
+    );
+  if (decoded.cursor.after.length !== 1 || !/^uid /.test(decoded.cursor.order))
+    throw new Error(
+      `deep page: the cursor is not by uid alone (order "${decoded.cursor.order}"): update bench/api.mjs`,
+    );
+  const token = await codec.encode({ ...decoded.cursor, after: [afterUid] });
+  const url = `${list}&page_token=${encodeURIComponent(token)}`;
+  const deep = json(await send(url, { headers }), `page ${page}`);
+  if (deep.groups?.length !== pageSize || deep.nextPageToken)
+    throw new Error(
+      `page ${page}: ${deep.groups?.length} groups${deep.nextPageToken ? " and a next page" : ""}, expected the last ${pageSize}`,
+    );
+  return { first: list, deep: url };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checks that the dataset is what the rows assume (a bench of empty answers is no bench).
+
+async function checkList(url, headers, field, { items, total }) {
+  const page = json(await send(url, { headers }), `GET ${url}`);
+  const got = page[field]?.length ?? 0;
+  if (got !== items || (total !== undefined && String(page.totalCount) !== String(total)))
+    throw new Error(`GET ${url}: ${got} ${field}, totalCount ${page.totalCount}; expected ${items} and ${total}`);
+}
+
+async function checkDataset(server, meta, tokens, withBig) {
+  const [h, op] = await Promise.all([
+    tokens.workload("bench"),
+    tokens.operator(),
+    ...(withBig ? [tokens.workload("big")] : []),
+  ]);
+  for (const headers of [h, op]) {
+    json(await send(`${server.base}/iam/v2beta1/groups/${meta.wide}`, { headers }), "GET wide");
+    await checkList(`${server.base}/iam/v2beta1/groups?uidp.children_of=${meta.wide}&page_size=50`, headers, "groups", {
+      items: 50,
+      total: WIDE_CHILDREN,
+    });
+  }
+  await checkList(`${server.base}/registry/v2beta1/tags?uidp.children_of=${meta.repo}&page_size=50`, h, "tags", {
+    items: 50,
+    total: TAGS,
+  });
+  if (meta.advisories)
+    await checkList(`${server.base}/vulnerabilities/v2beta1/advisories?page_size=50`, h, "advisories", {
+      items: 50,
+      total: meta.advisories,
+    });
+  if (withBig)
+    await checkList(
+      `${server.base}/iam/v2beta1/groups?uidp.descendants_of=${meta.big}&page_size=1`,
+      await tokens.workload("big"),
+      "groups",
+      { items: 1, total: BIG_GROUPS },
+    );
+}
+
+/** GET and List with both tokens, ListTags and ListAdvisories: the rows both backends have. */
+async function commonRows(ctx, section, server, meta, tokens, prefix) {
+  const { base } = server;
+  const get = `${base}/iam/v2beta1/groups/${meta.wide}`;
+  const list = `${base}/iam/v2beta1/groups?uidp.children_of=${meta.wide}&page_size=50`;
+  const vsGet = { key: "base.pk", label: "Fastify+pg PK select" };
+  const vsList = { key: "base.page", label: "Fastify+pg page+count" };
+  // Unmeasured: each row's request in turn, so the first measured row does not pay for the JIT.
+  process.stdout.write(`  ${section} · server warm-up (${ctx.cfg.serverWarmup} s, unmeasured) … `);
+  for (const [url, headers] of [
+    [get, await tokens.workload("bench")],
+    [list, await tokens.workload("bench")],
+    [get, await tokens.operator()],
+    [list, await tokens.operator()],
+  ])
+    await load(ctx.resources, {
+      mode: "http",
+      url,
+      headers,
+      connections: ctx.cfg.concurrency,
+      seconds: ctx.cfg.serverWarmup / 4,
+      warmup: 0,
+    });
+  console.log("done");
+  for (const [who, headers] of [
+    ["workload", () => tokens.workload("bench")],
+    ["operator", () => tokens.operator()],
+  ]) {
+    await throughputRow(ctx, {
+      key: `${prefix}.get.${who}`,
+      section,
+      name: "GET group by uid",
+      token: who,
+      url: get,
+      headers: await headers(),
+      vs: vsGet,
+    });
+  }
+  for (const [who, headers] of [
+    ["workload", () => tokens.workload("bench")],
+    ["operator", () => tokens.operator()],
+  ]) {
+    await throughputRow(ctx, {
+      key: `${prefix}.list.${who}`,
+      section,
+      name: `List 50 of ${fmt(WIDE_CHILDREN)} children + totalCount`,
+      token: who,
+      url: list,
+      headers: await headers(),
+      vs: vsList,
+    });
+  }
+  const vsBare = { key: "base.bare", label: "bare node:http" };
+  await throughputRow(ctx, {
+    key: `${prefix}.tags`,
+    section,
+    name: `ListTags 50 of ${fmt(TAGS)} + totalCount`,
+    token: "workload",
+    url: `${base}/registry/v2beta1/tags?uidp.children_of=${meta.repo}&page_size=50`,
+    headers: await tokens.workload("bench"),
+    vs: vsBare,
+  });
+  if (meta.advisories)
+    await throughputRow(ctx, {
+      key: `${prefix}.advisories`,
+      section,
+      name: `ListAdvisories first page of 50 (${fmt(meta.advisories)})`,
+      token: "workload",
+      url: `${base}/vulnerabilities/v2beta1/advisories?page_size=50`,
+      headers: await tokens.workload("bench"),
+      vs: vsBare,
+    });
+  else ctx.report.notes.push(`${section}: no advisories in the dataset (no corpus): ListAdvisories not measured`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The backends.
+
+async function postgresPart(ctx) {
+  const { resources, cfg, report, log } = ctx;
+  let ds = await ensureDataset(resources, "pg", { key: ctx.key, log });
+  let databaseUrl;
+  try {
+    databaseUrl = await resources.pgResume(ds.dir);
+  } catch (err) {
+    log(`  the cached PostgreSQL cluster did not start (${err.message.split("\n").at(-1)}): building it again`);
+    resources.clusters.delete(ds.dir);
+    ds = await ensureDataset(resources, "pg", { key: ctx.key, log, rebuild: true });
+    databaseUrl = await resources.pgResume(ds.dir);
+  }
+  if (ds.cached) log(`  PostgreSQL: dataset ${ds.key} from cache`);
+  ctx.datasets.pg = ds;
+  const meta = ds.meta;
+
+  // Baselines on the same database, before the server starts.
+  for (const [kind, name, path] of [
+    ["pk", "Fastify+pg PK select", `/?uid=${meta.wide}`],
+    ["page", "Fastify+pg page+count", `/?parent=${meta.wide}`],
+  ]) {
+    const b = await startBaseline(resources, kind, databaseUrl);
+    try {
+      await throughputRow(ctx, {
+        key: `base.${kind}`,
+        section: "baseline",
+        name,
+        url: `${b.base}${path}`,
+        headers: {},
+        vs: { key: "base.bare", label: "bare node:http" },
+      });
+    } finally {
+      await stop(b.child);
+    }
+  }
+
+  const server = await startBulwark(resources, {
+    label: "PostgreSQL",
+    databaseUrl,
+    blobDir: join(ds.dir, "blobs"),
+    env: { BULWARK_KEY_ENCRYPTION_KEY: meta.keyEncryptionKey },
+  });
+  ctx.startup.pg = { readyMs: server.readyMs };
+  try {
+    const tokens = new Tokens(resources, server, meta);
+    await checkDataset(server, meta, tokens, true);
+    await commonRows(ctx, "PostgreSQL", server, meta, tokens, "pg");
+
+    const big = await tokens.workload("big");
+    const pageSize = 100;
+    const page = BIG_GROUPS / pageSize;
+    const pageRows = [
+      { op: "first", key: "pg.page1", token: "workload", name: `descendants of big, page 1 (page_size ${pageSize})` },
+      {
+        op: "deep",
+        key: "pg.deep",
+        token: "workload",
+        name: `descendants of big, page ${fmt(page)} (last)`,
+        vs: { key: "pg.page1", label: "page 1", by: "p50" },
+      },
+    ];
+    let urls;
+    try {
+      urls = await deepPageUrl(ctx, { server, databaseUrl, headers: big, big: meta.big, pageSize, page });
+    } catch (err) {
+      // The other rows still run; these two fail loudly.
+      for (const row of pageRows)
+        report.add({ ...row, section: "PostgreSQL", kind: "latency", conns: 1, failed: true, error: err.message });
+    }
+    await sequenceRows(ctx, {
+      section: "PostgreSQL",
+      headers: big,
+      runs: cfg.seqRuns,
+      ops: [
+        ...(urls
+          ? [
+              {
+                name: "first",
+                url: urls.first,
+                itemsField: "groups",
+                expect: { items: pageSize, totalCount: BIG_GROUPS, nextPageToken: "present" },
+              },
+              {
+                name: "deep",
+                url: urls.deep,
+                itemsField: "groups",
+                expect: { items: pageSize, nextPageToken: "empty" },
+              },
+            ]
+          : []),
+        {
+          name: "count",
+          url: `${server.base}/iam/v2beta1/groups?uidp.descendants_of=${meta.big}&page_size=1`,
+          itemsField: "groups",
+          expect: { items: 1, totalCount: BIG_GROUPS },
+        },
+      ],
+      rows: [
+        ...(urls ? pageRows : []),
+        { op: "count", key: "pg.count", token: "workload", name: `totalCount over ${fmt(BIG_GROUPS)} (page_size 1)` },
+      ],
+    });
+    await sequenceRows(ctx, {
+      section: "PostgreSQL",
+      headers: await tokens.workload("bench"),
+      runs: cfg.walkRuns,
+      ops: [
+        {
+          name: "walk",
+          url: `${server.base}/iam/v2beta1/groups?uidp.children_of=${meta.wide}&page_size=200`,
+          follow: true,
+          itemsField: "groups",
+          expect: { items: WIDE_CHILDREN, pages: Math.ceil(WIDE_CHILDREN / 200), totalCount: WIDE_CHILDREN },
+        },
+      ],
+      rows: [
+        {
+          op: "walk",
+          key: "pg.walk",
+          token: "workload",
+          name: `all ${fmt(WIDE_CHILDREN)} children, page_size 200 (${Math.ceil(WIDE_CHILDREN / 200)} requests)`,
+        },
+      ],
+    });
+  } finally {
+    await stop(server.child);
+    await resources.pgHalt(ds.dir);
+  }
+}
+
+async function pgliteCopy(resources, ds) {
+  const tmp = await mkdtemp(join(os.tmpdir(), "bulwark-bench-pglite-"));
+  resources.dirs.add(tmp);
+  const dataDir = join(tmp, "data");
+  const t = performance.now();
+  await run("cp", ["-a", ds.dir, dataDir]);
+  const mib = Number((await run("du", ["-sm", dataDir])).stdout.split(/\s/)[0]);
+  return { dataDir, mib, seconds: (performance.now() - t) / 1000 };
+}
+
+async function pglitePart(ctx) {
+  const { resources, cfg, log } = ctx;
+  const ds = await ensureDataset(resources, "pglite", { key: ctx.key, log });
+  if (ds.cached) log(`  PGlite: dataset ${ds.key} from cache`);
+  ctx.datasets.pglite = ds;
+  const meta = ds.meta;
+  const copy = await pgliteCopy(resources, ds);
+  log(`  PGlite: the cached data dir (${fmt(copy.mib)} MiB) copied to a temp dir in ${copy.seconds.toFixed(1)} s`);
+
+  // Start twice on the migrated copy; the second start is the one reported.
+  const first = await startBulwark(resources, { label: "PGlite", dataDir: copy.dataDir });
+  await stop(first.child);
+  const server = await startBulwark(resources, { label: "PGlite", dataDir: copy.dataDir });
+  ctx.startup.pglite = { firstMs: first.readyMs, readyMs: server.readyMs };
+  try {
+    await sleep(cfg.idleMs);
+    ctx.startup.pglite.rssIdleKiB = rssKiB(server.child.pid);
+    const tokens = new Tokens(resources, server, meta);
+    await checkDataset(server, meta, tokens, false);
+    await commonRows(ctx, "PGlite", server, meta, tokens, "pglite");
+    await sleep(cfg.idleMs);
+    ctx.startup.pglite.rssAfterKiB = rssKiB(server.child.pid);
+  } finally {
+    await stop(server.child);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output.
+
+function fmt(n, digits = 0) {
+  return Number.isFinite(n)
+    ? n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
+    : "—";
+}
+const ms = (n) => (!Number.isFinite(n) ? "—" : n < 10 ? fmt(n, 2) : n < 100 ? fmt(n, 1) : fmt(n));
+const ratioText = (n) => (!Number.isFinite(n) ? "—" : n >= 0.1 ? `${fmt(n, 2)}×` : `${n.toPrecision(2)}×`);
+
+function rowRatio(report, row) {
+  if (!row.vs || row.failed) return NaN;
+  const base = report.get(row.vs.key);
+  if (!base) return NaN;
+  return row.vs.by === "p50" ? row.p50 / base.p50 : row.rps / base.rps;
+}
+
+function targets(report, ctx) {
+  const r = (key) => report.get(key);
+  const out = [];
+  const add = (name, measured, ok, missing) =>
+    out.push({
+      name,
+      measured: missing ? `not measured (${missing})` : measured,
+      status: missing ? "not measured" : ok ? "met" : "not met",
+    });
+  const pgMissing = ctx.cfg.postgres ? "the row failed" : ctx.cfg.postgresSkipped;
+  const ratioTarget = (name, key, baseKey, min) => {
+    const a = r(key);
+    const b = r(baseKey);
+    if (!a || !b) return add(name, "", false, !ctx.cfg.postgres ? pgMissing : "a row failed");
+    const v = a.rps / b.rps;
+    add(name, `${fmt(v, 2)}× (${fmt(a.rps)} vs ${fmt(b.rps)} req/s)`, v >= min);
+  };
+  ratioTarget("PostgreSQL: GET by uid (workload token) ≥ 0.8× Fastify+pg PK select", "pg.get.workload", "base.pk", 0.8);
+  ratioTarget(
+    "PostgreSQL: List 50 + totalCount (workload) ≥ 0.6× Fastify+pg page+count",
+    "pg.list.workload",
+    "base.page",
+    0.6,
+  );
+  {
+    const a = r("pg.deep");
+    const b = r("pg.page1");
+    if (!a || !b) add("PostgreSQL: page 10,000 of 1,000,000 ≤ 1.2× page 1 (p50)", "", false, pgMissing);
+    else
+      add(
+        "PostgreSQL: page 10,000 of 1,000,000 ≤ 1.2× page 1 (p50)",
+        `${fmt(a.p50 / b.p50, 2)}× (${ms(a.p50)} vs ${ms(b.p50)} ms)`,
+        a.p50 <= 1.2 * b.p50,
+      );
+  }
+  {
+    const a = r("pg.count");
+    add(
+      "PostgreSQL: totalCount over 1,000,000 rows p50 ≤ 25 ms",
+      a ? `${ms(a.p50)} ms` : "",
+      a && a.p50 <= 25,
+      a ? undefined : pgMissing,
+    );
+  }
+  {
+    const a = r("pg.walk");
+    add(
+      `PostgreSQL: all ${fmt(WIDE_CHILDREN)} children (7 pages of 200) p99 ≤ 50 ms`,
+      a ? `${ms(a.p99)} ms (p50 ${ms(a.p50)}, ${a.runs} walks)` : "",
+      a && a.p99 <= 50,
+      a ? undefined : pgMissing,
+    );
+  }
+  ratioTarget(
+    "PGlite: GET (workload) ≥ 0.5× the PostgreSQL GET (req/s)",
+    "pglite.get.workload",
+    "pg.get.workload",
+    0.5,
+  );
+  {
+    const a = r("pglite.list.workload");
+    add(
+      `PGlite: List 50 + totalCount (workload) p50 ≤ 15 ms at ${ctx.cfg.concurrency} connections`,
+      a ? `${ms(a.p50)} ms` : "",
+      a && a.p50 <= 15,
+      a ? undefined : "the row failed",
+    );
+  }
+  const s = ctx.startup.pglite;
+  const mib = (k) => k / 1024;
+  add(
+    `PGlite: idle RSS ${ctx.cfg.idleMs / 1000} s after start ≤ ${TARGET_RSS_MIB} MB`,
+    s?.rssIdleKiB ? `${fmt(mib(s.rssIdleKiB))} MiB` : "",
+    s?.rssIdleKiB && mib(s.rssIdleKiB) <= TARGET_RSS_MIB,
+    s?.rssIdleKiB ? undefined : "not reached",
+  );
+  add(
+    `PGlite: idle RSS ${ctx.cfg.idleMs / 1000} s after the load ≤ ${TARGET_RSS_MIB} MB`,
+    s?.rssAfterKiB ? `${fmt(mib(s.rssAfterKiB))} MiB` : "",
+    s?.rssAfterKiB && mib(s.rssAfterKiB) <= TARGET_RSS_MIB,
+    s?.rssAfterKiB ? undefined : "not reached",
+  );
+  add(
+    `PGlite: bulwark serve ready (GET /healthz 200) on a migrated data dir ≤ ${TARGET_READY_MS / 1000} s`,
+    s?.readyMs ? `${fmt(s.readyMs)} ms (first start on the copy: ${fmt(s.firstMs)} ms)` : "",
+    s?.readyMs && s.readyMs <= TARGET_READY_MS,
+    s?.readyMs ? undefined : "not reached",
+  );
+  return out;
+}
+
+function machine() {
+  const cpus = os.cpus();
+  let nproc = String(os.availableParallelism?.() ?? cpus.length);
+  try {
+    nproc = execFileSync("nproc", { encoding: "utf8" }).trim();
+  } catch {}
+  let pgVersion = "—";
+  try {
+    pgVersion =
+      /\d+\.\d+/.exec(execFileSync(join(PG_BIN, "postgres"), ["--version"], { encoding: "utf8" }))?.[0] ?? "—";
+  } catch {}
+  let commit = "—";
+  try {
+    commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+    if (execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: ROOT, encoding: "utf8" }).trim())
+      commit += " + local changes";
+  } catch {}
+  const pglite = JSON.parse(
+    readFileSync(join(ROOT, "node_modules", "@electric-sql", "pglite", "package.json"), "utf8"),
+  ).version;
+  return {
+    date: new Date().toISOString().replace("T", " ").slice(0, 16) + " UTC",
+    cpu: cpus[0]?.model.trim() ?? "unknown CPU",
+    nproc,
+    memory: `${fmt(os.totalmem() / 2 ** 30)} GiB`,
+    node: process.version,
+    postgres: pgVersion,
+    pglite,
+    commit,
+  };
+}
+
+function tableRows(report) {
+  return report.rows.map((row) => {
+    const ratio = rowRatio(report, row);
+    return [
+      row.section,
+      row.name,
+      row.token ?? "—",
+      row.kind === "latency" ? `1 (seq., ${row.runs ?? "—"} runs)` : String(row.conns),
+      row.failed ? "FAILED" : row.kind === "latency" ? "—" : fmt(row.rps),
+      row.failed ? "—" : ms(row.p50),
+      row.failed ? "—" : ms(row.p99),
+      row.vs ? `${ratioText(ratio)} ${row.vs.by === "p50" ? "p50 of" : ""} ${row.vs.label}`.replace(/\s+/g, " ") : "",
+    ];
+  });
+}
+
+const HEAD = ["", "row", "token", "conns", "req/s", "p50 ms", "p99 ms", "ratio (req/s unless p50) to"];
+
+function plainTable(rows) {
+  const widths = HEAD.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const right = new Set([3, 4, 5, 6]);
+  const line = (cells) =>
+    "  " +
+    cells
+      .map((c, i) => (right.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i])))
+      .join("  ")
+      .trimEnd();
+  return [line(HEAD), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
+}
+
+function mdTable(head, rows) {
+  const esc = (c) => String(c).replace(/\|/g, "\\|");
+  return [
+    `| ${head.map(esc).join(" | ")} |`,
+    `|${head.map(() => "---").join("|")}|`,
+    ...rows.map((r) => `| ${r.map(esc).join(" | ")} |`),
+  ].join("\n");
+}
+
+function output(ctx) {
+  const { report, cfg } = ctx;
+  const m = machine();
+  const rows = tableRows(report);
+  const tg = targets(report, ctx);
+  const s = ctx.startup;
+  const conditions =
+    `${cfg.seconds} s per throughput row after ${cfg.warmup} s warm-up, ` +
+    `${cfg.concurrency} keep-alive connections; sequential rows: ${cfg.seqRuns} runs (walk: ${cfg.walkRuns}) after ${cfg.seqWarmup} warm-up runs, one connection`;
+  const machineLine = `${m.date} · ${m.cpu}, nproc ${m.nproc}, ${m.memory} · Node ${m.node} · PostgreSQL ${m.postgres} · PGlite ${m.pglite} · commit ${m.commit}`;
+  const startupLines = [];
+  if (s.pglite)
+    startupLines.push(
+      `PGlite server: ready in ${fmt(s.pglite.readyMs)} ms on a migrated data dir (second start; first ${fmt(s.pglite.firstMs)} ms); ` +
+        `idle RSS ${fmt((s.pglite.rssIdleKiB ?? NaN) / 1024)} MiB after start, ${fmt((s.pglite.rssAfterKiB ?? NaN) / 1024)} MiB after the load`,
+    );
+  if (s.pg) startupLines.push(`PostgreSQL server: ready in ${fmt(s.pg.readyMs)} ms (cached, migrated database)`);
+
+  console.log(`\nAPI bench · ${machineLine}\n  ${cfg.quick ? "--quick: " : ""}${conditions}\n`);
+  console.log(plainTable(rows));
+  console.log(`\n  Targets`);
+  const w = Math.max(...tg.map((t) => t.name.length));
+  for (const t of tg)
+    console.log(
+      `  ${t.name.padEnd(w)}  ${t.status === "met" ? "met    " : t.status === "not met" ? "NOT MET" : "—      "}  ${t.measured}`,
+    );
+  for (const line of startupLines) console.log(`  ${line}`);
+  for (const note of report.notes) console.log(`  note: ${note}`);
+  if (report.failures.length) {
+    console.log(`\n  ${report.failures.length} row(s) FAILED (their figures are not usable):`);
+    for (const f of report.failures) console.log(`    ${f}`);
+  }
+
+  const md = [
+    `## API bench, ${m.date}`,
+    "",
+    `Machine: ${m.cpu}, nproc ${m.nproc}, ${m.memory} memory; Node ${m.node}; PostgreSQL ${m.postgres}; PGlite ${m.pglite}; commit ${m.commit}.`,
+    `Run: \`npm run bench${cfg.quick ? " -- --quick" : ""}\`: ${conditions}. Load generator, baselines, server and PostgreSQL share the machine's cores.`,
+    "",
+    mdTable(
+      HEAD.map((h, i) => (i === 0 ? "section" : h)),
+      rows,
+    ),
+    "",
+    mdTable(
+      ["target", "result", "measured"],
+      tg.map((t) => [t.name, t.status, t.measured]),
+    ),
+    "",
+    ...startupLines.map((l) => `- ${l}`),
+    ...report.notes.map((n) => `- note: ${n}`),
+    ...report.failures.map((f) => `- FAILED: ${f}`),
+    "",
+  ].join("\n");
+  console.log(`\n  Markdown (for bench/RESULTS.md; also in ${join(CACHE_DIR, "last-results.md")}):\n`);
+  console.log(md);
+  return md;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export async function apiBench(options = {}) {
+  const cfg = settings({ quick: Boolean(options.quick), seconds: options.seconds, concurrency: options.concurrency });
+  const resources = new Resources();
+  resources.install();
+  const report = new Report();
+  // One dataset key for the whole run, though the migrations may change while it runs.
+  const key = datasetKey();
+  const ctx = { cfg, resources, report, key, log: (line) => console.log(line), startup: {}, datasets: {} };
+  const t = performance.now();
+  try {
+    console.log(
+      `\nAPI bench: bulwark serve on ${cfg.postgres ? "PostgreSQL and " : ""}PGlite against baselines measured in this run` +
+        (cfg.quick ? " (--quick: short rows, indicative only)" : ""),
+    );
+    const busy = await cpuBusy(cfg.quick ? 500 : 1000);
+    if (busy > 0.1)
+      report.notes.push(
+        `the machine was ${Math.round(busy * 100)}% busy with other work when the run began: figures are noise`,
+      );
+    const bare = await startBaseline(resources, "bare");
+    try {
+      await throughputRow(ctx, {
+        key: "base.bare",
+        section: "baseline",
+        name: "bare node:http (fixed JSON)",
+        url: `${bare.base}/`,
+        headers: {},
+      });
+    } finally {
+      await stop(bare.child);
+    }
+    if (cfg.postgres)
+      // A PostgreSQL part that cannot go on (a cluster that does not start, ...) does not stop PGlite's.
+      await postgresPart(ctx).catch((err) =>
+        report.failures.push(`PostgreSQL part stopped: ${err.stack ?? err.message}`),
+      );
+    else
+      report.notes.push(
+        `PostgreSQL skipped: ${cfg.postgresSkipped}; its rows, the Fastify+pg baselines and their targets are not measured`,
+      );
+    await pglitePart(ctx);
+  } catch (err) {
+    report.failures.push(`the bench stopped: ${err.stack ?? err.message}`);
+  } finally {
+    await resources.cleanup();
+    resources.uninstall();
+  }
+  const md = output(ctx);
+  await mkdir(CACHE_DIR, { recursive: true });
+  await writeFile(join(CACHE_DIR, "last-results.md"), md);
+  console.log(`  (API bench: ${((performance.now() - t) / 1000).toFixed(0)} s)`);
+  if (report.failures.length) process.exitCode = 1;
+  return { report, failed: report.failures.length > 0 };
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href)
+  await apiBench({ quick: process.argv.includes("--quick") });
