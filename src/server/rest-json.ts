@@ -97,7 +97,31 @@ function timestampJson(ts: { seconds: bigint; nanos: number }, registry: Registr
   const seconds = Number(ts.seconds);
   if (seconds < MIN_TIMESTAMP_SECONDS || seconds > MAX_TIMESTAMP_SECONDS || !(ts.nanos >= 0 && ts.nanos <= 999_999_999))
     return reflectiveJson(TIMESTAMP_DESC!, ts, registry); // out of range: the same error toJson gives
-  return new Date(seconds * 1000 + Math.floor(ts.nanos / 1_000_000)).toISOString();
+  return isoMillis(seconds * 1000 + Math.floor(ts.nanos / 1_000_000));
+}
+
+const DAY_MS = 86_400_000;
+/** "YYYY-MM-DDT" by day number: a page's timestamps mostly share a few days. */
+const dayPrefixes = new Map<number, string>();
+const TWO_DIGITS = Array.from({ length: 60 }, (_, i) => String(i).padStart(2, "0"));
+const THREE_DIGITS = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, "0"));
+
+/** What Date.prototype.toISOString gives for years 0001–9999, without a Date per call. */
+export function isoMillis(ms: number): string {
+  const day = Math.floor(ms / DAY_MS);
+  let prefix = dayPrefixes.get(day);
+  if (prefix === undefined) {
+    prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+    if (dayPrefixes.size >= 4096) dayPrefixes.clear();
+    dayPrefixes.set(day, prefix);
+  }
+  let rest = ms - day * DAY_MS;
+  const hours = Math.floor(rest / 3_600_000);
+  rest -= hours * 3_600_000;
+  const minutes = Math.floor(rest / 60_000);
+  rest -= minutes * 60_000;
+  const secs = Math.floor(rest / 1000);
+  return `${prefix}${TWO_DIGITS[hours]}:${TWO_DIGITS[minutes]}:${TWO_DIGITS[secs]}.${THREE_DIGITS[rest - secs * 1000]}Z`;
 }
 let TIMESTAMP_DESC: DescMessage | undefined;
 

@@ -12,6 +12,7 @@ import { PGlite } from "@electric-sql/pglite";
 import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
 import { PreparedStatements } from "./prepared-statements.js";
+import { TYPE_PARSERS } from "./timestamps.js";
 import {
   dataDirKeyEncryptionKey,
   lockDataDir,
@@ -94,7 +95,7 @@ export function keyEncryptionKeyOf(db: Kysely<any>): Uint8Array {
 
 export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase> {
   if (opts.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10 });
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, types: TYPE_PARSERS });
     // An idle client can error (e.g. the server restarts); the pool replaces it.
     pool.on("error", () => {});
     if (opts.preparedStatements !== false) new PreparedStatements().attach(pool);

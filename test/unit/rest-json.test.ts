@@ -12,7 +12,7 @@ import {
   type JsonObject,
   type JsonValue,
 } from "@bufbuild/protobuf";
-import { toRestJson } from "../../src/server/rest-json.js";
+import { isoMillis, toRestJson } from "../../src/server/rest-json.js";
 import { MODULES } from "../../src/server/modules.js";
 
 // The mapping as it was written before the writers, kept here as the reference.
@@ -136,6 +136,15 @@ describe("REST JSON writers", () => {
       }
     }
     assert.ok(compared > outputs.size * 20, `compared ${compared}`);
+  });
+
+  it("formats timestamps as toISOString does, across the whole range", () => {
+    const next = random(99);
+    const min = Date.parse("0001-01-01T00:00:00.000Z");
+    const max = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+    const edges = [0, -1, 1, min, max, Date.UTC(2000, 1, 29, 23, 59, 59, 999), Date.UTC(1969, 11, 31, 23, 59, 59, 999)];
+    for (const ms of [...edges, ...Array.from({ length: 20_000 }, () => Math.floor(min + next() * (max - min)))])
+      assert.equal(isoMillis(ms), new Date(ms).toISOString(), String(ms));
   });
 
   it("writes an empty next_page_token not at all, and timestamps with three fractional digits", () => {
