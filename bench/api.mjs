@@ -57,7 +57,7 @@ function settings({ quick, seconds, concurrency }) {
     seconds: seconds ?? num("BENCH_SECONDS", quick ? 1 : 3),
     warmup: num("BENCH_WARMUP_SECONDS", quick ? 0.3 : 1),
     // per server, before its first row: the JIT and every cache warm, as in a server that has run a while
-    serverWarmup: num("BENCH_SERVER_WARMUP_SECONDS", quick ? 1 : 3),
+    serverWarmup: num("BENCH_SERVER_WARMUP_SECONDS", quick ? 2 : 8),
     concurrency: concurrency ?? num("BENCH_CONCURRENCY", 32),
     seqRuns,
     seqWarmup: Math.max(2, Math.round(seqRuns / 10)),
