@@ -1,7 +1,8 @@
-// What a caller may do, computed fresh for every request from its role bindings: a binding at
-// group G grants its role's capabilities on G and everything beneath it. Nothing is cached and
-// nothing is taken from the token except narrowing (`caps`, `scopes`), so a new or deleted
-// binding, a changed role or a deleted identity takes effect on the next request.
+// What a caller may do, from its role bindings: a binding at group G grants its role's
+// capabilities on G and everything beneath it. Nothing is taken from the token except narrowing
+// (`caps`, `scopes`). The authorizer (auth/authorizer.ts) caches the bindings only for as long as
+// the database's authorization change counter is unchanged, so a new or deleted binding, a
+// changed role or a deleted identity takes effect on the next request.
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { notFound, permissionDenied } from "./errors.js";
 import { isAncestorOrSelf } from "./uidp.js";
