@@ -13,72 +13,24 @@
 // (PGlite only), BENCH_QUERYBATCH_RUNS (default 20), BENCH_QUERYBATCH_SECONDS (default 15: the
 // most time the querybatch runs may take per backend), PG_BIN (as for scripts/pg-temp.sh).
 import http from "node:http";
-import net from "node:net";
-import { execFile, execFileSync, spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import { join, relative } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { promisify } from "node:util";
+import { pathToFileURL } from "node:url";
 import { cpuBusy } from "./registry.mjs";
+import { BULWARK, HERE, PG_BIN, PG_TEMP, ROOT, childEnv, freePort, json, run, send, sleep, stop } from "./lib.mjs";
 
-const HERE = fileURLToPath(new URL(".", import.meta.url));
-const ROOT = join(HERE, "..");
-const BULWARK = join(ROOT, "bin", "bulwark.js");
 const LOAD = join(HERE, "advisories-load.mjs");
-const PG_TEMP = join(ROOT, "scripts", "pg-temp.sh");
-const PG_BIN = process.env.PG_BIN ?? "/usr/lib/postgresql/15/bin";
 const CORPUS =
   process.env.BENCH_ADVISORIES_CORPUS ?? join(ROOT, "..", "shared", "data", "wolfi-advisories", "advisories");
 const EXPECTED_ADVISORIES = 20_770; // the corpus's README
 const BATCH_QUERIES = 1000;
 const QUERYBATCH_TARGET_MS = 500; // on PostgreSQL (the issue's target)
 const LIST = "/vulnerabilities/v2beta1/advisories";
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const run = promisify(execFile);
-
-async function freePort() {
-  const server = net.createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address();
-  server.close();
-  return port;
-}
-
-/** The environment for a child: none of the caller's Bulwark settings (a DATABASE_URL would turn PGlite off). */
-function childEnv(extra = {}) {
-  const env = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith("BULWARK_") || k === "DATABASE_URL") delete env[k];
-  return { ...env, ...extra };
-}
-
-/** A request from this process (setup and checks); resolves with status and body text. */
-async function send(url, { method = "GET", headers = {}, body } = {}) {
-  const res = await fetch(url, {
-    method,
-    headers: { ...headers, ...(body ? { "content-type": "application/json" } : {}) },
-    body,
-  });
-  return { status: res.status, text: await res.text() };
-}
-
-function json(res, what) {
-  if (res.status !== 200) throw new Error(`${what}: ${res.status} ${res.text.slice(0, 300)}`);
-  return JSON.parse(res.text);
-}
-
-async function stop(child) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, "exit");
-  child.kill("SIGTERM");
-  const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-  await exited;
-  clearTimeout(timer);
-}
 
 /** `bulwark serve` as a child process, ready (GET /healthz), with the operator's API token. */
 async function startBulwark({ label, dataDir, databaseUrl, env }) {

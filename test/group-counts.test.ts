@@ -10,14 +10,9 @@ import { createGroup, createRoleBinding } from "./support/fixtures.js";
 import { restClient } from "./support/http.js";
 import { workload } from "./support/principals.js";
 import { startTestServer, type TestServer } from "./support/server.js";
+import { seededRandom as random } from "./support/seeded.js";
 
 const G = "/iam/v2beta1/groups";
-
-/** A small seeded generator, so a failure replays. */
-function random(seed: number) {
-  let s = seed >>> 0;
-  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
-}
 
 for (const backend of backends()) {
   describe(`maintained group counts [${backend}]`, () => {

@@ -14,6 +14,7 @@ import {
 } from "@bufbuild/protobuf";
 import { isoMillis, toRestJson } from "../../src/server/rest-json.js";
 import { MODULES } from "../../src/server/modules.js";
+import { seededRandom as random } from "../support/seeded.js";
 
 // The mapping as it was written before the writers, kept here as the reference.
 const TIMESTAMP = "google.protobuf.Timestamp";
@@ -44,11 +45,6 @@ function reference(desc: DescMessage, message: unknown): JsonValue {
   if (token && json && typeof json === "object" && !Array.isArray(json) && json[token.jsonName] === "")
     delete json[token.jsonName];
   return json;
-}
-
-function random(seed: number) {
-  let s = seed >>> 0;
-  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
 }
 
 /** A random message of `desc`: every kind of field, set or not, nested to `depth`. */

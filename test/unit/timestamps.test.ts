@@ -5,13 +5,9 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import pg from "pg";
 import { parseTimestamptz } from "../../src/storage/timestamps.js";
+import { seededRandom as random } from "../support/seeded.js";
 
 const general = pg.types.getTypeParser(1184, "text") as (text: string) => unknown;
-
-function random(seed: number) {
-  let s = seed >>> 0;
-  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
-}
 
 const same = (text: string) => {
   const a = parseTimestamptz(text);
