@@ -217,7 +217,9 @@ export class TokenAuthorizer implements Authorizer {
       const pending = call.freshness;
       if (pending instanceof GrantsFreshness && pending.subject === subject && pending.epoch === cached.epoch)
         return cached;
-      if (readOnly && !pending) {
+      // Deferred only for the call's own method: an adapter's nested authorization (authorizeAs)
+      // inside a write must not make invoke run that write again.
+      if (readOnly && !pending && call.access === undefined) {
         call.freshness = new GrantsFreshness(subject, cached.epoch);
         return cached;
       }
