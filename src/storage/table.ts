@@ -1,7 +1,15 @@
 // Operations every aggregate's table shares: get by uid, read-modify-write under a row lock,
 // and delete that refuses while anything still references the row.
 // Generic over a module's tables (DB): any table with a text `uid` primary key qualifies.
-import { sql, type Kysely, type RawBuilder, type Selectable, type Transaction, type Updateable } from "kysely";
+import {
+  CompiledQuery,
+  sql,
+  type Kysely,
+  type RawBuilder,
+  type Selectable,
+  type Transaction,
+  type Updateable,
+} from "kysely";
 import type { Freshness } from "../core/service.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "./errors.js";
 import type { DeleteResult } from "./results.js";
@@ -46,12 +54,43 @@ export async function getByUid<DB, T extends keyof DB & string>(
   uid: string,
   freshness?: Freshness,
 ): Promise<Selectable<DB[T]> | undefined> {
-  const query = (db as AnyDb)
-    .selectFrom(table as string)
-    .selectAll()
-    .where("uid", "=", uid);
-  const row = (await withFreshnessProbe(query, freshness).executeTakeFirst()) as Record<string, unknown> | undefined;
+  const { rows } = await (db as AnyDb).executeQuery<Record<string, unknown>>(
+    CompiledQuery.raw(getByUidSql(db as AnyDb, table, freshnessProbe(freshness)), [uid]),
+  );
+  const row = rows[0];
   return (row && takeFreshness(row, freshness)) as Selectable<DB[T]> | undefined;
+}
+
+/**
+ * The statement of getByUid for a table, with or without a probe, built by Kysely once: the
+ * hottest read of all (every Get) then skips building and compiling the same query each time.
+ */
+const getByUidStatements = new WeakMap<object, Map<string, string>>();
+const probeIds = new WeakMap<object, number>();
+let probeCount = 0;
+/** Probes are long-lived expressions (the authorizer has one): each gets a number for the key. */
+function probeId(probe: object): number {
+  let id = probeIds.get(probe);
+  if (id === undefined) probeIds.set(probe, (id = ++probeCount));
+  return id;
+}
+function getByUidSql(db: AnyDb, table: string, probe: RawBuilder<unknown> | undefined): string {
+  // Keyed by the query compiler (one per Kysely instance and its transactions alike).
+  const compiler = db.getExecutor().adapter as object;
+  let byTable = getByUidStatements.get(compiler);
+  if (!byTable) getByUidStatements.set(compiler, (byTable = new Map()));
+  const key = probe ? `${table}\u0000${probeId(probe)}` : table;
+  let text = byTable.get(key);
+  if (text === undefined) {
+    const query = withFreshnessProbe(
+      db.selectFrom(table).selectAll().where("uid", "=", ""),
+      probe && { probe, report() {} },
+    );
+    const compiled = query.compile();
+    if (compiled.parameters.length !== 1) throw new Error(`getByUid(${table}): expected one parameter`);
+    byTable.set(key, (text = compiled.sql));
+  }
+  return text;
 }
 
 /**
