@@ -131,8 +131,8 @@ export class Access {
 
   can(caps: readonly number[], uid: string): boolean {
     if (this.grants === "all") return true;
-    const held = this.capabilitiesAt(uid);
-    return caps.every((c) => held.has(c));
+    const grants = this.grants;
+    return caps.every((c) => grants.some((g) => g.capabilities.has(c) && covers(g.at, uid)));
   }
 
   /** Whether any binding of the caller covers `uid` at all. */

@@ -50,6 +50,17 @@ describe("LruCache", () => {
     assert.equal(lru.get("a"), undefined);
     assert.throws(() => new LruCache(0));
   });
+
+  it("keeps a used entry for at least half its capacity of new ones, and never more than its capacity", () => {
+    const lru = new LruCache<number, number>(100);
+    for (let i = 0; i < 100; i++) lru.set(i, i);
+    for (let round = 0; round < 20; round++) {
+      assert.equal(lru.get(0), 0, `round ${round}: the hot entry is still there`);
+      for (let i = 0; i < 50; i++) lru.set(1000 + round * 50 + i, i);
+      assert.ok(lru.size <= 100);
+    }
+    assert.equal(lru.get(1), undefined, "a cold entry was forgotten");
+  });
 });
 
 describe("verified-token cache", () => {
