@@ -168,7 +168,7 @@ export function registerServerCommands(program: Command): void {
         .argParser(parsePort),
     )
     .addOption(
-      new Option("--registry-gc-every <duration>", "commaList registry garbage this often (e.g. 6h); default: never")
+      new Option("--registry-gc-every <duration>", "collect registry garbage this often (e.g. 6h); default: never")
         .env("BULWARK_REGISTRY_GC_EVERY")
         .argParser(parseDuration),
     )
