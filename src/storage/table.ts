@@ -7,6 +7,7 @@ import {
   type Kysely,
   type RawBuilder,
   type Selectable,
+  type SelectQueryBuilder,
   type Transaction,
   type Updateable,
 } from "kysely";
@@ -23,7 +24,7 @@ type AnyDb = Kysely<any>;
 const FRESHNESS_COLUMN = "__freshness";
 
 /** The probe to select beside a read's data, when the call has one (see CallContext.freshness). */
-export function freshnessProbe(freshness: Freshness | undefined): RawBuilder<unknown> | undefined {
+function freshnessProbe(freshness: Freshness | undefined): RawBuilder<unknown> | undefined {
   return freshness?.probe as RawBuilder<unknown> | undefined;
 }
 
@@ -35,12 +36,18 @@ export function takeFreshness<Row extends Record<string, unknown>>(row: Row, fre
   return data as Row;
 }
 
-/** Selects `probe` as the freshness column (see takeFreshness). */
-export function withFreshnessProbe<QB extends import("kysely").SelectQueryBuilder<any, any, any>>(
+/** Selects the call's probe, if any, as the freshness column (see takeFreshness). */
+export function withFreshnessProbe<QB extends SelectQueryBuilder<any, any, any>>(
   query: QB,
   freshness: Freshness | undefined,
 ): QB {
-  const probe = freshnessProbe(freshness);
+  return withProbe(query, freshnessProbe(freshness));
+}
+
+function withProbe<QB extends SelectQueryBuilder<any, any, any>>(
+  query: QB,
+  probe: RawBuilder<unknown> | undefined,
+): QB {
   return probe ? (query.select(probe.as(FRESHNESS_COLUMN)) as QB) : query;
 }
 
@@ -82,10 +89,7 @@ function getByUidSql(db: AnyDb, table: string, probe: RawBuilder<unknown> | unde
   const key = probe ? `${table}\u0000${probeId(probe)}` : table;
   let text = byTable.get(key);
   if (text === undefined) {
-    const query = withFreshnessProbe(
-      db.selectFrom(table).selectAll().where("uid", "=", ""),
-      probe && { probe, report() {} },
-    );
+    const query = withProbe(db.selectFrom(table).selectAll().where("uid", "=", ""), probe);
     const compiled = query.compile();
     if (compiled.parameters.length !== 1) throw new Error(`getByUid(${table}): expected one parameter`);
     byTable.set(key, (text = compiled.sql));
