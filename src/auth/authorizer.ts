@@ -200,10 +200,10 @@ export class TokenAuthorizer implements Authorizer {
     if (verified.subject === OPERATOR_SUBJECT)
       return Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }, narrowing);
     const entry = await this.grantsOf(verified.subject, call, readOnly);
-    const all = this.sharedGrants.length ? [...entry.grants, ...this.sharedGrants] : entry.grants;
+    const all = () => (this.sharedGrants.length ? [...entry.grants, ...this.sharedGrants] : entry.grants);
     // Most tokens narrow nothing: their Access is the same for every request while the grants hold.
-    if (!caps && !verified.scopes) return (entry.unnarrowed ??= Access.fromGrants(entry.principal, all));
-    return Access.fromGrants(entry.principal, all, narrowing);
+    if (!caps && !verified.scopes) return (entry.unnarrowed ??= Access.fromGrants(entry.principal, all()));
+    return Access.fromGrants(entry.principal, all(), narrowing);
   }
 
   /**

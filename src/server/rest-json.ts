@@ -18,6 +18,7 @@ import {
   type MessageShape,
   type Registry,
 } from "@bufbuild/protobuf";
+import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 
 const TIMESTAMP = "google.protobuf.Timestamp";
 
@@ -96,7 +97,7 @@ function writerOf(desc: DescMessage): Writer {
 function timestampJson(ts: { seconds: bigint; nanos: number }, registry: Registry | undefined): JsonValue {
   const seconds = Number(ts.seconds);
   if (seconds < MIN_TIMESTAMP_SECONDS || seconds > MAX_TIMESTAMP_SECONDS || !(ts.nanos >= 0 && ts.nanos <= 999_999_999))
-    return reflectiveJson(TIMESTAMP_DESC!, ts, registry); // out of range: the same error toJson gives
+    return reflectiveJson(TimestampSchema, ts, registry); // out of range: the same error toJson gives
   return isoMillis(seconds * 1000 + Math.floor(ts.nanos / 1_000_000));
 }
 
@@ -123,7 +124,6 @@ export function isoMillis(ms: number): string {
   const secs = Math.floor(rest / 1000);
   return `${prefix}${TWO_DIGITS[hours]}:${TWO_DIGITS[minutes]}:${TWO_DIGITS[secs]}.${THREE_DIGITS[rest - secs * 1000]}Z`;
 }
-let TIMESTAMP_DESC: DescMessage | undefined;
 
 function scalarWriter(field: DescField & { scalar: ScalarType }): (v: any) => JsonValue {
   switch (field.scalar) {
@@ -166,10 +166,7 @@ function valueWriter(
 }
 
 function compileWriter(desc: DescMessage): Writer {
-  if (desc.typeName === TIMESTAMP) {
-    TIMESTAMP_DESC = desc;
-    return (m, r) => timestampJson(m, r);
-  }
+  if (desc.typeName === TIMESTAMP) return (m, r) => timestampJson(m, r);
   if (desc.typeName.startsWith("google.protobuf.")) return (m, r) => reflectiveJson(desc, m, r);
   if (desc.fields.some((f) => f.presence !== IMPLICIT && f.presence !== 1)) return (m, r) => reflectiveJson(desc, m, r);
   const steps = [...desc.fields]

@@ -82,7 +82,7 @@ function probeId(probe: object): number {
   return id;
 }
 function getByUidSql(db: AnyDb, table: string, probe: RawBuilder<unknown> | undefined): string {
-  // Keyed by the query compiler (one per Kysely instance and its transactions alike).
+  // Keyed by the dialect's adapter (one per Kysely instance, shared by its transactions).
   const compiler = db.getExecutor().adapter as object;
   let byTable = getByUidStatements.get(compiler);
   if (!byTable) getByUidStatements.set(compiler, (byTable = new Map()));
