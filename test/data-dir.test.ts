@@ -278,6 +278,27 @@ describe("data directories and keys at rest", { concurrency: true }, () => {
       assertNowhereInFiles(dir, await privateD(dir));
     });
 
+    it("SIGTERM while the server starts: it finishes starting, then closes cleanly (exit 0, lock released, no temporary files)", async () => {
+      const dir = freshDir();
+      const starting = cli(["serve", "--port", "0", "--data-dir", dir]);
+      // The lock is taken first; the new database is made after it (seconds): stop in between.
+      while (!existsSync(join(dir, LOCK_FILE))) {
+        assert.equal(starting.child.exitCode, null, starting.output());
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.doesNotMatch(starting.output(), /bulwark listening on/);
+      assert.equal(await stop(starting), 0, starting.output());
+      assert.match(starting.output(), /shutting down/);
+      assert.equal(existsSync(join(dir, LOCK_FILE)), false, `released: ${starting.output()}`);
+      assert.deepEqual(
+        readdirSync(dir).filter((name) => name.endsWith(".tmp")),
+        [],
+      );
+      const again = await serve(dir);
+      assert.doesNotMatch(again.output(), /stale lock/);
+      assert.equal(await stop(again), 0, again.output());
+    });
+
     it("admin token during a server's start waits for its key instead of opening the database", async () => {
       const dir = freshDir();
       const port = await freePort();

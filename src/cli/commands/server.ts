@@ -326,7 +326,33 @@ export function registerServerCommands(program: Command): void {
           sensitive: chosen(opts.rateLimitSensitive, DEFAULT_RATE_LIMITS.sensitive),
           failedAuthentication: chosen(opts.rateLimitFailedAuth, DEFAULT_RATE_LIMITS.failedAuthentication),
         };
-        const server = await startServer({
+        // Signals are handled from here on: a stop asked for while the server starts (it may be
+        // opening the database, or recording its URLs after it began answering) waits for that to
+        // end, then closes as usual, so the database shuts down cleanly and its lock is released.
+        // A second signal does not wait.
+        let server: Awaited<ReturnType<typeof startServer>> | undefined;
+        let stopping = false;
+        const closeAndExit = async (running: NonNullable<typeof server>) => {
+          try {
+            await running.close();
+            process.exit(0);
+          } catch (err) {
+            logger.error({ err }, "error during shutdown");
+            process.exit(1);
+          }
+        };
+        const stop = (signal: string) => {
+          if (stopping) {
+            logger.warn({ signal }, "stopping at once");
+            process.exit(1);
+          }
+          stopping = true;
+          logger.info({ signal }, "shutting down");
+          if (server) void closeAndExit(server); // else once startServer is done, below
+        };
+        process.on("SIGTERM", () => stop("SIGTERM"));
+        process.on("SIGINT", () => stop("SIGINT"));
+        server = await startServer({
           ...opts,
           defaultUpstream,
           keyEncryptionKey,
@@ -349,21 +375,7 @@ export function registerServerCommands(program: Command): void {
           `bulwark listening on ${server.url}` +
             (server.registryPort === undefined ? "" : ` (registry also on port ${server.registryPort})`),
         );
-        let stopping = false;
-        const stop = async (signal: string) => {
-          if (stopping) return;
-          stopping = true;
-          logger.info({ signal }, "shutting down");
-          try {
-            await server.close();
-            process.exit(0);
-          } catch (err) {
-            logger.error({ err }, "error during shutdown");
-            process.exit(1);
-          }
-        };
-        process.on("SIGTERM", () => void stop("SIGTERM"));
-        process.on("SIGINT", () => void stop("SIGINT"));
+        if (stopping) await closeAndExit(server);
       },
     );
 
