@@ -1,3 +1,3 @@
 #!/usr/bin/env node
-// Runs the compiled CLI (npm run build writes dist/).
-import "../dist/cli/main.js";
+// Runs the CLI as `npm run build` bundled it (dist/bundle; scripts/bundle.mjs says why a bundle).
+import "../dist/bundle/main.js";

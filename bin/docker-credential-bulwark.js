@@ -1,4 +1,4 @@
 #!/usr/bin/env node
 // docker's credential helper for the bulwark registry (`bulwark auth configure-docker` sets it up);
-// runs the compiled helper (npm run build writes dist/).
-import "../dist/cli/docker-credential.js";
+// runs the helper as `npm run build` bundled it (dist/bundle).
+import "../dist/bundle/docker-credential.js";

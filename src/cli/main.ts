@@ -25,4 +25,10 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+// `bulwark ... | head`: the reader went away, so there is nobody to tell; stop quietly, as Unix tools do.
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(EXIT_OK);
+  throw err;
+});
+
 process.exitCode = await main(process.argv);

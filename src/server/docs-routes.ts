@@ -4,12 +4,11 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { FastifyInstance } from "fastify";
+import { PACKAGE_ROOT as ROOT } from "../platform/package-files.js";
 import { MODULES } from "./modules.js";
 import { openApiDocument } from "./openapi.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const OPENAPI_FILE = join(ROOT, "openapi", "openapi.json");
 
 /** The document for the registered modules, as the committed file holds it. */

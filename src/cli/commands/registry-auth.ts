@@ -8,7 +8,6 @@ import { constants } from "node:fs";
 import { access, chmod, mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { toJson } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
@@ -21,6 +20,7 @@ import {
 } from "../../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
+import { PACKAGE_ROOT } from "../../platform/package-files.js";
 import { clientCommand, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
@@ -32,7 +32,7 @@ import { deleteIdentityWithBindings } from "./identities.js";
 
 /** The helper docker runs is `docker-credential-<this>`; the package installs it next to `bulwark`. */
 export const CREDENTIAL_HELPER = "bulwark";
-const BIN_DIR = fileURLToPath(new URL("../../../bin", import.meta.url));
+const BIN_DIR = join(PACKAGE_ROOT, "bin");
 
 /**
  * Pull tokens' issuers: this prefix and the token's id. `.invalid` never resolves (RFC 2606), so
