@@ -48,10 +48,19 @@ export async function listResponse<D extends DescMessage, Row extends Record<str
   validateUidpFilter(request.uidp);
   const plan = await planPage(lists, resource, request, filterFingerprint(schema, request));
   const visibility = call.visibility ?? [];
-  const visible = () => restrictToVisible(options.query(), visibility, resource.sharedRoots ?? false);
+  const seesAllOf = (subtree: string) =>
+    visibility === "all" || visibility.some((root) => isAncestorOrSelf(root, subtree));
+  // Every row a children_of or descendants_of filter lets through lies in that uid's subtree (a
+  // UIDP child's uid extends its parent's). When the caller sees all of it, restricting to its
+  // visibility again changes nothing, and would keep PostgreSQL from reading the filter's index in
+  // order: a workload's page of 50 children then cost a sort of all 1,250.
+  const confinedTo = request.uidp?.childrenOf || request.uidp?.descendantsOf;
+  const visible =
+    confinedTo && seesAllOf(confinedTo)
+      ? options.query
+      : () => restrictToVisible(options.query(), visibility, resource.sharedRoots ?? false);
   const maintained = options.maintainedCount;
-  const seesAll =
-    maintained && (visibility === "all" || visibility.some((root) => isAncestorOrSelf(root, maintained.subtree)));
+  const seesAll = maintained && seesAllOf(maintained.subtree);
   const page = await finishPage(
     lists,
     plan,
