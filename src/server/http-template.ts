@@ -12,6 +12,11 @@ export interface CompiledTemplate {
   literalLength: number;
   wildcards: number;
   hasVerb: boolean;
+  /**
+   * The path's leading segments that are plain literals, as a matching path has them verbatim
+   * (a literal segment carrying the custom verb is not among them): for indexing routes.
+   */
+  leadingLiterals: string[];
 }
 
 function escapeRegex(s: string): string {
@@ -82,7 +87,13 @@ export function compileTemplate(template: string): CompiledTemplate {
     }
   });
   if (verb) pattern += ":" + escapeRegex(verb);
+  const leadingLiterals: string[] = [];
+  for (const [index, seg] of segments.entries()) {
+    if (seg.startsWith("{") || seg === "*" || seg === "**" || (verb && index === segments.length - 1)) break;
+    leadingLiterals.push(seg);
+  }
   return {
+    leadingLiterals,
     source: template,
     regex: new RegExp("^" + pattern + "$"),
     variables,
