@@ -59,11 +59,13 @@ export class TokenIssuer {
   /** the imported key set, rebuilt only when the published keys change */
   #jwks: { source: readonly PublishedKey[]; verify: ReturnType<typeof createLocalJWKSet> } | undefined;
   /**
-   * Tokens already verified, by audience and text, with the key that signed them. An entry is
-   * used only before the token's `exp` and while its key is still published, so a cached answer
-   * is one a fresh verification would give (signature, issuer, audience and claims cannot change).
+   * Tokens already verified, by text, with the audience they were verified for and the key that
+   * signed them. An entry is used only for that audience, before the token's `exp` and while its
+   * key is still published, so a cached answer is one a fresh verification would give (signature,
+   * issuer, audience and claims cannot change). Keyed by the text alone: a key joined from audience
+   * and token is a new string to hash on every request.
    */
-  readonly #verified = new LruCache<string, { token: VerifiedToken; kid: string | undefined }>(
+  readonly #verified = new LruCache<string, { audience: string; token: VerifiedToken; kid: string | undefined }>(
     VERIFIED_TOKEN_CACHE_SIZE,
   );
 
@@ -97,15 +99,14 @@ export class TokenIssuer {
 
   /** Verifies one of our tokens for `audience`; anything wrong is UNAUTHENTICATED. */
   async verify(token: string, audience: string): Promise<VerifiedToken> {
-    const cacheKey = `${audience} ${token}`;
-    const cached = this.#verified.get(cacheKey);
-    if (cached) {
+    const cached = this.#verified.get(token);
+    if (cached?.audience === audience) {
       if (this.now().getTime() < cached.token.expiry.getTime() && (await this.isPublished(cached.kid)))
         return cached.token;
-      this.#verified.delete(cacheKey);
+      this.#verified.delete(token);
     }
     const verified = await this.verifyNow(token, audience);
-    this.#verified.set(cacheKey, verified);
+    this.#verified.set(token, { audience, ...verified });
     return verified.token;
   }
 
