@@ -38,4 +38,37 @@ for (const backend of backends().filter((b) => b === "postgres")) {
       for (const res of await burst()) assert.equal(res.status, 200);
     });
   });
+
+  describe(`prepared statements, on and off [${backend}]`, () => {
+    /** The server's statements prepared on its pool's connections (asked on several at once). */
+    async function preparedOnPool(server: TestServer): Promise<number> {
+      const counts = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          sql<{ n: string }>`select count(*) as n from pg_prepared_statements where name like 'bulwark\_%'`
+            .execute(server.db)
+            .then((r) => Number(r.rows[0]!.n)),
+        ),
+      );
+      return Math.max(...counts);
+    }
+
+    for (const preparedStatements of [true, false]) {
+      it(`${preparedStatements ? "on (the default)" : "off (--no-prepared-statements)"}: requests answer; named statements ${preparedStatements ? "are" : "are never"} prepared`, async () => {
+        const server = await startTestServer(backend, preparedStatements ? {} : { preparedStatements: false });
+        try {
+          const api = restClient(server.url, server.operatorToken);
+          const org = await createGroup(api, undefined, "prepared-flag");
+          const gets = await Promise.all(Array.from({ length: 20 }, () => api.get(`${G}/${org.uid}`)));
+          for (const res of gets) assert.equal(res.status, 200);
+          const list = await api.get(`${G}?uidp.descendants_of=${org.uid}`);
+          assert.equal(list.body.totalCount, "1");
+          const prepared = await preparedOnPool(server);
+          if (preparedStatements) assert.ok(prepared > 0, "some connection holds named statements");
+          else assert.equal(prepared, 0);
+        } finally {
+          await server.close();
+        }
+      });
+    }
+  });
 }

@@ -81,6 +81,8 @@ export interface TestServerOptions {
   advisories?: AdvisorySettings;
   /** organizations written into the database before the server starts, with uids of the test's choosing */
   rootGroups?: { uid: string; name: string }[];
+  /** PostgreSQL: named prepared statements (default on; off as `--no-prepared-statements`) */
+  preparedStatements?: boolean;
   /** {auth_url} and {base_url} (default: the server's own URL); replicas of one platform share them */
   publicUrls?: { issuerUrl: string; apiUrl: string };
   /** run as another replica on this server's database (postgres only; closing it leaves the database) */
@@ -107,6 +109,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     registry: options.registry,
     registryPort: options.registryPort,
     advisories: options.advisories,
+    preparedStatements: options.preparedStatements,
     ...options.publicUrls,
   };
   if (backend === "pglite") {
