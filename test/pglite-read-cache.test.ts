@@ -104,6 +104,13 @@ describe("PGlite read cache", () => {
     }
   });
 
+  it("does not keep reads as of a time (a parameter that is a Date)", async () => {
+    const asOf = (t: Date) => sql`select count(*) as n from cache_probe where ${t} > '2000-01-01'`.execute(db);
+    const t = new Date();
+    await asOf(t);
+    assert.equal((await reaching(() => asOf(t))).reached, 1);
+  });
+
   it("keys answers by parameters", async () => {
     const byId = (id: number) => db.selectFrom("cache_probe").select("label").where("id", "=", id).execute();
     assert.deepEqual(await byId(1), [{ label: "one" }]);

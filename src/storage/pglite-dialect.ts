@@ -65,7 +65,11 @@ class StatementKinds {
   }
 }
 
-/** The cache key of a statement with its parameters; undefined when a parameter has no exact text form. */
+/**
+ * The cache key of a statement with its parameters; undefined when a parameter has no exact text
+ * form, or is a time: those are reads "as of now" (an expiry, a session's validity) that never
+ * come again with the same value, and would only push useful entries out.
+ */
 function cacheKey(sqlText: string, parameters: readonly unknown[]): string | undefined {
   let key = sqlText;
   for (const p of parameters) {
@@ -75,7 +79,6 @@ function cacheKey(sqlText: string, parameters: readonly unknown[]): string | und
     else if (typeof p === "bigint") key += `\u0000i${p}`;
     else if (typeof p === "boolean") key += `\u0000b${p}`;
     else if (p === null || p === undefined) key += "\u0000z";
-    else if (p instanceof Date) key += `\u0000d${p.getTime()}`;
     else return undefined;
   }
   return key;
