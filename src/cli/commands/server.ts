@@ -329,7 +329,8 @@ export function registerServerCommands(program: Command): void {
         // Signals are handled from here on: a stop asked for while the server starts (it may be
         // opening the database, or recording its URLs after it began answering) waits for that to
         // end, then closes as usual, so the database shuts down cleanly and its lock is released.
-        // A second signal does not wait.
+        // Repeats are ignored: Ctrl-C under `npm start` delivers SIGINT twice (the terminal's, and
+        // npm's forwarded one).
         let server: Awaited<ReturnType<typeof startServer>> | undefined;
         let stopping = false;
         const closeAndExit = async (running: NonNullable<typeof server>) => {
@@ -342,10 +343,7 @@ export function registerServerCommands(program: Command): void {
           }
         };
         const stop = (signal: string) => {
-          if (stopping) {
-            logger.warn({ signal }, "stopping at once");
-            process.exit(1);
-          }
+          if (stopping) return;
           stopping = true;
           logger.info({ signal }, "shutting down");
           if (server) void closeAndExit(server); // else once startServer is done, below
