@@ -67,7 +67,7 @@ export interface DatabaseOptions {
  * touches all of them when it opens, so this is ~90 MB less resident memory for the embedded
  * server; the operating system's file cache still holds what does not fit.
  */
-export async function pgliteOptions(): Promise<PGliteOptions> {
+async function pgliteOptions(): Promise<PGliteOptions> {
   return {
     startParams: [...PGlite.defaultStartParams, "-c", "shared_buffers=32MB"],
     pgliteWasmModule: await pgliteWasmModule(),
