@@ -7,6 +7,8 @@
 //   - every such item comes exactly once (order_by=uid and the default order), and a walk with
 //     `skip` on every page returns exactly the modelled slices and `skipped`;
 //   - totalCount is the number of visible items, on every page;
+//   - filtered by children_of or descendants_of a random group (visible or not), exactly the
+//     visible items under it;
 //   - nothing from a tree the principal has no binding in ever appears.
 // Earlier rounds' trees stay in the database as noise. The PRNG is seeded: the seed is printed,
 // and BULWARK_TEST_SEED=<seed> replays a run (BULWARK_TEST_ROUNDS changes the number of rounds).
@@ -227,6 +229,7 @@ for (const backend of backends()) {
       orderBy: string | undefined,
       skip: number,
       where: string,
+      filter: Record<string, string> = {},
     ): Promise<Json[]> {
       const pages: Json[] = [];
       let token: string | undefined;
@@ -235,7 +238,7 @@ for (const backend of backends()) {
           await page(
             api,
             list,
-            { page_size: pageSize, order_by: orderBy, skip: skip || undefined, page_token: token },
+            { ...filter, page_size: pageSize, order_by: orderBy, skip: skip || undefined, page_token: token },
             `${where}, page ${pages.length + 1}`,
           ),
         );
@@ -300,6 +303,23 @@ for (const backend of backends()) {
             `${where}: skip ${skip} on every page`,
           );
           for (const p of skipped) assert.equal(p.totalCount, total, `${where}: totalCount with skip`);
+
+          // children_of or descendants_of a random group, visible or not: the visible items under it
+          // (a UIDP item's parent is its uid without the last segment)
+          const anchor = rng.pick([...world.groups]);
+          const children = rng.chance(0.5);
+          const under = (uid: string) =>
+            children ? uid.slice(0, Math.max(0, uid.lastIndexOf("/"))) === anchor : isAncestorOrSelf(anchor, uid);
+          const name = children ? "uidp.children_of" : "uidp.descendants_of";
+          const filtered = expected.filter(under);
+          const fwhere = `${where}, ${name}=${anchor}`;
+          const fpages = await walk(api, list, pageSize, "uid", 0, fwhere, { [name]: anchor });
+          assert.deepEqual(
+            fpages.flatMap((p) => p.items.map((x: Json) => x.uid as string)),
+            filtered,
+            fwhere,
+          );
+          for (const p of fpages) assert.equal(p.totalCount, String(filtered.length), `${fwhere}: totalCount`);
         }
       } catch (err) {
         if (err instanceof Error) err.message = `${context} ${err.message}\n(replay: BULWARK_TEST_SEED=${SEED})`;
