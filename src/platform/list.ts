@@ -14,7 +14,13 @@ import {
   type ListResponse,
 } from "../core/list.js";
 import type { UIDPFilter } from "../gen/platform/common/v1/uidp.platform_pb.js";
-import { fetchPage, restrictToVisible, type BaseQuery, type CountQuery } from "../storage/list-query.js";
+import {
+  confinedSubtree,
+  fetchPage,
+  restrictToVisible,
+  type BaseQuery,
+  type CountQuery,
+} from "../storage/list-query.js";
 import { isAncestorOrSelf } from "../core/uidp.js";
 
 export interface ListOptions<D extends DescMessage, Row extends Record<string, unknown>, Item> {
@@ -50,11 +56,10 @@ export async function listResponse<D extends DescMessage, Row extends Record<str
   const visibility = call.visibility ?? [];
   const seesAllOf = (subtree: string) =>
     visibility === "all" || visibility.some((root) => isAncestorOrSelf(root, subtree));
-  // Every row a children_of or descendants_of filter lets through lies in that uid's subtree (a
-  // UIDP child's uid extends its parent's). When the caller sees all of it, restricting to its
-  // visibility again changes nothing, and would keep PostgreSQL from reading the filter's index in
-  // order: a workload's page of 50 children then cost a sort of all 1,250.
-  const confinedTo = request.uidp?.childrenOf || request.uidp?.descendantsOf;
+  // When the caller sees all of the subtree the filter confines the rows to, restricting them to
+  // its visibility again changes nothing, and would keep PostgreSQL from reading the filter's
+  // index in order: a workload's page of 50 children then cost a sort of all 1,250.
+  const confinedTo = confinedSubtree(request.uidp);
   const visible =
     confinedTo && seesAllOf(confinedTo)
       ? options.query

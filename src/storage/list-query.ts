@@ -114,6 +114,14 @@ export function restrictToVisible<QB extends SelectQueryBuilder<any, any, any>>(
 }
 
 /**
+ * The uid whose subtree holds every row `applyUidpFilter` lets through, when the filter confines
+ * them to one: children_of or descendants_of (a UIDP child's uid extends its parent's).
+ */
+export function confinedSubtree(filter: UIDPFilter | undefined): string | undefined {
+  return filter?.childrenOf || filter?.descendantsOf || undefined;
+}
+
+/**
  * Applies a UIDPFilter (validated by core/list.ts's validateUidpFilter) to a query over a table
  * with `uid` and `parent_uid` columns. descendants_of and ancestors_of include the named uid.
  */

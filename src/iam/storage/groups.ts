@@ -2,7 +2,7 @@
 // database itself refuses orphans and deletes of non-empty groups, even under concurrency.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { sql, type Kysely } from "kysely";
-import { applyUidpFilter } from "../../storage/list-query.js";
+import { applyUidpFilter, confinedSubtree } from "../../storage/list-query.js";
 import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
@@ -105,7 +105,7 @@ export class GroupsRepository extends IamRepository {
     const f = filter.uidp;
     if (!f || filter.name !== "" || f.ancestorsOf !== "" || f.inRoot || f.ids.length > 0) return undefined;
     if ((f.childrenOf === "") === (f.descendantsOf === "")) return undefined; // neither, or both
-    const subtree = f.childrenOf || f.descendantsOf;
+    const subtree = confinedSubtree(f)!;
     // descendants_of includes the group itself
     const count = f.childrenOf ? sql<string>`children` : sql<string>`descendants + 1`;
     const db = this.db as unknown as Kysely<{ group_counts: GroupCountsTable }>;
