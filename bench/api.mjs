@@ -183,34 +183,9 @@ class Report {
   }
 }
 
-async function throughputRow(ctx, { key, section, name, token, url, headers, vs }) {
-  const { resources, cfg, report } = ctx;
-  process.stdout.write(`  ${section} · ${name}${token ? ` (${token})` : ""} … `);
-  const r = await load(resources, {
-    mode: "http",
-    url,
-    headers,
-    connections: cfg.concurrency,
-    seconds: cfg.seconds,
-    warmup: cfg.warmup,
-  });
-  const failed = Boolean(r.failed || r.non2xx || r.errors);
-  const row = report.add({
-    key,
-    section,
-    name,
-    token,
-    kind: "throughput",
-    conns: cfg.concurrency,
-    rps: r.rps,
-    p50: r.p50,
-    p99: r.p99,
-    vs,
-    failed,
-    error: failed ? (r.firstError ?? JSON.stringify(r.statusCodes)) : undefined,
-  });
-  console.log(failed ? `FAILED: ${row.error}` : `${fmt(r.rps)} req/s, p50 ${ms(r.p50)} / p99 ${ms(r.p99)} ms`);
-  return row;
+/** One throughput row: `spec` (key, section, name, token, url, headers, vs) measured once. */
+async function throughputRow(ctx, spec) {
+  return (await interleavedRows(ctx, [spec], 1))[0];
 }
 
 /**
@@ -219,10 +194,10 @@ async function throughputRow(ctx, { key, section, name, token, url, headers, vs 
  * Against a baseline measured the same way, the ratio no longer depends on which row came first
  * or on the machine's drift between them (on a shared VM, ±5% within a minute).
  */
-async function interleavedRows(ctx, specs) {
+async function interleavedRows(ctx, specs, rounds = ctx.cfg.rounds) {
   const { resources, cfg, report } = ctx;
   const runs = specs.map(() => []);
-  for (let round = 0; round < cfg.rounds; round++) {
+  for (let round = 0; round < rounds; round++) {
     for (let k = 0; k < specs.length; k++) {
       const i = (k + round) % specs.length;
       const spec = specs[i];
@@ -260,7 +235,8 @@ async function interleavedRows(ctx, specs) {
       `  ${spec.section} · ${spec.name}${spec.token ? ` (${spec.token})` : ""} … ` +
         (row.failed
           ? `FAILED: ${row.error}`
-          : `${fmt(row.rps)} req/s (median of ${row.rounds.map((n) => fmt(n)).join(", ")}), p50 ${ms(row.p50)} / p99 ${ms(row.p99)} ms`),
+          : `${fmt(row.rps)} req/s${rounds > 1 ? ` (median of ${row.rounds.map((n) => fmt(n)).join(", ")})` : ""}, ` +
+            `p50 ${ms(row.p50)} / p99 ${ms(row.p99)} ms`),
     );
     return row;
   });
