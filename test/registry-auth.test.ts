@@ -490,6 +490,78 @@ for (const backend of backends()) {
       }
     });
 
+    /** Runs `during` while the next push is placing its bytes (the store's commit), then lets the push go on. */
+    const duringNextCommit = (during: () => Promise<unknown>) => {
+      const store = server.exportsOf(registryModule).store;
+      const commitUpload = store.commitUpload;
+      let started: Promise<unknown> | undefined;
+      store.commitUpload = async (...args) => {
+        store.commitUpload = commitUpload;
+        await new Promise((r) => setTimeout(r, 5)); // so a collection's clock is past the push's
+        started = during();
+        started.catch(() => undefined); // awaited by the caller
+        await new Promise((r) => setTimeout(r, 50));
+        return commitUpload.apply(store, args);
+      };
+      return {
+        finished: async () => {
+          store.commitUpload = commitUpload;
+          return started;
+        },
+      };
+    };
+
+    /** Every recorded blob has its bytes (what a collection racing a push must never break). */
+    const assertEveryBlobHasBytes = async () => {
+      const store = server.exportsOf(registryModule).store;
+      const rows = await sql<{ digest: string }>`select digest from blobs`.execute(server.db);
+      for (const { digest } of rows.rows) assert.equal(await store.has(digest), true, `${digest} has its bytes`);
+    };
+
+    it("a collection with no grace window, started while a push places its bytes, fails neither", async () => {
+      const reg = registry(server.url);
+      const gc = server.exportsOf(registryModule).collectGarbage;
+      for (const how of ["monolithic", "chunked"]) {
+        const bytes = randomBytes(300);
+        const race = duringNextCommit(() => gc({ graceMs: 0 }));
+        if (how === "monolithic") await reg.pushBlob("acme/race", bytes, operator);
+        else {
+          const start = await reg.call("POST", "/v2/acme/race/blobs/uploads/", operator);
+          const location = start.headers.get("location")!;
+          assert.equal((await reg.call("PATCH", location, operator, bytes, "application/octet-stream")).status, 202);
+          const put = await reg.call("PUT", `${location}?digest=${digestOf(bytes)}`, operator);
+          assert.equal(put.status, 201, put.text);
+        }
+        const report = (await race.finished()) as { blobs: number };
+        assert.ok(report && typeof report.blobs === "number", how);
+        await assertEveryBlobHasBytes();
+      }
+    });
+
+    it("a stale unlinked blob pushed again while a collection removes it ends whole, or gone whole", async () => {
+      const reg = registry(server.url);
+      const gc = server.exportsOf(registryModule).collectGarbage;
+      // With a grace window the push keeps the blob; with none, the collection may take it right
+      // after the push (on PostgreSQL its delete waits for the push's row, then meets its link).
+      for (const graceMs of [60_000, 0]) {
+        const bytes = randomBytes(400);
+        const digest = await reg.pushBlob("acme/stale", bytes, operator);
+        assert.equal((await reg.call("DELETE", `/v2/acme/stale/blobs/${digest}`, operator)).status, 202);
+        await sql`update blobs set touch_time = now() - interval '2 hours' where digest = ${digest}`.execute(server.db);
+        const race = duringNextCommit(() => gc({ graceMs }));
+        await reg.pushBlob("acme/stale-again", bytes, operator);
+        await race.finished();
+        await assertEveryBlobHasBytes();
+        const pulled = await fetch(`${server.url}/v2/acme/stale-again/blobs/${digest}`, {
+          headers: { authorization: operator },
+        });
+        if (graceMs > 0 || pulled.status === 200) {
+          assert.equal(pulled.status, 200);
+          assert.equal(digestOf(new Uint8Array(await pulled.arrayBuffer())), digest);
+        } else assert.equal(pulled.status, 404);
+      }
+    });
+
     it("never breaks a push in progress: an open upload and fresh blobs survive a collection", async () => {
       const reg = registry(server.url);
       const gc = server.exportsOf(registryModule).collectGarbage;

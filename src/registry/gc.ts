@@ -6,6 +6,7 @@
 // the same statement, so a concurrent push wins; foreign keys stand behind that.
 import { sql, type Kysely } from "kysely";
 import type { Logger } from "pino";
+import { FOREIGN_KEY_VIOLATION, sqlState } from "../storage/errors.js";
 import type { BlobStore } from "./storage/blob-store.js";
 
 export interface GcOptions {
@@ -86,15 +87,23 @@ export async function collectGarbage(db: Kysely<any>, store: BlobStore, options:
     if (!candidates.rows.length) break;
     let removed = 0;
     for (const { digest } of candidates.rows) {
-      const size = await db.transaction().execute(async (trx) => {
-        const r = await sql<{ size: string }>`
-          delete from blobs b where b.digest = ${digest} and b.touch_time < ${cutoff}
-            and not exists (select 1 from repo_blobs l where l.digest = b.digest)
-          returning size`.execute(trx);
-        if (!r.rows.length) return undefined;
-        await store.delete(digest);
-        return num(r.rows[0]!.size);
-      });
+      const size = await db
+        .transaction()
+        .execute(async (trx) => {
+          const r = await sql<{ size: string }>`
+            delete from blobs b where b.digest = ${digest} and b.touch_time < ${cutoff}
+              and not exists (select 1 from repo_blobs l where l.digest = b.digest)
+            returning size`.execute(trx);
+          if (!r.rows.length) return undefined;
+          await store.delete(digest);
+          return num(r.rows[0]!.size);
+        })
+        .catch((err) => {
+          // A push linked it while this waited for the row (the recheck may not see that link; the
+          // foreign key does): the blob is in use, and its bytes were never touched.
+          if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+          throw err;
+        });
       if (size === undefined) continue;
       removed++;
       report.blobs++;

@@ -486,9 +486,10 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       throw digestInvalid("the uploaded content does not match the digest", { digest, computed });
     }
     const now = deps.now();
-    await content.touchBlob(digest, size, now);
-    await store.commitUpload(id, digest, size);
-    await content.linkBlob(repo.uid, digest, now, id);
+    if (!(await content.storeBlob(repo.uid, digest, size, now, id, () => store.commitUpload(id, digest, size)))) {
+      await discardUpload(id);
+      throw nameUnknown(target.name!);
+    }
     return reply
       .code(201)
       .header("location", `/v2/${target.name}/blobs/${digest}`)

@@ -169,30 +169,45 @@ export class RegistryContent {
   }
 
   /**
-   * Records a complete blob (touching it, so garbage collection's grace window starts over).
-   * Called before the bytes are moved into place: a collector deleting the same digest holds the
-   * row's lock while it removes the bytes, so this waits for it and then inserts afresh.
+   * Records a complete blob and links it into a repo, ending the upload session if any; false when
+   * the repo was deleted meanwhile. `placeBytes` moves the bytes into place last, while this
+   * transaction holds the blob's row: a garbage collector removing the same digest either finished
+   * first (its row and bytes are gone, and these bytes arrive afresh) or waits until the link
+   * stands and then keeps the blob. A push stays whole however short the grace window.
    */
-  async touchBlob(digest: string, size: number, now: Date): Promise<void> {
-    await sql`
-      insert into blobs (digest, size, create_time, touch_time) values (${digest}, ${size}, ${now}, ${now})
-      on conflict (digest) do update set touch_time = excluded.touch_time`.execute(this.db);
-  }
-
-  /** Links a blob into a repo (after its bytes are in place) and ends the upload session, if any. */
-  async linkBlob(repoUid: string, digest: string, now: Date, uploadId?: string): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      await sql`
-        insert into repo_blobs (repo_uid, digest, link_time) values (${repoUid}, ${digest}, ${now})
-        on conflict (repo_uid, digest) do update set link_time = excluded.link_time`.execute(trx);
-      if (uploadId) await sql`delete from uploads where id = ${uploadId}`.execute(trx);
-    });
+  async storeBlob(
+    repoUid: string,
+    digest: string,
+    size: number,
+    now: Date,
+    uploadId: string | undefined,
+    placeBytes: () => Promise<void>,
+  ): Promise<boolean> {
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        await sql`
+          insert into blobs (digest, size, create_time, touch_time) values (${digest}, ${size}, ${now}, ${now})
+          on conflict (digest) do update set touch_time = excluded.touch_time`.execute(trx);
+        await sql`
+          insert into repo_blobs (repo_uid, digest, link_time) values (${repoUid}, ${digest}, ${now})
+          on conflict (repo_uid, digest) do update set link_time = excluded.link_time`.execute(trx);
+        if (uploadId) await sql`delete from uploads where id = ${uploadId}`.execute(trx);
+        // Last, so nothing can roll back after the bytes are in place but the commit itself.
+        await placeBytes();
+      });
+      return true;
+    } catch (err) {
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return false;
+      throw err;
+    }
   }
 
   /** Cross-repository mount: links `digest` into `repoUid` if `fromUid` holds it. */
   async mountBlob(repoUid: string, fromUid: string, digest: string, now: Date): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
-      const held = await sql`select 1 from repo_blobs where repo_uid = ${fromUid} and digest = ${digest}`.execute(trx);
+      // Locked, so a collector cannot take the source link (and then the blob) before this link stands.
+      const held = await sql`
+        select 1 from repo_blobs where repo_uid = ${fromUid} and digest = ${digest} for share`.execute(trx);
       if (!held.rows.length) return false;
       await sql`update blobs set touch_time = ${now} where digest = ${digest}`.execute(trx);
       await sql`
