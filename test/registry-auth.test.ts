@@ -7,6 +7,7 @@ import { SignJWT, decodeJwt, exportJWK, generateKeyPair } from "jose";
 import { sql } from "kysely";
 import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
 import { builtinRoleUid } from "../src/iam/builtin-roles.js";
+import type { GcReport } from "../src/registry/gc.js";
 import { registryModule } from "../src/registry/module.js";
 import { backends } from "./support/db-templates.js";
 import { createGroup, createRoleBinding, type Json } from "./support/fixtures.js";
@@ -491,10 +492,10 @@ for (const backend of backends()) {
     });
 
     /** Runs `during` while the next push is placing its bytes (the store's commit), then lets the push go on. */
-    const duringNextCommit = (during: () => Promise<unknown>) => {
+    const duringNextCommit = (during: () => Promise<GcReport>) => {
       const store = server.exportsOf(registryModule).store;
       const commitUpload = store.commitUpload;
-      let started: Promise<unknown> | undefined;
+      let started: Promise<GcReport> | undefined;
       store.commitUpload = async (...args) => {
         store.commitUpload = commitUpload;
         await new Promise((r) => setTimeout(r, 5)); // so a collection's clock is past the push's
@@ -504,8 +505,10 @@ for (const backend of backends()) {
         return commitUpload.apply(store, args);
       };
       return {
+        /** the collection's report; fails when no push reached the store's commit */
         finished: async () => {
           store.commitUpload = commitUpload;
+          assert.ok(started, "the push placed its bytes through the store's commit");
           return started;
         },
       };
@@ -532,8 +535,7 @@ for (const backend of backends()) {
           const put = await reg.call("PUT", `${location}?digest=${digestOf(bytes)}`, operator);
           assert.equal(put.status, 201, put.text);
         }
-        const report = (await race.finished()) as { blobs: number };
-        assert.ok(report && typeof report.blobs === "number", how);
+        assert.equal(typeof (await race.finished()).blobs, "number", how);
         await assertEveryBlobHasBytes();
       }
     });
