@@ -40,7 +40,7 @@ import { roleBindingListing, roleBindingsService } from "./role-bindings.js";
 import { roleListing, rolesService } from "./roles.js";
 import { AccountAssociationsRepository } from "./storage/account-associations.js";
 import { GroupInvitesRepository } from "./storage/group-invites.js";
-import { GroupsRepository } from "./storage/groups.js";
+import { GroupsRepository, type GroupDirectory } from "./storage/groups.js";
 import { IdentitiesRepository } from "./storage/identities.js";
 import { IdentityProvidersRepository } from "./storage/identity-providers.js";
 import { RoleBindingsRepository } from "./storage/role-bindings.js";
@@ -62,6 +62,14 @@ export function iamRepositories(db: Db) {
 }
 
 export type IamRepositories = ReturnType<typeof iamRepositories>;
+
+export type { GroupDirectory, GroupRef } from "./storage/groups.js";
+
+/** What iam offers other modules, through `exportsOf(iamModule)`. */
+export interface IamExports {
+  /** groups found by name or uid (the registry's repository names address groups so) */
+  groupDirectory: GroupDirectory;
+}
 
 /** chainguard.platform.iam.v2beta1 */
 const IAM_SERVICES = [
@@ -90,7 +98,7 @@ function v2AndV1(beta: ServiceBinding[]): ServiceBinding[] {
   return [...GA.bind(beta), ...iamV1Bindings(beta)];
 }
 
-export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = {
+export const iamModule: FeatureModule<IamRepositories, IamExports> = {
   name: "iam",
   // 001 also made the platform's server_secrets table, before modules existed.
   migrations: { "001_groups": m001, "002_iam": m002, "009_authz_epoch": m009, "010_group_counts": m010 },
@@ -121,7 +129,7 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
         accountAssociationsService({ accountAssociations: repos.accountAssociations, ...common }),
         groupInvitesService({ invites: repos.groupInvites, ...common }),
       ]),
-      exports: {},
+      exports: { groupDirectory: repos.groups },
     };
   },
 };

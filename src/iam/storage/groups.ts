@@ -29,6 +29,27 @@ export interface NewGroup {
   owner?: { bindingUid: string; identityUid: string; roleUid: string };
 }
 
+/** A group as other modules address it: its uid and its name. */
+export interface GroupRef {
+  uid: string;
+  name: string;
+}
+
+/**
+ * What other modules may read of the group tree (iam's `groupDirectory` export): groups found by
+ * name or uid, for modules that address groups by name (the registry's repository names).
+ */
+export interface GroupDirectory {
+  /** Root groups whose uid or name is `segment`, by uid, at most two (a name may be shared: the caller decides). */
+  rootsByUidOrName(segment: string): Promise<GroupRef[]>;
+  /** The one child group of `parent` whose name or last uid segment is `segment`; undefined when none or several. */
+  childByNameOrSegment(parent: string, segment: string): Promise<GroupRef | undefined>;
+  /** The groups with these uids (any missing are left out). */
+  byUids(uids: readonly string[]): Promise<GroupRef[]>;
+  /** How many root groups carry each of `names` (names no root carries are absent). */
+  rootNameCounts(names: readonly string[]): Promise<Map<string, number>>;
+}
+
 export interface GroupChanges {
   name: string;
   description: string;
@@ -36,7 +57,7 @@ export interface GroupChanges {
   kind: number;
 }
 
-export class GroupsRepository extends IamRepository {
+export class GroupsRepository extends IamRepository implements GroupDirectory {
   /** Inserts a group (and its owner's binding); missing when the parent does not exist. */
   async insert(g: NewGroup): Promise<WriteResult<GroupRow>> {
     try {
@@ -122,5 +143,49 @@ export class GroupsRepository extends IamRepository {
       if (filter.name !== "") q = q.where("name", "=", filter.name);
       return q;
     };
+  }
+
+  // The group directory (GroupDirectory, iam's export to other modules).
+
+  rootsByUidOrName(segment: string): Promise<GroupRef[]> {
+    return this.db
+      .selectFrom("groups")
+      .select(["uid", "name"])
+      .where("parent_uid", "is", null)
+      .where((eb) => eb.or([eb("uid", "=", segment), eb("name", "=", segment)]))
+      .orderBy("uid")
+      .limit(2)
+      .execute();
+  }
+
+  async childByNameOrSegment(parent: string, segment: string): Promise<GroupRef | undefined> {
+    const rows = await this.db
+      .selectFrom("groups")
+      .select(["uid", "name"])
+      .where("parent_uid", "=", parent)
+      .where((eb) => eb.or([eb("uid", "=", `${parent}/${segment}`), eb("name", "=", segment)]))
+      .orderBy("uid")
+      .limit(2)
+      .execute();
+    return rows.length === 1 ? rows[0] : undefined;
+  }
+
+  async byUids(uids: readonly string[]): Promise<GroupRef[]> {
+    if (!uids.length) return [];
+    return this.db.selectFrom("groups").select(["uid", "name"]).where("uid", "in", uids).execute();
+  }
+
+  async rootNameCounts(names: readonly string[]): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    if (!names.length) return counts;
+    const rows = await this.db
+      .selectFrom("groups")
+      .select((eb) => ["name", eb.fn.countAll<string | number>().as("n")])
+      .where("parent_uid", "is", null)
+      .where("name", "in", names)
+      .groupBy("name")
+      .execute();
+    for (const row of rows) counts.set(row.name, Number(row.n));
+    return counts;
   }
 }
