@@ -5,6 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { authModule } from "../auth/module.js";
+import { iamModule } from "../iam/module.js";
 import { ANONYMOUS_SUBJECT } from "../auth/tokens.js";
 import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
@@ -17,6 +18,7 @@ import type { BlobStore } from "./storage/blob-store.js";
 import { RegistryContent } from "./storage/content.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
 import { registerTokenRoute } from "./token.js";
+import { RepositoryNames } from "./names.js";
 import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import { TagSchema, TagsService } from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
 import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility_pb.js";
@@ -88,6 +90,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         "registry blobs are kept in a local directory: replicas on this database do not share it (use --s3-bucket)",
       );
     const issuer = ctx.exportsOf(authModule).issuer;
+    const names = new RepositoryNames(ctx.exportsOf(iamModule).groupDirectory, content);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
       collectGarbage(ctx.db, store, {
@@ -105,9 +108,9 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         { content, tags },
       ),
       routes(router) {
-        registerOciRoutes(router, { content, store, urls: ctx.urls, now: ctx.now });
+        registerOciRoutes(router, { content, names, store, urls: ctx.urls, now: ctx.now });
         registerTokenRoute(router, {
-          content,
+          names,
           urls: ctx.urls,
           issuer,
           anonymousSubject: ANONYMOUS_SUBJECT,

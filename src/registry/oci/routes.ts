@@ -14,7 +14,7 @@ import type { PublicUrls } from "../../platform/config.js";
 import type { PlainRouter } from "../../platform/routes.js";
 import type { BlobStore, ByteRange } from "../storage/blob-store.js";
 import type { RegistryContent, RepoRef } from "../storage/content.js";
-import { TAG_PATTERN as TAG, canonicalName, isRepositoryName, resolveName, type ResolvedName } from "../names.js";
+import { TAG_PATTERN as TAG, isRepositoryName, type RepositoryNames, type ResolvedName } from "../names.js";
 import { HashingStream, algorithmOf, digestOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
 import {
   OciError,
@@ -109,6 +109,7 @@ function parseTarget(request: FastifyRequest): Omit<Target, "resolved"> {
 
 export interface OciDeps {
   content: RegistryContent;
+  names: RepositoryNames;
   store: BlobStore;
   urls: PublicUrls;
   now(): Date;
@@ -146,7 +147,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     let target = targets.get(request);
     if (!target) {
       target = parseTarget(request);
-      if (target.name) target.resolved = await resolveName(content, target.name);
+      if (target.name) target.resolved = await deps.names.resolve(target.name);
       targets.set(request, target);
     }
     return target;
@@ -376,7 +377,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
   /** Links a blob from another repo the caller may pull (else the client gets a plain upload). */
   const mount = async (call: CallContext, repo: RepoRef, from: string, digest: string): Promise<boolean> => {
     if (!isRepositoryName(from)) return false;
-    const source = await resolveName(content, from);
+    const source = await deps.names.resolve(from);
     if (!source?.repo) return false;
     const pullable = source.repo.public || (call.access?.can(ACTION_CAPABILITIES.pull, source.repo.uid) ?? false);
     if (!pullable || !granted(call, from, "pull")) return false;
@@ -539,14 +540,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     reply.headers(API_VERSION);
     const n = pageSize(request);
     const last = (request.query as Record<string, string | undefined>).last;
-    const entries = await content.catalog(call.visibility ?? []);
-    const roots = [...new Set(entries.map((e) => e.groups[0]!.name))];
-    const counts = await content.rootsNamed(roots);
-    const unique = new Set(roots.filter((r) => counts.get(r) === 1));
-    const names = entries
-      .map((e) => canonicalName(e.groups, e.repo, unique))
-      .sort()
-      .filter((name) => last === undefined || name > last);
+    const names = (await deps.names.catalog(call.visibility ?? [])).filter((name) => last === undefined || name > last);
     const page = names.slice(0, n);
     if (names.length > n)
       reply.header("link", `</v2/_catalog?n=${n}&last=${encodeURIComponent(page.at(-1)!)}>; rel="next"`);

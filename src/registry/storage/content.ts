@@ -63,37 +63,14 @@ export type PutManifestResult =
 
 export type DeleteManifestResult = { kind: "deleted" } | { kind: "not_found" } | { kind: "referenced"; by: string };
 
-export interface GroupRef {
-  uid: string;
-  name: string;
-}
-
 const num = (v: unknown) => Number(v);
 
 export class RegistryContent {
   constructor(private readonly db: Db) {}
 
-  // --- names ---
+  // --- repos (name resolution and the catalog) ---
 
-  /** Root groups whose uid or name is `segment` (a name may be shared: the caller decides). */
-  async roots(segment: string): Promise<GroupRef[]> {
-    const r = await sql<GroupRef>`
-      select uid, name from groups
-      where parent_uid is null and (uid = ${segment} or name = ${segment})
-      order by uid limit 2`.execute(this.db);
-    return r.rows;
-  }
-
-  /** The child group of `parent` whose name or last uid segment is `segment`. */
-  async childGroup(parent: string, segment: string): Promise<GroupRef | undefined> {
-    const r = await sql<GroupRef>`
-      select uid, name from groups
-      where parent_uid = ${parent} and (uid = ${parent + "/" + segment} or name = ${segment})
-      order by uid limit 2`.execute(this.db);
-    return r.rows.length === 1 ? r.rows[0] : undefined;
-  }
-
-  async repo(parentUid: string, name: string): Promise<RepoRef | undefined> {
+  async ref(parentUid: string, name: string): Promise<RepoRef | undefined> {
     const r = await sql<RepoRef>`
       select uid, parent_uid, name, public from repos where parent_uid = ${parentUid} and name = ${name}`.execute(
       this.db,
@@ -112,12 +89,11 @@ export class RegistryContent {
       if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
       throw err;
     }
-    return this.repo(parentUid, name);
+    return this.ref(parentUid, name);
   }
 
-  /** Every repo under the given subtrees ("all": everywhere) with its groups' uids and names, root first. */
-  async catalog(visibility: "all" | readonly string[]): Promise<{ repo: string; groups: GroupRef[] }[]> {
-    if (visibility !== "all" && visibility.length === 0) return [];
+  /** Every repo under the given subtrees ("all": everywhere): its path and group. */
+  async catalog(visibility: "all" | readonly string[]): Promise<{ name: string; parent_uid: string }[]> {
     const within =
       visibility === "all"
         ? sql`true`
@@ -127,34 +103,7 @@ export class RegistryContent {
           );
     const r = await sql<{ name: string; parent_uid: string }>`
       select r.name, r.parent_uid from repos r where ${within}`.execute(this.db);
-    const groupUids = new Set<string>();
-    for (const row of r.rows) {
-      const parts = row.parent_uid.split("/");
-      for (let i = 1; i <= parts.length; i++) groupUids.add(parts.slice(0, i).join("/"));
-    }
-    const groups = new Map<string, GroupRef>();
-    if (groupUids.size) {
-      const g = await sql<GroupRef>`select uid, name from groups where uid in (${sql.join([...groupUids])})`.execute(
-        this.db,
-      );
-      for (const row of g.rows) groups.set(row.uid, row);
-    }
-    return r.rows.map((row) => {
-      const parts = row.parent_uid.split("/");
-      const chain = parts.map((_, i) => parts.slice(0, i + 1).join("/"));
-      return { repo: row.name, groups: chain.map((uid) => groups.get(uid) ?? { uid, name: "" }) };
-    });
-  }
-
-  /** How many root groups carry `name` (a name addresses an organization only when unique). */
-  async rootsNamed(names: string[]): Promise<Map<string, number>> {
-    const counts = new Map<string, number>();
-    if (!names.length) return counts;
-    const r = await sql<{ name: string; n: string }>`
-      select name, count(*) as n from groups where parent_uid is null and name in (${sql.join(names)})
-      group by name`.execute(this.db);
-    for (const row of r.rows) counts.set(row.name, num(row.n));
-    return counts;
+    return r.rows;
   }
 
   // --- blobs ---
