@@ -15,7 +15,9 @@ import { collectGarbage, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
 import { registerOciRoutes } from "./oci/routes.js";
 import type { BlobStore } from "./storage/blob-store.js";
-import { RegistryContent } from "./storage/content.js";
+import { BlobsRepository } from "./storage/blobs.js";
+import { ManifestsRepository } from "./storage/manifests.js";
+import { UploadsRepository } from "./storage/uploads.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
 import { registerTokenRoute } from "./token.js";
 import { RepositoryNames } from "./names.js";
@@ -36,7 +38,14 @@ import { TagsRepository } from "./storage/tags.js";
 export const DEFAULT_GC_GRACE_MS = 3600 * 1000;
 
 export function registryRepositories(db: Db) {
-  return { content: new RegistryContent(db), repos: new ReposRepository(db), tags: new TagsRepository(db) };
+  const tags = new TagsRepository(db);
+  return {
+    repos: new ReposRepository(db),
+    tags,
+    blobs: new BlobsRepository(db),
+    manifests: new ManifestsRepository(db, tags),
+    uploads: new UploadsRepository(db),
+  };
 }
 
 export interface RegistryExports {
@@ -75,7 +84,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
   repositories: registryRepositories,
 
   async start(ctx) {
-    const { content, repos, tags } = ctx.repositoriesOf(registryModule);
+    const { repos, tags, blobs, manifests, uploads } = ctx.repositoriesOf(registryModule);
     const settings = ctx.settings.registry;
     // Without a data directory or a configured place (tests on a given database), a private
     // temporary directory that goes with the server.
@@ -90,7 +99,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         "registry blobs are kept in a local directory: replicas on this database do not share it (use --s3-bucket)",
       );
     const issuer = ctx.exportsOf(authModule).issuer;
-    const names = new RepositoryNames(ctx.exportsOf(iamModule).groupDirectory, content);
+    const names = new RepositoryNames(ctx.exportsOf(iamModule).groupDirectory, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
       collectGarbage(ctx.db, store, {
@@ -105,10 +114,20 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
           tagsService({ tags, lists: ctx.lists, now: ctx.now }),
           repoVisibilityService({ repos, tags, now: ctx.now }),
         ]),
-        { content, tags },
+        { tags },
       ),
       routes(router) {
-        registerOciRoutes(router, { content, names, store, urls: ctx.urls, now: ctx.now });
+        registerOciRoutes(router, {
+          repos,
+          tags,
+          blobs,
+          manifests,
+          uploads,
+          names,
+          store,
+          urls: ctx.urls,
+          now: ctx.now,
+        });
         registerTokenRoute(router, {
           names,
           urls: ctx.urls,

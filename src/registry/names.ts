@@ -4,7 +4,7 @@
 // as one exists; the rest is the repo path inside the deepest group reached. Groups are read
 // through iam's group directory, repos through the registry's own repository.
 import type { GroupDirectory, GroupRef } from "../iam/module.js";
-import type { RepoRef } from "./storage/content.js";
+import type { RepoRef } from "./storage/repos.js";
 
 /** The OCI distribution spec's repository name grammar: path components like this, joined by "/". */
 export const REPO_NAME_COMPONENT = "[a-z0-9]+((\\.|_|__|-+)[a-z0-9]+)*";

@@ -15,7 +15,6 @@ import { bindService, type CallContext, type ServiceBinding } from "../core/serv
 import { parentOf } from "../core/uidp.js";
 import { REPLACE_ALL, delegateTo, listAll, oneOrNone, sameWire } from "../platform/v1.js";
 import { MAX_HISTORY } from "./oci/routes.js";
-import type { RegistryContent } from "./storage/content.js";
 import type { TagsRepository } from "./storage/tags.js";
 import { toTag } from "./tags.js";
 
@@ -131,12 +130,10 @@ function compareVersions(a: number[], b: number[]): number {
 }
 
 export interface V1RegistryStores {
-  content: RegistryContent;
   tags: TagsRepository;
 }
 
 export function v1RegistryService(bindings: readonly ServiceBinding[], stores: V1RegistryStores): ServiceBinding {
-  const { content } = stores;
   const repo = delegateTo(repos.ReposService, bindings);
   const tag = delegateTo(tags.TagsService, bindings);
   const extension = delegateTo(RegistryExtensionsService, bindings);
@@ -291,7 +288,7 @@ export function v1RegistryService(bindings: readonly ServiceBinding[], stores: V
     },
     async listTagHistory(req, call) {
       const current = await tag("getTag", { uid: req.parentId }, call);
-      const rows = await content.tagHistory(
+      const rows = await stores.tags.history(
         parentOf(current.uid)!,
         current.name,
         req.start && timestampDate(req.start),

@@ -13,7 +13,11 @@ import type { CallContext, RouteRule } from "../../core/service.js";
 import type { PublicUrls } from "../../platform/config.js";
 import type { PlainRouter } from "../../platform/routes.js";
 import type { BlobStore, ByteRange } from "../storage/blob-store.js";
-import type { RegistryContent, RepoRef } from "../storage/content.js";
+import type { BlobsRepository } from "../storage/blobs.js";
+import type { ManifestsRepository } from "../storage/manifests.js";
+import type { RepoRef, ReposRepository } from "../storage/repos.js";
+import type { TagsRepository } from "../storage/tags.js";
+import type { UploadsRepository } from "../storage/uploads.js";
 import { TAG_PATTERN as TAG, isRepositoryName, type RepositoryNames, type ResolvedName } from "../names.js";
 import { HashingStream, algorithmOf, digestOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
 import {
@@ -108,7 +112,11 @@ function parseTarget(request: FastifyRequest): Omit<Target, "resolved"> {
 }
 
 export interface OciDeps {
-  content: RegistryContent;
+  repos: ReposRepository;
+  tags: TagsRepository;
+  blobs: BlobsRepository;
+  manifests: ManifestsRepository;
+  uploads: UploadsRepository;
   names: RepositoryNames;
   store: BlobStore;
   urls: PublicUrls;
@@ -139,7 +147,7 @@ class UploadHashes {
 }
 
 export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
-  const { content, store } = deps;
+  const { repos, tags, blobs, manifests, uploads, store } = deps;
   const targets = new WeakMap<FastifyRequest, Target>();
   const hashes = new UploadHashes();
 
@@ -214,7 +222,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
 
   const ensureRepo = async (resolved: ResolvedName): Promise<RepoRef> => {
     if (!isRepositoryName(resolved.path)) throw new OciError(400, "NAME_INVALID", "invalid repository name");
-    const repo = await content.ensureRepo(resolved.group.uid, resolved.path, deps.now());
+    const repo = await repos.ensure(resolved.group.uid, resolved.path, deps.now());
     if (!repo) throw nameUnknown(resolved.name);
     return repo;
   };
@@ -224,7 +232,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
   const getManifest = async (request: FastifyRequest, reply: FastifyReply, repo: RepoRef, reference: string) => {
     const digest = await digestOfReference(repo, reference);
     const head = request.method === "HEAD";
-    const manifest = await content.manifest(repo.uid, digest, !head);
+    const manifest = await manifests.get(repo.uid, digest, !head);
     if (!manifest) throw manifestUnknown(reference);
     reply
       .header("content-type", manifest.media_type)
@@ -238,7 +246,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     if (isDigest(reference)) return reference;
     if (looksLikeDigest(reference)) throw digestInvalid("unsupported digest algorithm");
     if (!TAG.test(reference)) throw manifestUnknown(reference.slice(0, 200));
-    const digest = await content.digestOfTag(repo.uid, reference);
+    const digest = await tags.digestOf(repo.uid, reference);
     if (!digest) throw manifestUnknown(reference);
     return digest;
   };
@@ -258,7 +266,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     const digest = digestOf(bytes, byDigest ? algorithmOf(reference) : "sha256");
     if (byDigest && digest !== reference)
       throw digestInvalid("the manifest's digest does not match the reference", { reference, computed: digest });
-    const result = await content.putManifest({
+    const result = await manifests.put({
       repoUid: repo.uid,
       digest,
       mediaType: parsed.mediaType,
@@ -287,11 +295,11 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
 
   const deleteManifest = async (reply: FastifyReply, repo: RepoRef, reference: string) => {
     if (!looksLikeDigest(reference)) {
-      if (!TAG.test(reference) || !(await content.deleteTag(repo.uid, reference))) throw manifestUnknown(reference);
+      if (!TAG.test(reference) || !(await tags.deleteByName(repo.uid, reference))) throw manifestUnknown(reference);
       return reply.code(202).send();
     }
     if (!isDigest(reference)) throw digestInvalid("unsupported or malformed digest");
-    const result = await content.deleteManifest(repo.uid, reference);
+    const result = await manifests.delete(repo.uid, reference);
     if (result.kind === "not_found") throw manifestUnknown(reference);
     if (result.kind === "referenced")
       throw new OciError(409, "DENIED", "the manifest is referenced by an index in this repository", {
@@ -304,7 +312,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
 
   const getBlob = async (request: FastifyRequest, reply: FastifyReply, repo: RepoRef, digest: string) => {
     if (!isDigest(digest)) throw digestInvalid("unsupported or malformed digest");
-    const blob = await content.blob(repo.uid, digest);
+    const blob = await blobs.inRepo(repo.uid, digest);
     if (!blob) throw blobUnknown(digest);
     const range = parseRange(request.headers.range, blob.size);
     reply
@@ -328,7 +336,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
 
   const deleteBlob = async (reply: FastifyReply, repo: RepoRef, digest: string) => {
     if (!isDigest(digest)) throw digestInvalid("unsupported or malformed digest");
-    const result = await content.unlinkBlob(repo.uid, digest);
+    const result = await blobs.unlink(repo.uid, digest);
     if (result.kind === "not_found") throw blobUnknown(digest);
     if (result.kind === "referenced")
       throw new OciError(409, "DENIED", "the blob is referenced by a manifest in this repository", {
@@ -360,7 +368,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       }
     }
     const id = randomUUID();
-    await content.createUpload(id, repo.uid, deps.now());
+    await uploads.create(id, repo.uid, deps.now());
     if (query.digest !== undefined) {
       // Monolithic: the whole blob in this request, hashed as it streams with the named algorithm.
       const size = await append(request, id, 0, algorithmOfParameter(query.digest));
@@ -381,7 +389,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     if (!source?.repo) return false;
     const pullable = source.repo.public || (call.access?.can(ACTION_CAPABILITIES.pull, source.repo.uid) ?? false);
     if (!pullable || !granted(call, from, "pull")) return false;
-    return content.mountBlob(repo.uid, source.repo.uid, digest, deps.now());
+    return blobs.mount(repo.uid, source.repo.uid, digest, deps.now());
   };
 
   const continueUpload = async (
@@ -392,7 +400,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     id: string,
   ) => {
     if (!UUID.test(id)) throw uploadUnknown();
-    const upload = await content.upload(id, repo.uid);
+    const upload = await uploads.get(id, repo.uid);
     if (!upload) throw uploadUnknown();
     const progress = (code: number) =>
       reply
@@ -404,7 +412,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       case "GET":
         return progress(204).send();
       case "DELETE":
-        if (!(await content.deleteUpload(id))) throw uploadUnknown();
+        if (!(await uploads.delete(id))) throw uploadUnknown();
         hashes.drop(id);
         await store.deleteUpload(id);
         return reply.code(204).send();
@@ -460,7 +468,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
     const declared = request.headers["content-length"];
     if (declared !== undefined && Number(declared) !== counted.bytes)
       throw new OciError(400, "BLOB_UPLOAD_INVALID", "the body's length differs from Content-Length");
-    if (!(await content.advanceUpload(id, offset, size, deps.now())))
+    if (!(await uploads.advance(id, offset, size, deps.now())))
       throw new OciError(416, "BLOB_UPLOAD_INVALID", "the upload was moved by a concurrent request");
     if (hash) hashes.keep(id, hash, size, algorithm);
     return size;
@@ -487,7 +495,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       throw digestInvalid("the uploaded content does not match the digest", { digest, computed });
     }
     const now = deps.now();
-    if (!(await content.storeBlob(repo.uid, digest, size, now, id, () => store.commitUpload(id, digest, size)))) {
+    if (!(await blobs.store(repo.uid, digest, size, now, id, () => store.commitUpload(id, digest, size)))) {
       await discardUpload(id);
       throw nameUnknown(target.name!);
     }
@@ -510,7 +518,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
 
   const discardUpload = async (id: string) => {
     hashes.drop(id);
-    await content.deleteUpload(id);
+    await uploads.delete(id);
     await store.deleteUpload(id);
   };
 
@@ -526,7 +534,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
   const listTags = async (request: FastifyRequest, reply: FastifyReply, target: Target, repo: RepoRef) => {
     const n = pageSize(request);
     const last = (request.query as Record<string, string | undefined>).last;
-    const names = n === 0 ? [] : await content.tagNames(repo.uid, last, n + 1);
+    const names = n === 0 ? [] : await tags.names(repo.uid, last, n + 1);
     const page = names.slice(0, n);
     if (names.length > n)
       reply.header(
@@ -550,7 +558,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
   const referrers = async (request: FastifyRequest, reply: FastifyReply, repo: RepoRef, digest: string) => {
     if (!isDigest(digest)) throw digestInvalid("unsupported or malformed digest");
     const artifactType = (request.query as Record<string, string | undefined>).artifactType;
-    const rows = await content.referrers(repo.uid, digest, artifactType || undefined);
+    const rows = await deps.manifests.referrers(repo.uid, digest, artifactType || undefined);
     if (artifactType) reply.header("oci-filters-applied", "artifactType");
     const manifests = rows.map((r) => ({
       mediaType: r.media_type,
@@ -573,7 +581,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
         throw new OciError(400, "UNSUPPORTED", `${name} must be an RFC 3339 time`, { [name]: value.slice(0, 100) });
       return date;
     };
-    const rows = await content.tagHistory(repo.uid, tag, time("start"), time("end"), MAX_HISTORY);
+    const rows = await tags.history(repo.uid, tag, time("start"), time("end"), MAX_HISTORY);
     const body = { history: rows.map((r) => ({ updateTimestamp: r.update_time.toISOString(), digest: r.digest })) };
     return sendJson(reply, body);
   };

@@ -4,7 +4,7 @@
 // rows and listings leave it out.
 import type { JsonValue } from "@bufbuild/protobuf";
 import { sql } from "kysely";
-import { parentOf } from "../../core/uidp.js";
+import { newChildUidp, parentOf } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
@@ -50,6 +50,14 @@ export interface NewRepo extends Partial<Omit<RepoFields, "name">> {
   name: string;
   readme?: string;
   now: Date;
+}
+
+/** What the OCI distribution API needs of a repo: where it is, and whether anyone may pull it. */
+export interface RepoRef {
+  uid: string;
+  parent_uid: string;
+  name: string;
+  public: boolean;
 }
 
 export interface RepoReadmeRow {
@@ -183,5 +191,44 @@ export class ReposRepository extends RegistryRepository {
       if (filter.name) q = q.where("name", "=", filter.name);
       return q;
     };
+  }
+
+  // --- the OCI distribution API's view ---
+
+  /** The repo named `name` in group `parentUid`, as name resolution needs it. */
+  async ref(parentUid: string, name: string): Promise<RepoRef | undefined> {
+    const r = await sql<RepoRef>`
+      select uid, parent_uid, name, public from repos where parent_uid = ${parentUid} and name = ${name}`.execute(
+      this.db,
+    );
+    return r.rows[0];
+  }
+
+  /** The repo, created on first push (its uid is new); concurrent first pushes agree on one. */
+  async ensure(parentUid: string, name: string, now: Date): Promise<RepoRef | undefined> {
+    try {
+      await sql`
+        insert into repos (uid, parent_uid, name, create_time, update_time)
+        values (${newChildUidp(parentUid)}, ${parentUid}, ${name}, ${now}, ${now})
+        on conflict (parent_uid, name) do nothing`.execute(this.db);
+    } catch (err) {
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+      throw err;
+    }
+    return this.ref(parentUid, name);
+  }
+
+  /** Every repo under the given subtrees ("all": everywhere): its path and group. */
+  async catalog(visibility: "all" | readonly string[]): Promise<{ name: string; parent_uid: string }[]> {
+    const within =
+      visibility === "all"
+        ? sql`true`
+        : sql.join(
+            visibility.map((v) => sql`(r.uid like ${v.replace(/[\\%_]/g, "\\$&") + "/%"})`),
+            sql` or `,
+          );
+    const r = await sql<{ name: string; parent_uid: string }>`
+      select r.name, r.parent_uid from repos r where ${within}`.execute(this.db);
+    return r.rows;
   }
 }
