@@ -239,7 +239,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       .header("docker-content-digest", manifest.digest)
       .header("etag", `"${manifest.digest}"`)
       .header("content-length", String(manifest.size));
-    return head ? sendHead(reply) : reply.send(Buffer.from(manifest.content));
+    return head ? sendHead(reply) : reply.send(Buffer.from(manifest.content ?? []));
   };
 
   const digestOfReference = async (repo: RepoRef, reference: string): Promise<string> => {

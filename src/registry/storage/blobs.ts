@@ -3,7 +3,7 @@
 // read it). A manifest's blobs are held by foreign keys, so a link in use cannot be removed.
 import { sql } from "kysely";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
-import { RegistryRepository } from "./tables.js";
+import { RegistryRepository, type RegistryDb } from "./tables.js";
 
 export interface BlobRow {
   digest: string;
@@ -12,16 +12,17 @@ export interface BlobRow {
 
 export type UnlinkBlobResult = { kind: "deleted" } | { kind: "not_found" } | { kind: "referenced"; by: string };
 
-const num = (v: unknown) => Number(v);
-
 export class BlobsRepository extends RegistryRepository {
   /** The blob if `repo` holds it. */
   async inRepo(repoUid: string, digest: string): Promise<BlobRow | undefined> {
-    const r = await sql<BlobRow>`
-      select b.digest, b.size from repo_blobs l join blobs b on b.digest = l.digest
-      where l.repo_uid = ${repoUid} and l.digest = ${digest}`.execute(this.db);
-    const row = r.rows[0];
-    return row && { digest: row.digest, size: num(row.size) };
+    const row = await this.db
+      .selectFrom("repo_blobs as l")
+      .innerJoin("blobs as b", "b.digest", "l.digest")
+      .select(["b.digest", "b.size"])
+      .where("l.repo_uid", "=", repoUid)
+      .where("l.digest", "=", digest)
+      .executeTakeFirst();
+    return row && { digest: row.digest, size: Number(row.size) };
   }
 
   /**
@@ -41,13 +42,13 @@ export class BlobsRepository extends RegistryRepository {
   ): Promise<boolean> {
     try {
       await this.db.transaction().execute(async (trx) => {
-        await sql`
-          insert into blobs (digest, size, create_time, touch_time) values (${digest}, ${size}, ${now}, ${now})
-          on conflict (digest) do update set touch_time = excluded.touch_time`.execute(trx);
-        await sql`
-          insert into repo_blobs (repo_uid, digest, link_time) values (${repoUid}, ${digest}, ${now})
-          on conflict (repo_uid, digest) do update set link_time = excluded.link_time`.execute(trx);
-        if (uploadId) await sql`delete from uploads where id = ${uploadId}`.execute(trx);
+        await trx
+          .insertInto("blobs")
+          .values({ digest, size, create_time: now, touch_time: now })
+          .onConflict((oc) => oc.column("digest").doUpdateSet((eb) => ({ touch_time: eb.ref("excluded.touch_time") })))
+          .execute();
+        await link(trx, repoUid, digest, now);
+        if (uploadId) await trx.deleteFrom("uploads").where("id", "=", uploadId).execute();
         // Last, so nothing can roll back after the bytes are in place but the commit itself.
         await placeBytes();
       });
@@ -62,13 +63,16 @@ export class BlobsRepository extends RegistryRepository {
   async mount(repoUid: string, fromUid: string, digest: string, now: Date): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
       // Locked, so a collector cannot take the source link (and then the blob) before this link stands.
-      const held = await sql`
-        select 1 from repo_blobs where repo_uid = ${fromUid} and digest = ${digest} for share`.execute(trx);
-      if (!held.rows.length) return false;
-      await sql`update blobs set touch_time = ${now} where digest = ${digest}`.execute(trx);
-      await sql`
-        insert into repo_blobs (repo_uid, digest, link_time) values (${repoUid}, ${digest}, ${now})
-        on conflict (repo_uid, digest) do update set link_time = excluded.link_time`.execute(trx);
+      const held = await trx
+        .selectFrom("repo_blobs")
+        .select(sql<number>`1`.as("held"))
+        .where("repo_uid", "=", fromUid)
+        .where("digest", "=", digest)
+        .forShare()
+        .executeTakeFirst();
+      if (!held) return false;
+      await trx.updateTable("blobs").set({ touch_time: now }).where("digest", "=", digest).execute();
+      await link(trx, repoUid, digest, now);
       return true;
     });
   }
@@ -76,15 +80,33 @@ export class BlobsRepository extends RegistryRepository {
   /** Unlinks a blob from a repo; refused while a manifest there needs it. */
   async unlink(repoUid: string, digest: string): Promise<UnlinkBlobResult> {
     try {
-      const r = await sql`delete from repo_blobs where repo_uid = ${repoUid} and digest = ${digest}`.execute(this.db);
-      return num(r.numAffectedRows ?? 0) > 0 ? { kind: "deleted" } : { kind: "not_found" };
+      const r = await this.db
+        .deleteFrom("repo_blobs")
+        .where("repo_uid", "=", repoUid)
+        .where("digest", "=", digest)
+        .executeTakeFirst();
+      return r.numDeletedRows > 0n ? { kind: "deleted" } : { kind: "not_found" };
     } catch (err) {
       if (sqlState(err) !== FOREIGN_KEY_VIOLATION) throw err;
-      const by = await sql<{ manifest_digest: string }>`
-        select manifest_digest from manifest_blobs where repo_uid = ${repoUid} and blob_digest = ${digest} limit 1`.execute(
-        this.db,
-      );
-      return { kind: "referenced", by: by.rows[0]?.manifest_digest ?? "a manifest" };
+      const by = await this.db
+        .selectFrom("manifest_blobs")
+        .select("manifest_digest")
+        .where("repo_uid", "=", repoUid)
+        .where("blob_digest", "=", digest)
+        .limit(1)
+        .executeTakeFirst();
+      return { kind: "referenced", by: by?.manifest_digest ?? "a manifest" };
     }
   }
+}
+
+/** Links a blob into a repo (again: the link's time moves). */
+async function link(db: RegistryDb, repoUid: string, digest: string, now: Date): Promise<void> {
+  await db
+    .insertInto("repo_blobs")
+    .values({ repo_uid: repoUid, digest, link_time: now })
+    .onConflict((oc) =>
+      oc.columns(["repo_uid", "digest"]).doUpdateSet((eb) => ({ link_time: eb.ref("excluded.link_time") })),
+    )
+    .execute();
 }

@@ -11,7 +11,8 @@ export interface ManifestRow {
   digest: string;
   media_type: string;
   size: number;
-  content: Uint8Array;
+  /** null when not asked for */
+  content: Uint8Array | null;
 }
 
 export interface ReferrerRow {
@@ -42,8 +43,6 @@ export type PutManifestResult =
 
 export type DeleteManifestResult = { kind: "deleted" } | { kind: "not_found" } | { kind: "referenced"; by: string };
 
-const num = (v: unknown) => Number(v);
-
 export class ManifestsRepository extends RegistryRepository {
   constructor(
     db: Db,
@@ -53,13 +52,16 @@ export class ManifestsRepository extends RegistryRepository {
     super(db);
   }
 
+  /** The manifest, with its bytes unless `withContent` is false (a HEAD). */
   async get(repoUid: string, digest: string, withContent: boolean): Promise<ManifestRow | undefined> {
-    const content = withContent ? sql`content` : sql`null::bytea as content`;
-    const r = await sql<ManifestRow>`
-      select digest, media_type, size, ${content} from manifests
-      where repo_uid = ${repoUid} and digest = ${digest}`.execute(this.db);
-    const row = r.rows[0];
-    return row && { ...row, size: num(row.size) };
+    const row = await this.db
+      .selectFrom("manifests")
+      .select(["digest", "media_type", "size"])
+      .select(withContent ? "content" : sql<Uint8Array | null>`null::bytea`.as("content"))
+      .where("repo_uid", "=", repoUid)
+      .where("digest", "=", digest)
+      .executeTakeFirst();
+    return row && { ...row, size: Number(row.size) };
   }
 
   /**
@@ -72,19 +74,7 @@ export class ManifestsRepository extends RegistryRepository {
       return await this.db.transaction().execute(async (trx) => {
         const missing = await firstMissing(trx, m);
         if (missing) return missing;
-        await sql`
-          insert into manifests (repo_uid, digest, media_type, artifact_type, subject_digest, annotations, size,
-                                 content, create_time)
-          values (${m.repoUid}, ${m.digest}, ${m.mediaType}, ${m.artifactType ?? null}, ${m.subject ?? null},
-                  ${m.annotations ? JSON.stringify(m.annotations) : null}::jsonb, ${m.content.length}, ${m.content},
-                  ${m.now})
-          on conflict (repo_uid, digest) do nothing`.execute(trx);
-        for (const blob of new Set(m.blobs))
-          await sql`insert into manifest_blobs (repo_uid, manifest_digest, blob_digest)
-            values (${m.repoUid}, ${m.digest}, ${blob}) on conflict do nothing`.execute(trx);
-        for (const child of new Set(m.children))
-          await sql`insert into manifest_children (repo_uid, manifest_digest, child_digest)
-            values (${m.repoUid}, ${m.digest}, ${child}) on conflict do nothing`.execute(trx);
+        await insert(trx, m);
         if (m.tag !== undefined) await this.tags.move(m.repoUid, m.tag, m.digest, m.now, trx);
         return { kind: "ok" } as const;
       });
@@ -102,44 +92,102 @@ export class ManifestsRepository extends RegistryRepository {
   async delete(repoUid: string, digest: string): Promise<DeleteManifestResult> {
     try {
       return await this.db.transaction().execute(async (trx) => {
-        const r = await sql`delete from manifests where repo_uid = ${repoUid} and digest = ${digest}`.execute(trx);
-        if (num(r.numAffectedRows ?? 0) === 0) return { kind: "not_found" } as const;
-        await sql`delete from tags where repo_uid = ${repoUid} and digest = ${digest}`.execute(trx);
+        const r = await trx
+          .deleteFrom("manifests")
+          .where("repo_uid", "=", repoUid)
+          .where("digest", "=", digest)
+          .executeTakeFirst();
+        if (r.numDeletedRows === 0n) return { kind: "not_found" } as const;
+        await this.tags.deleteByDigest(repoUid, digest, trx);
         return { kind: "deleted" } as const;
       });
     } catch (err) {
       if (sqlState(err) !== FOREIGN_KEY_VIOLATION) throw err;
-      const by = await sql<{ manifest_digest: string }>`
-        select manifest_digest from manifest_children where repo_uid = ${repoUid} and child_digest = ${digest}
-        limit 1`.execute(this.db);
-      return { kind: "referenced", by: by.rows[0]?.manifest_digest ?? "an index" };
+      const by = await this.db
+        .selectFrom("manifest_children")
+        .select("manifest_digest")
+        .where("repo_uid", "=", repoUid)
+        .where("child_digest", "=", digest)
+        .limit(1)
+        .executeTakeFirst();
+      return { kind: "referenced", by: by?.manifest_digest ?? "an index" };
     }
   }
 
+  /** The manifests whose subject is `subject`, oldest first (at most 10,000). */
   async referrers(repoUid: string, subject: string, artifactType?: string): Promise<ReferrerRow[]> {
-    const filter = artifactType === undefined ? sql`` : sql`and artifact_type = ${artifactType}`;
-    const r = await sql<ReferrerRow>`
-      select digest, media_type, size, artifact_type, annotations from manifests
-      where repo_uid = ${repoUid} and subject_digest = ${subject} ${filter}
-      order by create_time, digest limit 10000`.execute(this.db);
-    return r.rows.map((row) => ({ ...row, size: num(row.size) }));
+    const rows = await this.db
+      .selectFrom("manifests")
+      .select(["digest", "media_type", "size", "artifact_type", "annotations"])
+      .where("repo_uid", "=", repoUid)
+      .where("subject_digest", "=", subject)
+      .$if(artifactType !== undefined, (q) => q.where("artifact_type", "=", artifactType!))
+      .orderBy("create_time")
+      .orderBy("digest")
+      .limit(10000)
+      .execute();
+    return rows.map((row) => ({ ...row, size: Number(row.size) }));
   }
 }
 
+/** The manifest's row and its references (each once); an existing manifest is left as it is. */
+async function insert(db: RegistryDb, m: NewManifest): Promise<void> {
+  await db
+    .insertInto("manifests")
+    .values({
+      repo_uid: m.repoUid,
+      digest: m.digest,
+      media_type: m.mediaType,
+      artifact_type: m.artifactType ?? null,
+      subject_digest: m.subject ?? null,
+      annotations: m.annotations ? JSON.stringify(m.annotations) : null,
+      size: m.content.length,
+      content: m.content,
+      create_time: m.now,
+    })
+    .onConflict((oc) => oc.columns(["repo_uid", "digest"]).doNothing())
+    .execute();
+  for (const blob of new Set(m.blobs))
+    await db
+      .insertInto("manifest_blobs")
+      .values({ repo_uid: m.repoUid, manifest_digest: m.digest, blob_digest: blob })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+  for (const child of new Set(m.children))
+    await db
+      .insertInto("manifest_children")
+      .values({ repo_uid: m.repoUid, manifest_digest: m.digest, child_digest: child })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+}
+
+/** The first blob or child manifest `m` names that its repo does not hold. */
 async function firstMissing(db: RegistryDb, m: NewManifest): Promise<PutManifestResult | undefined> {
   if (m.blobs.length) {
-    const have = await sql<{ digest: string }>`
-      select digest from repo_blobs where repo_uid = ${m.repoUid} and digest in (${sql.join(m.blobs)})`.execute(db);
-    const held = new Set(have.rows.map((r) => r.digest));
+    const held = await digestsIn(db, "repo_blobs", m.repoUid, m.blobs);
     const absent = m.blobs.find((d) => !held.has(d));
     if (absent) return { kind: "blob_unknown", digest: absent };
   }
   if (m.children.length) {
-    const have = await sql<{ digest: string }>`
-      select digest from manifests where repo_uid = ${m.repoUid} and digest in (${sql.join(m.children)})`.execute(db);
-    const held = new Set(have.rows.map((r) => r.digest));
+    const held = await digestsIn(db, "manifests", m.repoUid, m.children);
     const absent = m.children.find((d) => !held.has(d));
     if (absent) return { kind: "manifest_unknown", digest: absent };
   }
   return undefined;
+}
+
+/** Which of `digests` the repo holds, as blobs or as manifests. */
+async function digestsIn(
+  db: RegistryDb,
+  table: "repo_blobs" | "manifests",
+  repoUid: string,
+  digests: string[],
+): Promise<Set<string>> {
+  const rows = await db
+    .selectFrom(table)
+    .select("digest")
+    .where("repo_uid", "=", repoUid)
+    .where("digest", "in", digests)
+    .execute();
+  return new Set(rows.map((r) => r.digest));
 }

@@ -196,21 +196,26 @@ export class ReposRepository extends RegistryRepository {
   // --- the OCI distribution API's view ---
 
   /** The repo named `name` in group `parentUid`, as name resolution needs it. */
-  async ref(parentUid: string, name: string): Promise<RepoRef | undefined> {
-    const r = await sql<RepoRef>`
-      select uid, parent_uid, name, public from repos where parent_uid = ${parentUid} and name = ${name}`.execute(
-      this.db,
-    );
-    return r.rows[0];
+  ref(parentUid: string, name: string): Promise<RepoRef | undefined> {
+    return this.db
+      .selectFrom("repos")
+      .select(["uid", "parent_uid", "name", "public"])
+      .where("parent_uid", "=", parentUid)
+      .where("name", "=", name)
+      .executeTakeFirst();
   }
 
-  /** The repo, created on first push (its uid is new); concurrent first pushes agree on one. */
+  /**
+   * The repo, created by the first push (a new uid, every other field its default); concurrent
+   * first pushes agree on one. Undefined when the group does not exist (any more).
+   */
   async ensure(parentUid: string, name: string, now: Date): Promise<RepoRef | undefined> {
     try {
-      await sql`
-        insert into repos (uid, parent_uid, name, create_time, update_time)
-        values (${newChildUidp(parentUid)}, ${parentUid}, ${name}, ${now}, ${now})
-        on conflict (parent_uid, name) do nothing`.execute(this.db);
+      await this.db
+        .insertInto("repos")
+        .values({ uid: newChildUidp(parentUid), parent_uid: parentUid, name, create_time: now, update_time: now })
+        .onConflict((oc) => oc.columns(["parent_uid", "name"]).doNothing())
+        .execute();
     } catch (err) {
       if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
       throw err;
@@ -219,16 +224,10 @@ export class ReposRepository extends RegistryRepository {
   }
 
   /** Every repo under the given subtrees ("all": everywhere): its path and group. */
-  async catalog(visibility: "all" | readonly string[]): Promise<{ name: string; parent_uid: string }[]> {
-    const within =
-      visibility === "all"
-        ? sql`true`
-        : sql.join(
-            visibility.map((v) => sql`(r.uid like ${v.replace(/[\\%_]/g, "\\$&") + "/%"})`),
-            sql` or `,
-          );
-    const r = await sql<{ name: string; parent_uid: string }>`
-      select r.name, r.parent_uid from repos r where ${within}`.execute(this.db);
-    return r.rows;
+  catalog(visibility: "all" | readonly string[]): Promise<{ name: string; parent_uid: string }[]> {
+    const q = this.db.selectFrom("repos").select(["name", "parent_uid"]);
+    if (visibility === "all") return q.execute();
+    const escaped = (uid: string) => uid.replace(/[\\%_]/g, "\\$&");
+    return q.where((eb) => eb.or(visibility.map((v) => eb("uid", "like", `${escaped(v)}/%`)))).execute();
   }
 }

@@ -109,19 +109,31 @@ export class TagsRepository extends RegistryRepository {
 
   /** The digest the tag `name` of a repo points at. */
   async digestOf(repoUid: string, name: string): Promise<string | undefined> {
-    const r = await sql<{ digest: string }>`
-      select digest from tags where repo_uid = ${repoUid} and name = ${name}`.execute(this.db);
-    return r.rows[0]?.digest;
+    const row = await this.db
+      .selectFrom("tags")
+      .select("digest")
+      .where("repo_uid", "=", repoUid)
+      .where("name", "=", name)
+      .executeTakeFirst();
+    return row?.digest;
   }
 
   /** Tag names after `last`, in byte order; one more than `limit` tells whether more remain. */
   async names(repoUid: string, last: string | undefined, limit: number): Promise<string[]> {
+    const page = this.db
+      .selectFrom("tags")
+      .select("name")
+      .where("repo_uid", "=", repoUid)
+      .$if(last !== undefined, (q) => q.where("name", ">", last!))
+      .orderBy("name")
+      .limit(limit)
+      .as("page");
     // One JSON array instead of a row per tag: thousands of rows cost PGlite far more than one value.
-    const r = await sql<{ names: string[] | string | null }>`
-      select json_agg(name order by name) as names from (
-        select name from tags where repo_uid = ${repoUid} ${last === undefined ? sql`` : sql`and name > ${last}`}
-        order by name limit ${limit}) page`.execute(this.db);
-    const names = r.rows[0]?.names ?? [];
+    const row = await this.db
+      .selectFrom(page)
+      .select(sql<string[] | string | null>`json_agg(name order by name)`.as("names"))
+      .executeTakeFirst();
+    const names = row?.names ?? [];
     return typeof names === "string" ? (JSON.parse(names) as string[]) : names;
   }
 
@@ -132,11 +144,16 @@ export class TagsRepository extends RegistryRepository {
   async move(repoUid: string, tag: string, digest: string, now: Date, db: RegistryDb = this.db): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
-        await sql`
-          insert into tags (uid, repo_uid, name, digest, update_time)
-          values (${newChildUidp(repoUid)}, ${repoUid}, ${tag}, ${digest}, ${now})
-          on conflict (repo_uid, name) do update set digest = excluded.digest, update_time = excluded.update_time
-          where tags.digest is distinct from excluded.digest`.execute(db);
+        await db
+          .insertInto("tags")
+          .values({ uid: newChildUidp(repoUid), repo_uid: repoUid, name: tag, digest, update_time: now })
+          .onConflict((oc) =>
+            oc
+              .columns(["repo_uid", "name"])
+              .doUpdateSet((eb) => ({ digest: eb.ref("excluded.digest"), update_time: eb.ref("excluded.update_time") }))
+              .where((eb) => eb("tags.digest", "is distinct from", eb.ref("excluded.digest"))),
+          )
+          .execute();
         return;
       } catch (err) {
         // A uid collision (64 random bits) is retried; anything else is not ours to handle.
@@ -147,23 +164,37 @@ export class TagsRepository extends RegistryRepository {
 
   /** Deletes the tag `name` of a repo; false when there was none. */
   async deleteByName(repoUid: string, name: string): Promise<boolean> {
-    const r = await sql`delete from tags where repo_uid = ${repoUid} and name = ${name}`.execute(this.db);
-    return Number(r.numAffectedRows ?? 0) > 0;
+    const r = await this.db
+      .deleteFrom("tags")
+      .where("repo_uid", "=", repoUid)
+      .where("name", "=", name)
+      .executeTakeFirst();
+    return r.numDeletedRows > 0n;
+  }
+
+  /** Deletes every tag of a repo pointing at `digest`, in `db` (a manifest delete's transaction). */
+  async deleteByDigest(repoUid: string, digest: string, db: RegistryDb = this.db): Promise<void> {
+    await db.deleteFrom("tags").where("repo_uid", "=", repoUid).where("digest", "=", digest).execute();
   }
 
   /** Where a tag pointed, oldest first, within [start, end]. */
-  async history(
+  history(
     repoUid: string,
     tag: string,
     start: Date | undefined,
     end: Date | undefined,
     limit: number,
   ): Promise<{ digest: string; update_time: Date }[]> {
-    const r = await sql<{ digest: string; update_time: Date }>`
-      select digest, update_time from tag_history
-      where repo_uid = ${repoUid} and tag = ${tag}
-        ${start ? sql`and update_time >= ${start}` : sql``} ${end ? sql`and update_time <= ${end}` : sql``}
-      order by update_time, id limit ${limit}`.execute(this.db);
-    return r.rows;
+    return this.db
+      .selectFrom("tag_history")
+      .select(["digest", "update_time"])
+      .where("repo_uid", "=", repoUid)
+      .where("tag", "=", tag)
+      .$if(start !== undefined, (q) => q.where("update_time", ">=", start!))
+      .$if(end !== undefined, (q) => q.where("update_time", "<=", end!))
+      .orderBy("update_time")
+      .orderBy("id")
+      .limit(limit)
+      .execute();
   }
 }
