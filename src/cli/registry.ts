@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import type { RegistrySettings } from "../platform/config.js";
 import { collectGarbage, type GcReport } from "../registry/gc.js";
-import { openBlobStore } from "../registry/module.js";
+import { openBlobStore, registryRepositories } from "../registry/module.js";
 import { migrateAll } from "../server/start.js";
 import { openDatabase } from "../storage/db.js";
 
@@ -29,7 +29,10 @@ export async function registryGc(opts: RegistryGcOptions): Promise<GcReport> {
     await migrateAll(database.db);
     const store = await openBlobStore(opts.registry, join(opts.dataDir, "registry"));
     try {
-      return await collectGarbage(database.db, store, { graceMs: opts.graceMs, dryRun: opts.dryRun });
+      return await collectGarbage(registryRepositories(database.db), store, {
+        graceMs: opts.graceMs,
+        dryRun: opts.dryRun,
+      });
     } finally {
       await store.close();
     }

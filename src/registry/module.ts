@@ -102,7 +102,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groupDirectory, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
-      collectGarbage(ctx.db, store, {
+      collectGarbage({ blobs, manifests, uploads }, store, {
         graceMs: options.graceMs ?? graceMs,
         dryRun: options.dryRun,
         logger: ctx.logger,

@@ -3,7 +3,7 @@
 // read it). A manifest's blobs are held by foreign keys, so a link in use cannot be removed.
 import { sql } from "kysely";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
-import { RegistryRepository, type RegistryDb } from "./tables.js";
+import { RegistryRepository, type AliasedBuilder, type RegistryDb } from "./tables.js";
 
 export interface BlobRow {
   digest: string;
@@ -98,6 +98,108 @@ export class BlobsRepository extends RegistryRepository {
       return { kind: "referenced", by: by?.manifest_digest ?? "a manifest" };
     }
   }
+
+  // --- garbage collection ---
+
+  /** How many links no manifest uses were made before `cutoff`. */
+  async countUnusedLinks(cutoff: Date): Promise<number> {
+    const row = await this.db
+      .selectFrom("repo_blobs as l")
+      .select((eb) => eb.fn.countAll<string | number>().as("n"))
+      .where((eb) => isUnusedLink(eb, cutoff))
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  /** Deletes the links no manifest uses made before `cutoff` (re-checked in the statement); how many. */
+  async deleteUnusedLinks(cutoff: Date): Promise<number> {
+    const r = await this.db
+      .deleteFrom("repo_blobs as l")
+      .where((eb) => isUnusedLink(eb, cutoff))
+      .executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+
+  /** How many blobs no repo links were last touched before `cutoff`, and their bytes. */
+  async countUnused(cutoff: Date): Promise<{ blobs: number; bytes: number }> {
+    const row = await this.db
+      .selectFrom("blobs as b")
+      .select((eb) => [
+        eb.fn.countAll<string | number>().as("n"),
+        eb.fn.coalesce(eb.fn.sum<string | number | null>("size"), sql<number>`0`).as("bytes"),
+      ])
+      .where((eb) => isUnusedBlob(eb, cutoff))
+      .executeTakeFirst();
+    return { blobs: Number(row?.n ?? 0), bytes: Number(row?.bytes ?? 0) };
+  }
+
+  /** Up to `limit` blobs no repo links, last touched before `cutoff`. */
+  async unused(cutoff: Date, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom("blobs as b")
+      .select("digest")
+      .where((eb) => isUnusedBlob(eb, cutoff))
+      .limit(limit)
+      .execute();
+    return rows.map((r) => r.digest);
+  }
+
+  /**
+   * Deletes a blob if it is still unused (re-checked), then `removeBytes` while the row stays
+   * locked, so a concurrent push of the same digest waits and then records (and stores) it
+   * afresh. The blob's size, or undefined when it was in use.
+   */
+  async removeUnused(digest: string, cutoff: Date, removeBytes: () => Promise<void>): Promise<number | undefined> {
+    try {
+      return await this.db.transaction().execute(async (trx) => {
+        const row = await trx
+          .deleteFrom("blobs as b")
+          .where("b.digest", "=", digest)
+          .where((eb) => isUnusedBlob(eb, cutoff))
+          .returning("size")
+          .executeTakeFirst();
+        if (!row) return undefined;
+        await removeBytes();
+        return Number(row.size);
+      });
+    } catch (err) {
+      // A push linked it while this waited for the row (the recheck may not see that link; the
+      // foreign key does): the blob is in use, and its bytes were never touched.
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+      throw err;
+    }
+  }
+}
+
+/** A link made before `cutoff` that no manifest of its repo uses. */
+function isUnusedLink(eb: AliasedBuilder<"repo_blobs", "l">, cutoff: Date) {
+  return eb.and([
+    eb("l.link_time", "<", cutoff),
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom("manifest_blobs as mb")
+          .select(sql<number>`1`.as("one"))
+          .whereRef("mb.repo_uid", "=", "l.repo_uid")
+          .whereRef("mb.blob_digest", "=", "l.digest"),
+      ),
+    ),
+  ]);
+}
+
+/** A blob last touched before `cutoff` that no repo links. */
+function isUnusedBlob(eb: AliasedBuilder<"blobs", "b">, cutoff: Date) {
+  return eb.and([
+    eb("b.touch_time", "<", cutoff),
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom("repo_blobs as l")
+          .select(sql<number>`1`.as("one"))
+          .whereRef("l.digest", "=", "b.digest"),
+      ),
+    ),
+  ]);
 }
 
 /** Links a blob into a repo (again: the link's time moves). */

@@ -4,7 +4,7 @@
 import { sql } from "kysely";
 import type { Db } from "../../storage/db.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
-import { RegistryRepository, type RegistryDb } from "./tables.js";
+import { RegistryRepository, type AliasedBuilder, type RegistryDb } from "./tables.js";
 import type { TagsRepository } from "./tags.js";
 
 export interface ManifestRow {
@@ -128,6 +128,67 @@ export class ManifestsRepository extends RegistryRepository {
       .execute();
     return rows.map((row) => ({ ...row, size: Number(row.size) }));
   }
+
+  // --- garbage collection ---
+
+  /** How many manifests are garbage (see `isGarbage`) now. */
+  async countGarbage(cutoff: Date): Promise<number> {
+    const row = await this.db
+      .selectFrom("manifests as m")
+      .select((eb) => eb.fn.countAll<string | number>().as("n"))
+      .where((eb) => isGarbage(eb, cutoff))
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  /** Deletes the manifests that are garbage (see `isGarbage`), re-checked in the statement; how many. */
+  async deleteGarbage(cutoff: Date): Promise<number> {
+    const r = await this.db
+      .deleteFrom("manifests as m")
+      .where((eb) => isGarbage(eb, cutoff))
+      .executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+}
+
+/**
+ * A manifest is garbage when created before `cutoff`, untagged, named by no index and not
+ * referring to a manifest that is kept.
+ */
+function isGarbage(eb: AliasedBuilder<"manifests", "m">, cutoff: Date) {
+  return eb.and([
+    eb("m.create_time", "<", cutoff),
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom("tags as t")
+          .select(sql<number>`1`.as("one"))
+          .whereRef("t.repo_uid", "=", "m.repo_uid")
+          .whereRef("t.digest", "=", "m.digest"),
+      ),
+    ),
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom("manifest_children as c")
+          .select(sql<number>`1`.as("one"))
+          .whereRef("c.repo_uid", "=", "m.repo_uid")
+          .whereRef("c.child_digest", "=", "m.digest"),
+      ),
+    ),
+    eb.not(
+      eb.and([
+        eb("m.subject_digest", "is not", null),
+        eb.exists(
+          eb
+            .selectFrom("manifests as s")
+            .select(sql<number>`1`.as("one"))
+            .whereRef("s.repo_uid", "=", "m.repo_uid")
+            .whereRef("s.digest", "=", "m.subject_digest"),
+        ),
+      ]),
+    ),
+  ]);
 }
 
 /** The manifest's row and its references (each once); an existing manifest is left as it is. */

@@ -2,7 +2,7 @@
 // OCI distribution API stores (blobs, repo_blobs, manifests, manifest_blobs, manifest_children,
 // uploads). Column names are snake_case as in SQL; jsonb columns read as their JS values and are
 // written as JSON text; bigint columns read as the driver reads int8 (a string or a number).
-import type { ColumnType, Generated, Kysely, Selectable } from "kysely";
+import type { ColumnType, ExpressionBuilder, Generated, Kysely, Selectable } from "kysely";
 import type { JsonValue } from "@bufbuild/protobuf";
 import type { Db } from "../../storage/db.js";
 import type { Timestamp } from "../../storage/schema.js";
@@ -131,3 +131,9 @@ export abstract class RegistryRepository {
 
 /** A row of a registry table. */
 export type Row<T extends keyof RegistryTables> = Selectable<RegistryTables[T]>;
+
+/** What a condition on table `T` under alias `A` is built with (a statement's own row, for correlated subqueries). */
+export type AliasedBuilder<T extends keyof RegistryTables, A extends string> = ExpressionBuilder<
+  RegistryTables & { [K in A]: RegistryTables[T] },
+  A
+>;

@@ -1,5 +1,6 @@
 // Upload sessions: blob bytes staged in the blob store while a push sends them, the acknowledged
 // size here. A session goes with its repo; completing it (BlobsRepository.store) ends it.
+import { sql } from "kysely";
 import { RegistryRepository } from "./tables.js";
 
 export interface UploadRow {
@@ -41,5 +42,45 @@ export class UploadsRepository extends RegistryRepository {
   async delete(id: string): Promise<boolean> {
     const r = await this.db.deleteFrom("uploads").where("id", "=", id).executeTakeFirst();
     return r.numDeletedRows === 1n;
+  }
+
+  async exists(id: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom("uploads")
+      .select(sql<number>`1`.as("one"))
+      .where("id", "=", id)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  // --- garbage collection ---
+
+  /** How many sessions were last moved before `cutoff`. */
+  async countExpired(cutoff: Date): Promise<number> {
+    const row = await this.db
+      .selectFrom("uploads")
+      .select((eb) => eb.fn.countAll<string | number>().as("n"))
+      .where("update_time", "<", cutoff)
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  /** Deletes up to `limit` sessions last moved before `cutoff`, oldest first; their ids. */
+  async deleteExpired(cutoff: Date, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .deleteFrom("uploads")
+      .where(
+        "id",
+        "in",
+        this.db
+          .selectFrom("uploads")
+          .select("id")
+          .where("update_time", "<", cutoff)
+          .orderBy("update_time")
+          .limit(limit),
+      )
+      .returning("id")
+      .execute();
+    return rows.map((r) => r.id);
   }
 }
