@@ -10,7 +10,7 @@ import type { CallContext } from "../core/service.js";
 import type { PublicUrls } from "../platform/config.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { isRepositoryName, type RepositoryNames } from "./names.js";
-import { ACTION_CAPABILITIES, type Action } from "./oci/routes.js";
+import { ACTION_CAPABILITIES, type Action } from "./oci/router.js";
 import { bearerChallenge, sendOciError } from "./oci/errors.js";
 
 /** Registry tokens are short: a pull or push gets a fresh one per repository anyway. */

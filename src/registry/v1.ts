@@ -14,7 +14,7 @@ import { found } from "../platform/outcomes.js";
 import { bindService, type CallContext, type ServiceBinding } from "../core/service.js";
 import { parentOf } from "../core/uidp.js";
 import { REPLACE_ALL, delegateTo, listAll, oneOrNone, sameWire } from "../platform/v1.js";
-import { MAX_HISTORY } from "./oci/routes.js";
+import { MAX_HISTORY } from "./oci/history.js";
 import type { TagsRepository } from "./storage/tags.js";
 import { toTag } from "./tags.js";
 
