@@ -5,13 +5,19 @@ import type { BlobsRepository } from "../storage/blobs.js";
 import { isDigest } from "./digest.js";
 import { OciError, blobUnknown, digestInvalid } from "./errors.js";
 import { sendHead, type RepoRequest } from "./http.js";
+import type { MethodHandlers } from "./router.js";
 
 export interface BlobRouteDeps {
   blobs: BlobsRepository;
   store: BlobStore;
 }
 
-export async function getBlob(deps: BlobRouteDeps, { request, reply, repo, reference: digest }: RepoRequest) {
+/** DELETE unlinks, GET and HEAD pull (as does any other method, as it always has). */
+export function blobHandlers(deps: BlobRouteDeps): MethodHandlers {
+  return { DELETE: (r) => deleteBlob(deps, r), "*": (r) => getBlob(deps, r) };
+}
+
+async function getBlob(deps: BlobRouteDeps, { request, reply, repo, reference: digest }: RepoRequest) {
   if (!isDigest(digest)) throw digestInvalid("unsupported or malformed digest");
   const blob = await deps.blobs.inRepo(repo.uid, digest);
   if (!blob) throw blobUnknown(digest);
@@ -35,7 +41,7 @@ export async function getBlob(deps: BlobRouteDeps, { request, reply, repo, refer
   return reply.send(stream);
 }
 
-export async function deleteBlob(deps: BlobRouteDeps, { reply, repo, reference: digest }: RepoRequest) {
+async function deleteBlob(deps: BlobRouteDeps, { reply, repo, reference: digest }: RepoRequest) {
   if (!isDigest(digest)) throw digestInvalid("unsupported or malformed digest");
   const result = await deps.blobs.unlink(repo.uid, digest);
   if (result.kind === "not_found") throw blobUnknown(digest);

@@ -4,6 +4,7 @@ import type { TagsRepository } from "../storage/tags.js";
 import { TAG_PATTERN as TAG } from "../names.js";
 import { OciError, manifestUnknown } from "./errors.js";
 import { queryOf, sendJson, type Query, type RepoRequest } from "./http.js";
+import type { MethodHandlers } from "./router.js";
 
 /** At most this many records per tag-history answer (here and in the v1 ListTagHistory). */
 export const MAX_HISTORY = 1_000;
@@ -12,7 +13,12 @@ export interface HistoryRouteDeps {
   tags: TagsRepository;
 }
 
-export async function history(deps: HistoryRouteDeps, { request, reply, repo, reference: tag }: RepoRequest) {
+/** Any method lists (as it always has). */
+export function historyHandlers(deps: HistoryRouteDeps): MethodHandlers {
+  return { "*": (r) => history(deps, r) };
+}
+
+async function history(deps: HistoryRouteDeps, { request, reply, repo, reference: tag }: RepoRequest) {
   if (!TAG.test(tag)) throw manifestUnknown(tag.slice(0, 200));
   const query = queryOf(request);
   const rows = await deps.tags.history(repo.uid, tag, time(query, "start"), time(query, "end"), MAX_HISTORY);

@@ -9,6 +9,7 @@ import { TAG_PATTERN as TAG } from "../names.js";
 import { algorithmOf, digestOf, isDigest, looksLikeDigest } from "./digest.js";
 import { OciError, digestInvalid, manifestInvalid, manifestUnknown } from "./errors.js";
 import { sendHead, type RepoRequest } from "./http.js";
+import type { MethodHandlers } from "./router.js";
 import { MAX_MANIFEST_BYTES, parseManifest } from "./manifest.js";
 
 export interface ManifestRouteDeps {
@@ -17,7 +18,16 @@ export interface ManifestRouteDeps {
   now(): Date;
 }
 
-export async function getManifest(deps: ManifestRouteDeps, { request, reply, repo, reference }: RepoRequest) {
+/** PUT pushes, DELETE deletes, GET and HEAD pull (as does any other method, as it always has). */
+export function manifestHandlers(deps: ManifestRouteDeps): MethodHandlers {
+  return {
+    PUT: (r) => putManifest(deps, r),
+    DELETE: (r) => deleteManifest(deps, r),
+    "*": (r) => getManifest(deps, r),
+  };
+}
+
+async function getManifest(deps: ManifestRouteDeps, { request, reply, repo, reference }: RepoRequest) {
   const digest = await digestOfReference(deps.tags, repo, reference);
   const head = request.method === "HEAD";
   const manifest = await deps.manifests.get(repo.uid, digest, !head);
@@ -39,7 +49,7 @@ async function digestOfReference(tags: TagsRepository, repo: RepoRef, reference:
   return digest;
 }
 
-export async function putManifest(deps: ManifestRouteDeps, { request, reply, name, repo, reference }: RepoRequest) {
+async function putManifest(deps: ManifestRouteDeps, { request, reply, name, repo, reference }: RepoRequest) {
   const byDigest = looksLikeDigest(reference);
   if (byDigest && !isDigest(reference)) throw digestInvalid("unsupported or malformed digest", { reference });
   if (!byDigest && !TAG.test(reference)) throw manifestInvalid("invalid tag name");
@@ -72,7 +82,7 @@ export async function putManifest(deps: ManifestRouteDeps, { request, reply, nam
   return reply.send();
 }
 
-export async function deleteManifest(deps: ManifestRouteDeps, { reply, repo, reference }: RepoRequest) {
+async function deleteManifest(deps: ManifestRouteDeps, { reply, repo, reference }: RepoRequest) {
   if (!looksLikeDigest(reference)) {
     if (!TAG.test(reference) || !(await deps.tags.deleteByName(repo.uid, reference))) throw manifestUnknown(reference);
     return reply.code(202).send();

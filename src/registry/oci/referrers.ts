@@ -5,12 +5,18 @@ import { isDigest } from "./digest.js";
 import { digestInvalid } from "./errors.js";
 import { queryOf, sendJson, type RepoRequest } from "./http.js";
 import { OCI_INDEX } from "./manifest.js";
+import type { MethodHandlers } from "./router.js";
 
 export interface ReferrerRouteDeps {
   manifests: ManifestsRepository;
 }
 
-export async function referrers(deps: ReferrerRouteDeps, { request, reply, repo, reference: digest }: RepoRequest) {
+/** Any method lists (as it always has). */
+export function referrerHandlers(deps: ReferrerRouteDeps): MethodHandlers {
+  return { "*": (r) => referrers(deps, r) };
+}
+
+async function referrers(deps: ReferrerRouteDeps, { request, reply, repo, reference: digest }: RepoRequest) {
   if (!isDigest(digest)) throw digestInvalid("unsupported or malformed digest");
   const artifactType = queryOf(request).artifactType;
   const rows = await deps.manifests.referrers(repo.uid, digest, artifactType || undefined);

@@ -6,6 +6,7 @@ import type { RepositoryNames } from "../names.js";
 import type { TagsRepository } from "../storage/tags.js";
 import { OciError } from "./errors.js";
 import { API_VERSION, queryOf, sendJson, type RepoRequest } from "./http.js";
+import type { MethodHandlers } from "./router.js";
 
 /** The most tags or catalog entries one answer carries (clients follow Link for the rest). */
 export const MAX_PAGE = 10_000;
@@ -15,7 +16,12 @@ export interface TagRouteDeps {
   names: RepositoryNames;
 }
 
-export async function listTags(deps: TagRouteDeps, { request, reply, name, repo }: RepoRequest) {
+/** Any method lists (as it always has). */
+export function tagHandlers(deps: TagRouteDeps): MethodHandlers {
+  return { "*": (r) => listTags(deps, r) };
+}
+
+async function listTags(deps: TagRouteDeps, { request, reply, name, repo }: RepoRequest) {
   const n = pageSize(request);
   const last = queryOf(request).last;
   const names = n === 0 ? [] : await deps.tags.names(repo.uid, last, n + 1);

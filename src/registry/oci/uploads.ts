@@ -15,8 +15,8 @@ import type { RepoRef } from "../storage/repos.js";
 import type { UploadRow, UploadsRepository } from "../storage/uploads.js";
 import { HashingStream, algorithmOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
 import { OciError, digestInvalid, nameUnknown, uploadUnknown } from "./errors.js";
-import { queryOf, type RepoRequest } from "./http.js";
-import { ACTION_CAPABILITIES, granted } from "./router.js";
+import { queryOf, unsupported, type RepoRequest } from "./http.js";
+import { ACTION_CAPABILITIES, granted, type MethodHandlers, type RepoHandler } from "./router.js";
 
 export interface UploadRouteDeps {
   uploads: UploadsRepository;
@@ -27,7 +27,7 @@ export interface UploadRouteDeps {
 }
 
 /** The upload routes' dependencies and the running hashes of the uploads this process feeds. */
-export interface Uploading extends UploadRouteDeps {
+interface Uploading extends UploadRouteDeps {
   hashes: UploadHashes;
 }
 
@@ -38,7 +38,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
  * digest up front. Finishing without one (after a restart, on another replica, another
  * algorithm) re-reads the staged bytes.
  */
-export class UploadHashes {
+class UploadHashes {
   private readonly hashes = new Map<string, { hash: Hash; size: number; algorithm: Algorithm }>();
   take(id: string, offset: number, algorithm: Algorithm): Hash | undefined {
     const entry = this.hashes.get(id);
@@ -56,11 +56,36 @@ export class UploadHashes {
   }
 }
 
+/**
+ * `uploads` (.../blobs/uploads/): POST starts one (any other method is unsupported); `upload`
+ * (.../blobs/uploads/<id>): GET its progress, PATCH a chunk, PUT the end, DELETE a cancel, each
+ * on a session of this repo (any other method is unsupported, once the session is found).
+ */
+export function uploadHandlers(deps: UploadRouteDeps): { uploads: MethodHandlers; upload: MethodHandlers } {
+  const u: Uploading = { ...deps, hashes: new UploadHashes() };
+  const session =
+    (handle: (r: RepoRequest, upload: UploadRow) => Promise<unknown>): RepoHandler =>
+    async (r) =>
+      handle(r, await openSession(u, r));
+  return {
+    uploads: { POST: (r) => startUpload(u, r) },
+    upload: {
+      GET: session(async (r, upload) => progress(r, upload, 204).send()),
+      PATCH: session((r, upload) => appendChunk(u, r, upload)),
+      PUT: session((r, upload) => completeUpload(u, r, upload)),
+      DELETE: session((r, upload) => cancelUpload(u, r, upload)),
+      "*": session(async () => {
+        throw unsupported();
+      }),
+    },
+  };
+}
+
 const uploadLocation = (name: string, id: string) => `/v2/${name}/blobs/uploads/${id}`;
 const rangeHeader = (size: number) => `0-${Math.max(size - 1, 0)}`;
 
 /** POST .../blobs/uploads/: a mount, a monolithic push (`digest`), or a new session. */
-export async function startUpload(u: Uploading, { request, reply, call, name, repo }: RepoRequest) {
+async function startUpload(u: Uploading, { request, reply, call, name, repo }: RepoRequest) {
   const query = queryOf(request);
   if (query.mount !== undefined && query.from !== undefined && isDigest(query.mount)) {
     if (await mount(u, call, repo, query.from, query.mount)) {
@@ -97,7 +122,7 @@ async function mount(u: Uploading, call: CallContext, repo: RepoRef, from: strin
 }
 
 /** The session a request names in this repo (a malformed or unknown id is BLOB_UPLOAD_UNKNOWN). */
-export async function openSession(u: Uploading, { repo, reference: id }: RepoRequest): Promise<UploadRow> {
+async function openSession(u: Uploading, { repo, reference: id }: RepoRequest): Promise<UploadRow> {
   if (!UUID.test(id)) throw uploadUnknown();
   const upload = await u.uploads.get(id, repo.uid);
   if (!upload) throw uploadUnknown();
@@ -105,7 +130,7 @@ export async function openSession(u: Uploading, { repo, reference: id }: RepoReq
 }
 
 /** The session's state: where to continue, and what is acknowledged so far. */
-export function progress({ reply, name }: RepoRequest, upload: UploadRow, code: number): FastifyReply {
+function progress({ reply, name }: RepoRequest, upload: UploadRow, code: number): FastifyReply {
   return reply
     .code(code)
     .header("location", uploadLocation(name, upload.id))
@@ -114,7 +139,7 @@ export function progress({ reply, name }: RepoRequest, upload: UploadRow, code: 
 }
 
 /** DELETE: the session and its staged bytes go. */
-export async function cancelUpload(u: Uploading, { reply }: RepoRequest, upload: UploadRow) {
+async function cancelUpload(u: Uploading, { reply }: RepoRequest, upload: UploadRow) {
   if (!(await u.uploads.delete(upload.id))) throw uploadUnknown();
   u.hashes.drop(upload.id);
   await u.store.deleteUpload(upload.id);
@@ -122,7 +147,7 @@ export async function cancelUpload(u: Uploading, { reply }: RepoRequest, upload:
 }
 
 /** PATCH: a chunk, which must start where the upload ends (when it says where it starts). */
-export async function appendChunk(u: Uploading, r: RepoRequest, upload: UploadRow) {
+async function appendChunk(u: Uploading, r: RepoRequest, upload: UploadRow) {
   const range = r.request.headers["content-range"];
   if (range !== undefined) {
     const m = /^(?:bytes )?(\d+)-(\d+)$/.exec(range);
@@ -140,7 +165,7 @@ export async function appendChunk(u: Uploading, r: RepoRequest, upload: UploadRo
 }
 
 /** PUT: the last chunk (if any) and the digest the whole must have. */
-export async function completeUpload(u: Uploading, { request, reply, name, repo }: RepoRequest, upload: UploadRow) {
+async function completeUpload(u: Uploading, { request, reply, name, repo }: RepoRequest, upload: UploadRow) {
   const digest = queryOf(request).digest;
   if (digest === undefined) throw digestInvalid("the digest query parameter is required");
   const algorithm = algorithmOfParameter(digest);
