@@ -1,7 +1,8 @@
 // Repos aggregate: repositories inside a group. The parent link is a foreign key (a group with
 // repos cannot be deleted) and (parent_uid, name) is unique; everything in a repo (tags, their
 // history, manifests, blob links, uploads) goes with it. A repo's README is read on its own:
-// rows and listings leave it out.
+// rows and listings leave it out. Repos are created only here: by the Repos API (`insert`) or by
+// a first push (`ensure`).
 import type { JsonValue } from "@bufbuild/protobuf";
 import { sql } from "kysely";
 import { newChildUidp, parentOf } from "../../core/uidp.js";

@@ -1,6 +1,7 @@
 // Tags aggregate: a name in a repo pointing at a digest. (repo_uid, name) is unique; a tag goes
-// with its repo. Every create or move is appended to tag_history by the database itself,
-// whichever path wrote it (this repository, or a push moving the tag with its own SQL).
+// with its repo. Every write of a tag is here, the Tags API's and the OCI API's alike (a push
+// moves its tag, a manifest delete removes its tags, each in the caller's transaction); every
+// create or move is appended to tag_history by the database itself.
 import { sql } from "kysely";
 import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
