@@ -15,12 +15,8 @@ import { collectGarbage, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
 import { registerOciRoutes } from "./oci/routes.js";
 import type { BlobStore } from "./storage/blob-store.js";
-import { BlobsRepository } from "./storage/blobs.js";
-import { ManifestsRepository } from "./storage/manifests.js";
-import { UploadsRepository } from "./storage/uploads.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
 import { registerTokenRoute } from "./token.js";
-import { RepositoryNames } from "./names.js";
 import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import { TagSchema, TagsService } from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
 import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility_pb.js";
@@ -32,8 +28,12 @@ import { v1RegistryService, type V1RegistryStores } from "./v1.js";
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
 import { repoVisibilityService } from "./visibility.js";
+import { RepositoryNames } from "./names.js";
+import { BlobsRepository } from "./storage/blobs.js";
+import { ManifestsRepository } from "./storage/manifests.js";
 import { ReposRepository } from "./storage/repos.js";
 import { TagsRepository } from "./storage/tags.js";
+import { UploadsRepository } from "./storage/uploads.js";
 
 export const DEFAULT_GC_GRACE_MS = 3600 * 1000;
 
