@@ -2,6 +2,7 @@
 // repos (a repo holds a blob once it was pushed or mounted there; pulls through that repo may
 // read it). A manifest's blobs are held by foreign keys, so a link in use cannot be removed.
 import { sql } from "kysely";
+import { compiledOnce } from "../../storage/compiled.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { RegistryRepository, type AliasedBuilder, type RegistryDb } from "./tables.js";
 
@@ -15,13 +16,7 @@ export type UnlinkBlobResult = { kind: "deleted" } | { kind: "not_found" } | { k
 export class BlobsRepository extends RegistryRepository {
   /** The blob if `repo` holds it. */
   async inRepo(repoUid: string, digest: string): Promise<BlobRow | undefined> {
-    const row = await this.db
-      .selectFrom("repo_blobs as l")
-      .innerJoin("blobs as b", "b.digest", "l.digest")
-      .select(["b.digest", "b.size"])
-      .where("l.repo_uid", "=", repoUid)
-      .where("l.digest", "=", digest)
-      .executeTakeFirst();
+    const [row] = await blobInRepo(this.db, repoUid, digest);
     return row && { digest: row.digest, size: Number(row.size) };
   }
 
@@ -212,3 +207,13 @@ async function link(db: RegistryDb, repoUid: string, digest: string, now: Date):
     )
     .execute();
 }
+
+/** Every blob GET reads it: compiled once. */
+const blobInRepo = compiledOnce((db: RegistryDb, repoUid: string, digest: string) =>
+  db
+    .selectFrom("repo_blobs as l")
+    .innerJoin("blobs as b", "b.digest", "l.digest")
+    .select(["b.digest", "b.size"])
+    .where("l.repo_uid", "=", repoUid)
+    .where("l.digest", "=", digest),
+);

@@ -2,6 +2,7 @@
 // keys: a manifest cannot name a blob its repo does not hold, an index a manifest its repo does
 // not hold), their subject (the referrers API) and the tag a push moves with them.
 import { sql } from "kysely";
+import { compiledOnce } from "../../storage/compiled.js";
 import type { Db } from "../../storage/db.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { RegistryRepository, type AliasedBuilder, type RegistryDb } from "./tables.js";
@@ -54,13 +55,7 @@ export class ManifestsRepository extends RegistryRepository {
 
   /** The manifest, with its bytes unless `withContent` is false (a HEAD). */
   async get(repoUid: string, digest: string, withContent: boolean): Promise<ManifestRow | undefined> {
-    const row = await this.db
-      .selectFrom("manifests")
-      .select(["digest", "media_type", "size"])
-      .select(withContent ? "content" : sql<Uint8Array | null>`null::bytea`.as("content"))
-      .where("repo_uid", "=", repoUid)
-      .where("digest", "=", digest)
-      .executeTakeFirst();
+    const [row] = await (withContent ? manifestWithContent : manifestWithoutContent)(this.db, repoUid, digest);
     return row && { ...row, size: Number(row.size) };
   }
 
@@ -116,16 +111,10 @@ export class ManifestsRepository extends RegistryRepository {
 
   /** The manifests whose subject is `subject`, oldest first (at most 10,000). */
   async referrers(repoUid: string, subject: string, artifactType?: string): Promise<ReferrerRow[]> {
-    const rows = await this.db
-      .selectFrom("manifests")
-      .select(["digest", "media_type", "size", "artifact_type", "annotations"])
-      .where("repo_uid", "=", repoUid)
-      .where("subject_digest", "=", subject)
-      .$if(artifactType !== undefined, (q) => q.where("artifact_type", "=", artifactType!))
-      .orderBy("create_time")
-      .orderBy("digest")
-      .limit(10000)
-      .execute();
+    const rows =
+      artifactType === undefined
+        ? await referrersOf(this.db, repoUid, subject)
+        : await referrersOfType(this.db, repoUid, subject, artifactType);
     return rows.map((row) => ({ ...row, size: Number(row.size) }));
   }
 
@@ -252,3 +241,39 @@ async function digestsIn(
     .execute();
   return new Set(rows.map((r) => r.digest));
 }
+
+// The reads of manifest GETs and of the referrers API: compiled once.
+
+const manifestWithContent = compiledOnce((db: RegistryDb, repoUid: string, digest: string) =>
+  db
+    .selectFrom("manifests")
+    .select(["digest", "media_type", "size", "content"])
+    .where("repo_uid", "=", repoUid)
+    .where("digest", "=", digest),
+);
+
+/** For a HEAD: everything but the bytes. */
+const manifestWithoutContent = compiledOnce((db: RegistryDb, repoUid: string, digest: string) =>
+  db
+    .selectFrom("manifests")
+    .select(["digest", "media_type", "size", sql<Uint8Array | null>`null::bytea`.as("content")])
+    .where("repo_uid", "=", repoUid)
+    .where("digest", "=", digest),
+);
+
+function referrersQuery(db: RegistryDb, repoUid: string, subject: string) {
+  return db
+    .selectFrom("manifests")
+    .select(["digest", "media_type", "size", "artifact_type", "annotations"])
+    .where("repo_uid", "=", repoUid)
+    .where("subject_digest", "=", subject)
+    .orderBy("create_time")
+    .orderBy("digest")
+    .limit(10000);
+}
+
+const referrersOf = compiledOnce(referrersQuery);
+
+const referrersOfType = compiledOnce((db: RegistryDb, repoUid: string, subject: string, artifactType: string) =>
+  referrersQuery(db, repoUid, subject).where("artifact_type", "=", artifactType),
+);

@@ -7,11 +7,12 @@ import type { JsonValue } from "@bufbuild/protobuf";
 import { sql } from "kysely";
 import { newChildUidp, parentOf } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { compiledOnce } from "../../storage/compiled.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, updateByUid } from "../../storage/table.js";
-import { RegistryRepository, type Row } from "./tables.js";
+import { RegistryRepository, type RegistryDb, type Row } from "./tables.js";
 
 /** A repo without its README. */
 export type RepoRow = Omit<Row<"repos">, "readme">;
@@ -197,13 +198,8 @@ export class ReposRepository extends RegistryRepository {
   // --- the OCI distribution API's view ---
 
   /** The repo named `name` in group `parentUid`, as name resolution needs it. */
-  ref(parentUid: string, name: string): Promise<RepoRef | undefined> {
-    return this.db
-      .selectFrom("repos")
-      .select(["uid", "parent_uid", "name", "public"])
-      .where("parent_uid", "=", parentUid)
-      .where("name", "=", name)
-      .executeTakeFirst();
+  async ref(parentUid: string, name: string): Promise<RepoRef | undefined> {
+    return (await repoRef(this.db, parentUid, name))[0];
   }
 
   /**
@@ -232,3 +228,12 @@ export class ReposRepository extends RegistryRepository {
     return q.where((eb) => eb.or(visibility.map((v) => eb("uid", "like", `${escaped(v)}/%`)))).execute();
   }
 }
+
+/** Every /v2/ request under a name resolves it: compiled once. */
+const repoRef = compiledOnce((db: RegistryDb, parentUid: string, name: string) =>
+  db
+    .selectFrom("repos")
+    .select(["uid", "parent_uid", "name", "public"])
+    .where("parent_uid", "=", parentUid)
+    .where("name", "=", name),
+);

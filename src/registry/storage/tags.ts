@@ -2,15 +2,16 @@
 // with its repo. Every write of a tag is here, the Tags API's and the OCI API's alike (a push
 // moves its tag, a manifest delete removes its tags, each in the caller's transaction); every
 // create or move is appended to tag_history by the database itself.
-import { sql } from "kysely";
+import { sql, type SelectQueryBuilder } from "kysely";
 import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { compiledOnce } from "../../storage/compiled.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid } from "../../storage/table.js";
 import type { Freshness } from "../../core/service.js";
-import { RegistryRepository, type RegistryDb, type Row } from "./tables.js";
+import { RegistryRepository, type RegistryDb, type RegistryTables, type Row } from "./tables.js";
 
 export type TagRow = Row<"tags">;
 
@@ -110,31 +111,16 @@ export class TagsRepository extends RegistryRepository {
 
   /** The digest the tag `name` of a repo points at. */
   async digestOf(repoUid: string, name: string): Promise<string | undefined> {
-    const row = await this.db
-      .selectFrom("tags")
-      .select("digest")
-      .where("repo_uid", "=", repoUid)
-      .where("name", "=", name)
-      .executeTakeFirst();
-    return row?.digest;
+    return (await digestOfTag(this.db, repoUid, name))[0]?.digest;
   }
 
   /** Tag names after `last`, in byte order; one more than `limit` tells whether more remain. */
   async names(repoUid: string, last: string | undefined, limit: number): Promise<string[]> {
-    const page = this.db
-      .selectFrom("tags")
-      .select("name")
-      .where("repo_uid", "=", repoUid)
-      .$if(last !== undefined, (q) => q.where("name", ">", last!))
-      .orderBy("name")
-      .limit(limit)
-      .as("page");
-    // One JSON array instead of a row per tag: thousands of rows cost PGlite far more than one value.
-    const row = await this.db
-      .selectFrom(page)
-      .select(sql<string[] | string | null>`json_agg(name order by name)`.as("names"))
-      .executeTakeFirst();
-    const names = row?.names ?? [];
+    const rows =
+      last === undefined
+        ? await firstTagNames(this.db, repoUid, limit)
+        : await tagNamesAfter(this.db, repoUid, last, limit);
+    const names = rows[0]?.names ?? [];
     return typeof names === "string" ? (JSON.parse(names) as string[]) : names;
   }
 
@@ -199,3 +185,34 @@ export class TagsRepository extends RegistryRepository {
       .execute();
   }
 }
+
+// The reads of manifest GETs by tag and of tags/list: compiled once.
+
+const digestOfTag = compiledOnce((db: RegistryDb, repoUid: string, name: string) =>
+  db.selectFrom("tags").select("digest").where("repo_uid", "=", repoUid).where("name", "=", name),
+);
+
+/** One JSON array instead of a row per tag: thousands of rows cost PGlite far more than one value. */
+function namesOf<Page extends SelectQueryBuilder<RegistryTables, "tags", { name: string }>>(
+  db: RegistryDb,
+  page: Page,
+) {
+  return db.selectFrom(page.as("page")).select(sql<string[] | string | null>`json_agg(name order by name)`.as("names"));
+}
+
+const firstTagNames = compiledOnce((db: RegistryDb, repoUid: string, limit: number) =>
+  namesOf(db, db.selectFrom("tags").select("name").where("repo_uid", "=", repoUid).orderBy("name").limit(limit)),
+);
+
+const tagNamesAfter = compiledOnce((db: RegistryDb, repoUid: string, last: string, limit: number) =>
+  namesOf(
+    db,
+    db
+      .selectFrom("tags")
+      .select("name")
+      .where("repo_uid", "=", repoUid)
+      .where("name", ">", last)
+      .orderBy("name")
+      .limit(limit),
+  ),
+);

@@ -1,7 +1,8 @@
 // Upload sessions: blob bytes staged in the blob store while a push sends them, the acknowledged
 // size here. A session goes with its repo; completing it (BlobsRepository.store) ends it.
 import { sql } from "kysely";
-import { RegistryRepository } from "./tables.js";
+import { compiledOnce } from "../../storage/compiled.js";
+import { RegistryRepository, type RegistryDb } from "./tables.js";
 
 export interface UploadRow {
   id: string;
@@ -19,12 +20,7 @@ export class UploadsRepository extends RegistryRepository {
   }
 
   async get(id: string, repoUid: string): Promise<UploadRow | undefined> {
-    const row = await this.db
-      .selectFrom("uploads")
-      .select(["id", "repo_uid", "size", "update_time"])
-      .where("id", "=", id)
-      .where("repo_uid", "=", repoUid)
-      .executeTakeFirst();
+    const [row] = await uploadIn(this.db, id, repoUid);
     return row && { ...row, size: Number(row.size) };
   }
 
@@ -84,3 +80,12 @@ export class UploadsRepository extends RegistryRepository {
     return rows.map((r) => r.id);
   }
 }
+
+/** Every request on an upload session reads it: compiled once. */
+const uploadIn = compiledOnce((db: RegistryDb, id: string, repoUid: string) =>
+  db
+    .selectFrom("uploads")
+    .select(["id", "repo_uid", "size", "update_time"])
+    .where("id", "=", id)
+    .where("repo_uid", "=", repoUid),
+);
