@@ -2,8 +2,9 @@
 // database itself refuses orphans and deletes of non-empty groups, even under concurrency.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { sql, type Kysely } from "kysely";
+import { compiledOnce } from "../../storage/compiled.js";
 import { applyUidpFilter, confinedSubtree } from "../../storage/list-query.js";
-import { IamRepository, type Row } from "./schema.js";
+import { IamRepository, type IamDb, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
@@ -148,25 +149,11 @@ export class GroupsRepository extends IamRepository implements GroupDirectory {
   // The group directory (GroupDirectory, iam's export to other modules).
 
   rootsByUidOrName(segment: string): Promise<GroupRef[]> {
-    return this.db
-      .selectFrom("groups")
-      .select(["uid", "name"])
-      .where("parent_uid", "is", null)
-      .where((eb) => eb.or([eb("uid", "=", segment), eb("name", "=", segment)]))
-      .orderBy("uid")
-      .limit(2)
-      .execute();
+    return rootsByUidOrName(this.db, segment, segment);
   }
 
   async childByNameOrSegment(parent: string, segment: string): Promise<GroupRef | undefined> {
-    const rows = await this.db
-      .selectFrom("groups")
-      .select(["uid", "name"])
-      .where("parent_uid", "=", parent)
-      .where((eb) => eb.or([eb("uid", "=", `${parent}/${segment}`), eb("name", "=", segment)]))
-      .orderBy("uid")
-      .limit(2)
-      .execute();
+    const rows = await childByUidOrName(this.db, parent, `${parent}/${segment}`, segment);
     return rows.length === 1 ? rows[0] : undefined;
   }
 
@@ -189,3 +176,23 @@ export class GroupsRepository extends IamRepository implements GroupDirectory {
     return counts;
   }
 }
+
+// The group directory's lookups resolve every registry name: compiled once.
+const rootsByUidOrName = compiledOnce((db: IamDb, uid: string, name: string) =>
+  db
+    .selectFrom("groups")
+    .select(["uid", "name"])
+    .where("parent_uid", "is", null)
+    .where((eb) => eb.or([eb("uid", "=", uid), eb("name", "=", name)]))
+    .orderBy("uid")
+    .limit(2),
+);
+const childByUidOrName = compiledOnce((db: IamDb, parent: string, uid: string, name: string) =>
+  db
+    .selectFrom("groups")
+    .select(["uid", "name"])
+    .where("parent_uid", "=", parent)
+    .where((eb) => eb.or([eb("uid", "=", uid), eb("name", "=", name)]))
+    .orderBy("uid")
+    .limit(2),
+);
