@@ -9,12 +9,12 @@ import { createPublicKey } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { isMessage } from "@bufbuild/protobuf";
 import { SignJWT, UnsecuredJWT, decodeJwt, decodeProtectedHeader, generateKeyPair, type JWK } from "jose";
-import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
-import { ErrorInfoSchema } from "../src/gen/google/rpc/error_details_pb.js";
-import { backends } from "./support/db-templates.js";
-import { createGroup, createRole, createRoleBinding, type Api, type Json } from "./support/fixtures.js";
-import { grpcClient, grpcError, statusFromTrailer, unpackDetails } from "./support/grpc.js";
-import { restClient, type JsonResponse } from "./support/http.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { backends } from "../support/db-templates.js";
+import { createGroup, createRole, createRoleBinding, type Api, type Json } from "../support/fixtures.js";
+import { grpcClient, grpcError, statusFromTrailer, unpackDetails } from "../support/grpc.js";
+import { restClient, type JsonResponse } from "../support/http.js";
 import {
   assertNotFound,
   assertPermissionDenied,
@@ -26,8 +26,8 @@ import {
   wrongAudienceToken,
   wrongIssuerToken,
   type Workload,
-} from "./support/principals.js";
-import { ERROR_DOMAIN, claimsFor, startTestServer, type TestServer } from "./support/server.js";
+} from "../support/principals.js";
+import { ERROR_DOMAIN, claimsFor, startTestServer, type TestServer } from "../support/server.js";
 
 const G = "/iam/v2beta1/groups";
 const HEX40 = /^[0-9a-f]{40}$/;

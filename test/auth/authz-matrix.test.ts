@@ -35,11 +35,11 @@ import {
   type DescMethod,
   type DescService,
 } from "@bufbuild/protobuf";
-import { http } from "../src/gen/google/api/annotations_pb.js";
-import { iam, iam_scope } from "../src/gen/annotations/auth_pb.js";
-import { Capability, CapabilitySchema, internal_only } from "../src/gen/capabilities/capabilities_pb.js";
-import { MODULES } from "../src/server/modules.js";
-import { backends } from "./support/db-templates.js";
+import { http } from "../../src/gen/google/api/annotations_pb.js";
+import { iam, iam_scope } from "../../src/gen/annotations/auth_pb.js";
+import { Capability, CapabilitySchema, internal_only } from "../../src/gen/capabilities/capabilities_pb.js";
+import { MODULES } from "../../src/server/modules.js";
+import { backends } from "../support/db-templates.js";
 import {
   VIEWER_ROLE_UID,
   createAccountAssociation,
@@ -51,9 +51,9 @@ import {
   createRoleBinding,
   type Api,
   type Json,
-} from "./support/fixtures.js";
-import { restClient, type JsonResponse } from "./support/http.js";
-import { cgaId, importAdvisory } from "./support/advisories.js";
+} from "../support/fixtures.js";
+import { restClient, type JsonResponse } from "../support/http.js";
+import { cgaId, importAdvisory } from "../support/advisories.js";
 import {
   BUILTIN_SETS,
   assertNotFound,
@@ -69,8 +69,8 @@ import {
   workload,
   wrongAudienceToken,
   type ModelBinding,
-} from "./support/principals.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+} from "../support/principals.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 // ---------------------------------------------------------------------------------------------
 // The served RPCs and their rules, read from the descriptors.

@@ -11,14 +11,14 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { backends } from "./support/db-templates.js";
-import { createGroup, type Api } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { CliHome, collapse, normalize, runCli, type CliResult } from "./support/cli.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { createGroup, type Api } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { CliHome, collapse, normalize, runCli, type CliResult } from "../support/cli.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
-const FIXTURES = join(import.meta.dirname, "fixtures", "advisories");
-const CORPUS = join(import.meta.dirname, "..", "..", "shared", "data");
+const FIXTURES = join(import.meta.dirname, "..", "fixtures", "advisories");
+const CORPUS = join(import.meta.dirname, "..", "..", "..", "shared", "data");
 
 /**
  * The listing's documents: every status but one from the corpus (fixed, not affected, pending

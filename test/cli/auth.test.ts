@@ -8,10 +8,10 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { decodeJwt } from "jose";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { OidcIssuer } from "./support/oidc-issuer.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { OidcIssuer } from "../support/oidc-issuer.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";
 

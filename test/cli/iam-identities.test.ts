@@ -8,11 +8,11 @@ import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { exportJWK, generateKeyPair } from "jose";
-import { IdentitiesService, IdentitySchema } from "../src/gen/chainguard/platform/iam/v2beta1/identities_pb.js";
-import { identityType, parseExpiration } from "../src/cli/commands/identities.js";
-import { CliHome, collapse, normalize, runCli } from "./support/cli.js";
-import { backends } from "./support/db-templates.js";
-import { bearer, startTestServer, type TestServer } from "./support/server.js";
+import { IdentitiesService, IdentitySchema } from "../../src/gen/chainguard/platform/iam/v2beta1/identities_pb.js";
+import { identityType, parseExpiration } from "../../src/cli/commands/identities.js";
+import { CliHome, collapse, normalize, runCli } from "../support/cli.js";
+import { backends } from "../support/db-templates.js";
+import { bearer, startTestServer, type TestServer } from "../support/server.js";
 
 const GITHUB = "https://token.actions.githubusercontent.com";
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";

@@ -8,12 +8,12 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Command } from "commander";
-import { registerInvites } from "../src/cli/commands/invites.js";
-import { registerOrgSettings } from "../src/cli/commands/org-settings.js";
-import { CliHome, collapse, normalize, runCli, type CliResult } from "./support/cli.js";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { registerInvites } from "../../src/cli/commands/invites.js";
+import { registerOrgSettings } from "../../src/cli/commands/org-settings.js";
+import { CliHome, collapse, normalize, runCli, type CliResult } from "../support/cli.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const VIEWER_UID = "63921b2c44617e3f2603851537be0123af4a57d7";
 const CODE = /^([0-9a-f]{16})\.[A-Za-z0-9_-]{43}$/;

@@ -7,12 +7,12 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { decodeJwt } from "jose";
-import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
-import { CliHome, collapse, normalize, runCli, type CliOptions } from "./support/cli.js";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { descriptorOf, digestOf, MEDIA_TYPES, OciClient } from "./support/oci.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { CliHome, collapse, normalize, runCli, type CliOptions } from "../support/cli.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { descriptorOf, digestOf, MEDIA_TYPES, OciClient } from "../support/oci.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const HELPER = "docker-credential-bulwark.js";
 

@@ -8,8 +8,8 @@ import { once } from "node:events";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { S3BlobStore } from "../src/registry/storage/s3-blob-store.js";
-import { startS3 } from "./support/s3.js";
+import { S3BlobStore } from "../../src/registry/storage/s3-blob-store.js";
+import { startS3 } from "../support/s3.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "bulwark-cli-registry-"));
 

@@ -9,11 +9,11 @@ import {
   AccountAssociationsService,
   AccountProviderType,
   CheckStatus,
-} from "../src/gen/chainguard/platform/iam/v2beta1/account_associations_pb.js";
-import { BadRequestSchema } from "../src/gen/google/rpc/error_details_pb.js";
-import { backends } from "./support/db-templates.js";
-import { restClient, type JsonResponse } from "./support/http.js";
-import { startTestServer, type TestServer, bearer } from "./support/server.js";
+} from "../../src/gen/chainguard/platform/iam/v2beta1/account_associations_pb.js";
+import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { backends } from "../support/db-templates.js";
+import { restClient, type JsonResponse } from "../support/http.js";
+import { startTestServer, type TestServer, bearer } from "../support/server.js";
 
 const AA = "/iam/v2beta1/accountAssociations";
 const TENANT = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";

@@ -5,12 +5,12 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { sql } from "kysely";
-import { backends } from "./support/db-templates.js";
-import { createGroup, createRoleBinding } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { workload } from "./support/principals.js";
-import { startTestServer, type TestServer } from "./support/server.js";
-import { seededRandom as random } from "./support/seeded.js";
+import { backends } from "../support/db-templates.js";
+import { createGroup, createRoleBinding } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { workload } from "../support/principals.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+import { seededRandom as random } from "../support/seeded.js";
 
 const G = "/iam/v2beta1/groups";
 

@@ -12,15 +12,15 @@ import type { KyselyPlugin } from "kysely";
 import {
   GroupInvitesService,
   ListGroupInvitesRequestSchema,
-} from "../src/gen/chainguard/platform/iam/v2beta1/group_invites_pb.js";
-import { BadRequestSchema } from "../src/gen/google/rpc/error_details_pb.js";
-import { PageTokenCodec } from "../src/core/page-tokens.js";
-import { groupInvitesService, MAX_INVITE_TTL_SECONDS } from "../src/iam/group-invites.js";
-import { findUsableInvite, parseInviteCode } from "../src/iam/invites.js";
-import { GroupInvitesRepository } from "../src/iam/storage/group-invites.js";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
+} from "../../src/gen/chainguard/platform/iam/v2beta1/group_invites_pb.js";
+import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { PageTokenCodec } from "../../src/core/page-tokens.js";
+import { groupInvitesService, MAX_INVITE_TTL_SECONDS } from "../../src/iam/group-invites.js";
+import { findUsableInvite, parseInviteCode } from "../../src/iam/invites.js";
+import { GroupInvitesRepository } from "../../src/iam/storage/group-invites.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
 
 const GI = "/iam/v2beta1/groupInvites";
 const VIEWER_UID = "63921b2c44617e3f2603851537be0123af4a57d7";

@@ -2,10 +2,10 @@
 // preconditions, the JSON mapping and error bodies as the spec shows them.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { VERSION } from "../src/server/version.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { VERSION } from "../../src/server/version.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer } from "../support/server.js";
 
 const NAME_RULE = 'name must match "^[a-z0-9 ._-]{1,}$"';
 const ROOT_UID = /^[0-9a-f]{40}$/;

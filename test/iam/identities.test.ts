@@ -4,11 +4,11 @@ import assert from "node:assert/strict";
 import { exportJWK, generateKeyPair, generateSecret } from "jose";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { IdentitiesService } from "../src/gen/chainguard/platform/iam/v2beta1/identities_pb.js";
-import { anchored, matchesAnchored } from "../src/core/patterns.js";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
+import { IdentitiesService } from "../../src/gen/chainguard/platform/iam/v2beta1/identities_pb.js";
+import { anchored, matchesAnchored } from "../../src/core/patterns.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
 
 const NAME_RULE = 'name must match "^[a-z0-9 ._-]{1,}$"';
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";

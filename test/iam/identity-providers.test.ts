@@ -12,13 +12,13 @@ import {
   IdentityProviderSchema,
   IdentityProvidersService,
   ListIdentityProvidersResponseSchema,
-} from "../src/gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
-import { BadRequestSchema } from "../src/gen/google/rpc/error_details_pb.js";
-import { builtinRoleUid } from "../src/iam/builtin-roles.js";
-import { IdentityProvidersRepository } from "../src/iam/storage/identity-providers.js";
-import { backends } from "./support/db-templates.js";
-import { restClient, type JsonResponse } from "./support/http.js";
-import { startTestServer, type TestServer, bearer } from "./support/server.js";
+} from "../../src/gen/chainguard/platform/iam/v2beta1/identity_providers_pb.js";
+import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
+import { IdentityProvidersRepository } from "../../src/iam/storage/identity-providers.js";
+import { backends } from "../support/db-templates.js";
+import { restClient, type JsonResponse } from "../support/http.js";
+import { startTestServer, type TestServer, bearer } from "../support/server.js";
 
 const IDP = "/iam/v2beta1/identityProviders";
 const VIEWER = builtinRoleUid("viewer");

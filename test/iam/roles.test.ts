@@ -10,12 +10,12 @@ import { fileURLToPath } from "node:url";
 import { getOption } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
-import { Capability, CapabilitySchema, internal_only } from "../src/gen/capabilities/capabilities_pb.js";
-import { RolesService } from "../src/gen/chainguard/platform/iam/v2beta1/roles_pb.js";
-import { BadRequestSchema, PreconditionFailureSchema } from "../src/gen/google/rpc/error_details_pb.js";
-import { BUILTIN_ROLES } from "../src/iam/builtin-roles.js";
-import { iamRepositories } from "../src/iam/module.js";
-import { backends } from "./support/db-templates.js";
+import { Capability, CapabilitySchema, internal_only } from "../../src/gen/capabilities/capabilities_pb.js";
+import { RolesService } from "../../src/gen/chainguard/platform/iam/v2beta1/roles_pb.js";
+import { BadRequestSchema, PreconditionFailureSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { BUILTIN_ROLES } from "../../src/iam/builtin-roles.js";
+import { iamRepositories } from "../../src/iam/module.js";
+import { backends } from "../support/db-templates.js";
 import {
   VIEWER_ROLE_UID,
   createGroup,
@@ -25,12 +25,12 @@ import {
   createRoleBinding,
   type Api,
   type Json,
-} from "./support/fixtures.js";
-import { restClient, type JsonResponse } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
+} from "../support/fixtures.js";
+import { restClient, type JsonResponse } from "../support/http.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
 
 const R = "/iam/v2beta1/roles";
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const REFERENCE = JSON.parse(readFileSync(join(ROOT, "reference", "api-surface.json"), "utf8")) as {
   builtinRoles: Record<string, { expanded: string[] }>;
 };

@@ -4,10 +4,10 @@
 // same data the v2beta1 API shows.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { backends } from "./support/db-templates.js";
-import { VIEWER_ROLE_UID, createGroup, createIdentity, type Json } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { VIEWER_ROLE_UID, createGroup, createIdentity, type Json } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const ORG = "2a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
 

@@ -7,12 +7,12 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { getOption, hasOption } from "@bufbuild/protobuf";
 import { exportJWK, generateKeyPair } from "jose";
-import { iam } from "../src/gen/annotations/auth_pb.js";
-import { MODULES } from "../src/server/modules.js";
-import { backends } from "./support/db-templates.js";
-import { VIEWER_ROLE_UID, createIdentity, createRole, type Json } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { iam } from "../../src/gen/annotations/auth_pb.js";
+import { MODULES } from "../../src/server/modules.js";
+import { backends } from "../support/db-templates.js";
+import { VIEWER_ROLE_UID, createIdentity, createRole, type Json } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const ORG = "1a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
 const SERVED = MODULES.flatMap((m) => m.services);

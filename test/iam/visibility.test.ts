@@ -14,7 +14,7 @@
 // and BULWARK_TEST_SEED=<seed> replays a run (BULWARK_TEST_ROUNDS changes the number of rounds).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { backends } from "./support/db-templates.js";
+import { backends } from "../support/db-templates.js";
 import {
   createAccountAssociation,
   createGroup,
@@ -25,10 +25,10 @@ import {
   createRoleBinding,
   type Api,
   type Json,
-} from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { builtinCaps, holdsAll, holdsAnywhere, isAncestorOrSelf, type ModelBinding } from "./support/principals.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+} from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { builtinCaps, holdsAll, holdsAnywhere, isAncestorOrSelf, type ModelBinding } from "../support/principals.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const SEED = process.env.BULWARK_TEST_SEED
   ? Number(process.env.BULWARK_TEST_SEED) >>> 0

@@ -5,15 +5,15 @@ import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { SignJWT, decodeJwt, exportJWK, generateKeyPair } from "jose";
 import { sql } from "kysely";
-import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
-import { builtinRoleUid } from "../src/iam/builtin-roles.js";
-import type { GcReport } from "../src/registry/gc.js";
-import { registryModule } from "../src/registry/module.js";
-import { backends } from "./support/db-templates.js";
-import { createGroup, createRoleBinding, type Json } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { startS3, type TestS3 } from "./support/s3.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
+import type { GcReport } from "../../src/registry/gc.js";
+import { registryModule } from "../../src/registry/module.js";
+import { backends } from "../support/db-templates.js";
+import { createGroup, createRoleBinding, type Json } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { startS3, type TestS3 } from "../support/s3.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
 

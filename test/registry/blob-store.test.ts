@@ -9,10 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
-import type { BlobStore } from "../src/registry/storage/blob-store.js";
-import { FilesystemBlobStore } from "../src/registry/storage/fs-blob-store.js";
-import { S3BlobStore } from "../src/registry/storage/s3-blob-store.js";
-import { startS3, type TestS3 } from "./support/s3.js";
+import type { BlobStore } from "../../src/registry/storage/blob-store.js";
+import { FilesystemBlobStore } from "../../src/registry/storage/fs-blob-store.js";
+import { S3BlobStore } from "../../src/registry/storage/s3-blob-store.js";
+import { startS3, type TestS3 } from "../support/s3.js";
 
 const MiB = 1024 * 1024;
 

@@ -6,10 +6,10 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import fc from "fast-check";
-import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
-import { createGroup } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { createGroup } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const CODES = new Set([
   "BLOB_UNKNOWN",

@@ -4,9 +4,9 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
 import {
   MEDIA_TYPES as MT,
   OciClient,
@@ -17,8 +17,8 @@ import {
   withQuery,
   type Descriptor,
   type OciResponse,
-} from "./support/oci.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+} from "../support/oci.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const API_VERSION = "registry/2.0";
 const FOUR_MIB = 4 * 1024 * 1024;

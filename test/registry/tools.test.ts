@@ -11,18 +11,18 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
-import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { parseChallenge } from "./support/oci.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { parseChallenge } from "../support/oci.js";
 import {
   LAYOUT_ANNOTATIONS,
   LAYOUT_LABELS,
   buildOciLayout,
   layoutBlobs,
   type LayoutImage,
-} from "./support/oci-layout.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+} from "../support/oci-layout.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const sha256 = (bytes: Uint8Array | string) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 

@@ -3,10 +3,10 @@
 // end-of-life tags (none known), tag history — over REST and gRPC, onto the data v2beta1 shows.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { backends } from "./support/db-templates.js";
-import { VIEWER_ROLE_UID, createIdentity, type Json } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { VIEWER_ROLE_UID, createIdentity, type Json } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const ORG = "3a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
 const digest = (c: string) => `sha256:${c.repeat(64)}`;

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const BUF = join(ROOT, "node_modules", ".bin", "buf");
 
 function listFiles(dir: string): string[] {
@@ -97,7 +97,7 @@ test("the GA (v2) protos are exactly what scripts/derive-v2-protos.mjs derives f
 });
 
 test("the committed openapi/openapi.json is what scripts/generate-openapi.ts writes from the served services", async () => {
-  const { OPENAPI_FILE, openApiText } = await import("../src/server/docs-routes.js");
+  const { OPENAPI_FILE, openApiText } = await import("../../src/server/docs-routes.js");
   assert.ok(
     readFileSync(OPENAPI_FILE, "utf8") === openApiText(),
     "openapi/openapi.json is stale: run `npm run generate` (or `npx tsx scripts/generate-openapi.ts`)",

@@ -17,13 +17,13 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { create, type Message } from "@bufbuild/protobuf";
-import { restClient } from "./support/http.js";
-import type { Api } from "./support/fixtures.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
-import { learnFieldNames, messageArb, type Plausible } from "./support/fuzz/arbitraries.js";
-import { check } from "./support/fuzz/checks.js";
-import { fuzzTarget, report, type Failure, type FuzzTarget } from "./support/fuzz/runner.js";
-import { seed, type Seeded } from "./support/fuzz/seed.js";
+import { restClient } from "../support/http.js";
+import type { Api } from "../support/fixtures.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer } from "../support/server.js";
+import { learnFieldNames, messageArb, type Plausible } from "../support/fuzz/arbitraries.js";
+import { check } from "../support/fuzz/checks.js";
+import { fuzzTarget, report, type Failure, type FuzzTarget } from "../support/fuzz/runner.js";
+import { seed, type Seeded } from "../support/fuzz/seed.js";
 import {
   CODE_NAMES,
   GrpcCaller,
@@ -39,8 +39,8 @@ import {
   sendRest,
   withSurrogates,
   type Rpc,
-} from "./support/fuzz/wire.js";
-import { attackSuites } from "./support/fuzz/attacks.js";
+} from "../support/fuzz/wire.js";
+import { attackSuites } from "../support/fuzz/attacks.js";
 
 const CASES = Math.max(100, Number(process.env.FUZZ_CASES ?? 3000));
 const SEED = Number(process.env.FUZZ_SEED ?? 20251123);

@@ -7,10 +7,10 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { getOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { http as httpRule } from "../src/gen/google/api/annotations_pb.js";
-import { MODULES } from "../src/server/modules.js";
-import { cgaId, importAdvisory } from "./support/advisories.js";
-import { backends } from "./support/db-templates.js";
+import { http as httpRule } from "../../src/gen/google/api/annotations_pb.js";
+import { MODULES } from "../../src/server/modules.js";
+import { cgaId, importAdvisory } from "../support/advisories.js";
+import { backends } from "../support/db-templates.js";
 import {
   createAccountAssociation,
   createGroup,
@@ -20,9 +20,9 @@ import {
   createRole,
   createRoleBinding,
   type Json,
-} from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+} from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const ORG = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
 /** a well-formed uid under the org that names nothing */

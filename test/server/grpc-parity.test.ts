@@ -21,17 +21,17 @@ import {
   OrgKindSchema,
   OrgStatusSchema,
   type Group,
-} from "../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+} from "../../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import {
   BadRequestSchema,
   ErrorInfoSchema,
   PreconditionFailureSchema,
   ResourceInfoSchema,
-} from "../src/gen/google/rpc/error_details_pb.js";
-import { backends } from "./support/db-templates.js";
-import { restClient, type JsonResponse } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "./support/server.js";
-import { VERSION } from "../src/server/version.js";
+} from "../../src/gen/google/rpc/error_details_pb.js";
+import { backends } from "../support/db-templates.js";
+import { restClient, type JsonResponse } from "../support/http.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
+import { VERSION } from "../../src/server/version.js";
 import {
   errorDetailsRegistry,
   grpcClient,
@@ -43,7 +43,7 @@ import {
   unpackDetails,
   type Plain,
   type UnaryClient,
-} from "./support/grpc.js";
+} from "../support/grpc.js";
 
 const G = "/iam/v2beta1/groups";
 const RFC3339_MILLIS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;

@@ -7,12 +7,12 @@ import assert from "node:assert/strict";
 import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { fromBinary } from "@bufbuild/protobuf";
-import { StatusSchema } from "../src/gen/google/rpc/status_pb.js";
-import { backends } from "./support/db-templates.js";
-import { createGroup, type Json } from "./support/fixtures.js";
-import { grpcClient, grpcError, statusFromTrailer, unpackDetails } from "./support/grpc.js";
-import { restClient } from "./support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer } from "./support/server.js";
+import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
+import { backends } from "../support/db-templates.js";
+import { createGroup, type Json } from "../support/fixtures.js";
+import { grpcClient, grpcError, statusFromTrailer, unpackDetails } from "../support/grpc.js";
+import { restClient } from "../support/http.js";
+import { ERROR_DOMAIN, startTestServer, type TestServer } from "../support/server.js";
 
 const GROUPS = "chainguard.platform.iam.v2beta1.GroupsService";
 

@@ -8,10 +8,10 @@
 // timestamps as their ISO strings, and ties are broken by uid in the direction of the first key.
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { backends } from "./support/db-templates.js";
-import { startTestServer, type TestServer } from "./support/server.js";
-import { restClient } from "./support/http.js";
-import { PageTokenCodec, type PageCursor } from "../src/core/page-tokens.js";
+import { backends } from "../support/db-templates.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+import { restClient } from "../support/http.js";
+import { PageTokenCodec, type PageCursor } from "../../src/core/page-tokens.js";
 
 const GROUPS = "/iam/v2beta1/groups";
 const DAY_MS = 24 * 3600 * 1000;

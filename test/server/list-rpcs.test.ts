@@ -25,10 +25,10 @@ import {
 } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
-import { http } from "../src/gen/google/api/annotations_pb.js";
-import { DEFAULT_PAGE_SIZE, type ListableResource } from "../src/core/list.js";
-import { MODULES } from "../src/server/modules.js";
-import { backends } from "./support/db-templates.js";
+import { http } from "../../src/gen/google/api/annotations_pb.js";
+import { DEFAULT_PAGE_SIZE, type ListableResource } from "../../src/core/list.js";
+import { MODULES } from "../../src/server/modules.js";
+import { backends } from "../support/db-templates.js";
 import {
   createAccountAssociation,
   createGroup,
@@ -40,12 +40,12 @@ import {
   VIEWER_ROLE_UID,
   type Api,
   type Json,
-} from "./support/fixtures.js";
-import { restClient, type JsonResponse } from "./support/http.js";
-import { cgaId, importAdvisory } from "./support/advisories.js";
-import { startTestServer, type TestServer, bearer } from "./support/server.js";
+} from "../support/fixtures.js";
+import { restClient, type JsonResponse } from "../support/http.js";
+import { cgaId, importAdvisory } from "../support/advisories.js";
+import { startTestServer, type TestServer, bearer } from "../support/server.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 /** items per List RPC (account associations: one per group, so 7 child groups) */
 const N = 7;
 const PAGE = 3;
@@ -438,7 +438,7 @@ for (const backend of backends()) {
           assert.ok(rpc.itemsField, `${rpc.method.output.typeName} must have exactly one repeated message field`);
           assert.ok(
             rpc.factory,
-            `no fixture factory for ${label}: add FACTORIES["${rpc.itemsField.jsonName}"] to test/list-rpcs.test.ts`,
+            `no fixture factory for ${label}: add FACTORIES["${rpc.itemsField.jsonName}"] to test/server/list-rpcs.test.ts`,
           );
           assert.ok(rpc.listing, `no listing for ${rpc.listingName} in its module's listings`);
           assert.ok(

@@ -4,16 +4,16 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { pino } from "pino";
-import { authModule } from "../src/auth/module.js";
-import { GroupsService } from "../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
-import { iamModule } from "../src/iam/module.js";
-import { vulnerabilitiesModule } from "../src/vulnerabilities/module.js";
-import { registryModule } from "../src/registry/module.js";
-import type { FeatureModule, ModuleContext } from "../src/platform/module.js";
-import { MODULES } from "../src/server/modules.js";
-import { startServer, type RunningServer } from "../src/server/start.js";
-import { clonePglite } from "./support/db-templates.js";
-import { ERROR_DOMAIN } from "./support/server.js";
+import { authModule } from "../../src/auth/module.js";
+import { GroupsService } from "../../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import { iamModule } from "../../src/iam/module.js";
+import { vulnerabilitiesModule } from "../../src/vulnerabilities/module.js";
+import { registryModule } from "../../src/registry/module.js";
+import type { FeatureModule, ModuleContext } from "../../src/platform/module.js";
+import { MODULES } from "../../src/server/modules.js";
+import { startServer, type RunningServer } from "../../src/server/start.js";
+import { clonePglite } from "../support/db-templates.js";
+import { ERROR_DOMAIN } from "../support/server.js";
 
 async function start(modules: readonly FeatureModule<any, any>[]): Promise<RunningServer> {
   const logger = pino({ level: "silent" });

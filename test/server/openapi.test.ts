@@ -6,10 +6,10 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { getOption, hasOption } from "@bufbuild/protobuf";
 import { validate } from "@readme/openapi-parser";
-import { http } from "../src/gen/google/api/annotations_pb.js";
-import { OPENAPI_FILE } from "../src/server/docs-routes.js";
-import { MODULES } from "../src/server/modules.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { http } from "../../src/gen/google/api/annotations_pb.js";
+import { OPENAPI_FILE } from "../../src/server/docs-routes.js";
+import { MODULES } from "../../src/server/modules.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const committed = JSON.parse(readFileSync(OPENAPI_FILE, "utf8"));
 

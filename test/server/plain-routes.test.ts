@@ -6,15 +6,15 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import type { FastifyRequest } from "fastify";
-import { Capability } from "../src/gen/capabilities/capabilities_pb.js";
-import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
-import { invalidArgument } from "../src/core/errors.js";
-import type { FeatureModule } from "../src/platform/module.js";
-import { MODULES } from "../src/server/modules.js";
-import { backends } from "./support/db-templates.js";
-import { createGroup, createIdentity, createRole, createRoleBinding, type Json } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { Capability } from "../../src/gen/capabilities/capabilities_pb.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { invalidArgument } from "../../src/core/errors.js";
+import type { FeatureModule } from "../../src/platform/module.js";
+import { MODULES } from "../../src/server/modules.js";
+import { backends } from "../support/db-templates.js";
+import { createGroup, createIdentity, createRole, createRoleBinding, type Json } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const probeModule: FeatureModule<Record<string, never>, Record<string, never>> = {
   name: "probe",

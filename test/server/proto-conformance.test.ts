@@ -32,15 +32,15 @@ import {
 } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 
-import { http } from "../src/gen/google/api/annotations_pb.js";
-import { field_behavior, FieldBehavior } from "../src/gen/google/api/field_behavior_pb.js";
-import { resource, resource_reference } from "../src/gen/google/api/resource_pb.js";
-import type { HttpRule } from "../src/gen/google/api/http_pb.js";
-import { iam, iam_scope } from "../src/gen/annotations/auth_pb.js";
-import { events, EventAttributes_Audience } from "../src/gen/annotations/events_pb.js";
-import { bit, Capability, internal_only, name as capName } from "../src/gen/capabilities/capabilities_pb.js";
+import { http } from "../../src/gen/google/api/annotations_pb.js";
+import { field_behavior, FieldBehavior } from "../../src/gen/google/api/field_behavior_pb.js";
+import { resource, resource_reference } from "../../src/gen/google/api/resource_pb.js";
+import type { HttpRule } from "../../src/gen/google/api/http_pb.js";
+import { iam, iam_scope } from "../../src/gen/annotations/auth_pb.js";
+import { events, EventAttributes_Audience } from "../../src/gen/annotations/events_pb.js";
+import { bit, Capability, internal_only, name as capName } from "../../src/gen/capabilities/capabilities_pb.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const BUF = join(ROOT, "node_modules", ".bin", "buf");
 
 // ---------------------------------------------------------------------------

@@ -10,11 +10,11 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { backends } from "./support/db-templates.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const run = promisify(execFile);
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const CLIENT = join(ROOT, "clients", "python");
 // Debian's interpreter: python3-grpcio and python3-protobuf are installed for it.
 const PYTHON = "/usr/bin/python3";

@@ -12,10 +12,10 @@ import * as protoLoader from "@grpc/proto-loader";
 import { createFileRegistry, fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { create } from "@bufbuild/protobuf";
-import { backends } from "./support/db-templates.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 function reflectionClient(address: string, version: "v1" | "v1alpha") {
   const definition = protoLoader.loadSync(`grpc/reflection/${version}/reflection.proto`, {

@@ -4,9 +4,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
-import { backends } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const ORG = "4a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
 const NAME_TEXT = 'Invalid argument: name: name must match "^[a-z0-9 ._-]{1,}$"';

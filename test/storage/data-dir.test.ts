@@ -24,17 +24,17 @@ import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { pino } from "pino";
-import { SecretBox } from "../src/core/secret-box.js";
-import { startServer } from "../src/server/start.js";
+import { SecretBox } from "../../src/core/secret-box.js";
+import { startServer } from "../../src/server/start.js";
 import {
   DataDirLockedError,
   KEY_ENCRYPTION_KEY_FILE,
   LOCK_FILE,
   lockDataDir,
   parseKeyEncryptionKey,
-} from "../src/storage/data-dir.js";
-import { keyEncryptionKeyOf } from "../src/storage/db.js";
-import { clonePostgres, postgresUrl } from "./support/db-templates.js";
+} from "../../src/storage/data-dir.js";
+import { keyEncryptionKeyOf } from "../../src/storage/db.js";
+import { clonePostgres, postgresUrl } from "../support/db-templates.js";
 
 const dirs: string[] = [];
 function freshDir(): string {
@@ -328,7 +328,7 @@ describe("data directories and keys at rest", { concurrency: true }, () => {
   describe("signing keys at rest", () => {
     it("an earlier version's plaintext keys are sealed at start and their plaintext cleared", async () => {
       // test/fixtures/pre-modules-database.sql: a database whose signing_keys row holds a plaintext JWK
-      const dump = readFileSync(new URL("./fixtures/pre-modules-database.sql", import.meta.url), "utf8");
+      const dump = readFileSync(new URL("../fixtures/pre-modules-database.sql", import.meta.url), "utf8");
       const legacy = /INSERT INTO public\.signing_keys VALUES \('([^']+)', 'ES256', '(\{[^']+\})'/.exec(dump);
       assert.ok(legacy, "the fixture has a plaintext key");
       const [, kid, plaintext] = legacy;

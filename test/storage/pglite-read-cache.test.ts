@@ -6,8 +6,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Kysely, sql } from "kysely";
-import { SerializedPGliteDialect } from "../src/storage/pglite-dialect.js";
-import { clonePglite } from "./support/db-templates.js";
+import { SerializedPGliteDialect } from "../../src/storage/pglite-dialect.js";
+import { clonePglite } from "../support/db-templates.js";
 
 describe("PGlite read cache", () => {
   let db: Kysely<any>;

@@ -4,10 +4,10 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { sql } from "kysely";
-import { backends } from "./support/db-templates.js";
-import { createGroup } from "./support/fixtures.js";
-import { restClient } from "./support/http.js";
-import { startTestServer, type TestServer } from "./support/server.js";
+import { backends } from "../support/db-templates.js";
+import { createGroup } from "../support/fixtures.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
 
 const G = "/iam/v2beta1/groups";
 

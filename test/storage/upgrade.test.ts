@@ -9,15 +9,15 @@ import { randomBytes } from "node:crypto";
 import { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { pino } from "pino";
-import { OPERATOR_SUBJECT } from "../src/auth/tokens.js";
-import { MODULES } from "../src/server/modules.js";
-import { startServer, type RunningServer } from "../src/server/start.js";
-import { collectMigrations } from "../src/storage/db.js";
-import { backends, postgresUrl, withDatabase } from "./support/db-templates.js";
-import { restClient } from "./support/http.js";
-import { ERROR_DOMAIN, issuerOf } from "./support/server.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { MODULES } from "../../src/server/modules.js";
+import { startServer, type RunningServer } from "../../src/server/start.js";
+import { collectMigrations } from "../../src/storage/db.js";
+import { backends, postgresUrl, withDatabase } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { ERROR_DOMAIN, issuerOf } from "../support/server.js";
 
-const DUMP = readFileSync(new URL("./fixtures/pre-modules-database.sql", import.meta.url), "utf8");
+const DUMP = readFileSync(new URL("../fixtures/pre-modules-database.sql", import.meta.url), "utf8");
 /** What the dump holds (printed when it was made). */
 const LEGACY = {
   org: "c58a8d01ea55225910e47f2800ea910623ac70ea",

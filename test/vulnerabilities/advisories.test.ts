@@ -15,9 +15,9 @@ import { equals, fromJson } from "@bufbuild/protobuf";
 import {
   AdvisoriesService,
   AdvisorySchema,
-} from "../src/gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
-import { AdvisoryImportService } from "../src/gen/bulwark/vulnerabilities/v1/import_pb.js";
-import { backends } from "./support/db-templates.js";
+} from "../../src/gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
+import { AdvisoryImportService } from "../../src/gen/bulwark/vulnerabilities/v1/import_pb.js";
+import { backends } from "../support/db-templates.js";
 import {
   createGroup,
   createIdentity,
@@ -26,12 +26,17 @@ import {
   VIEWER_ROLE_UID,
   type Api,
   type Json,
-} from "./support/fixtures.js";
-import { restClient, type JsonResponse } from "./support/http.js";
-import { assertNotFound, assertPermissionDenied, assertRpcError, assertUnauthenticated } from "./support/principals.js";
-import { bearer, startTestServer, type TestServer } from "./support/server.js";
+} from "../support/fixtures.js";
+import { restClient, type JsonResponse } from "../support/http.js";
+import {
+  assertNotFound,
+  assertPermissionDenied,
+  assertRpcError,
+  assertUnauthenticated,
+} from "../support/principals.js";
+import { bearer, startTestServer, type TestServer } from "../support/server.js";
 
-const FIXTURES = join(import.meta.dirname, "fixtures", "advisories");
+const FIXTURES = join(import.meta.dirname, "..", "fixtures", "advisories");
 const ADVISORIES = "/vulnerabilities/v2beta1/advisories";
 const IMPORT = "/bulwark/vulnerabilities/v1/advisories:import";
 
