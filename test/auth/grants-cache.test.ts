@@ -6,7 +6,15 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { backends } from "../support/db-templates.js";
-import { createGroup, createRole, createRoleBinding, type Json } from "../support/fixtures.js";
+import {
+  createAccountAssociation,
+  createGroup,
+  createGroupInvite,
+  createIdentityProvider,
+  createRole,
+  createRoleBinding,
+  type Json,
+} from "../support/fixtures.js";
 import { grpcClient, grpcError } from "../support/grpc.js";
 import { restClient } from "../support/http.js";
 import {
@@ -124,6 +132,40 @@ for (const backend of backends()) {
       assertUnauthenticated(await as(b, w).get(`${G}/${child.uid}`), "Get after the identity is gone");
       assertUnauthenticated(await as(b, w).get(`${G}?uidp.children_of=${org.uid}`), "List after it");
       assertUnauthenticated(await as(b, w).get("/auth/v1/ok"), "token check after it");
+    });
+
+    it("every Get answered from cached grants sees a revocation on the very next request", async () => {
+      // Each of these Gets reads the authorization counter in the statement that reads its row
+      // (or, without it, asks once more): a binding revoked on one replica must count either way.
+      const reader = await createRole(opA(), org.uid, `get-reader-${Date.now()}`, [
+        "CAP_IAM_ROLE_BINDINGS_LIST",
+        "CAP_IAM_IDENTITY_PROVIDERS_LIST",
+        "CAP_IAM_GROUP_INVITES_LIST",
+        "CAP_IAM_ACCOUNT_ASSOCIATIONS_LIST",
+        "CAP_REPO_LIST",
+      ]);
+      const bindingToRead = await createRoleBinding(opA(), org.uid, (await newWorkload("read-me")).uid);
+      const idp = await createIdentityProvider(opA(), org.uid, `idp-${Date.now()}`);
+      const invite = await createGroupInvite(opA(), org.uid);
+      const association = await createAccountAssociation(opA(), child.uid, `assoc-${Date.now()}`);
+      const repo = await opA().post(`/registry/v2beta1/repos/${org.uid}`, { name: `cached-${Date.now()}` });
+      assert.equal(repo.status, 200, JSON.stringify(repo.body));
+      const paths = [
+        `/iam/v2beta1/roleBindings/${bindingToRead.uid}`,
+        `/iam/v2beta1/identityProviders/${idp.uid}`,
+        `/iam/v2beta1/groupInvites/${invite.uid}`,
+        `/iam/v2beta1/accountAssociations/${association.uid}`,
+        `/registry/v2beta1/repos/${repo.body.uid}`,
+        `/registry/v2beta1/repos/${repo.body.uid}/readme`,
+        `/bulwark/registry/v1/repos/${repo.body.uid}/visibility`,
+      ];
+      for (const path of paths) {
+        const w = await newWorkload("getter");
+        const binding = await createRoleBinding(opA(), org.uid, w.uid, reader.uid);
+        for (let i = 0; i < 3; i++) assert.equal((await as(b, w).get(path)).status, 200, `${path}: warm-up ${i}`);
+        assert.equal((await opA().delete(`/iam/v2beta1/roleBindings/${binding.uid}`)).status, 200);
+        assertNotFound(await as(b, w).get(path), `${path} right after the revocation`);
+      }
     });
 
     it("alternating grants and revocations across replicas: every next request sees the last change", async () => {
