@@ -151,7 +151,9 @@ export function identityProvidersService({ identityProviders, secrets, lists, no
 
     async getIdentityProvider(req, call) {
       requireUid("uid", req.uid);
-      return toIdentityProvider(found(await identityProviders.get(req.uid, call.freshness), "identity provider", req.uid));
+      return toIdentityProvider(
+        found(await identityProviders.get(req.uid, call.freshness), "identity provider", req.uid),
+      );
     },
 
     async listIdentityProviders(req, call) {

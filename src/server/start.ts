@@ -85,7 +85,7 @@ function authorizerOf(runtimes: ModuleRuntime[], modules: readonly FeatureModule
   return providers[0]!.authorizer;
 }
 
-/** A module's bindings must be exactly the services it declares (tests rely on the list, and later reflection and OpenAPI will). */
+/** A module's bindings must be exactly the services it declares (tests, reflection and the OpenAPI document read the list). */
 function checkBindings(module: FeatureModule<any, any>, bindings: ServiceBinding[]): void {
   const declared = module.services.map((s) => s.typeName).sort();
   const bound = bindings.map((b) => b.service.typeName).sort();
