@@ -14,6 +14,7 @@
 // invite's role at its group (iam/invites.ts).
 import { createHash, randomBytes, randomInt, timingSafeEqual } from "node:crypto";
 import * as oidc from "openid-client";
+import { CLI_CLIENT_ID } from "../../core/cli-client.js";
 import type { SecretBox } from "../../core/secret-box.js";
 import { isValidUidp, newChildUidp } from "../../core/uidp.js";
 import {
@@ -34,8 +35,6 @@ import type { UpstreamIssuers, UpstreamOptions } from "../upstream.js";
 import { LoginError } from "./errors.js";
 import { SignInProviders } from "./providers.js";
 
-/** The CLI: a public client (no secret), per RFC 8252. */
-export const CLI_CLIENT_ID = "bulwark-cli";
 const DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
 const SIGN_IN_WINDOW_MS = 10 * 60 * 1000;
 const CODE_LIFETIME_MS = 60 * 1000;
