@@ -3,8 +3,7 @@
 // collection is safe while replicas serve).
 import { join } from "node:path";
 import type { RegistrySettings } from "../platform/config.js";
-import { collectGarbage, type GcReport } from "../registry/gc.js";
-import { openBlobStore } from "../registry/module.js";
+import { collectGarbage, openBlobStore, type GcReport } from "../registry/api.js";
 import { migrateAll } from "../server/start.js";
 import { openDatabase } from "../storage/db.js";
 

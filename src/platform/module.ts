@@ -1,6 +1,8 @@
-// The feature-module contract. A feature (iam, auth, ...) is one folder that exports one
-// FeatureModule; the server loops over the list of modules (server/modules.ts) for migrations,
-// repositories, RPC services, plain HTTP routes and periodic upkeep, and names no feature itself.
+// The feature-module contract. A feature (iam, auth, ...) is one folder with one public face,
+// its api.ts: the FeatureModule, and the few types and functions other code uses of it (what a
+// running module offers other modules is its `exports`). The server loops over the list of
+// modules (server/modules.ts) for migrations, repositories, RPC services, plain HTTP routes and
+// periodic upkeep, and names no feature itself.
 import type { DescService } from "@bufbuild/protobuf";
 import type { Migration } from "kysely";
 import type { Logger } from "pino";

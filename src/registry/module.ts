@@ -4,8 +4,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { authModule } from "../auth/module.js";
-import { ANONYMOUS_SUBJECT } from "../auth/tokens.js";
+import { ANONYMOUS_SUBJECT, authModule } from "../auth/api.js";
 import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { RegistrySettings } from "../platform/config.js";

@@ -2,7 +2,6 @@
 // .v2beta1.AdvisoriesService), their import from advisory YAML and OSV documents (the extension
 // bulwark.vulnerabilities.v1.AdvisoryImportService), and the feeds derived from them: an
 // OSV-compatible API (/v1/vulns, /v1/query, /v1/querybatch) and a secdb (/vulnerabilities/secdb.json).
-import { iamModule } from "../iam/module.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { AdvisoriesService, AdvisorySchema } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
