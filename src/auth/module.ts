@@ -2,7 +2,6 @@
 // passes through, the token exchange (SecurityTokenService), "who am I" (Auth.Validate) and human
 // sign-in through the browser or the device flow.
 import { join } from "node:path";
-import { sharedGrantsOf } from "../platform/config.js";
 import { Auth } from "../gen/platform/auth/v1/auth.platform_pb.js";
 import { SecurityTokenService } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { iamModule } from "../iam/api.js";
@@ -87,7 +86,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
         issuer,
         iam.roleBindings,
         new TokenExchange(exchangeDeps),
-        sharedGrantsOf(ctx.settings).map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),
+        ctx.sharedGrants.map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),
       ),
       tasks: [
         {

@@ -9,10 +9,15 @@ import type { Logger } from "pino";
 import type { ListableResource, ListEngineDeps } from "../core/list.js";
 import type { Authorizer, ServiceBinding } from "../core/service.js";
 import type { Db } from "../storage/db.js";
-import type { PlatformSettings, PublicUrls } from "./config.js";
+import type { PlatformSettings, PublicUrls, SharedGrant } from "./config.js";
 import type { PlainRouter } from "./routes.js";
 
-export interface FeatureModule<Repositories = unknown, Exports = unknown> {
+/**
+ * A feature module. `Settings` is the module's own settings: the server's configuration holds
+ * them by module name (`ServerConfig.moduleSettings`), and the module reads them as
+ * `ctx.moduleSettings`; absent, the module runs on its defaults.
+ */
+export interface FeatureModule<Repositories = unknown, Exports = unknown, Settings = unknown> {
   /** short and unique: "iam", "auth", ... */
   readonly name: string;
   /** numbered migrations ("001_groups"); the numbering is global across modules */
@@ -26,8 +31,14 @@ export interface FeatureModule<Repositories = unknown, Exports = unknown> {
   readonly listings: Readonly<Record<string, ListableResource>>;
   /** the module's repositories over the shared database (made once per server) */
   repositories(db: Db): Repositories;
+  /**
+   * The grants the module's settings make every authenticated caller hold beside its own
+   * bindings (e.g. reading the public advisory groups). The server asks every module before any
+   * starts; the authorizer's module gets them all in `ctx.sharedGrants`.
+   */
+  sharedGrants?(settings: Settings | undefined): SharedGrant[];
   /** Prepares the module (seeds, keys) and returns what it serves. */
-  start(ctx: ModuleContext): Promise<ModuleRuntime<Exports>>;
+  start(ctx: ModuleContext<Settings>): Promise<ModuleRuntime<Exports>>;
 }
 
 export interface ModuleRuntime<Exports = unknown> {
@@ -55,9 +66,17 @@ export interface PeriodicTask {
   run(): Promise<void>;
 }
 
-export interface ModuleContext {
+export interface ModuleContext<Settings = unknown> {
   db: Db;
+  /** the whole server's settings */
   settings: Readonly<PlatformSettings>;
+  /** this module's own settings (`ServerConfig.moduleSettings[name]`); absent: its defaults */
+  moduleSettings: Settings | undefined;
+  /**
+   * Every grant authenticated callers hold beside their own bindings: the operator's
+   * (`PlatformSettings.sharedGrants`), then those the modules' settings make (`sharedGrants`).
+   */
+  sharedGrants: readonly SharedGrant[];
   /** the public URLs; blanks are filled from the server's own URL once it listens */
   urls: PublicUrls;
   /** a directory for the module's files beside an on-disk embedded database; absent otherwise */
@@ -65,7 +84,10 @@ export interface ModuleContext {
   logger: Logger;
   lists: ListEngineDeps;
   now(): Date;
-  /** another module's (or this module's) repositories: the same instances the server uses */
+  /**
+   * A module's repositories: the same instances the server uses. A module takes its own; what it
+   * uses of another module is that module's `exports`.
+   */
   repositoriesOf<R>(module: FeatureModule<R, unknown>): R;
   /** what an earlier module exports (modules start in list order) */
   exportsOf<E>(module: FeatureModule<unknown, E>): E;

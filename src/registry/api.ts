@@ -3,3 +3,4 @@
 // `bulwark registry gc` needs to collect garbage on a database it opens itself.
 export { registryModule, openBlobStore, type RegistryExports } from "./module.js";
 export { collectGarbage, type GcReport } from "./gc.js";
+export type { RegistrySettings } from "./settings.js";

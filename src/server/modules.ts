@@ -3,8 +3,8 @@
 import { authModule } from "../auth/api.js";
 import { iamModule } from "../iam/api.js";
 import type { FeatureModule } from "../platform/module.js";
-import { registryModule } from "../registry/api.js";
-import { vulnerabilitiesModule } from "../vulnerabilities/api.js";
+import { registryModule, type RegistrySettings } from "../registry/api.js";
+import { vulnerabilitiesModule, type AdvisorySettings } from "../vulnerabilities/api.js";
 
 export const MODULES: readonly FeatureModule<any, any>[] = [
   iamModule,
@@ -12,3 +12,9 @@ export const MODULES: readonly FeatureModule<any, any>[] = [
   registryModule,
   vulnerabilitiesModule,
 ];
+
+/** Each feature's own settings, by module name (`ServerConfig.moduleSettings`; `ctx.moduleSettings`). */
+export interface ModuleSettings {
+  registry?: RegistrySettings;
+  vulnerabilities?: AdvisorySettings;
+}
