@@ -3,7 +3,7 @@
 // in place when their content changed (events reconciled by key: new ones appended, ones the
 // document no longer has removed, the rest untouched) or left alone when unchanged.
 import { createHash } from "node:crypto";
-import { sql, type Expression, type Insertable, type Kysely, type Selectable, type SqlBool } from "kysely";
+import { sql, type Expression, type Insertable, type Selectable, type SqlBool } from "kysely";
 import type { Db } from "../../storage/db.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
@@ -12,7 +12,7 @@ import type { Freshness } from "../../core/service.js";
 import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import type { EventKind, ParsedAdvisory, ParsedDocument, ParsedEvent } from "./model.js";
-import type { AdvisoriesTable, AdvisoryEventsTable, VulnerabilityTables } from "./schema.js";
+import { vulnerabilityDb, type AdvisoriesTable, type AdvisoryEventsTable, type VulnerabilityDb } from "./schema.js";
 
 export type AdvisoryRow = Selectable<AdvisoriesTable>;
 export type AdvisoryEventRow = Selectable<AdvisoryEventsTable>;
@@ -116,11 +116,10 @@ export function containsPattern(text: string): string {
 }
 
 export class AdvisoriesRepository {
-  private readonly db: Kysely<VulnerabilityTables>;
+  private readonly db: VulnerabilityDb;
 
   constructor(db: Db) {
-    // A type-only view: the tables are the same database's.
-    this.db = db as unknown as Kysely<VulnerabilityTables>;
+    this.db = vulnerabilityDb(db);
   }
 
   get(uid: string, freshness?: Freshness): Promise<AdvisoryRow | undefined> {

@@ -1,5 +1,6 @@
 // The vulnerabilities module's table types (migration 007). Column names are snake_case as in SQL.
-import type { ColumnType } from "kysely";
+import type { ColumnType, Kysely } from "kysely";
+import { viewOf, type Db } from "../../storage/db.js";
 import type { Timestamp } from "../../storage/schema.js";
 import type { EventKind, ParsedSeverity } from "./model.js";
 
@@ -50,4 +51,12 @@ export interface AdvisoryEventsTable {
 export interface VulnerabilityTables {
   advisories: AdvisoriesTable;
   advisory_events: AdvisoryEventsTable;
+}
+
+/** The vulnerability tables as its repository sees them. */
+export type VulnerabilityDb = Kysely<VulnerabilityTables>;
+
+/** The shared database, seen through the vulnerability tables. */
+export function vulnerabilityDb(db: Db): VulnerabilityDb {
+  return viewOf<VulnerabilityTables>(db);
 }
