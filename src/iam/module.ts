@@ -28,6 +28,13 @@ import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { accountAssociationListing, accountAssociationsService } from "./account-associations.js";
 import { BUILTIN_ROLES } from "./builtin-roles.js";
+import {
+  identityDirectory,
+  inviteRedemption,
+  roleBindingDirectory,
+  signInIdentityProviders,
+  type IamExports,
+} from "./exports.js";
 import { groupInviteListing, groupInvitesService } from "./group-invites.js";
 import { groupListing, groupsService } from "./groups.js";
 import { identitiesService, identityListing } from "./identities.js";
@@ -47,7 +54,7 @@ import { RoleBindingsRepository } from "./storage/role-bindings.js";
 import { RolesRepository } from "./storage/roles.js";
 
 /** The name of the shared secret that encrypts IdPs' OIDC client secrets at rest. */
-export const IDP_CLIENT_SECRETS = "idp_client_secrets";
+const IDP_CLIENT_SECRETS = "idp_client_secrets";
 
 export function iamRepositories(db: Db) {
   return {
@@ -90,7 +97,7 @@ function v2AndV1(beta: ServiceBinding[]): ServiceBinding[] {
   return [...GA.bind(beta), ...iamV1Bindings(beta)];
 }
 
-export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = {
+export const iamModule: FeatureModule<IamRepositories, IamExports> = {
   name: "iam",
   // 001 also made the platform's server_secrets table, before modules existed.
   migrations: { "001_groups": m001, "002_iam": m002, "009_authz_epoch": m009, "010_group_counts": m010 },
@@ -121,7 +128,13 @@ export const iamModule: FeatureModule<IamRepositories, Record<string, never>> = 
         accountAssociationsService({ accountAssociations: repos.accountAssociations, ...common }),
         groupInvitesService({ invites: repos.groupInvites, ...common }),
       ]),
-      exports: {},
+      // One field per line: what other features use of IAM (exports.ts).
+      exports: {
+        identities: identityDirectory(repos.identities),
+        roleBindings: roleBindingDirectory(repos.roleBindings),
+        identityProviders: signInIdentityProviders(repos.identityProviders, secrets),
+        invites: inviteRedemption(repos.groupInvites, repos.roleBindings),
+      },
     };
   },
 };

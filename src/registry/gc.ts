@@ -4,8 +4,9 @@
 // window protects pushes in progress (a blob uploaded but not yet named by a manifest, a
 // manifest pushed by digest before its index or tag). Every delete re-checks its conditions in
 // the same statement, so a concurrent push wins; foreign keys stand behind that.
-import { sql, type Kysely } from "kysely";
+import { sql } from "kysely";
 import type { Logger } from "pino";
+import type { Db } from "../storage/db.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../storage/errors.js";
 import type { BlobStore } from "./storage/blob-store.js";
 
@@ -31,7 +32,7 @@ const UPLOAD_EXPIRY_MS = 24 * 3600 * 1000;
 
 const num = (v: unknown) => Number(v ?? 0);
 
-export async function collectGarbage(db: Kysely<any>, store: BlobStore, options: GcOptions): Promise<GcReport> {
+export async function collectGarbage(db: Db, store: BlobStore, options: GcOptions): Promise<GcReport> {
   const now = options.now ?? new Date();
   const cutoff = new Date(now.getTime() - options.graceMs);
   const uploadCutoff = new Date(now.getTime() - Math.max(options.graceMs, UPLOAD_EXPIRY_MS));

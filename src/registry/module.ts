@@ -4,11 +4,10 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { authModule } from "../auth/module.js";
-import { ANONYMOUS_SUBJECT } from "../auth/tokens.js";
+import { ANONYMOUS_SUBJECT, authModule } from "../auth/api.js";
 import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
-import type { RegistrySettings } from "../platform/config.js";
+import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
@@ -65,7 +64,11 @@ function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBi
   return [...bindings, v1RegistryService(bindings, stores)];
 }
 
-export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
+export const registryModule: FeatureModule<
+  ReturnType<typeof registryRepositories>,
+  RegistryExports,
+  RegistrySettings
+> = {
   name: "registry",
   migrations: { "006_registry": m006 },
   services: [ReposService, TagsService, RegistryExtensionsService, ...GA.services, Registry],
@@ -74,7 +77,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
 
   async start(ctx) {
     const { content, repos, tags } = ctx.repositoriesOf(registryModule);
-    const settings = ctx.settings.registry;
+    const settings = ctx.moduleSettings;
     // Without a data directory or a configured place (tests on a given database), a private
     // temporary directory that goes with the server.
     const temporary =

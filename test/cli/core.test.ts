@@ -8,7 +8,7 @@ import { createServer } from "node:net";
 import { readdirSync, readFileSync, writeFileSync, mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
-import { VERSION } from "../../src/server/version.js";
+import { VERSION } from "../../src/core/version.js";
 import { collapse, CliHome, normalize, runCli, runCliOnTerminal, type CliOptions } from "../support/cli.js";
 import { backends } from "../support/db-templates.js";
 import { createGroup, createIdentity, createRoleBinding, VIEWER_ROLE_UID } from "../support/fixtures.js";

@@ -4,7 +4,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
-import { VERSION } from "../../src/server/version.js";
+import { VERSION } from "../../src/core/version.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer } from "../support/server.js";
 
 const NAME_RULE = 'name must match "^[a-z0-9 ._-]{1,}$"';

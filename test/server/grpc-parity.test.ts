@@ -31,7 +31,7 @@ import {
 import { backends } from "../support/db-templates.js";
 import { restClient, type JsonResponse } from "../support/http.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
-import { VERSION } from "../../src/server/version.js";
+import { VERSION } from "../../src/core/version.js";
 import {
   errorDetailsRegistry,
   grpcClient,

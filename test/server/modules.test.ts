@@ -78,4 +78,55 @@ describe("module contract at start", () => {
     const early = probe("early", (ctx) => ctx.exportsOf(authModule));
     await assert.rejects(start([iamModule, early, authModule, registryTables]), /module auth is not running/);
   });
+
+  it("a module reads its own settings; the grants its settings make reach every module before any starts", async () => {
+    const logger = pino({ level: "silent" });
+    const seen: { settings?: unknown; grants?: unknown }[] = [];
+    const configured: FeatureModule<Record<string, never>, unknown, { group: string }> = {
+      ...probe("configured", (ctx) => seen.push({ settings: ctx.moduleSettings, grants: ctx.sharedGrants })),
+      sharedGrants: (settings) => (settings ? [{ group: settings.group, capabilities: [1] }] : []),
+    };
+    const server = await startServer({
+      port: 0,
+      host: "127.0.0.1",
+      dataDir: "",
+      errorDomain: ERROR_DOMAIN,
+      logger,
+      pglite: await clonePglite(),
+      modules: [...MODULES, configured],
+      sharedGrants: [{ group: "operator-choice", capabilities: [2] }],
+      moduleSettings: { configured: { group: "from-settings" } } as never,
+    });
+    await server.close();
+    assert.deepEqual(seen, [
+      {
+        settings: { group: "from-settings" },
+        grants: [
+          { group: "operator-choice", capabilities: [2] },
+          { group: "from-settings", capabilities: [1] },
+        ],
+      },
+    ]);
+  });
+
+  it("settings for a module that does not run are refused", async () => {
+    const pglite = await clonePglite();
+    try {
+      await assert.rejects(
+        startServer({
+          port: 0,
+          host: "127.0.0.1",
+          dataDir: "",
+          errorDomain: ERROR_DOMAIN,
+          logger: pino({ level: "silent" }),
+          pglite,
+          modules: [iamModule, authModule, registryTables],
+          moduleSettings: { registry: { gcGraceMs: 1 } },
+        }),
+        /settings are given for module registry, which does not run/,
+      );
+    } finally {
+      await pglite.close();
+    }
+  });
 });

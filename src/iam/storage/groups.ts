@@ -1,7 +1,7 @@
 // Groups aggregate: the group tree. Parent links are foreign keys (on delete restrict), so the
 // database itself refuses orphans and deletes of non-empty groups, even under concurrency.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { sql, type Kysely } from "kysely";
+import { sql } from "kysely";
 import { applyUidpFilter, confinedSubtree } from "../../storage/list-query.js";
 import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
@@ -10,13 +10,6 @@ import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
 import type { Freshness } from "../../core/service.js";
 
 export type GroupRow = Row<"groups">;
-
-/** Maintained by triggers (migration 010); never written by the server. */
-interface GroupCountsTable {
-  uid: string;
-  children: string;
-  descendants: string;
-}
 
 export interface NewGroup {
   uid: string;
@@ -108,10 +101,9 @@ export class GroupsRepository extends IamRepository {
     const subtree = confinedSubtree(f)!;
     // descendants_of includes the group itself
     const count = f.childrenOf ? sql<string>`children` : sql<string>`descendants + 1`;
-    const db = this.db as unknown as Kysely<{ group_counts: GroupCountsTable }>;
     return {
       subtree,
-      query: () => db.selectFrom("group_counts").select(count.as("count")).where("uid", "=", subtree),
+      query: () => this.db.selectFrom("group_counts").select(count.as("count")).where("uid", "=", subtree),
     };
   }
 

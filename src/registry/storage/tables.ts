@@ -2,7 +2,7 @@
 // snake_case as in SQL; jsonb columns read as their JS values and are written as JSON text.
 import type { ColumnType, Generated, Kysely, Selectable } from "kysely";
 import type { JsonValue } from "@bufbuild/protobuf";
-import type { Db } from "../../storage/db.js";
+import { viewOf, type Db } from "../../storage/db.js";
 import type { Json, Timestamp } from "../../storage/schema.js";
 
 export interface ReposTable {
@@ -54,13 +54,17 @@ export interface RegistryTables {
 /** The registry tables as its repositories see them. */
 export type RegistryDb = Kysely<RegistryTables>;
 
+/** The shared database, seen through the registry tables. */
+export function registryDb(db: Db): RegistryDb {
+  return viewOf<RegistryTables>(db);
+}
+
 /** What every registry repository starts from: the shared database, seen through the registry tables. */
 export abstract class RegistryRepository {
   protected readonly db: RegistryDb;
 
   constructor(db: Db) {
-    // A type-only view: the tables are the same database's.
-    this.db = db as unknown as RegistryDb;
+    this.db = registryDb(db);
   }
 }
 

@@ -1,5 +1,5 @@
 // Where the package's own files are (package.json, bin/, openapi/). Computed from this module's URL:
-// it compiles to dist/platform/, and the bundle (scripts/bundle.mjs) to dist/bundle/, both two
+// it compiles to dist/core/, and the bundle (scripts/bundle.mjs) to dist/bundle/, both two
 // directories below the package root.
 import { fileURLToPath } from "node:url";
 
