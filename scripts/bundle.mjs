@@ -9,7 +9,7 @@
 // ESM needs interop shims for their exports), packages that read their own files at run time, and
 // the S3 SDK (loaded only when configured). The bundle sits two directories below the package root,
 // as every compiled module does (dist/<folder>/<file>.js), so the paths they compute from
-// import.meta.url (platform/package-files.ts) hold in both.
+// import.meta.url (core/package-files.ts) hold in both.
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";

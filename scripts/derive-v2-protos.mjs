@@ -3,7 +3,7 @@
 // v2beta1 twins. The reference says they are identical but for `/v2/` in the HTTP paths, so they
 // are derived, never edited: every "v2beta1" (package, imports, qualified names, paths) becomes
 // "v2". `--check` fails (exit 1) when a committed v2 file differs from what would be written;
-// test/codegen-drift.test.ts runs it.
+// test/server/codegen-drift.test.ts runs it.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -43,12 +43,15 @@ process.on("SIGINT", () => {
 
 let status = run("node", ["--import", "tsx", "test/support/prepare.ts"], env);
 if (status === 0) {
+  // Every *.test.ts below test/ (the tree mirrors src/), the unit tier first.
   const suites = (dir) =>
-    readdirSync(dir)
+    readdirSync(dir, { recursive: true })
       .filter((f) => f.endsWith(".test.ts"))
-      .sort()
-      .map((f) => join(dir, f));
-  const files = extraArgs.length ? extraArgs : [...suites(join("test", "unit")), ...suites("test")];
+      .map((f) => join(dir, f))
+      .sort();
+  const all = suites("test");
+  const unit = all.filter((f) => f.startsWith(join("test", "unit") + "/"));
+  const files = extraArgs.length ? extraArgs : [...unit, ...all.filter((f) => !unit.includes(f))];
   status = run("node", ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files], env);
 }
 stopPg();

@@ -12,8 +12,7 @@ import {
 import { Capability, CapabilitySchema, name as capabilityName } from "../gen/capabilities/capabilities_pb.js";
 import { accessOf, bindService } from "../core/service.js";
 import { unauthenticated } from "../core/errors.js";
-import type { IdentitiesRepository } from "../iam/storage/identities.js";
-import type { RoleBindingsRepository } from "../iam/storage/role-bindings.js";
+import type { IdentityDirectory, RoleBindingDirectory } from "../iam/api.js";
 import type { TokenIssuer } from "./tokens.js";
 
 /** "groups.list" for CAP_IAM_GROUPS_LIST: the capability's string name in v1 APIs. */
@@ -24,8 +23,8 @@ export function capabilityString(cap: number): string {
 
 export interface AuthServiceDeps {
   tokens: TokenIssuer;
-  identities: IdentitiesRepository;
-  roleBindings: RoleBindingsRepository;
+  identities: IdentityDirectory;
+  roleBindings: RoleBindingDirectory;
 }
 
 export function authService({ tokens, identities, roleBindings }: AuthServiceDeps) {

@@ -10,7 +10,7 @@ import { IAM_Rules, iam, iam_scope } from "../gen/annotations/auth_pb.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { permissionDenied, unauthenticated } from "../core/errors.js";
 import type { Audience, Authorizer, CallContext, Freshness, RouteRule } from "../core/service.js";
-import { AUTHZ_EPOCH, type RoleBindingsRepository } from "../iam/storage/role-bindings.js";
+import type { RoleBindingDirectory } from "../iam/api.js";
 import { Access, type Grant, type Principal, type VerifiedToken } from "../core/access.js";
 import { LruCache } from "../core/lru.js";
 import { http } from "../gen/google/api/annotations_pb.js";
@@ -112,11 +112,12 @@ interface CachedGrants {
  * at the value the grants were read with.
  */
 class GrantsFreshness implements Freshness {
-  readonly probe = AUTHZ_EPOCH;
   /** undefined: no read has reported yet */
   current: boolean | undefined;
 
   constructor(
+    /** the change counter as a read selects it (RoleBindingDirectory.authzEpochProbe) */
+    readonly probe: unknown,
     readonly subject: string,
     readonly epoch: string,
   ) {}
@@ -139,7 +140,7 @@ export class TokenAuthorizer implements Authorizer {
 
   constructor(
     private readonly tokens: TokenIssuer,
-    private readonly roleBindings: RoleBindingsRepository,
+    private readonly roleBindings: RoleBindingDirectory,
     /** turns a workload's own token (a pull token's JWT, an OIDC token) into one of ours */
     private readonly exchange?: TokenExchange,
     /** what every authenticated caller holds beside its bindings (public advisory groups) */
@@ -220,7 +221,7 @@ export class TokenAuthorizer implements Authorizer {
       // Deferred only for the call's own method: an adapter's nested authorization (authorizeAs)
       // inside a write must not make invoke run that write again.
       if (readOnly && !pending && call.access === undefined) {
-        call.freshness = new GrantsFreshness(subject, cached.epoch);
+        call.freshness = new GrantsFreshness(this.roleBindings.authzEpochProbe, subject, cached.epoch);
         return cached;
       }
       if ((await this.roleBindings.authzEpoch()) === cached.epoch) return cached;

@@ -8,7 +8,7 @@ import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 
 import { sql } from "kysely";
 import { SecretBox } from "../core/secret-box.js";
 import { keyEncryptionKeyOf, type Db } from "../storage/db.js";
-import { authTables, type AuthDb } from "./storage/schema.js";
+import { authDb, type AuthDb } from "./storage/schema.js";
 
 export const ALGORITHM = "ES256";
 export const SIGNING_WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -93,7 +93,7 @@ export class KeyManager {
     /** where to keep the current signing key for `bulwark admin token` (embedded database only) */
     private readonly keyFile?: string,
   ) {
-    this.db = authTables(db);
+    this.db = authDb(db);
   }
 
   /** Seals and unseals private keys; needed to sign, not to verify. */

@@ -2,11 +2,9 @@
 // passes through, the token exchange (SecurityTokenService), "who am I" (Auth.Validate) and human
 // sign-in through the browser or the device flow.
 import { join } from "node:path";
-import { sharedGrantsOf } from "../platform/config.js";
 import { Auth } from "../gen/platform/auth/v1/auth.platform_pb.js";
 import { SecurityTokenService } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
-import { SecretBox } from "../core/secret-box.js";
-import { IDP_CLIENT_SECRETS, iamModule } from "../iam/module.js";
+import { iamModule } from "../iam/api.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { authService } from "./auth-service.js";
@@ -52,7 +50,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
   repositories: authRepositories,
 
   async start(ctx) {
-    const iam = ctx.repositoriesOf(iamModule);
+    const iam = ctx.exportsOf(iamModule);
     const { loginSessions } = ctx.repositoriesOf(authModule);
     const keys = new KeyManager(ctx.db, undefined, ctx.dataDir && issuerKeyFile(ctx.dataDir));
     const sealed = await keys.sealPlaintextKeys();
@@ -62,7 +60,6 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
     const { allowInsecureIssuers, allowPrivateIssuerAddresses, defaultUpstream } = ctx.settings;
     const upstreamOptions = { allowInsecureIssuers, allowPrivateIssuerAddresses };
     const upstream = new UpstreamIssuers(upstreamOptions);
-    const idpSecrets = new SecretBox(await ctx.sharedSecret(IDP_CLIENT_SECRETS));
     const now = () => ctx.now();
     const exchangeDeps = { tokens: issuer, identities: iam.identities, upstream, logger: ctx.logger, now };
     return {
@@ -81,8 +78,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
           identities: iam.identities,
           roleBindings: iam.roleBindings,
           identityProviders: iam.identityProviders,
-          idpSecrets,
-          invites: iam.groupInvites,
+          invites: iam.invites,
           logger: ctx.logger,
         });
       },
@@ -90,7 +86,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
         issuer,
         iam.roleBindings,
         new TokenExchange(exchangeDeps),
-        sharedGrantsOf(ctx.settings).map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),
+        ctx.sharedGrants.map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),
       ),
       tasks: [
         {

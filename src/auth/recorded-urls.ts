@@ -4,17 +4,17 @@
 // holds the database. So the operator's token carries the issuer and audience the server expects.
 import { readFile, rename, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { Kysely } from "kysely";
+import type { Db } from "../storage/db.js";
 import type { AuthUrls } from "./tokens.js";
-import { authTables } from "./storage/schema.js";
+import { authDb } from "./storage/schema.js";
 
 export function recordedUrlsFile(dataDir: string): string {
   return join(dataDir, "public-urls.json");
 }
 
-export async function recordPublicUrls(db: Kysely<any>, urls: AuthUrls, dataDir?: string): Promise<void> {
+export async function recordPublicUrls(db: Db, urls: AuthUrls, dataDir?: string): Promise<void> {
   const row = { issuer: urls.issuer, api_audience: urls.apiAudience, registry_audience: urls.registryAudience };
-  await authTables(db)
+  await authDb(db)
     .insertInto("issuer_urls")
     .values({ singleton: true, ...row, record_time: new Date() })
     .onConflict((oc) => oc.column("singleton").doUpdateSet({ ...row, record_time: new Date() }))
@@ -28,8 +28,8 @@ export async function recordPublicUrls(db: Kysely<any>, urls: AuthUrls, dataDir?
 }
 
 /** What the last server to start on this database recorded; undefined when none has yet. */
-export async function recordedPublicUrls(db: Kysely<any>): Promise<AuthUrls | undefined> {
-  const row = await authTables(db).selectFrom("issuer_urls").selectAll().executeTakeFirst();
+export async function recordedPublicUrls(db: Db): Promise<AuthUrls | undefined> {
+  const row = await authDb(db).selectFrom("issuer_urls").selectAll().executeTakeFirst();
   return row && { issuer: row.issuer, apiAudience: row.api_audience, registryAudience: row.registry_audience };
 }
 

@@ -24,8 +24,7 @@ import type { ExchangeRequest } from "../gen/platform/oidc/v1/oidc.platform_pb.j
 import { invalidArgument, permissionDenied, unauthenticated, type FieldViolation } from "../core/errors.js";
 import { matchesAnchored } from "../core/patterns.js";
 import { isAncestorOrSelf, isValidUidp } from "../core/uidp.js";
-import { loadRelationship } from "../iam/identity-relationships.js";
-import type { IdentitiesRepository } from "../iam/storage/identities.js";
+import type { IdentityDirectory } from "../iam/api.js";
 import { MAX_TOKEN_LIFETIME_MS } from "./keys.js";
 import { OPERATOR_SUBJECT, type IssuedToken, type TokenIssuer, type VerifiedToken } from "./tokens.js";
 import type { UpstreamIssuers } from "./upstream.js";
@@ -53,7 +52,7 @@ export const EXCHANGE_DENIED = "the presented token cannot assume this identity"
 
 export interface TokenExchangeDeps {
   tokens: TokenIssuer;
-  identities: IdentitiesRepository;
+  identities: IdentityDirectory;
   upstream: UpstreamIssuers;
   logger?: { debug(obj: object, msg: string): void };
   now?: () => Date;
@@ -187,7 +186,7 @@ export class TokenExchange {
   private async assume(uid: string, token: string): Promise<number | undefined> {
     const row = await this.deps.identities.get(uid);
     if (!row) deny("no such identity");
-    const relationship = loadRelationship(row.relationship_type, row.relationship);
+    const relationship = this.deps.identities.relationshipOf(row);
     switch (relationship.case) {
       case "claimMatch":
         await this.assumeClaimMatch(token, relationship.value);

@@ -9,13 +9,21 @@
 // options override them.
 import { existsSync } from "node:fs";
 import { stat } from "node:fs/promises";
-import { KeyManager, readKeyFile, type SigningKey } from "../auth/keys.js";
-import { OPERATOR_SUBJECT, TokenIssuer, type AuthUrls, type KeySource } from "../auth/tokens.js";
-import { issuerKeyFile } from "../auth/module.js";
+import {
+  issuerKeyFile,
+  KeyManager,
+  OPERATOR_SUBJECT,
+  readKeyFile,
+  recordedPublicUrls,
+  recordedPublicUrlsFile,
+  TokenIssuer,
+  type AuthUrls,
+  type KeySource,
+  type SigningKey,
+} from "../auth/api.js";
 import { KEY_ENCRYPTION_KEY_ENV, openDatabase } from "../storage/db.js";
 import { DataDirLockedError, dataDirKeyEncryptionKey, type LockHolder } from "../storage/data-dir.js";
 import { migrateAll } from "../server/start.js";
-import { recordedPublicUrls, recordedPublicUrlsFile } from "../auth/recorded-urls.js";
 
 export interface AdminTokenOptions {
   dataDir: string;

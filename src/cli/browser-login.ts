@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as oidc from "openid-client";
-import { CLI_CLIENT_ID } from "../auth/sign-in/service.js";
+import { CLI_CLIENT_ID } from "../core/cli-client.js";
 
 const WAIT_FOR_BROWSER_MS = 5 * 60 * 1000;
 

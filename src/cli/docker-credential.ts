@@ -5,7 +5,7 @@
 import { text } from "node:stream/consumers";
 import { CliError } from "./errors.js";
 import { Session } from "./session.js";
-import { VERSION } from "../server/version.js";
+import { VERSION } from "../core/version.js";
 
 const PROGRAM = "docker-credential-bulwark";
 /** The user name docker sends with a token as the password (what the registry expects). */

@@ -14,7 +14,7 @@ import { registerOrgSettings } from "./commands/org-settings.js";
 import { registerRoles } from "./commands/roles.js";
 import { registerServerCommands } from "./commands/server.js";
 import { registerVersion } from "./commands/version.js";
-import { VERSION } from "../server/version.js";
+import { VERSION } from "../core/version.js";
 
 export function buildCli(): Command {
   const program = new Command("bulwark")

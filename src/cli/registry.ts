@@ -2,9 +2,13 @@
 // the database itself (an embedded one only while no server holds it; PostgreSQL any time, as
 // collection is safe while replicas serve).
 import { join } from "node:path";
-import type { RegistrySettings } from "../platform/config.js";
-import { collectGarbage, type GcReport } from "../registry/gc.js";
-import { openBlobStore, registryRepositories } from "../registry/module.js";
+import {
+  collectGarbage,
+  openBlobStore,
+  registryRepositories,
+  type GcReport,
+  type RegistrySettings,
+} from "../registry/api.js";
 import { migrateAll } from "../server/start.js";
 import { openDatabase } from "../storage/db.js";
 

@@ -190,9 +190,11 @@ export function accountAssociationsService({ accountAssociations, lists, now }: 
       );
     },
 
-    async getAccountAssociation(req) {
+    async getAccountAssociation(req, call) {
       requireUid("uid", req.uid);
-      return toAccountAssociation(found(await accountAssociations.get(req.uid), "account association", req.uid));
+      return toAccountAssociation(
+        found(await accountAssociations.get(req.uid, call.freshness), "account association", req.uid),
+      );
     },
 
     async listAccountAssociations(req, call) {

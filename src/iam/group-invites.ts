@@ -137,9 +137,9 @@ export function groupInvitesService({ invites, lists, now }: GroupInvitesDeps) {
       }
     },
 
-    async getGroupInvite(req) {
+    async getGroupInvite(req, call) {
       requireUid("uid", req.uid);
-      const row = found(await invites.get(req.uid), "group invite", req.uid);
+      const row = found(await invites.get(req.uid, call.freshness), "group invite", req.uid);
       const roles = await invites.rolesOf([row]);
       return toGroupInvite(row, roles.get(row.role_uid));
     },

@@ -149,9 +149,11 @@ export function identityProvidersService({ identityProviders, secrets, lists, no
       return toIdentityProvider(written(result));
     },
 
-    async getIdentityProvider(req) {
+    async getIdentityProvider(req, call) {
       requireUid("uid", req.uid);
-      return toIdentityProvider(found(await identityProviders.get(req.uid), "identity provider", req.uid));
+      return toIdentityProvider(
+        found(await identityProviders.get(req.uid, call.freshness), "identity provider", req.uid),
+      );
     },
 
     async listIdentityProviders(req, call) {

@@ -28,6 +28,14 @@ import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { accountAssociationListing, accountAssociationsService } from "./account-associations.js";
 import { BUILTIN_ROLES } from "./builtin-roles.js";
+import {
+  groupDirectory,
+  identityDirectory,
+  inviteRedemption,
+  roleBindingDirectory,
+  signInIdentityProviders,
+  type IamExports,
+} from "./exports.js";
 import { groupInviteListing, groupInvitesService } from "./group-invites.js";
 import { groupListing, groupsService } from "./groups.js";
 import { identitiesService, identityListing } from "./identities.js";
@@ -40,14 +48,14 @@ import { roleBindingListing, roleBindingsService } from "./role-bindings.js";
 import { roleListing, rolesService } from "./roles.js";
 import { AccountAssociationsRepository } from "./storage/account-associations.js";
 import { GroupInvitesRepository } from "./storage/group-invites.js";
-import { GroupsRepository, type GroupDirectory } from "./storage/groups.js";
+import { GroupsRepository } from "./storage/groups.js";
 import { IdentitiesRepository } from "./storage/identities.js";
 import { IdentityProvidersRepository } from "./storage/identity-providers.js";
 import { RoleBindingsRepository } from "./storage/role-bindings.js";
 import { RolesRepository } from "./storage/roles.js";
 
 /** The name of the shared secret that encrypts IdPs' OIDC client secrets at rest. */
-export const IDP_CLIENT_SECRETS = "idp_client_secrets";
+const IDP_CLIENT_SECRETS = "idp_client_secrets";
 
 export function iamRepositories(db: Db) {
   return {
@@ -62,14 +70,6 @@ export function iamRepositories(db: Db) {
 }
 
 export type IamRepositories = ReturnType<typeof iamRepositories>;
-
-export type { GroupDirectory, GroupRef } from "./storage/groups.js";
-
-/** What iam offers other modules, through `exportsOf(iamModule)`. */
-export interface IamExports {
-  /** groups found by name or uid (the registry's repository names address groups so) */
-  groupDirectory: GroupDirectory;
-}
 
 /** chainguard.platform.iam.v2beta1 */
 const IAM_SERVICES = [
@@ -129,7 +129,14 @@ export const iamModule: FeatureModule<IamRepositories, IamExports> = {
         accountAssociationsService({ accountAssociations: repos.accountAssociations, ...common }),
         groupInvitesService({ invites: repos.groupInvites, ...common }),
       ]),
-      exports: { groupDirectory: repos.groups },
+      // One field per line: what other features use of IAM (exports.ts).
+      exports: {
+        identities: identityDirectory(repos.identities),
+        roleBindings: roleBindingDirectory(repos.roleBindings),
+        identityProviders: signInIdentityProviders(repos.identityProviders, secrets),
+        invites: inviteRedemption(repos.groupInvites, repos.roleBindings),
+        groups: groupDirectory(repos.groups),
+      },
     };
   },
 };

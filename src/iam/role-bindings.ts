@@ -105,9 +105,9 @@ export function roleBindingsService({ roleBindings, lists, now }: RoleBindingsDe
       return { roleBindings: written(await roleBindings.insertAll(bindings, now())).map(toRoleBinding) };
     },
 
-    async getRoleBinding(req) {
+    async getRoleBinding(req, call) {
       requireUid("uid", req.uid);
-      return toRoleBinding(found(await roleBindings.get(req.uid), "role binding", req.uid));
+      return toRoleBinding(found(await roleBindings.get(req.uid, call.freshness), "role binding", req.uid));
     },
 
     async listRoleBindings(req, call) {

@@ -1,8 +1,6 @@
-// Settings of the whole server that modules read: error domain, public URLs, upstream OIDC rules.
-import type { ObjectStorageSettings } from "../storage/object-storage.js";
-import { Capability } from "../gen/capabilities/capabilities_pb.js";
-
-export type { ObjectStorageSettings };
+// Settings of the whole server that modules read: error domain, public URLs, upstream OIDC rules,
+// the operator's shared grants. A feature's own settings live in the feature (its `moduleSettings`,
+// platform/module.ts).
 
 /** {auth_url}, {base_url} and {registry_host}: whom tokens come from and whom they are for. */
 export interface PublicUrls {
@@ -32,50 +30,18 @@ export interface PlatformSettings {
   allowPrivateIssuerAddresses?: boolean;
   /** the platform's default upstream OIDC provider for human sign-in (`bulwark auth login`) */
   defaultUpstream?: UpstreamProvider;
-  /** where the registry keeps blobs and how it collects garbage */
-  registry?: RegistrySettings;
   /**
    * Grants every authenticated caller holds beside its own bindings (the operator's choice):
-   * e.g. CAP_ADVISORIES_LIST on a group of public advisories.
+   * e.g. CAP_ADVISORIES_LIST on a group of public advisories. Modules add the ones their settings
+   * make (FeatureModule.sharedGrants).
    */
   sharedGrants?: readonly SharedGrant[];
-  advisories?: AdvisorySettings;
 }
 
 /** Capabilities on a group (and beneath it) that every authenticated caller holds. */
 export interface SharedGrant {
   group: string;
   capabilities: readonly number[];
-}
-
-export interface AdvisorySettings {
-  /**
-   * Groups whose advisories every authenticated caller may read (`--public-advisories`); the
-   * first is where imports without a group go. The server turns these into shared grants.
-   */
-  publicGroups: readonly string[];
-}
-
-export interface RegistrySettings {
-  /** blobs on this directory (default: `registry/` in the data directory) */
-  blobDirectory?: string;
-  /** blobs in an S3-compatible bucket instead (production, several replicas) */
-  objectStorage?: ObjectStorageSettings;
-  /** run garbage collection this often (absent: never; `bulwark registry gc` runs it by hand) */
-  gcIntervalMs?: number;
-  /** how long unreferenced content is kept (default: one hour) */
-  gcGraceMs?: number;
-}
-
-/** Every shared grant the settings make: the explicit ones and reading the public advisory groups. */
-export function sharedGrantsOf(settings: Readonly<PlatformSettings>): SharedGrant[] {
-  return [
-    ...(settings.sharedGrants ?? []),
-    ...(settings.advisories?.publicGroups ?? []).map((group) => ({
-      group,
-      capabilities: [Capability.CAP_ADVISORIES_LIST],
-    })),
-  ];
 }
 
 /** The configured URLs; blanks are filled once the server knows its own URL (fillPublicUrls). */

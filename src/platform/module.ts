@@ -1,16 +1,23 @@
-// The feature-module contract. A feature (iam, auth, ...) is one folder that exports one
-// FeatureModule; the server loops over the list of modules (server/modules.ts) for migrations,
-// repositories, RPC services, plain HTTP routes and periodic upkeep, and names no feature itself.
+// The feature-module contract. A feature (iam, auth, ...) is one folder with one public face,
+// its api.ts: the FeatureModule, and the few types and functions other code uses of it (what a
+// running module offers other modules is its `exports`). The server loops over the list of
+// modules (server/modules.ts) for migrations, repositories, RPC services, plain HTTP routes and
+// periodic upkeep, and names no feature itself.
 import type { DescService } from "@bufbuild/protobuf";
 import type { Migration } from "kysely";
 import type { Logger } from "pino";
 import type { ListableResource, ListEngineDeps } from "../core/list.js";
 import type { Authorizer, ServiceBinding } from "../core/service.js";
 import type { Db } from "../storage/db.js";
-import type { PlatformSettings, PublicUrls } from "./config.js";
+import type { PlatformSettings, PublicUrls, SharedGrant } from "./config.js";
 import type { PlainRouter } from "./routes.js";
 
-export interface FeatureModule<Repositories = unknown, Exports = unknown> {
+/**
+ * A feature module. `Settings` is the module's own settings: the server's configuration holds
+ * them by module name (`ServerConfig.moduleSettings`), and the module reads them as
+ * `ctx.moduleSettings`; absent, the module runs on its defaults.
+ */
+export interface FeatureModule<Repositories = unknown, Exports = unknown, Settings = unknown> {
   /** short and unique: "iam", "auth", ... */
   readonly name: string;
   /** numbered migrations ("001_groups"); the numbering is global across modules */
@@ -24,8 +31,14 @@ export interface FeatureModule<Repositories = unknown, Exports = unknown> {
   readonly listings: Readonly<Record<string, ListableResource>>;
   /** the module's repositories over the shared database (made once per server) */
   repositories(db: Db): Repositories;
+  /**
+   * The grants the module's settings make every authenticated caller hold beside its own
+   * bindings (e.g. reading the public advisory groups). The server asks every module before any
+   * starts; the authorizer's module gets them all in `ctx.sharedGrants`.
+   */
+  sharedGrants?(settings: Settings | undefined): SharedGrant[];
   /** Prepares the module (seeds, keys) and returns what it serves. */
-  start(ctx: ModuleContext): Promise<ModuleRuntime<Exports>>;
+  start(ctx: ModuleContext<Settings>): Promise<ModuleRuntime<Exports>>;
 }
 
 export interface ModuleRuntime<Exports = unknown> {
@@ -53,9 +66,17 @@ export interface PeriodicTask {
   run(): Promise<void>;
 }
 
-export interface ModuleContext {
+export interface ModuleContext<Settings = unknown> {
   db: Db;
+  /** the whole server's settings */
   settings: Readonly<PlatformSettings>;
+  /** this module's own settings (`ServerConfig.moduleSettings[name]`); absent: its defaults */
+  moduleSettings: Settings | undefined;
+  /**
+   * Every grant authenticated callers hold beside their own bindings: the operator's
+   * (`PlatformSettings.sharedGrants`), then those the modules' settings make (`sharedGrants`).
+   */
+  sharedGrants: readonly SharedGrant[];
   /** the public URLs; blanks are filled from the server's own URL once it listens */
   urls: PublicUrls;
   /** a directory for the module's files beside an on-disk embedded database; absent otherwise */
@@ -63,7 +84,10 @@ export interface ModuleContext {
   logger: Logger;
   lists: ListEngineDeps;
   now(): Date;
-  /** another module's (or this module's) repositories: the same instances the server uses */
+  /**
+   * A module's repositories: the same instances the server uses. A module takes its own; what it
+   * uses of another module is that module's `exports`.
+   */
   repositoriesOf<R>(module: FeatureModule<R, unknown>): R;
   /** what an earlier module exports (modules start in list order) */
   exportsOf<E>(module: FeatureModule<unknown, E>): E;

@@ -1,5 +1,5 @@
 // Plain HTTP routes: what a module serves outside the proto services (OIDC discovery, sign-in
-// pages; later the OCI distribution API). Each route states who may call it; the server's router
+// pages, the OCI distribution API and its token endpoint, the advisory feeds). Each route states who may call it; the server's router
 // (server/plain-routes.ts) authenticates and authorizes through the same Authorizer as RPCs and
 // renders errors with the same mapping, so no handler checks a token by hand.
 import type { ConnectError } from "@connectrpc/connect";

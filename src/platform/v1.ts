@@ -38,7 +38,7 @@ type Out<S extends DescService, K extends keyof Methods<S>> = Methods<S>[K] exte
  * Calls a v2beta1 handler of `binding` the way the server would: the request is authorized as
  * that v2beta1 RPC first (its own `iam` rule, on this call's credentials), then handled. The v1
  * RPC was authorized by its own rule too, which asks what the RPC it is adapted onto asks
- * (test/v1-iam.test.ts checks every pair); the second check matters when a v1 RPC is answered
+ * (test/iam/v1-iam.test.ts checks every pair); the second check matters when a v1 RPC is answered
  * from other RPCs (a summary from a list of tags, which needs the caller's visibility).
  */
 export interface Delegate<S extends DescService> {

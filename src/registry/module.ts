@@ -4,12 +4,11 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { authModule } from "../auth/module.js";
-import { iamModule } from "../iam/module.js";
-import { ANONYMOUS_SUBJECT } from "../auth/tokens.js";
+import { ANONYMOUS_SUBJECT, authModule } from "../auth/api.js";
+import { iamModule } from "../iam/api.js";
 import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
-import type { RegistrySettings } from "../platform/config.js";
+import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
@@ -76,7 +75,11 @@ function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBi
   return [...bindings, v1RegistryService(bindings, stores)];
 }
 
-export const registryModule: FeatureModule<ReturnType<typeof registryRepositories>, RegistryExports> = {
+export const registryModule: FeatureModule<
+  ReturnType<typeof registryRepositories>,
+  RegistryExports,
+  RegistrySettings
+> = {
   name: "registry",
   migrations: { "006_registry": m006 },
   services: [ReposService, TagsService, RegistryExtensionsService, ...GA.services, Registry],
@@ -85,7 +88,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
 
   async start(ctx) {
     const { repos, tags, blobs, manifests, uploads } = ctx.repositoriesOf(registryModule);
-    const settings = ctx.settings.registry;
+    const settings = ctx.moduleSettings;
     // Without a data directory or a configured place (tests on a given database), a private
     // temporary directory that goes with the server.
     const temporary =
@@ -99,7 +102,7 @@ export const registryModule: FeatureModule<ReturnType<typeof registryRepositorie
         "registry blobs are kept in a local directory: replicas on this database do not share it (use --s3-bucket)",
       );
     const issuer = ctx.exportsOf(authModule).issuer;
-    const names = new RepositoryNames(ctx.exportsOf(iamModule).groupDirectory, repos);
+    const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
       collectGarbage({ blobs, manifests, uploads }, store, {

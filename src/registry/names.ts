@@ -3,7 +3,7 @@
 // following segment descends into a child group (by name or by its uid's last segment) as long
 // as one exists; the rest is the repo path inside the deepest group reached. Groups are read
 // through iam's group directory, repos through the registry's own repository.
-import type { GroupDirectory, GroupRef } from "../iam/module.js";
+import type { GroupDirectory, GroupRef } from "../iam/api.js";
 import type { RepoRef } from "./storage/repos.js";
 
 /** The OCI distribution spec's repository name grammar: path components like this, joined by "/". */

@@ -133,9 +133,9 @@ export function reposService({ repos, lists, now }: ReposDeps) {
       );
     },
 
-    async getRepo(req) {
+    async getRepo(req, call) {
       requireUid("uid", req.uid);
-      return toRepo(found(await repos.get(req.uid), "repo", req.uid));
+      return toRepo(found(await repos.get(req.uid, call.freshness), "repo", req.uid));
     },
 
     async listRepos(req, call) {
@@ -170,9 +170,9 @@ export function reposService({ repos, lists, now }: ReposDeps) {
       return deleted(await repos.delete(req.uid), "repo", req.uid);
     },
 
-    async getRepoReadme(req) {
+    async getRepoReadme(req, call) {
       requireUid("uid", req.uid);
-      const row = found(await repos.getReadme(req.uid), "repo", req.uid);
+      const row = found(await repos.getReadme(req.uid, call.freshness), "repo", req.uid);
       return create(RepoReadmeSchema, { uid: row.uid, content: row.readme });
     },
 

@@ -27,9 +27,9 @@ export interface RepoVisibilityDeps {
 
 export function repoVisibilityService({ repos, tags, now }: RepoVisibilityDeps) {
   return bindService(RegistryExtensionsService, {
-    async getRepoVisibility(req) {
+    async getRepoVisibility(req, call) {
       requireUid("uid", req.uid);
-      return toVisibility(found(await repos.get(req.uid), "repo", req.uid));
+      return toVisibility(found(await repos.get(req.uid, call.freshness), "repo", req.uid));
     },
 
     async updateRepoVisibility(req) {

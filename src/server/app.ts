@@ -26,7 +26,7 @@ import {
   shapeOfReceived,
   statusJson,
 } from "./protocol-errors.js";
-import { VERSION } from "./version.js";
+import { VERSION } from "../core/version.js";
 import { registerTranscoder } from "./transcoder.js";
 
 export { statusJson };

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import type { FastifyInstance } from "fastify";
-import { PACKAGE_ROOT as ROOT } from "../platform/package-files.js";
+import { PACKAGE_ROOT as ROOT } from "../core/package-files.js";
 import { MODULES } from "./modules.js";
 import { openApiDocument } from "./openapi.js";
 

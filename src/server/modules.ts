@@ -1,10 +1,10 @@
 // Every feature the server runs, in start order (a module may use what an earlier one exports).
 // This list is the only place that names features: adding one is adding its module here.
-import { authModule } from "../auth/module.js";
-import { iamModule } from "../iam/module.js";
+import { authModule } from "../auth/api.js";
+import { iamModule } from "../iam/api.js";
 import type { FeatureModule } from "../platform/module.js";
-import { registryModule } from "../registry/module.js";
-import { vulnerabilitiesModule } from "../vulnerabilities/module.js";
+import { registryModule, type RegistrySettings } from "../registry/api.js";
+import { vulnerabilitiesModule, type AdvisorySettings } from "../vulnerabilities/api.js";
 
 export const MODULES: readonly FeatureModule<any, any>[] = [
   iamModule,
@@ -12,3 +12,9 @@ export const MODULES: readonly FeatureModule<any, any>[] = [
   registryModule,
   vulnerabilitiesModule,
 ];
+
+/** Each feature's own settings, by module name (`ServerConfig.moduleSettings`; `ctx.moduleSettings`). */
+export interface ModuleSettings {
+  registry?: RegistrySettings;
+  vulnerabilities?: AdvisorySettings;
+}

@@ -6,13 +6,19 @@ import type { Kysely } from "kysely";
 import { pino, type Logger } from "pino";
 import { PageTokenCodec } from "../core/page-tokens.js";
 import type { Authorizer, ServiceBinding } from "../core/service.js";
-import { fillPublicUrls, publicUrls, type PlatformSettings, type PublicUrls } from "../platform/config.js";
+import {
+  fillPublicUrls,
+  publicUrls,
+  type PlatformSettings,
+  type PublicUrls,
+  type SharedGrant,
+} from "../platform/config.js";
 import type { FeatureModule, ModuleContext, ModuleRuntime } from "../platform/module.js";
 import { KEY_ENCRYPTION_KEY_ENV, keyEncryptionKeyFromEnv, migrate, openDatabase } from "../storage/db.js";
 import { loadSharedSecret } from "../storage/server-secrets.js";
 import { createApp } from "./app.js";
 import { DEFAULT_RATE_LIMITS, RequestLimits, type RateLimitSettings } from "./limits.js";
-import { MODULES } from "./modules.js";
+import { MODULES, type ModuleSettings } from "./modules.js";
 
 export interface ServerConfig extends PlatformSettings {
   port: number;
@@ -47,6 +53,8 @@ export interface ServerConfig extends PlatformSettings {
   trustProxy?: boolean;
   /** the features to run (default: all of them) */
   modules?: readonly FeatureModule<any, any>[];
+  /** each feature's own settings, by module name (a module reads its own as `ctx.moduleSettings`) */
+  moduleSettings?: ModuleSettings;
 }
 
 export { DEFAULT_CONFIG } from "./defaults.js";
@@ -85,7 +93,25 @@ function authorizerOf(runtimes: ModuleRuntime[], modules: readonly FeatureModule
   return providers[0]!.authorizer;
 }
 
-/** A module's bindings must be exactly the services it declares (tests rely on the list, and later reflection and OpenAPI will). */
+/** Each running module's own settings; settings for a module that is not running are refused. */
+function settingsByModule(config: ServerConfig, modules: readonly FeatureModule<any, any>[]) {
+  const given: Readonly<Record<string, unknown>> = { ...config.moduleSettings };
+  for (const [name, value] of Object.entries(given))
+    if (value !== undefined && !modules.some((m) => m.name === name))
+      throw new Error(`settings are given for module ${name}, which does not run`);
+  return (module: FeatureModule<any, any>): unknown => given[module.name];
+}
+
+/** The operator's shared grants, then those the modules' settings make (asked before any module starts). */
+function sharedGrantsOf(
+  config: ServerConfig,
+  modules: readonly FeatureModule<any, any>[],
+  settingsOf: (module: FeatureModule<any, any>) => unknown,
+): SharedGrant[] {
+  return [...(config.sharedGrants ?? []), ...modules.flatMap((m) => m.sharedGrants?.(settingsOf(m)) ?? [])];
+}
+
+/** A module's bindings must be exactly the services it declares (tests, reflection and the OpenAPI document read the list). */
 function checkBindings(module: FeatureModule<any, any>, bindings: ServiceBinding[]): void {
   const declared = module.services.map((s) => s.typeName).sort();
   const bound = bindings.map((b) => b.service.typeName).sort();
@@ -97,6 +123,8 @@ function checkBindings(module: FeatureModule<any, any>, bindings: ServiceBinding
 export async function startServer(config: ServerConfig): Promise<RunningServer> {
   const logger = config.logger ?? pino({ level: config.logLevel ?? "info", redact: ["req.headers.authorization"] });
   const modules = config.modules ?? MODULES;
+  const settingsOf = settingsByModule(config, modules);
+  const sharedGrants = sharedGrantsOf(config, modules, settingsOf);
   const keyEncryptionKey = config.keyEncryptionKey ?? keyEncryptionKeyFromEnv();
   if (config.databaseUrl && !keyEncryptionKey)
     throw new Error(
@@ -134,9 +162,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         throw new Error(`module ${module.name} is not running (or starts after the module asking)`);
       return exports.get(module) as E;
     };
-    const ctx: ModuleContext = {
+    const ctx: Omit<ModuleContext, "moduleSettings"> = {
       db: database.db,
       settings: config,
+      sharedGrants,
       urls,
       dataDir: database.dataDir,
       logger,
@@ -150,7 +179,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       sharedSecret,
     };
     for (const module of modules) {
-      const runtime = await module.start(ctx);
+      const runtime = await module.start({ ...ctx, moduleSettings: settingsOf(module) });
       checkBindings(module, runtime.bindings);
       exports.set(module, runtime.exports);
       runtimes.push(runtime);

@@ -23,10 +23,20 @@ import {
 } from "./data-dir.js";
 
 /**
- * The database as the platform sees it. Each feature module views it through its own tables
- * (e.g. iam/storage/schema.ts), so nothing below the modules knows a feature's schema.
+ * The database as the platform sees it: the platform's own tables (storage/schema.ts). Each
+ * feature views it through its own tables (viewOf), so nothing below the modules knows a
+ * feature's schema and no feature's typed queries name another's tables.
  */
 export type Db = Kysely<StorageTables>;
+
+/**
+ * The shared database seen through one feature's own tables: a type-only view of the same
+ * instance. Every feature makes its view with this, once, in its storage/schema.ts (the
+ * registry's storage/tables.ts): `iamDb`, `authDb`, `registryDb`, `vulnerabilityDb`.
+ */
+export function viewOf<Tables>(db: Db): Kysely<Tables> {
+  return db as unknown as Kysely<Tables>;
+}
 
 /** The environment variable holding PostgreSQL's key-encryption key (64 hex digits or 43 base64url characters). */
 export const KEY_ENCRYPTION_KEY_ENV = "BULWARK_KEY_ENCRYPTION_KEY";

@@ -2,7 +2,6 @@
 // .v2beta1.AdvisoriesService), their import from advisory YAML and OSV documents (the extension
 // bulwark.vulnerabilities.v1.AdvisoryImportService), and the feeds derived from them: an
 // OSV-compatible API (/v1/vulns, /v1/query, /v1/querybatch) and a secdb (/vulnerabilities/secdb.json).
-import { iamModule } from "../iam/module.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { AdvisoriesService, AdvisorySchema } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
@@ -13,6 +12,7 @@ import * as m007 from "./migrations/007_advisories.js";
 import { advisoriesService, advisoryListing } from "./advisories.js";
 import { registerFeedRoutes } from "./feeds.js";
 import { advisoryImportService } from "./import.js";
+import { advisorySharedGrants, type AdvisorySettings } from "./settings.js";
 import { AdvisoriesRepository } from "./storage/advisories.js";
 
 export function vulnerabilityRepositories(db: Db) {
@@ -24,13 +24,16 @@ const GA = new GaTwins([AdvisoriesService], [file_chainguard_platform_vulnerabil
 
 export const vulnerabilitiesModule: FeatureModule<
   ReturnType<typeof vulnerabilityRepositories>,
-  Record<string, never>
+  Record<string, never>,
+  AdvisorySettings
 > = {
   name: "vulnerabilities",
   migrations: { "007_advisories": m007 },
   services: [AdvisoriesService, AdvisoryImportService, ...GA.services],
   listings: GA.listings({ [AdvisorySchema.typeName]: advisoryListing }),
   repositories: vulnerabilityRepositories,
+  // Public advisory groups: every authenticated caller may read their advisories.
+  sharedGrants: advisorySharedGrants,
 
   async start(ctx) {
     const { advisories } = ctx.repositoriesOf(vulnerabilitiesModule);
@@ -39,7 +42,7 @@ export const vulnerabilitiesModule: FeatureModule<
         advisoriesService({ advisories, lists: ctx.lists }),
         advisoryImportService({
           advisories,
-          defaultGroup: ctx.settings.advisories?.publicGroups[0],
+          defaultGroup: ctx.moduleSettings?.publicGroups[0],
           now: ctx.now,
         }),
       ]),

@@ -4,7 +4,9 @@ import type { Interceptor } from "@connectrpc/connect";
 import { authModule } from "../../src/auth/module.js";
 import { OPERATOR_SUBJECT, type MintRequest, type TokenIssuer } from "../../src/auth/tokens.js";
 import pg from "pg";
-import type { AdvisorySettings, RegistrySettings, UpstreamProvider } from "../../src/platform/config.js";
+import type { UpstreamProvider } from "../../src/platform/config.js";
+import type { RegistrySettings } from "../../src/registry/api.js";
+import type { AdvisorySettings } from "../../src/vulnerabilities/api.js";
 import type { FeatureModule } from "../../src/platform/module.js";
 import type { RateLimitSettings } from "../../src/server/limits.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
@@ -106,9 +108,8 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     rateLimits: options.rateLimits ?? false,
     corsOrigins: options.corsOrigins,
     trustProxy: options.trustProxy,
-    registry: options.registry,
+    moduleSettings: { registry: options.registry, vulnerabilities: options.advisories },
     registryPort: options.registryPort,
-    advisories: options.advisories,
     preparedStatements: options.preparedStatements,
     ...options.publicUrls,
   };

@@ -2,8 +2,7 @@
 // configuration) or an organization's IdentityProvider, and openid-client's view of each, whose
 // every request goes through the SSRF-guarded fetch.
 import * as oidc from "openid-client";
-import type { SecretBox } from "../../core/secret-box.js";
-import type { IdentityProvidersRepository } from "../../iam/storage/identity-providers.js";
+import type { SignInIdentityProviders } from "../../iam/api.js";
 import type { UpstreamProvider } from "../../platform/config.js";
 import type { UpstreamIssuers, UpstreamOptions } from "../upstream.js";
 import { LoginError } from "./errors.js";
@@ -16,8 +15,7 @@ export interface SignInProvidersDeps {
   upstreamOptions: UpstreamOptions;
   /** the platform's default upstream (operator configuration) */
   defaultUpstream?: UpstreamProvider;
-  identityProviders: IdentityProvidersRepository;
-  idpSecrets: SecretBox;
+  identityProviders: SignInIdentityProviders;
 }
 
 /** An organization IdP's OIDC settings, as IdentityProvidersService stores them. */
@@ -45,9 +43,7 @@ export class SignInProviders {
     if (!idp || !settings?.issuer || !settings.clientId) {
       throw new LoginError("invalid_request", "unknown identity provider");
     }
-    const secret = idp.client_secret_encrypted
-      ? await this.deps.idpSecrets.decrypt(idp.client_secret_encrypted, idp.uid)
-      : undefined;
+    const secret = await this.deps.identityProviders.clientSecretOf(idp);
     return {
       issuer: settings.issuer,
       clientId: settings.clientId,

@@ -14,19 +14,16 @@
 // invite's role at its group (iam/invites.ts).
 import { createHash, randomBytes, randomInt, timingSafeEqual } from "node:crypto";
 import * as oidc from "openid-client";
-import type { SecretBox } from "../../core/secret-box.js";
+import { CLI_CLIENT_ID } from "../../core/cli-client.js";
 import { isValidUidp, newChildUidp } from "../../core/uidp.js";
 import {
-  acceptInvite,
-  findUsableInvite,
   InviteRefused,
-  parseInviteCode,
+  type IdentityDirectory,
+  type InviteRedemption,
+  type RoleBindingDirectory,
+  type SignInIdentityProviders,
   type VouchedEmails,
-} from "../../iam/invites.js";
-import type { GroupInvitesRepository } from "../../iam/storage/group-invites.js";
-import type { IdentitiesRepository } from "../../iam/storage/identities.js";
-import type { IdentityProvidersRepository } from "../../iam/storage/identity-providers.js";
-import type { RoleBindingsRepository } from "../../iam/storage/role-bindings.js";
+} from "../../iam/api.js";
 import type { UpstreamProvider } from "../../platform/config.js";
 import type { LoginSession, LoginSessionsRepository } from "../storage/login-sessions.js";
 import type { TokenIssuer } from "../tokens.js";
@@ -34,8 +31,6 @@ import type { UpstreamIssuers, UpstreamOptions } from "../upstream.js";
 import { LoginError } from "./errors.js";
 import { SignInProviders } from "./providers.js";
 
-/** The CLI: a public client (no secret), per RFC 8252. */
-export const CLI_CLIENT_ID = "bulwark-cli";
 const DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
 const SIGN_IN_WINDOW_MS = 10 * 60 * 1000;
 const CODE_LIFETIME_MS = 60 * 1000;
@@ -51,11 +46,10 @@ export interface LoginDeps {
   /** the platform's default upstream (operator configuration) */
   defaultUpstream?: UpstreamProvider;
   sessions: LoginSessionsRepository;
-  identities: IdentitiesRepository;
-  roleBindings: RoleBindingsRepository;
-  identityProviders: IdentityProvidersRepository;
-  idpSecrets: SecretBox;
-  invites: GroupInvitesRepository;
+  identities: IdentityDirectory;
+  roleBindings: RoleBindingDirectory;
+  identityProviders: SignInIdentityProviders;
+  invites: InviteRedemption;
   logger: { info(obj: object, msg: string): void; debug(obj: object, msg: string): void };
   now?: () => Date;
 }
@@ -394,8 +388,7 @@ export class SignInService {
       );
     }
     if (typeof inviteCode === "string" && inviteCode !== "") {
-      const parsed = parseInviteCode(inviteCode);
-      const invite = parsed && (await findUsableInvite(this.deps.invites, parsed.keyId, parsed.secret, this.now()));
+      const invite = await this.deps.invites.findUsable(inviteCode, this.now());
       if (!invite) throw new LoginError("access_denied", "the invite code is invalid, expired or already used");
       options.inviteUid = invite.uid;
     }
@@ -486,9 +479,8 @@ export class SignInService {
 
   /** The invite's rules (iam/invites.ts), their refusals in OAuth's terms. */
   private async acceptInvite(inviteUid: string, identityUid: string, vouched: VouchedEmails, at: Date) {
-    const { invites, roleBindings } = this.deps;
     try {
-      await acceptInvite({ invites, roleBindings }, inviteUid, identityUid, vouched, at);
+      await this.deps.invites.accept(inviteUid, identityUid, vouched, at);
     } catch (err) {
       if (err instanceof InviteRefused) throw new LoginError("access_denied", err.message);
       throw err;

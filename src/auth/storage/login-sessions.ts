@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import type { Selectable } from "kysely";
 import type { Db } from "../../storage/db.js";
-import { authTables, type AuthDb, type LoginSessionsTable } from "./schema.js";
+import { authDb, type AuthDb, type LoginSessionsTable } from "./schema.js";
 
 export type LoginSession = Selectable<LoginSessionsTable>;
 
@@ -40,7 +40,7 @@ export class LoginSessionsRepository {
   private readonly db: AuthDb;
 
   constructor(db: Db) {
-    this.db = authTables(db);
+    this.db = authDb(db);
   }
 
   async create(s: NewLoginSession): Promise<void> {

@@ -1,5 +1,6 @@
 // The auth module's table types: the issuer's signing keys and sign-in sessions.
 import type { ColumnType, Kysely } from "kysely";
+import { viewOf, type Db } from "../../storage/db.js";
 import type { Json, Timestamp } from "../../storage/schema.js";
 
 export interface SigningKeysTable {
@@ -59,7 +60,7 @@ export interface AuthTables {
 
 export type AuthDb = Kysely<AuthTables>;
 
-/** The platform's database viewed through the auth tables. */
-export function authTables(db: Kysely<any>): AuthDb {
-  return db as unknown as AuthDb;
+/** The shared database, seen through the auth tables. */
+export function authDb(db: Db): AuthDb {
+  return viewOf<AuthTables>(db);
 }

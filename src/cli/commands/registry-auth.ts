@@ -20,7 +20,7 @@ import {
 } from "../../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
 import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
 import { RolesService } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
-import { PACKAGE_ROOT } from "../../platform/package-files.js";
+import { PACKAGE_ROOT } from "../../core/package-files.js";
 import { clientCommand, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";

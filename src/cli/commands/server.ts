@@ -6,7 +6,7 @@ import { Command, InvalidArgumentError, Option } from "commander";
 import type { RateLimit } from "../../core/rate-limit.js";
 import type { RateLimitSettings } from "../../server/limits.js";
 import { DEFAULT_CONFIG } from "../../server/defaults.js";
-import type { RegistrySettings } from "../../platform/config.js";
+import type { RegistrySettings } from "../../registry/api.js";
 import { isValidUidp } from "../../core/uidp.js";
 import { CliError } from "../errors.js";
 import { commaList, examples } from "../command.js";
@@ -357,11 +357,13 @@ export function registerServerCommands(program: Command): void {
           logger,
           rateLimits,
           corsOrigins: opts.corsOrigin,
-          advisories: { publicGroups: opts.publicAdvisories ?? [] },
-          registry: registrySettings(
-            { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
-            { gcIntervalMs: opts.registryGcEvery, gcGraceMs: opts.registryGcGrace },
-          ),
+          moduleSettings: {
+            vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
+            registry: registrySettings(
+              { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
+              { gcIntervalMs: opts.registryGcEvery, gcGraceMs: opts.registryGcGrace },
+            ),
+          },
         });
         logger.info(
           {

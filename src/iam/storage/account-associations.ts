@@ -7,6 +7,7 @@ import { IamRepository, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 
 export type AccountAssociationRow = Row<"account_associations">;
 
@@ -45,8 +46,8 @@ export class AccountAssociationsRepository extends IamRepository {
     }
   }
 
-  get(uid: string): Promise<AccountAssociationRow | undefined> {
-    return getByUid(this.db, "account_associations", uid);
+  get(uid: string, freshness?: Freshness): Promise<AccountAssociationRow | undefined> {
+    return getByUid(this.db, "account_associations", uid, freshness);
   }
 
   /** Read-modify-write under a row lock; `change` may throw to refuse. */

@@ -8,6 +8,7 @@ import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from 
 import type { RoleRow } from "./roles.js";
 import { missing, ok, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 
 export type GroupInviteRow = Row<"group_invites">;
 
@@ -79,8 +80,8 @@ export class GroupInvitesRepository extends IamRepository {
     }
   }
 
-  get(uid: string): Promise<GroupInviteRow | undefined> {
-    return getByUid(this.db, "group_invites", uid);
+  get(uid: string, freshness?: Freshness): Promise<GroupInviteRow | undefined> {
+    return getByUid(this.db, "group_invites", uid, freshness);
   }
 
   delete(uid: string): Promise<DeleteResult> {

@@ -1,7 +1,7 @@
 // Groups aggregate: the group tree. Parent links are foreign keys (on delete restrict), so the
 // database itself refuses orphans and deletes of non-empty groups, even under concurrency.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import { sql, type Kysely } from "kysely";
+import { sql } from "kysely";
 import { compiledOnce } from "../../storage/compiled.js";
 import { applyUidpFilter, confinedSubtree } from "../../storage/list-query.js";
 import { IamRepository, type IamDb, type Row } from "./schema.js";
@@ -11,13 +11,6 @@ import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
 import type { Freshness } from "../../core/service.js";
 
 export type GroupRow = Row<"groups">;
-
-/** Maintained by triggers (migration 010); never written by the server. */
-interface GroupCountsTable {
-  uid: string;
-  children: string;
-  descendants: string;
-}
 
 export interface NewGroup {
   uid: string;
@@ -30,26 +23,8 @@ export interface NewGroup {
   owner?: { bindingUid: string; identityUid: string; roleUid: string };
 }
 
-/** A group as other modules address it: its uid and its name. */
-export interface GroupRef {
-  uid: string;
-  name: string;
-}
-
-/**
- * What other modules may read of the group tree (iam's `groupDirectory` export): groups found by
- * name or uid, for modules that address groups by name (the registry's repository names).
- */
-export interface GroupDirectory {
-  /** Root groups whose uid or name is `segment`, by uid, at most two (a name may be shared: the caller decides). */
-  rootsByUidOrName(segment: string): Promise<GroupRef[]>;
-  /** The one child group of `parent` whose name or last uid segment is `segment`; undefined when none or several. */
-  childByNameOrSegment(parent: string, segment: string): Promise<GroupRef | undefined>;
-  /** The groups with these uids (any missing are left out). */
-  byUids(uids: readonly string[]): Promise<GroupRef[]>;
-  /** How many root groups carry each of `names` (names no root carries are absent). */
-  rootNameCounts(names: readonly string[]): Promise<Map<string, number>>;
-}
+/** A group as others address it: its uid and its name. */
+export type GroupRef = Pick<GroupRow, "uid" | "name">;
 
 export interface GroupChanges {
   name: string;
@@ -58,7 +33,7 @@ export interface GroupChanges {
   kind: number;
 }
 
-export class GroupsRepository extends IamRepository implements GroupDirectory {
+export class GroupsRepository extends IamRepository {
   /** Inserts a group (and its owner's binding); missing when the parent does not exist. */
   async insert(g: NewGroup): Promise<WriteResult<GroupRow>> {
     try {
@@ -130,10 +105,9 @@ export class GroupsRepository extends IamRepository implements GroupDirectory {
     const subtree = confinedSubtree(f)!;
     // descendants_of includes the group itself
     const count = f.childrenOf ? sql<string>`children` : sql<string>`descendants + 1`;
-    const db = this.db as unknown as Kysely<{ group_counts: GroupCountsTable }>;
     return {
       subtree,
-      query: () => db.selectFrom("group_counts").select(count.as("count")).where("uid", "=", subtree),
+      query: () => this.db.selectFrom("group_counts").select(count.as("count")).where("uid", "=", subtree),
     };
   }
 
@@ -146,22 +120,26 @@ export class GroupsRepository extends IamRepository implements GroupDirectory {
     };
   }
 
-  // The group directory (GroupDirectory, iam's export to other modules).
+  // Groups by name or uid, for the group directory (exports.ts).
 
+  /** Root groups whose uid or name is `segment`, by uid, at most two (a name may be shared). */
   rootsByUidOrName(segment: string): Promise<GroupRef[]> {
     return rootsByUidOrName(this.db, segment, segment);
   }
 
+  /** The one child group of `parent` whose name or last uid segment is `segment`. */
   async childByNameOrSegment(parent: string, segment: string): Promise<GroupRef | undefined> {
     const rows = await childByUidOrName(this.db, parent, `${parent}/${segment}`, segment);
     return rows.length === 1 ? rows[0] : undefined;
   }
 
+  /** The groups with these uids (any missing are left out). */
   async byUids(uids: readonly string[]): Promise<GroupRef[]> {
     if (!uids.length) return [];
     return this.db.selectFrom("groups").select(["uid", "name"]).where("uid", "in", uids).execute();
   }
 
+  /** How many root groups carry each of `names` (names no root carries are absent). */
   async rootNameCounts(names: readonly string[]): Promise<Map<string, number>> {
     const counts = new Map<string, number>();
     if (!names.length) return counts;

@@ -8,6 +8,7 @@ import { IamRepository, type Row } from "./schema.js";
 import { CHECK_VIOLATION, FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 
 export type IdentityProviderRow = Row<"identity_providers">;
 
@@ -69,8 +70,8 @@ export class IdentityProvidersRepository extends IamRepository {
     }
   }
 
-  get(uid: string): Promise<IdentityProviderRow | undefined> {
-    return getByUid(this.db, "identity_providers", uid);
+  get(uid: string, freshness?: Freshness): Promise<IdentityProviderRow | undefined> {
+    return getByUid(this.db, "identity_providers", uid, freshness);
   }
 
   /** Read-modify-write under a row lock; `change` may be async (it encrypts) and may throw. */

@@ -9,7 +9,8 @@ import { isUsableFrom } from "../../core/uidp.js";
 import { IamRepository, type IamDb, type IamTables, type Row } from "./schema.js";
 import { UNIQUE_VIOLATION, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
-import { deleteByUid, updateByUid } from "../../storage/table.js";
+import { deleteByUid, takeFreshness, updateByUid, withFreshnessProbe } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 
 export type RoleBindingRow = Row<"role_bindings">;
 
@@ -171,8 +172,8 @@ export class RoleBindingsRepository extends IamRepository {
     return bindings.find((b) => found.has(`${b.parentUid} ${b.identityUid} ${b.roleUid}`));
   }
 
-  async get(uid: string): Promise<HydratedBinding | undefined> {
-    return (await this.hydrate([uid]))[0];
+  async get(uid: string, freshness?: Freshness): Promise<HydratedBinding | undefined> {
+    return (await this.hydrate([uid], this.db, freshness))[0];
   }
 
   /** Changes the identity and/or role of a binding, under the row lock. */
@@ -272,9 +273,9 @@ export class RoleBindingsRepository extends IamRepository {
   }
 
   /** The bindings with their identity, group and role, in the order of `uids`: one query. */
-  async hydrate(uids: string[], db: Executor = this.db): Promise<HydratedBinding[]> {
+  async hydrate(uids: string[], db: Executor = this.db, freshness?: Freshness): Promise<HydratedBinding[]> {
     if (uids.length === 0) return [];
-    const rows = await db
+    const query = db
       .selectFrom("role_bindings as rb")
       .innerJoin("identities as i", "i.uid", "rb.identity_uid")
       .innerJoin("groups as g", "g.uid", "rb.parent_uid")
@@ -295,8 +296,8 @@ export class RoleBindingsRepository extends IamRepository {
         "r.name as role_name",
         "r.description as role_description",
       ])
-      .where("rb.uid", "in", uids)
-      .execute();
+      .where("rb.uid", "in", uids);
+    const rows = (await withFreshnessProbe(query, freshness).execute()).map((r) => takeFreshness(r, freshness));
     const byUid = new Map(rows.map((r) => [r.uid, r as HydratedBinding]));
     return uids.map((u) => byUid.get(u)).filter((r): r is HydratedBinding => r !== undefined);
   }

@@ -1,6 +1,6 @@
 // The IAM module's table types. Column names are snake_case as in SQL.
 import type { ColumnType, Kysely, Selectable } from "kysely";
-import type { Db } from "../../storage/db.js";
+import { viewOf, type Db } from "../../storage/db.js";
 import type { Json, Timestamp } from "../../storage/schema.js";
 
 export interface GroupsTable {
@@ -87,7 +87,21 @@ export interface GroupInvitesTable {
   create_time: Timestamp;
 }
 
-/** The IAM module's tables. */
+/** The authorization change counter (migration 009): one row, moved by triggers only. */
+export interface AuthzEpochTable {
+  singleton: ColumnType<boolean, never, never>;
+  /** bigint: read as text where compared */
+  value: ColumnType<string, never, never>;
+}
+
+/** Each group's counts of children and descendants (migration 010): maintained by triggers, never written by the server. */
+export interface GroupCountsTable {
+  uid: string;
+  children: string;
+  descendants: string;
+}
+
+/** The IAM module's tables: every table its migrations make (but server_secrets, the platform's). */
 export interface IamTables {
   groups: GroupsTable;
   identities: IdentitiesTable;
@@ -96,18 +110,24 @@ export interface IamTables {
   identity_providers: IdentityProvidersTable;
   account_associations: AccountAssociationsTable;
   group_invites: GroupInvitesTable;
+  authz_epoch: AuthzEpochTable;
+  group_counts: GroupCountsTable;
 }
 
 /** The IAM tables as its repositories see them. */
 export type IamDb = Kysely<IamTables>;
+
+/** The shared database, seen through the IAM tables. */
+export function iamDb(db: Db): IamDb {
+  return viewOf<IamTables>(db);
+}
 
 /** What every IAM repository starts from: the shared database, seen through the IAM tables. */
 export abstract class IamRepository {
   protected readonly db: IamDb;
 
   constructor(db: Db) {
-    // A type-only view: the tables are the same database's.
-    this.db = db as unknown as IamDb;
+    this.db = iamDb(db);
   }
 }
 

@@ -11,7 +11,8 @@ import { compiledOnce } from "../../storage/compiled.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
-import { deleteByUid, updateByUid } from "../../storage/table.js";
+import { deleteByUid, takeFreshness, updateByUid, withFreshnessProbe } from "../../storage/table.js";
+import type { Freshness } from "../../core/service.js";
 import { RegistryRepository, type RegistryDb, type Row } from "./tables.js";
 
 /** A repo without its README. */
@@ -110,8 +111,10 @@ export class ReposRepository extends RegistryRepository {
     }
   }
 
-  get(uid: string): Promise<RepoRow | undefined> {
-    return this.db.selectFrom("repos").select(REPO_COLUMNS).where("uid", "=", uid).executeTakeFirst();
+  async get(uid: string, freshness?: Freshness): Promise<RepoRow | undefined> {
+    const query = this.db.selectFrom("repos").select(REPO_COLUMNS).where("uid", "=", uid);
+    const row = await withFreshnessProbe(query, freshness).executeTakeFirst();
+    return row && takeFreshness(row, freshness);
   }
 
   /** The repo named `name` in group `parentUid`. */
@@ -158,8 +161,10 @@ export class ReposRepository extends RegistryRepository {
     return deleteByUid(this.db, "repos", uid);
   }
 
-  getReadme(uid: string): Promise<RepoReadmeRow | undefined> {
-    return this.db.selectFrom("repos").select(["uid", "readme"]).where("uid", "=", uid).executeTakeFirst();
+  async getReadme(uid: string, freshness?: Freshness): Promise<RepoReadmeRow | undefined> {
+    const query = this.db.selectFrom("repos").select(["uid", "readme"]).where("uid", "=", uid);
+    const row = await withFreshnessProbe(query, freshness).executeTakeFirst();
+    return row && takeFreshness(row, freshness);
   }
 
   /** Read-modify-write of the README under the repo's row lock; the repo counts as updated. */

@@ -4,7 +4,7 @@
 // written as JSON text; bigint columns read as the driver reads int8 (a string or a number).
 import type { ColumnType, ExpressionBuilder, Generated, Kysely, Selectable } from "kysely";
 import type { JsonValue } from "@bufbuild/protobuf";
-import type { Db } from "../../storage/db.js";
+import { viewOf, type Db } from "../../storage/db.js";
 import type { Timestamp } from "../../storage/schema.js";
 
 /** jsonb with a default: read as a value, written as its JSON text, left out for the default */
@@ -119,13 +119,17 @@ export interface RegistryTables {
 /** The registry tables as its repositories see them (a transaction is one too). */
 export type RegistryDb = Kysely<RegistryTables>;
 
+/** The shared database, seen through the registry tables. */
+export function registryDb(db: Db): RegistryDb {
+  return viewOf<RegistryTables>(db);
+}
+
 /** What every registry repository starts from: the shared database, seen through the registry tables. */
 export abstract class RegistryRepository {
   protected readonly db: RegistryDb;
 
   constructor(db: Db) {
-    // A type-only view: the tables are the same database's.
-    this.db = db as unknown as RegistryDb;
+    this.db = registryDb(db);
   }
 }
 

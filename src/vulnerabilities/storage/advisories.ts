@@ -3,73 +3,16 @@
 // in place when their content changed (events reconciled by key: new ones appended, ones the
 // document no longer has removed, the rest untouched) or left alone when unchanged.
 import { createHash } from "node:crypto";
-import {
-  sql,
-  type ColumnType,
-  type Expression,
-  type Insertable,
-  type Kysely,
-  type Selectable,
-  type SqlBool,
-} from "kysely";
+import { sql, type Expression, type Insertable, type Selectable, type SqlBool } from "kysely";
 import type { Db } from "../../storage/db.js";
-import type { Timestamp } from "../../storage/schema.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
 import { getByUid } from "../../storage/table.js";
 import type { Freshness } from "../../core/service.js";
 import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
-import type { EventKind, ParsedAdvisory, ParsedDocument, ParsedEvent, ParsedSeverity } from "./model.js";
-
-type JsonColumn<T> = ColumnType<T, string, string>;
-
-export interface AdvisoriesTable {
-  uid: string;
-  parent_uid: string;
-  advisory_id: string;
-  legacy_advisory_id: string | null;
-  author: string;
-  origin: string;
-  artifact_name: string;
-  artifact_type: string;
-  artifact_architecture: string;
-  component_name: string;
-  component_type: string;
-  component_location: string;
-  aliases: string[];
-  severities: JsonColumn<ParsedSeverity[]>;
-  ecosystem: string;
-  purl: string;
-  osv: ColumnType<Record<string, unknown> | null, string | null, string | null>;
-  latest_event_type: EventKind;
-  latest_event_time: Timestamp;
-  fixed_versions: string[];
-  first_event_time: Timestamp;
-  search_text: string;
-  source_digest: string;
-  create_time: Timestamp;
-  update_time: Timestamp;
-}
-
-export interface AdvisoryEventsTable {
-  uid: string;
-  advisory_uid: string;
-  event_key: string;
-  create_time: Timestamp;
-  seq: number;
-  kind: EventKind;
-  data: JsonColumn<Record<string, unknown>>;
-  author: string;
-  reviewer: string;
-  review_state: number;
-  issue: string | null;
-}
-
-export interface VulnerabilityTables {
-  advisories: AdvisoriesTable;
-  advisory_events: AdvisoryEventsTable;
-}
+import type { EventKind, ParsedAdvisory, ParsedDocument, ParsedEvent } from "./model.js";
+import { vulnerabilityDb, type AdvisoriesTable, type AdvisoryEventsTable, type VulnerabilityDb } from "./schema.js";
 
 export type AdvisoryRow = Selectable<AdvisoriesTable>;
 export type AdvisoryEventRow = Selectable<AdvisoryEventsTable>;
@@ -173,11 +116,10 @@ export function containsPattern(text: string): string {
 }
 
 export class AdvisoriesRepository {
-  private readonly db: Kysely<VulnerabilityTables>;
+  private readonly db: VulnerabilityDb;
 
   constructor(db: Db) {
-    // A type-only view: the tables are the same database's.
-    this.db = db as unknown as Kysely<VulnerabilityTables>;
+    this.db = vulnerabilityDb(db);
   }
 
   get(uid: string, freshness?: Freshness): Promise<AdvisoryRow | undefined> {

@@ -1,0 +1,132 @@
+// The module contract as the server enforces it when it starts: a module binds exactly the
+// services it declares; exactly one module provides the authorizer; a module may use what an
+// earlier module exports, not a later one. Composition only (no storage behaviour), so PGlite.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { pino } from "pino";
+import { authModule } from "../../src/auth/module.js";
+import { GroupsService } from "../../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import { iamModule } from "../../src/iam/module.js";
+import { vulnerabilitiesModule } from "../../src/vulnerabilities/module.js";
+import { registryModule } from "../../src/registry/module.js";
+import type { FeatureModule, ModuleContext } from "../../src/platform/module.js";
+import { MODULES } from "../../src/server/modules.js";
+import { startServer, type RunningServer } from "../../src/server/start.js";
+import { clonePglite } from "../support/db-templates.js";
+import { ERROR_DOMAIN } from "../support/server.js";
+
+async function start(modules: readonly FeatureModule<any, any>[]): Promise<RunningServer> {
+  const logger = pino({ level: "silent" });
+  const config = { port: 0, host: "127.0.0.1", dataDir: "", errorDomain: ERROR_DOMAIN, logger };
+  return startServer({ ...config, pglite: await clonePglite(), modules });
+}
+
+/** A module with no tables whose start runs `body` and binds nothing. */
+function probe(name: string, body: (ctx: ModuleContext) => unknown, services: FeatureModule["services"] = []) {
+  const module: FeatureModule<Record<string, never>, unknown> = {
+    name,
+    migrations: {},
+    services,
+    listings: {},
+    repositories: () => ({}),
+    async start(ctx) {
+      return { bindings: [], exports: body(ctx) };
+    },
+  };
+  return module;
+}
+
+/**
+ * The registry's and the advisories' tables without their modules (the test template has them;
+ * the registry needs the auth module's exports).
+ */
+const registryTables: FeatureModule<any, any> = {
+  ...probe("registry tables", () => ({})),
+  migrations: { ...registryModule.migrations, ...vulnerabilitiesModule.migrations },
+};
+
+describe("module contract at start", () => {
+  it("a module must bind exactly the services it declares", async () => {
+    const liar = probe("liar", () => ({}), [GroupsService]);
+    await assert.rejects(start([...MODULES, liar]), /module liar declares \[.*GroupsService\] but binds \[\]/);
+  });
+
+  it("exactly one module provides the authorizer", async () => {
+    const withoutAuthorizer: FeatureModule<any, any> = {
+      ...authModule,
+      start: async (ctx) => ({ ...(await authModule.start(ctx)), authorizer: undefined }),
+    };
+    await assert.rejects(
+      start([iamModule, withoutAuthorizer, registryTables]),
+      /must provide the authorizer; found none/,
+    );
+    const second: FeatureModule<any, any> = {
+      ...probe("second", () => ({})),
+      start: async (ctx) => ({ ...(await authModule.start(ctx)), bindings: [] }),
+    };
+    await assert.rejects(start([...MODULES, second]), /must provide the authorizer; found auth, second/);
+  });
+
+  it("a module reads what an earlier module exports; asking a later one fails", async () => {
+    const reader = probe("reader", (ctx) => ({ issuer: ctx.exportsOf(authModule).issuer }));
+    const server = await start([...MODULES, reader]);
+    try {
+      assert.equal((server.exportsOf(reader) as { issuer: unknown }).issuer, server.exportsOf(authModule).issuer);
+    } finally {
+      await server.close();
+    }
+    const early = probe("early", (ctx) => ctx.exportsOf(authModule));
+    await assert.rejects(start([iamModule, early, authModule, registryTables]), /module auth is not running/);
+  });
+
+  it("a module reads its own settings; the grants its settings make reach every module before any starts", async () => {
+    const logger = pino({ level: "silent" });
+    const seen: { settings?: unknown; grants?: unknown }[] = [];
+    const configured: FeatureModule<Record<string, never>, unknown, { group: string }> = {
+      ...probe("configured", (ctx) => seen.push({ settings: ctx.moduleSettings, grants: ctx.sharedGrants })),
+      sharedGrants: (settings) => (settings ? [{ group: settings.group, capabilities: [1] }] : []),
+    };
+    const server = await startServer({
+      port: 0,
+      host: "127.0.0.1",
+      dataDir: "",
+      errorDomain: ERROR_DOMAIN,
+      logger,
+      pglite: await clonePglite(),
+      modules: [...MODULES, configured],
+      sharedGrants: [{ group: "operator-choice", capabilities: [2] }],
+      moduleSettings: { configured: { group: "from-settings" } } as never,
+    });
+    await server.close();
+    assert.deepEqual(seen, [
+      {
+        settings: { group: "from-settings" },
+        grants: [
+          { group: "operator-choice", capabilities: [2] },
+          { group: "from-settings", capabilities: [1] },
+        ],
+      },
+    ]);
+  });
+
+  it("settings for a module that does not run are refused", async () => {
+    const pglite = await clonePglite();
+    try {
+      await assert.rejects(
+        startServer({
+          port: 0,
+          host: "127.0.0.1",
+          dataDir: "",
+          errorDomain: ERROR_DOMAIN,
+          logger: pino({ level: "silent" }),
+          pglite,
+          modules: [iamModule, authModule, registryTables],
+          moduleSettings: { registry: { gcGraceMs: 1 } },
+        }),
+        /settings are given for module registry, which does not run/,
+      );
+    } finally {
+      await pglite.close();
+    }
+  });
+});

@@ -1,0 +1,149 @@
+// gRPC server reflection (v1 and v1alpha), asked by an independent client (@grpc/grpc-js): every
+// served service listed, files by symbol and by name with their imports — enough to call an RPC
+// without .proto files, as grpcurl does — and NOT_FOUND for what does not exist, on a stream that
+// stays usable. And an unknown method or service answers UNIMPLEMENTED at once, even while the
+// client keeps its request stream open.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { createFileRegistry, fromBinary } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { create } from "@bufbuild/protobuf";
+import { backends } from "../support/db-templates.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+function reflectionClient(address: string, version: "v1" | "v1alpha") {
+  const definition = protoLoader.loadSync(`grpc/reflection/${version}/reflection.proto`, {
+    includeDirs: [join(ROOT, "third_party")],
+    keepCase: true,
+    defaults: false,
+    oneofs: true,
+  });
+  const pkg = grpc.loadPackageDefinition(definition) as any;
+  const Service = pkg.grpc.reflection[version].ServerReflection;
+  return new Service(address, grpc.credentials.createInsecure()) as grpc.Client & {
+    ServerReflectionInfo(): grpc.ClientDuplexStream<any, any>;
+  };
+}
+
+/** One bidi stream; `ask` sends a request and resolves with its answer. */
+function session(client: ReturnType<typeof reflectionClient>) {
+  const stream = client.ServerReflectionInfo();
+  const waiting: ((answer: any) => void)[] = [];
+  stream.on("data", (answer) => waiting.shift()?.(answer));
+  return {
+    ask: (request: object) =>
+      new Promise<any>((resolve) => {
+        waiting.push(resolve);
+        stream.write(request);
+      }),
+    end: () => stream.end(),
+  };
+}
+
+for (const backend of backends()) {
+  describe(`gRPC reflection (${backend})`, () => {
+    let server: TestServer;
+    let address: string;
+
+    before(async () => {
+      server = await startTestServer(backend);
+      address = new URL(server.url).host;
+    });
+    after(() => server?.close());
+
+    for (const version of ["v1", "v1alpha"] as const) {
+      it(`${version}: lists every served service and describes them well enough to call one`, async () => {
+        const client = reflectionClient(address, version);
+        const s = session(client);
+        try {
+          const listed = await s.ask({ list_services: "" });
+          const names = listed.list_services_response.service.map((x: { name: string }) => x.name);
+          for (const expected of [
+            "chainguard.platform.iam.v2beta1.GroupsService",
+            "chainguard.platform.iam.v2.GroupsService",
+            "chainguard.platform.iam.Groups",
+            "chainguard.platform.registry.Registry",
+            "chainguard.platform.oidc.SecurityTokenService",
+            `grpc.reflection.${version}.ServerReflection`,
+          ])
+            assert.ok(names.includes(expected), `${expected} not in ${names.join(", ")}`);
+          const served = server.bindings.map((b) => b.service.typeName);
+          for (const name of served) assert.ok(names.includes(name), `${name} is served but not listed`);
+
+          const byMethod = await s.ask({
+            file_containing_symbol: "chainguard.platform.iam.v2beta1.GroupsService.ListGroups",
+          });
+          const protos = byMethod.file_descriptor_response.file_descriptor_proto.map((b: Buffer) =>
+            fromBinary(FileDescriptorProtoSchema, b),
+          );
+          assert.equal(protos[0].name, "chainguard/platform/iam/v2beta1/groups.proto");
+          // With its imports, the files make a registry that resolves the RPC and its messages.
+          // the asked-for file comes first, its imports after: a set lists dependencies first
+          const registry = createFileRegistry(
+            create(FileDescriptorSetSchema, { file: [...protos.slice(1), protos[0]] }),
+          );
+          const service = registry.getService("chainguard.platform.iam.v2beta1.GroupsService");
+          const list = service?.methods.find((m) => m.name === "ListGroups");
+          assert.equal(list?.input.typeName, "chainguard.platform.iam.v2beta1.ListGroupsRequest");
+          assert.ok(
+            list?.input.fields.some(
+              (f) => f.name === "uidp" && f.message?.typeName === "chainguard.platform.common.UIDPFilter",
+            ),
+          );
+
+          const missing = await s.ask({ file_containing_symbol: "no.such.Thing" });
+          assert.equal(missing.error_response.error_code, 5);
+          // the stream still answers
+          const byName = await s.ask({ file_by_filename: "platform/common/v1/uidp.platform.proto" });
+          assert.equal(
+            fromBinary(FileDescriptorProtoSchema, byName.file_descriptor_response.file_descriptor_proto[0]).name,
+            "platform/common/v1/uidp.platform.proto",
+          );
+          const message = await s.ask({ file_containing_symbol: "chainguard.platform.registry.v2.Repo" });
+          assert.equal(
+            fromBinary(FileDescriptorProtoSchema, message.file_descriptor_response.file_descriptor_proto[0]).name,
+            "chainguard/platform/registry/v2/repos.proto",
+          );
+        } finally {
+          s.end();
+          client.close();
+        }
+      });
+    }
+
+    for (const [what, path] of [
+      ["an unknown method", "/chainguard.platform.iam.v2beta1.GroupsService/NoSuchMethod"],
+      ["an unknown service", "/no.such.Service/Call"],
+    ] as const) {
+      it(`${what} answers UNIMPLEMENTED at once while the client keeps its stream open`, async () => {
+        const client = new grpc.Client(address, grpc.credentials.createInsecure());
+        const started = Date.now();
+        const code = await new Promise<number>((resolve) => {
+          const call = client.makeBidiStreamRequest(
+            path,
+            (x: Buffer) => x,
+            (x: Buffer) => x,
+            new grpc.Metadata(),
+            { deadline: Date.now() + 10_000 },
+          );
+          call.on("error", (err: grpc.ServiceError) => {
+            if (err.code !== grpc.status.UNIMPLEMENTED) console.log(err.message);
+            resolve(err.code);
+          });
+          call.on("data", () => undefined);
+          call.write(Buffer.from([]));
+          // never ended: the stream stays open
+        });
+        client.close();
+        assert.equal(code, grpc.status.UNIMPLEMENTED);
+        assert.ok(Date.now() - started < 2_000, `took ${Date.now() - started} ms`);
+      });
+    }
+  });
+}
