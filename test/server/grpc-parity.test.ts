@@ -44,6 +44,7 @@ import {
   type Plain,
   type UnaryClient,
 } from "../support/grpc.js";
+import { HANG_MS } from "../support/wait.js";
 
 const G = "/iam/v2beta1/groups";
 const RFC3339_MILLIS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -664,7 +665,7 @@ for (const backend of backends()) {
       try {
         for (const [name, make] of variants) {
           const client = createClient(GroupsService, make());
-          const got = await client.getGroup({ uid: child.uid }, { timeoutMs: 10_000 });
+          const got = await client.getGroup({ uid: child.uid }, { timeoutMs: HANG_MS });
           assertSameGroupEs(got, viaGrpcJs, `${name}: GetGroup`);
           assertSameGroup(viaGrpcJs, restChild, `${name}: GetGroup vs REST`);
           assert.equal(timestampMs(got.createTime!), Date.parse(restChild.createTime), `${name}: createTime vs REST`);
@@ -782,7 +783,7 @@ for (const backend of backends()) {
       try {
         const err = await grpcError(
           new Promise((resolve, reject) =>
-            (raw as any).nothing(Buffer.alloc(0), { deadline: Date.now() + 10_000 }, (e: unknown, r: unknown) =>
+            (raw as any).nothing(Buffer.alloc(0), { deadline: Date.now() + HANG_MS }, (e: unknown, r: unknown) =>
               e ? reject(e) : resolve(r),
             ),
           ),
