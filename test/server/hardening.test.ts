@@ -337,9 +337,15 @@ describe("undecodable and oversized requests", () => {
   });
 });
 
+/**
+ * The refill rate of the limits under test: one request an hour. The tests spend a burst and
+ * expect the next request refused; at a faster rate a slow machine could earn it back meanwhile.
+ */
+const ONE_AN_HOUR = 1 / 3600;
+
 describe("rate limits", () => {
   it("per client address: 429 with Retry-After and RetryInfo over REST; RESOURCE_EXHAUSTED over gRPC", async () => {
-    const server = await startTestServer("pglite", { rateLimits: { address: { perSecond: 0.5, burst: 3 } } });
+    const server = await startTestServer("pglite", { rateLimits: { address: { perSecond: ONE_AN_HOUR, burst: 3 } } });
     try {
       const api = restClient(server.url, server.operatorToken);
       const statuses = [];
@@ -370,7 +376,7 @@ describe("rate limits", () => {
 
   it("--trust-proxy: the client's address is X-Forwarded-For's, each with its own budget", async () => {
     const server = await startTestServer("pglite", {
-      rateLimits: { address: { perSecond: 0.1, burst: 1 } },
+      rateLimits: { address: { perSecond: ONE_AN_HOUR, burst: 1 } },
       trustProxy: true,
     });
     try {
@@ -387,7 +393,7 @@ describe("rate limits", () => {
   });
 
   it("per identity", async () => {
-    const server = await startTestServer("pglite", { rateLimits: { identity: { perSecond: 0.5, burst: 2 } } });
+    const server = await startTestServer("pglite", { rateLimits: { identity: { perSecond: ONE_AN_HOUR, burst: 2 } } });
     try {
       const api = restClient(server.url, server.operatorToken);
       assert.equal((await api.get("/iam/v2beta1/groups")).status, 200);
@@ -402,7 +408,7 @@ describe("rate limits", () => {
 
   it("failed authentications: once the budget is spent, even a valid token from that address waits", async () => {
     const server = await startTestServer("pglite", {
-      rateLimits: { failedAuthentication: { perSecond: 0.1, burst: 5 } },
+      rateLimits: { failedAuthentication: { perSecond: ONE_AN_HOUR, burst: 5 } },
     });
     try {
       const bad = restClient(server.url, "not-a-token");
@@ -420,7 +426,7 @@ describe("rate limits", () => {
   });
 
   it("the token exchange and the OAuth endpoints have the stricter limit", async () => {
-    const server = await startTestServer("pglite", { rateLimits: { sensitive: { perSecond: 0.1, burst: 3 } } });
+    const server = await startTestServer("pglite", { rateLimits: { sensitive: { perSecond: ONE_AN_HOUR, burst: 3 } } });
     try {
       const exchange = () =>
         fetch(`${server.url}/sts/exchange`, {
