@@ -21,13 +21,13 @@ import { GroupInvitesRepository } from "../../src/iam/storage/group-invites.js";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
+import { clockPast } from "../support/wait.js";
 
 const GI = "/iam/v2beta1/groupInvites";
 const VIEWER_UID = "63921b2c44617e3f2603851537be0123af4a57d7";
 const MILLIS_TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const CODE = /^([0-9a-f]{16})\.([A-Za-z0-9_-]{43})$/;
 const INVITE_KEYS = ["code", "createTime", "email", "expirationTime", "keyId", "role", "roleUid", "singleUse", "uid"];
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const backend of backends()) {
   describe(`group invites [${backend}]`, () => {
@@ -348,7 +348,7 @@ for (const backend of backends()) {
       const made: any[] = [];
       for (const ttl of ["300s", "100s", "200s", "400s"]) {
         made.push(await invite(g.uid, { ttl }));
-        await sleep(3); // distinct create times
+        await clockPast(made.at(-1).createTime); // distinct create times
       }
       const newestFirst = [...made].reverse().map((i) => i.uid);
       assert.deepEqual(

@@ -15,6 +15,7 @@ import { VIEWER_ROLE_UID, createGroup, type Api, type Json } from "../support/fi
 import { restClient, type JsonResponse } from "../support/http.js";
 import { assertNotFound, assertPermissionDenied, assertRpcError, workload } from "../support/principals.js";
 import { bearer, startTestServer, type TestServer } from "../support/server.js";
+import { clockPast } from "../support/wait.js";
 
 const DIGEST_A = `sha256:${"a".repeat(64)}`;
 const DIGEST_B = `sha256:${"b".repeat(64)}`;
@@ -317,7 +318,7 @@ for (const backend of backends()) {
       const repo = await createRepo(group.uid, { name: "tagged" });
       const sibling = await createRepo(group.uid, { name: "sibling" });
       const early = [await createTag(repo.uid, "v1", DIGEST_A), await createTag(repo.uid, "v2", DIGEST_B)];
-      await new Promise((r) => setTimeout(r, 20));
+      await clockPast(early[1]!.updateTime); // the later tags are updated after these
       const late = [await createTag(repo.uid, "latest", DIGEST_B), await createTag(repo.uid, "v3", DIGEST_512)];
       const elsewhere = await createTag(sibling.uid, "v1", DIGEST_A);
       const mine = [...early, ...late];
