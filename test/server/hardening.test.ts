@@ -8,6 +8,7 @@ import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
+import { fieldViolations } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import { createGroup, type Json } from "../support/fixtures.js";
 import { grpcClient, grpcError, statusFromTrailer, unpackDetails } from "../support/grpc.js";
@@ -25,11 +26,6 @@ function errorInfoOf(body: unknown): Json {
   assert.ok(info, `no ErrorInfo in ${JSON.stringify(body)}`);
   assert.equal(info.domain, ERROR_DOMAIN);
   return info;
-}
-
-function violatedFields(body: Json): string[] {
-  const bad = (body.details as Json[]).find((d) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest");
-  return (bad?.fieldViolations ?? []).map((v: Json) => v.field);
 }
 
 /** One unary call over raw HTTP/2 (so the body can be anything), returning status, headers and trailers. */
@@ -143,9 +139,10 @@ for (const backend of backends()) {
         const res = await c.request();
         assert.equal(res.status, 400, JSON.stringify(res.body));
         assert.equal(errorInfoOf(res.body).reason, "INVALID_ARGUMENT");
+        const fields = fieldViolations(res).map((v) => v.field);
         assert.ok(
-          violatedFields(res.body).some((f) => c.field.test(f)),
-          `fields ${violatedFields(res.body)} do not name ${c.field}`,
+          fields.some((f) => c.field.test(f)),
+          `fields ${fields} do not name ${c.field}`,
         );
         const afterwards = await api.get("/iam/v2beta1/groups");
         assert.equal(afterwards.body.groups.length, before.body.groups.length);
