@@ -29,7 +29,7 @@ import {
   ResourceInfoSchema,
 } from "../../src/gen/google/rpc/error_details_pb.js";
 import { backends } from "../support/db-templates.js";
-import { restClient, type JsonResponse } from "../support/http.js";
+import { query, restClient, type JsonResponse } from "../support/http.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
 import { VERSION } from "../../src/server/version.js";
 import {
@@ -174,15 +174,6 @@ function tamper(token: string): string {
   const i = Math.floor(ct.length / 2);
   parts[3] = ct.slice(0, i) + (ct[i] === "A" ? "B" : "A") + ct.slice(i + 1);
   return parts.join(".");
-}
-
-function query(params: Record<string, string | number>): string {
-  return (
-    "?" +
-    Object.entries(params)
-      .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
-      .join("&")
-  );
 }
 
 interface H2Response {
