@@ -11,14 +11,12 @@ import { isMessage } from "@bufbuild/protobuf";
 import { SignJWT, UnsecuredJWT, decodeJwt, decodeProtectedHeader, generateKeyPair, type JWK } from "jose";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { ErrorInfoSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { assertNotFound, assertPermissionDenied, assertUnauthenticated } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import { createGroup, createRole, createRoleBinding, type Api, type Json } from "../support/fixtures.js";
 import { grpcClient, grpcError, statusFromTrailer, unpackDetails } from "../support/grpc.js";
 import { restClient, type JsonResponse } from "../support/http.js";
 import {
-  assertNotFound,
-  assertPermissionDenied,
-  assertUnauthenticated,
   expiredToken,
   issuerAt,
   notYetValidToken,

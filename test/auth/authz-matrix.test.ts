@@ -39,6 +39,12 @@ import { http } from "../../src/gen/google/api/annotations_pb.js";
 import { iam, iam_scope } from "../../src/gen/annotations/auth_pb.js";
 import { Capability, CapabilitySchema, internal_only } from "../../src/gen/capabilities/capabilities_pb.js";
 import { MODULES } from "../../src/server/modules.js";
+import {
+  assertNotFound,
+  assertPermissionDenied,
+  assertRpcError,
+  assertUnauthenticated,
+} from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import {
   VIEWER_ROLE_UID,
@@ -56,10 +62,6 @@ import { restClient, type JsonResponse } from "../support/http.js";
 import { cgaId, importAdvisory } from "../support/advisories.js";
 import {
   BUILTIN_SETS,
-  assertNotFound,
-  assertPermissionDenied,
-  assertRpcError,
-  assertUnauthenticated,
   builtinCaps,
   covers,
   expiredToken,

@@ -5,6 +5,7 @@
 // server that made the change and on another replica of the same database.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { assertNotFound, assertPermissionDenied, assertUnauthenticated } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import {
   createAccountAssociation,
@@ -17,13 +18,7 @@ import {
 } from "../support/fixtures.js";
 import { grpcClient, grpcError } from "../support/grpc.js";
 import { restClient } from "../support/http.js";
-import {
-  assertNotFound,
-  assertPermissionDenied,
-  assertUnauthenticated,
-  workload,
-  type Workload,
-} from "../support/principals.js";
+import { workload, type Workload } from "../support/principals.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 const G = "/iam/v2beta1/groups";

@@ -13,10 +13,11 @@ import { registerIssuerRoutes } from "../../src/auth/issuer-routes.js";
 import { KeyManager, MAX_TOKEN_LIFETIME_MS, ROTATE_BEFORE_MS, SIGNING_WINDOW_MS } from "../../src/auth/keys.js";
 import { OPERATOR_SUBJECT, TokenIssuer } from "../../src/auth/tokens.js";
 import { startServer, type RunningServer, type ServerConfig } from "../../src/server/start.js";
+import { assertUnauthenticated } from "../support/assertions.js";
 import { backends, clonePglite, clonePostgres, type Backend } from "../support/db-templates.js";
 import { createGroup, type Json } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
-import { HOUR, MINUTE, assertUnauthenticated, workload } from "../support/principals.js";
+import { HOUR, MINUTE, workload } from "../support/principals.js";
 import { ERROR_DOMAIN, issuerOf, startTestServer, type TestServer } from "../support/server.js";
 import { plainRouter, type PlainRouterDeps } from "../../src/server/plain-routes.js";
 

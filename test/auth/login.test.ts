@@ -17,10 +17,12 @@ import { humanUid } from "../../src/auth/sign-in/service.js";
 import { codeHash } from "../../src/auth/storage/login-sessions.js";
 import { atOrigin, Browser, parseForm, type Form, type Outcome } from "../support/browser.js";
 import { backends } from "../support/db-templates.js";
+import { createGroup } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
 import { makeKey } from "../support/oidc-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { RogueUpstream, UpstreamProvider, type RogueBehaviour } from "../support/upstream-provider.js";
+import { HANG_MS } from "../support/wait.js";
 
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";
 const CLIENT_ID = "bulwark-cli";
@@ -44,8 +46,8 @@ interface CliRun {
   exited(): boolean;
 }
 
-/** No CLI run of these tests takes longer: a hung one is stopped (and its test fails) instead of waiting out the CLI's 5 minutes. */
-const CLI_GUARD_MS = 60_000;
+/** A CLI run that takes longer is hung: it is stopped (and its test fails) instead of waiting out the CLI's 5 minutes. */
+const CLI_GUARD_MS = HANG_MS;
 
 for (const backend of backends()) {
   describe(`human sign-in [${backend}]`, () => {
@@ -112,7 +114,7 @@ for (const backend of backends()) {
           resolve({ code: code ?? -1, stdout: stdout.trim(), stderr: stderr.trim() });
         }),
       );
-      const waitForStderr = (re: RegExp, ms = 20_000) =>
+      const waitForStderr = (re: RegExp, ms = HANG_MS) =>
         new Promise<RegExpMatchArray>((resolve, reject) => {
           const timer = setTimeout(
             () => done(new Error(`no ${re} on the CLI's stderr within ${ms} ms: ${stderr}`)),
@@ -237,11 +239,8 @@ for (const backend of backends()) {
       assert.equal(res.status, 200, JSON.stringify(res.body));
       return res.body as Json;
     };
-    async function createGroup(parent: string, name: string): Promise<string> {
-      const res = await op.post(parent ? `/iam/v2beta1/groups/${parent}` : "/iam/v2beta1/groups", { name });
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      return res.body.uid;
-    }
+    /** A group's uid: an organization when `parent` is "". */
+    const groupUid = async (parent: string, name: string) => (await createGroup(op, parent || undefined, name)).uid;
     async function createIdp(parent: string, oidc: Json, name = "sso"): Promise<string> {
       const res = await op.post(`/iam/v2beta1/identityProviders/${parent}`, { name, defaultRole: VIEWER, oidc });
       assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -522,6 +521,15 @@ for (const backend of backends()) {
         const first = await poll(device.device_code);
         assert.equal(first.status, 400);
         assert.equal(first.body.error, "authorization_pending");
+        // The next poll comes within the 5 s interval however slow this machine is: the first
+        // poll's recorded time is moved forward (as `pending` moves it back).
+        const { numUpdatedRows } = await server.db
+          .updateTable("login_sessions")
+          .set({ last_poll_time: new Date(Date.now() + HANG_MS) })
+          .where("device_code_hash", "=", codeHash(device.device_code))
+          .where("last_poll_time", "is not", null)
+          .executeTakeFirst();
+        assert.equal(numUpdatedRows, 1n, "the first poll was recorded");
         const tooFast = await poll(device.device_code);
         assert.equal(tooFast.status, 400);
         assert.equal(tooFast.body.error, "slow_down");
@@ -627,8 +635,8 @@ for (const backend of backends()) {
       const dave = () => humanUid(upstream.issuer, "dave");
 
       before(async () => {
-        orgA = await createGroup("", "org a");
-        orgB = await createGroup("", "org b");
+        orgA = await groupUid("", "org a");
+        orgB = await groupUid("", "org b");
         const confidential = {
           issuer: upstream.issuer,
           clientId: upstream.confidentialClient.clientId,
@@ -709,7 +717,7 @@ for (const backend of backends()) {
       });
 
       it("an IdP's verified email takes email-restricted invites within its organization, not elsewhere", async () => {
-        const teamA = await createGroup(orgA, "team a");
+        const teamA = await groupUid(orgA, "team a");
         const mine = await createInvite(teamA, { email: "pia@example.test" });
         const ok = await signIn({ login: "pia", params: { identity_provider: idpA, invite_code: mine.code } });
         assert.ok(ok.returned.searchParams.get("code"), ok.returned.href);
@@ -757,7 +765,7 @@ for (const backend of backends()) {
       });
 
       it("an IdP deleted during the sign-in ends it (the session goes with it): no code, no binding", async () => {
-        const orgC = await createGroup("", "org c");
+        const orgC = await groupUid("", "org c");
         const idp = await createIdp(orgC, {
           issuer: upstream.issuer,
           clientId: upstream.confidentialClient.clientId,
@@ -789,7 +797,7 @@ for (const backend of backends()) {
         const conformant = await UpstreamProvider.listen({ conformIdTokenClaims: true });
         try {
           await conformant.start([callbackUrl]);
-          const org = await createGroup("", "conformant org");
+          const org = await groupUid("", "conformant org");
           const idp = await createIdp(org, {
             issuer: conformant.issuer,
             clientId: conformant.confidentialClient.clientId,
@@ -823,8 +831,8 @@ for (const backend of backends()) {
       let team: string;
 
       before(async () => {
-        org = await createGroup("", "invite org");
-        team = await createGroup(org, "team");
+        org = await groupUid("", "invite org");
+        team = await groupUid(org, "team");
       });
 
       it("`auth login --invite-code` binds the invite's role at the invite's group and uses a single-use invite up", async () => {
@@ -1009,7 +1017,7 @@ for (const backend of backends()) {
         const tampered = new URL(returned.href);
         tampered.searchParams.set("state", random());
         assert.equal((await browser.get(tampered.href)).status, 400);
-        await new Promise((r) => setTimeout(r, 200));
+        // answered, and still waiting: its own callback below is still taken (and signs it in)
         assert.equal(run.exited(), false, "still waiting for its own callback");
         const row = await server.db
           .selectFrom("login_sessions")
@@ -1303,7 +1311,7 @@ for (const backend of backends()) {
 
         before(async () => {
           rogue = await RogueUpstream.start();
-          org = await createGroup("", "rogue org");
+          org = await groupUid("", "rogue org");
           idp = await createIdp(org, { issuer: rogue.url, clientId: "rogue-client", clientSecret: "rogue-secret" });
         });
         after(() => rogue.close());
@@ -1371,7 +1379,7 @@ for (const backend of backends()) {
         });
 
         it("an organization's own IdP cannot vouch for an email elsewhere: not for another organization's invite, not as the identity's email", async () => {
-          const victimOrg = await createGroup("", "victim org");
+          const victimOrg = await groupUid("", "victim org");
           const invite = await createInvite(victimOrg, { email: "ceo@victim.example" });
           rogue.behaviour = { subject: "mallory-2", idToken: { email: "ceo@victim.example", email_verified: true } };
           const { returned } = await signIn({ params: { identity_provider: idp, invite_code: invite.code } });

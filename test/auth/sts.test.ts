@@ -17,6 +17,7 @@ import { createGroup, createRoleBinding, type Json } from "../support/fixtures.j
 import { restClient, type JsonResponse } from "../support/http.js";
 import { OidcIssuer, jwks, makeKey, nowSeconds, type IssuerKey } from "../support/oidc-issuer.js";
 import { ERROR_DOMAIN, bearer, startTestServer, type TestServer } from "../support/server.js";
+import { clockPast, withinHang } from "../support/wait.js";
 
 const GH_SUB = "repo:acme/app:ref:refs/heads/main";
 const K8S_SUB = "system:serviceaccount:ns:sa";
@@ -237,17 +238,24 @@ describe("upstream discovery guards", () => {
   });
 
   it("gives up on a slow issuer at the deadline", async () => {
+    // /silent never answers: only the fetch's own deadline can end it (a hang fails the test).
     const started = Date.now();
     await assert.rejects(
-      new UpstreamIssuers({ ...open, timeoutMs: 300 }).fetchJson(`${rawUrl}/silent`),
+      withinHang(new UpstreamIssuers({ ...open, timeoutMs: 300 }).fetchJson(`${rawUrl}/silent`), "timeout"),
       /timed out after 300 ms/,
     );
-    const elapsed = Date.now() - started;
-    assert.ok(elapsed >= 250 && elapsed < 2000, `took ${elapsed} ms`);
-    const slow = await OidcIssuer.start({ behaviour: { delayMs: 1500 } });
+    // not before the deadline (a lower bound, which a slow machine cannot break)
+    assert.ok(Date.now() - started >= 250, `gave up after ${Date.now() - started} ms`);
+    // an issuer that answers only after the fetch has given up
+    let answer = () => {};
+    const slow = await OidcIssuer.start({ behaviour: { answerAfter: new Promise<void>((r) => (answer = r)) } });
     try {
-      await assert.rejects(new UpstreamIssuers({ ...open, timeoutMs: 300 }).discover(slow.url), /timed out/);
+      await assert.rejects(
+        withinHang(new UpstreamIssuers({ ...open, timeoutMs: 300 }).discover(slow.url), "timeout"),
+        /timed out/,
+      );
     } finally {
+      answer();
       await slow.close();
     }
   });
@@ -388,11 +396,15 @@ for (const backend of backends()) {
     it("records the exchange as the identity's lastSeenTime", async () => {
       const id = await newIdentity("seen", { claimMatch: { issuer: github.url, subject: GH_SUB } });
       const beforeSeen = (await api.get(`/iam/v2beta1/identities/${id.uid}`)).body.lastSeenTime;
-      await new Promise((r) => setTimeout(r, 20));
+      await clockPast(beforeSeen);
+      const exchanging = Date.now();
       minted(await exchange(await github.githubToken(), { identity: id.uid }), id.uid);
+      const exchanged = Date.now();
       const afterSeen = (await api.get(`/iam/v2beta1/identities/${id.uid}`)).body.lastSeenTime;
       assert.ok(new Date(afterSeen) > new Date(beforeSeen), `${afterSeen} after ${beforeSeen}`);
-      assert.ok(Math.abs(new Date(afterSeen).getTime() - Date.now()) < 5000);
+      // the time of the exchange: between the request and its answer
+      const seen = new Date(afterSeen).getTime();
+      assert.ok(exchanging <= seen && seen <= exchanged, `${afterSeen} within the exchange`);
       // a refused exchange does not count
       assertDenied(
         await exchange(await github.githubToken({ sub: "repo:acme/other:ref:refs/heads/main" }), { identity: id.uid }),

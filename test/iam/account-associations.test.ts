@@ -3,44 +3,22 @@
 // the honest CheckAccountAssociation, listing and delete preconditions.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 import {
   AccountAssociationsService,
   AccountProviderType,
   CheckStatus,
 } from "../../src/gen/chainguard/platform/iam/v2beta1/account_associations_pb.js";
 import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
+import { assertInvalid, assertResourceNotFound, fieldViolations } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
+import { createGroup } from "../support/fixtures.js";
 import { restClient, type JsonResponse } from "../support/http.js";
-import { startTestServer, type TestServer, bearer } from "../support/server.js";
+import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 
 const AA = "/iam/v2beta1/accountAssociations";
 const TENANT = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 const CLIENT = "11111111-2222-3333-4444-555555555555";
-
-function fieldViolations(res: JsonResponse): Array<{ field: string; description: string }> {
-  const detail = (res.body?.details ?? []).find((d: any) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest");
-  assert.ok(detail, `no BadRequest in ${JSON.stringify(res.body)}`);
-  return detail.fieldViolations;
-}
-
-function assertInvalid(res: JsonResponse, field: string, why = ""): void {
-  assert.equal(res.status, 400, `${why} ${JSON.stringify(res.body)}`);
-  assert.equal(res.body.code, 3, why);
-  assert.ok(
-    fieldViolations(res).some((v) => v.field === field),
-    `${why}: expected a violation of ${field}, got ${JSON.stringify(fieldViolations(res))}`,
-  );
-}
-
-function assertNotFound(res: JsonResponse, resourceType: string, resourceName?: string): void {
-  assert.equal(res.status, 404, JSON.stringify(res.body));
-  assert.equal(res.body.code, 5);
-  const info = res.body.details.find((d: any) => d["@type"] === "type.googleapis.com/google.rpc.ResourceInfo");
-  assert.equal(info?.resourceType, resourceType);
-  if (resourceName !== undefined) assert.equal(info?.resourceName, resourceName);
-}
 
 for (const backend of backends()) {
   describe(`account associations [${backend}]`, () => {
@@ -50,15 +28,10 @@ for (const backend of backends()) {
     before(async () => {
       server = await startTestServer(backend);
       api = restClient(server.url, server.operatorToken);
-      org = await createGroup("", "aa org");
+      org = await createGroup(api, undefined, "aa org");
     });
     after(() => server.close());
 
-    async function createGroup(parent: string, name: string) {
-      const res = await api.post(`/iam/v2beta1/groups${parent ? "/" + parent : ""}`, { name });
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      return res.body;
-    }
     const amazon = { account: "123456789012" };
     const google = { projectId: "my-project-1", projectNumber: "987654321098" };
     const azure = { tenantId: TENANT, clientIds: { registry: CLIENT } };
@@ -73,7 +46,7 @@ for (const backend of backends()) {
     const row = (uid: string) =>
       server.db.selectFrom("account_associations").selectAll().where("uid", "=", uid).executeTakeFirstOrThrow();
     let n = 0;
-    const freshGroup = async (parent = org.uid) => createGroup(parent, `g${n++}`);
+    const freshGroup = async (parent = org.uid) => createGroup(api, parent, `g${n++}`);
 
     it("creates the group's association: uid = group uid, parent_uid = the group's parent, blocks echoed", async () => {
       const group = await freshGroup();
@@ -135,8 +108,8 @@ for (const backend of backends()) {
       assertInvalid(await api.post(AA, { name: "x", amazon }), "parent", "no parent");
       assertInvalid(await api.post(`${AA}/NOPE`, { name: "x", amazon }), "parent", "malformed");
       const missing = "0".repeat(40);
-      assertNotFound(await api.post(`${AA}/${missing}`, { name: "x", amazon }), "group", missing);
-      assertNotFound(
+      assertResourceNotFound(await api.post(`${AA}/${missing}`, { name: "x", amazon }), "group", missing);
+      assertResourceNotFound(
         await api.post(`${AA}/${org.uid}/0123456789abcdef`, { name: "x", amazon }),
         "group",
         `${org.uid}/0123456789abcdef`,
@@ -150,7 +123,7 @@ for (const backend of backends()) {
         const res = await api.post(`${AA}/${group.uid}`, { name, amazon });
         assertInvalid(res, "name", JSON.stringify(name));
       }
-      assertNotFound(await api.get(`${AA}/${group.uid}`), "account association", group.uid);
+      assertResourceNotFound(await api.get(`${AA}/${group.uid}`), "account association", group.uid);
     });
 
     it("requires at least one provider block", async () => {
@@ -160,7 +133,7 @@ for (const backend of backends()) {
         fieldViolations(res).map((v) => v.field),
         ["account_association"],
       );
-      assertNotFound(await api.get(`${AA}/${group.uid}`), "account association", group.uid);
+      assertResourceNotFound(await api.get(`${AA}/${group.uid}`), "account association", group.uid);
     });
 
     it("amazon.account: required, exactly 12 digits", async () => {
@@ -340,7 +313,7 @@ for (const backend of backends()) {
       assertInvalid(await api.patch(`${AA}/${group.uid}?update_mask=uid`, {}), "update_mask");
       assert.deepEqual((await api.get(`${AA}/${group.uid}`)).body, current);
       const missing = (await freshGroup()).uid;
-      assertNotFound(await api.patch(`${AA}/${missing}`, { name: "x" }), "account association", missing);
+      assertResourceNotFound(await api.patch(`${AA}/${missing}`, { name: "x" }), "account association", missing);
     });
 
     it("CheckAccountAssociation is honest: never READY; UNVERIFIABLE when configured, NOT_CONFIGURED otherwise", async () => {
@@ -366,15 +339,15 @@ for (const backend of backends()) {
       assertInvalid(await check(group.uid, "ACCOUNT_PROVIDER_TYPE_UNSPECIFIED"), "provider_type");
       assertInvalid(await api.post(`${AA}/${group.uid}:checkAccountAssociation`, {}), "provider_type", "absent");
       const missing = (await freshGroup()).uid;
-      assertNotFound(await check(missing, "ACCOUNT_PROVIDER_TYPE_AMAZON"), "account association", missing);
+      assertResourceNotFound(await check(missing, "ACCOUNT_PROVIDER_TYPE_AMAZON"), "account association", missing);
       assertInvalid(await check("nope", "ACCOUNT_PROVIDER_TYPE_AMAZON"), "uid");
     });
 
     it("lists with uidp and name filters, order_by, paging, skip and totalCount", async () => {
-      const root = await createGroup("", "aa list root");
-      const a = await createGroup(root.uid, "a");
-      const b = await createGroup(root.uid, "b");
-      const a1 = await createGroup(a.uid, "a1");
+      const root = await createGroup(api, undefined, "aa list root");
+      const a = await createGroup(api, root.uid, "a");
+      const b = await createGroup(api, root.uid, "b");
+      const a1 = await createGroup(api, a.uid, "a1");
       for (const [group, name] of [
         [root, "echo"],
         [a, "delta"],
@@ -432,25 +405,17 @@ for (const backend of backends()) {
       const del = await api.delete(`${AA}/${group.uid}`);
       assert.equal(del.status, 200);
       assert.deepEqual(del.body, {});
-      assertNotFound(await api.get(`${AA}/${group.uid}`), "account association", group.uid);
-      assertNotFound(await api.delete(`${AA}/${group.uid}`), "account association", group.uid);
+      assertResourceNotFound(await api.get(`${AA}/${group.uid}`), "account association", group.uid);
+      assertResourceNotFound(await api.delete(`${AA}/${group.uid}`), "account association", group.uid);
       assert.equal((await api.delete(`/iam/v2beta1/groups/${group.uid}`)).status, 200);
       // and the group's uid can carry a new association once recreated? no: uids are never reused
-      assertNotFound(await api.post(`${AA}/${group.uid}`, { name: "late", amazon }), "group", group.uid);
+      assertResourceNotFound(await api.post(`${AA}/${group.uid}`, { name: "late", amazon }), "group", group.uid);
     });
 
     it("gRPC smoke: create, get, list, update, check, errors, delete", async () => {
       const group = await freshGroup();
-      const sessions = new Http2SessionManager(server.url);
+      const { client, close } = operatorGrpc(server, AccountAssociationsService);
       try {
-        const client = createClient(
-          AccountAssociationsService,
-          createGrpcTransport({
-            baseUrl: server.url,
-            interceptors: [bearer(server.operatorToken)],
-            sessionManager: sessions,
-          }),
-        );
         const created = await client.createAccountAssociation({
           parent: group.uid,
           accountAssociation: {
@@ -506,7 +471,7 @@ for (const backend of backends()) {
         await client.deleteAccountAssociation({ uid: group.uid });
         assert.equal((await fail(client.getAccountAssociation({ uid: group.uid }))).code, Code.NotFound);
       } finally {
-        sessions.abort();
+        close();
       }
     });
   });

@@ -6,9 +6,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
-import type { KyselyPlugin } from "kysely";
+import { Code, ConnectError } from "@connectrpc/connect";
 import {
   GroupInvitesService,
   ListGroupInvitesRequestSchema,
@@ -18,16 +16,18 @@ import { PageTokenCodec } from "../../src/core/page-tokens.js";
 import { groupInvitesService, MAX_INVITE_TTL_SECONDS } from "../../src/iam/group-invites.js";
 import { findUsableInvite, parseInviteCode } from "../../src/iam/invites.js";
 import { GroupInvitesRepository } from "../../src/iam/storage/group-invites.js";
+import { assertInvalid, assertResourceNotFound } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
+import { createGroup, createRole } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
+import { ERROR_DOMAIN, operatorGrpc, queryCounter, startTestServer, type TestServer } from "../support/server.js";
+import { clockPast } from "../support/wait.js";
 
 const GI = "/iam/v2beta1/groupInvites";
 const VIEWER_UID = "63921b2c44617e3f2603851537be0123af4a57d7";
 const MILLIS_TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 const CODE = /^([0-9a-f]{16})\.([A-Za-z0-9_-]{43})$/;
 const INVITE_KEYS = ["code", "createTime", "email", "expirationTime", "keyId", "role", "roleUid", "singleUse", "uid"];
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const backend of backends()) {
   describe(`group invites [${backend}]`, () => {
@@ -43,27 +43,17 @@ for (const backend of backends()) {
     before(async () => {
       server = await startTestServer(backend);
       api = restClient(server.url, server.operatorToken);
-      org = await createGroup("", "invite org");
-      team = await createGroup(org.uid, "team");
-      squad = await createGroup(team.uid, "squad");
-      sibling = await createGroup(org.uid, "sibling");
-      orgRole = await createRole(org.uid, "org reader", ["CAP_IAM_GROUPS_LIST", "CAP_IAM_ROLES_LIST"]);
-      siblingRole = await createRole(sibling.uid, "sibling reader", ["CAP_IAM_GROUPS_LIST"]);
+      org = await createGroup(api, undefined, "invite org");
+      team = await createGroup(api, org.uid, "team");
+      squad = await createGroup(api, team.uid, "squad");
+      sibling = await createGroup(api, org.uid, "sibling");
+      orgRole = await createRole(api, org.uid, "org reader", ["CAP_IAM_GROUPS_LIST", "CAP_IAM_ROLES_LIST"]);
+      siblingRole = await createRole(api, sibling.uid, "sibling reader", ["CAP_IAM_GROUPS_LIST"]);
       viewer = (await api.get(`/iam/v2beta1/roles/${VIEWER_UID}`)).body;
       assert.equal(viewer.name, "viewer");
     });
     after(() => server.close());
 
-    async function createGroup(parent: string, name: string) {
-      const res = await api.post(parent ? `/iam/v2beta1/groups/${parent}` : "/iam/v2beta1/groups", { name });
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      return res.body;
-    }
-    async function createRole(parent: string, name: string, capabilities: string[], description = "") {
-      const res = await api.post(`/iam/v2beta1/roles/${parent}`, { name, description, capabilities });
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      return res.body;
-    }
     async function invite(parent: string, body: Record<string, unknown> = {}) {
       const res = await api.post(`${GI}/${parent}`, { roleUid: VIEWER_UID, ttl: "3600s", ...body });
       assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -75,28 +65,6 @@ for (const backend of backends()) {
       assert.equal(res.status, 200, JSON.stringify(res.body));
       return res.body.groupInvites as any[];
     };
-    function assertViolation(res: { status: number; body: any }, field: string, what: string) {
-      assert.equal(res.status, 400, `${what}: ${JSON.stringify(res.body)}`);
-      assert.equal(res.body.code, 3, what);
-      assert.deepEqual(res.body.details[0], {
-        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-        reason: "INVALID_ARGUMENT",
-        domain: ERROR_DOMAIN,
-      });
-      assert.equal(res.body.details[1]["@type"], "type.googleapis.com/google.rpc.BadRequest", what);
-      assert.deepEqual(
-        res.body.details[1].fieldViolations.map((v: any) => v.field),
-        [field],
-        what,
-      );
-    }
-    function assertNotFound(res: { status: number; body: any }, resourceType: string, resourceName: string) {
-      assert.equal(res.status, 404, JSON.stringify(res.body));
-      assert.equal(res.body.code, 5);
-      assert.equal(res.body.details[1]["@type"], "type.googleapis.com/google.rpc.ResourceInfo");
-      assert.equal(res.body.details[1].resourceType, resourceType);
-      assert.equal(res.body.details[1].resourceName, resourceName);
-    }
 
     it("creates an invite with a built-in role: server-set fields, hydrated role, the code once", async () => {
       const inv = await invite(team.uid);
@@ -179,7 +147,7 @@ for (const backend of backends()) {
     });
 
     it("accepts custom roles of the group and of its ancestors, hydrated", async () => {
-      const teamRole = await createRole(team.uid, "team role", ["CAP_IAM_GROUPS_LIST"], "for the team");
+      const teamRole = await createRole(api, team.uid, "team role", ["CAP_IAM_GROUPS_LIST"], "for the team");
       const own = await invite(team.uid, { roleUid: teamRole.uid });
       assert.deepEqual(own.role, {
         uid: teamRole.uid,
@@ -201,7 +169,7 @@ for (const backend of backends()) {
 
     it("answers NOT_FOUND role for a missing or invisible role, NOT_FOUND group for a missing group, creating nothing", async () => {
       const before = await countAll();
-      const squadRole = await createRole(squad.uid, "squad only", ["CAP_IAM_GROUPS_LIST"]);
+      const squadRole = await createRole(api, squad.uid, "squad only", ["CAP_IAM_GROUPS_LIST"]);
       const cases: [string, string][] = [
         [team.uid, siblingRole.uid], // a sibling's role
         [team.uid, squadRole.uid], // a descendant's role
@@ -212,15 +180,15 @@ for (const backend of backends()) {
       ];
       for (const [parent, roleUid] of cases) {
         const res = await api.post(`${GI}/${parent}`, { roleUid, ttl: "60s" });
-        assertNotFound(res, "role", roleUid);
+        assertResourceNotFound(res, "role", roleUid);
       }
       const missingGroup = `${org.uid}/fedcba9876543210`;
-      assertNotFound(
+      assertResourceNotFound(
         await api.post(`${GI}/${missingGroup}`, { roleUid: VIEWER_UID, ttl: "60s" }),
         "group",
         missingGroup,
       );
-      assertNotFound(
+      assertResourceNotFound(
         await api.post(`${GI}/${"e".repeat(40)}`, { roleUid: VIEWER_UID, ttl: "60s" }),
         "group",
         "e".repeat(40),
@@ -270,9 +238,11 @@ for (const backend of backends()) {
         ["single_use not a bool", { roleUid: VIEWER_UID, ttl: "60s", singleUse: "yes" }, "single_use"],
       ];
       for (const [what, body, field] of cases) {
-        assertViolation(await api.post(`${GI}/${team.uid}`, body), field, what);
+        assertInvalid(await api.post(`${GI}/${team.uid}`, body), field, what, { only: true });
       }
-      assertViolation(await api.post(`${GI}/not-a-uid`, { roleUid: VIEWER_UID, ttl: "60s" }), "parent", "bad parent");
+      assertInvalid(await api.post(`${GI}/not-a-uid`, { roleUid: VIEWER_UID, ttl: "60s" }), "parent", "bad parent", {
+        only: true,
+      });
       for (const raw of ["{not json", "[1]", "null", '"x"']) {
         const res = await api.post(`${GI}/${team.uid}`, raw);
         assert.equal(res.status, 400, raw);
@@ -285,7 +255,9 @@ for (const backend of backends()) {
     // JSON: ...") is located by the transcoder, so the violation names ttl, not "body".
     it("names ttl when its JSON is not a Duration", async () => {
       for (const ttl of ["1 hour", 3600, "315576000001s"]) {
-        assertViolation(await api.post(`${GI}/${team.uid}`, { roleUid: VIEWER_UID, ttl }), "ttl", JSON.stringify(ttl));
+        assertInvalid(await api.post(`${GI}/${team.uid}`, { roleUid: VIEWER_UID, ttl }), "ttl", JSON.stringify(ttl), {
+          only: true,
+        });
       }
     });
 
@@ -309,15 +281,15 @@ for (const backend of backends()) {
       const del = await api.delete(`${GI}/${inv.uid}`);
       assert.equal(del.status, 200);
       assert.deepEqual(del.body, {});
-      assertNotFound(await api.get(`${GI}/${inv.uid}`), "group invite", inv.uid);
-      assertNotFound(await api.delete(`${GI}/${inv.uid}`), "group invite", inv.uid);
-      assertViolation(await api.get(`${GI}/nope`), "uid", "bad uid");
-      assertViolation(await api.delete(`${GI}/nope`), "uid", "bad uid");
+      assertResourceNotFound(await api.get(`${GI}/${inv.uid}`), "group invite", inv.uid);
+      assertResourceNotFound(await api.delete(`${GI}/${inv.uid}`), "group invite", inv.uid);
+      assertInvalid(await api.get(`${GI}/nope`), "uid", "bad uid", { only: true });
+      assertInvalid(await api.delete(`${GI}/nope`), "uid", "bad uid", { only: true });
     });
 
     it("refuses to delete a group with invites, and a role an invite names", async () => {
-      const g = await createGroup(org.uid, "invited");
-      const role = await createRole(org.uid, "invite role", ["CAP_IAM_GROUPS_LIST"]);
+      const g = await createGroup(api, org.uid, "invited");
+      const role = await createRole(api, org.uid, "invite role", ["CAP_IAM_GROUPS_LIST"]);
       const inv = await invite(g.uid, { roleUid: role.uid });
       const delGroup = await api.delete(`/iam/v2beta1/groups/${g.uid}`);
       assert.equal(delGroup.status, 400);
@@ -344,11 +316,11 @@ for (const backend of backends()) {
     });
 
     it("lists newest first by default; order_by create_time / expiration_time; filters by uidp and keyId", async () => {
-      const g = await createGroup(org.uid, "ordered");
+      const g = await createGroup(api, org.uid, "ordered");
       const made: any[] = [];
       for (const ttl of ["300s", "100s", "200s", "400s"]) {
         made.push(await invite(g.uid, { ttl }));
-        await sleep(3); // distinct create times
+        await clockPast(made.at(-1).createTime); // distinct create times
       }
       const newestFirst = [...made].reverse().map((i) => i.uid);
       assert.deepEqual(
@@ -368,7 +340,7 @@ for (const backend of backends()) {
         [1, 2, 0, 3].map((n) => made[n].uid),
       );
       const badOrder = await api.get(`${GI}?order_by=email`);
-      assertViolation(badOrder, "order_by", "unsortable field");
+      assertInvalid(badOrder, "order_by", "unsortable field", { only: true });
 
       for (const i of await listUnder(g.uid)) assert.equal(i.code, "");
 
@@ -391,11 +363,11 @@ for (const backend of backends()) {
       const subtree = (await api.get(`${GI}?uidp.descendants_of=${org.uid}&page_size=200`)).body.groupInvites as any[];
       assert.ok(made.every((m) => subtree.some((s) => s.uid === m.uid)));
       assert.ok(subtree.some((s) => s.uid.startsWith(team.uid + "/")));
-      assertViolation(await api.get(`${GI}?uidp.children_of=bad`), "uidp.children_of", "bad uidp");
+      assertInvalid(await api.get(`${GI}?uidp.children_of=bad`), "uidp.children_of", "bad uidp", { only: true });
     });
 
     it("pages through a listing with tokens, totalCount on every page, and skip", async () => {
-      const g = await createGroup(org.uid, "paged");
+      const g = await createGroup(api, org.uid, "paged");
       const made: any[] = [];
       for (let i = 0; i < 7; i++) made.push(await invite(g.uid, { roleUid: i % 2 ? orgRole.uid : VIEWER_UID }));
       const all = (await listUnder(g.uid)).map((i) => i.uid);
@@ -431,33 +403,26 @@ for (const backend of backends()) {
       const other = await api.get(
         `${GI}?uidp.children_of=${team.uid}&page_size=3&page_token=${encodeURIComponent(first.body.nextPageToken)}`,
       );
-      assertViolation(other, "page_token", "token for another filter");
+      assertInvalid(other, "page_token", "token for another filter", { only: true });
     });
 
     it("List reads roles with one query per page, however many rows", async () => {
-      let queries = 0;
-      const counting: KyselyPlugin = {
-        transformQuery: (args) => {
-          queries++;
-          return args.node;
-        },
-        transformResult: async (args) => args.result,
-      };
+      const counter = queryCounter();
       const service = groupInvitesService({
-        invites: new GroupInvitesRepository(server.db.withPlugin(counting)),
+        invites: new GroupInvitesRepository(server.db.withPlugin(counter.plugin)),
         lists: { tokens: PageTokenCodec.fromSecret(randomBytes(32)) },
         now: () => new Date(),
       });
       const list = service.handlers.listGroupInvites!;
-      const g = await createGroup(org.uid, "counted");
+      const g = await createGroup(api, org.uid, "counted");
       const queriesFor = async (pageSize: number) => {
-        queries = 0;
+        const before = counter.count();
         const res = (await list(create(ListGroupInvitesRequestSchema, { uidp: { childrenOf: g.uid }, pageSize }), {
           headers: new Headers(),
           visibility: "all",
         })) as any;
         return {
-          queries,
+          queries: counter.count() - before,
           rows: res.groupInvites.length as number,
           named: res.groupInvites.every((i: any) => i.role?.name),
         };
@@ -525,12 +490,8 @@ for (const backend of backends()) {
     });
 
     it("gRPC: create returns the code once; get, list, delete; errors carry the field", async () => {
-      const sessionManager = new Http2SessionManager(server.url);
+      const { client, close } = operatorGrpc(server, GroupInvitesService);
       try {
-        const client = createClient(
-          GroupInvitesService,
-          createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager }),
-        );
         const inv = await client.createGroupInvite({
           parent: squad.uid,
           groupInvite: { roleUid: orgRole.uid, ttl: { seconds: 90n }, email: "grpc@example.com" },
@@ -581,7 +542,7 @@ for (const backend of backends()) {
         await client.deleteGroupInvite({ uid: inv.uid });
         assert.equal((await api.get(`${GI}/${inv.uid}`)).status, 404);
       } finally {
-        sessionManager.abort();
+        close();
       }
     });
   });

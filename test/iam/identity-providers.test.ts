@@ -6,8 +6,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { compactDecrypt, decodeProtectedHeader } from "jose";
 import { toBinary, toJsonString } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 import {
   IdentityProviderSchema,
   IdentityProvidersService,
@@ -16,36 +15,15 @@ import {
 import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
 import { IdentityProvidersRepository } from "../../src/iam/storage/identity-providers.js";
+import { assertInvalid, assertResourceNotFound, fieldViolations } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
+import { createGroup, createRole } from "../support/fixtures.js";
 import { restClient, type JsonResponse } from "../support/http.js";
-import { startTestServer, type TestServer, bearer } from "../support/server.js";
+import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 
 const IDP = "/iam/v2beta1/identityProviders";
 const VIEWER = builtinRoleUid("viewer");
 const MISSING_ROLE = "f".repeat(40);
-
-function fieldViolations(res: JsonResponse): Array<{ field: string; description: string }> {
-  const detail = (res.body?.details ?? []).find((d: any) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest");
-  assert.ok(detail, `no BadRequest in ${JSON.stringify(res.body)}`);
-  return detail.fieldViolations;
-}
-
-function assertInvalid(res: JsonResponse, field: string, why = ""): void {
-  assert.equal(res.status, 400, `${why} ${JSON.stringify(res.body)}`);
-  assert.equal(res.body.code, 3, why);
-  assert.ok(
-    fieldViolations(res).some((v) => v.field === field),
-    `${why}: expected a violation of ${field}, got ${JSON.stringify(fieldViolations(res))}`,
-  );
-}
-
-function assertNotFound(res: JsonResponse, resourceType: string, resourceName?: string): void {
-  assert.equal(res.status, 404, JSON.stringify(res.body));
-  assert.equal(res.body.code, 5);
-  const info = res.body.details.find((d: any) => d["@type"] === "type.googleapis.com/google.rpc.ResourceInfo");
-  assert.equal(info?.resourceType, resourceType);
-  if (resourceName !== undefined) assert.equal(info?.resourceName, resourceName);
-}
 
 for (const backend of backends()) {
   describe(`identity providers [${backend}]`, () => {
@@ -57,22 +35,12 @@ for (const backend of backends()) {
     before(async () => {
       server = await startTestServer(backend);
       api = restClient(server.url, server.operatorToken);
-      org = await createGroup("", "idp org");
-      team = await createGroup(org.uid, "team");
-      sibling = await createGroup(org.uid, "sibling");
+      org = await createGroup(api, undefined, "idp org");
+      team = await createGroup(api, org.uid, "team");
+      sibling = await createGroup(api, org.uid, "sibling");
     });
     after(() => server.close());
 
-    async function createGroup(parent: string, name: string) {
-      const res = await api.post(`/iam/v2beta1/groups${parent ? "/" + parent : ""}`, { name });
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      return res.body;
-    }
-    async function createRole(parent: string, name: string) {
-      const res = await api.post(`/iam/v2beta1/roles/${parent}`, { name, capabilities: ["CAP_IAM_GROUPS_LIST"] });
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      return res.body;
-    }
     const oidc = (over: Record<string, unknown> = {}) => ({
       issuer: "https://idp.example.com/realms/acme",
       clientId: "bulwark-client",
@@ -136,7 +104,7 @@ for (const backend of backends()) {
       assertInvalid(await api.post(IDP, body()), "parent", "no parent");
       assertInvalid(await api.post(`${IDP}/nope`, body()), "parent", "malformed parent");
       const missing = "0".repeat(40);
-      assertNotFound(await api.post(`${IDP}/${missing}`, body()), "group", missing);
+      assertResourceNotFound(await api.post(`${IDP}/${missing}`, body()), "group", missing);
       assert.equal(await countAll(), before);
     });
 
@@ -161,24 +129,28 @@ for (const backend of backends()) {
         "default_role",
         "malformed",
       );
-      assertNotFound(await api.post(`${IDP}/${team.uid}`, body({ defaultRole: MISSING_ROLE })), "role", MISSING_ROLE);
-      const siblingRole = await createRole(sibling.uid, "sibling role");
-      assertNotFound(
+      assertResourceNotFound(
+        await api.post(`${IDP}/${team.uid}`, body({ defaultRole: MISSING_ROLE })),
+        "role",
+        MISSING_ROLE,
+      );
+      const siblingRole = await createRole(api, sibling.uid, "sibling role");
+      assertResourceNotFound(
         await api.post(`${IDP}/${team.uid}`, body({ defaultRole: siblingRole.uid })),
         "role",
         siblingRole.uid,
       );
-      const sub = await createGroup(team.uid, "sub");
-      const descendantRole = await createRole(sub.uid, "descendant role");
-      assertNotFound(
+      const sub = await createGroup(api, team.uid, "sub");
+      const descendantRole = await createRole(api, sub.uid, "descendant role");
+      assertResourceNotFound(
         await api.post(`${IDP}/${team.uid}`, body({ defaultRole: descendantRole.uid })),
         "role",
         descendantRole.uid,
       );
       assert.equal(await countAll(), before);
 
-      const orgRole = await createRole(org.uid, "org role");
-      const teamRole = await createRole(team.uid, "team role");
+      const orgRole = await createRole(api, org.uid, "org role");
+      const teamRole = await createRole(api, team.uid, "team role");
       for (const role of [VIEWER, builtinRoleUid("owner"), orgRole.uid, teamRole.uid]) {
         const idp = await createIdp(team.uid, { name: "visible role", defaultRole: role });
         assert.equal(idp.defaultRole, role);
@@ -186,7 +158,7 @@ for (const backend of backends()) {
     });
 
     it("the database itself refuses a default role invisible from the group", async () => {
-      const siblingRole = await createRole(sibling.uid, "db check role");
+      const siblingRole = await createRole(api, sibling.uid, "db check role");
       const repo = new IdentityProvidersRepository(server.db);
       const fields = {
         name: "direct",
@@ -321,16 +293,8 @@ for (const backend of backends()) {
 
     it("never returns the client secret over gRPC either", async () => {
       const secret = `grpc-secret-${randomBytes(8).toString("hex")}`;
-      const sessions = new Http2SessionManager(server.url);
+      const { client, close } = operatorGrpc(server, IdentityProvidersService);
       try {
-        const client = createClient(
-          IdentityProvidersService,
-          createGrpcTransport({
-            baseUrl: server.url,
-            interceptors: [bearer(server.operatorToken)],
-            sessionManager: sessions,
-          }),
-        );
         const leaks = (m: Parameters<typeof toJsonString>[1], schema: Parameters<typeof toJsonString>[0]) => {
           assert.ok(!toJsonString(schema, m).includes(secret));
           assert.ok(!Buffer.from(toBinary(schema, m)).includes(secret));
@@ -396,7 +360,7 @@ for (const backend of backends()) {
         );
         assert.equal(gone.code, Code.NotFound);
       } finally {
-        sessions.abort();
+        close();
       }
     });
 
@@ -450,16 +414,20 @@ for (const backend of backends()) {
       ];
       for (const [query, patch, field] of cases)
         assertInvalid(await api.patch(`${IDP}/${idp.uid}${query}`, patch), field, JSON.stringify(patch));
-      const siblingRole = await createRole(sibling.uid, "patch sibling role");
-      assertNotFound(await api.patch(`${IDP}/${idp.uid}`, { defaultRole: siblingRole.uid }), "role", siblingRole.uid);
-      assertNotFound(await api.patch(`${IDP}/${idp.uid}`, { defaultRole: MISSING_ROLE }), "role", MISSING_ROLE);
+      const siblingRole = await createRole(api, sibling.uid, "patch sibling role");
+      assertResourceNotFound(
+        await api.patch(`${IDP}/${idp.uid}`, { defaultRole: siblingRole.uid }),
+        "role",
+        siblingRole.uid,
+      );
+      assertResourceNotFound(await api.patch(`${IDP}/${idp.uid}`, { defaultRole: MISSING_ROLE }), "role", MISSING_ROLE);
       assert.deepEqual((await api.get(`${IDP}/${idp.uid}`)).body, idp);
-      const teamRole = await createRole(team.uid, "patch team role");
+      const teamRole = await createRole(api, team.uid, "patch team role");
       const ok = await api.patch(`${IDP}/${idp.uid}`, { defaultRole: teamRole.uid });
       assert.equal(ok.status, 200);
       assert.equal(ok.body.defaultRole, teamRole.uid);
       const missing = `${team.uid}/0123456789abcdef`;
-      assertNotFound(await api.patch(`${IDP}/${missing}`, { name: "x" }), "identity provider", missing);
+      assertResourceNotFound(await api.patch(`${IDP}/${missing}`, { name: "x" }), "identity provider", missing);
     });
 
     it("oidc.correlation_rule is immutable: a change is INVALID_ARGUMENT, resending the same value is fine", async () => {
@@ -481,9 +449,9 @@ for (const backend of backends()) {
     });
 
     it("lists with uidp and name filters, order_by, paging, skip and totalCount", async () => {
-      const root = await createGroup("", "list root");
-      const a = await createGroup(root.uid, "a");
-      const b = await createGroup(root.uid, "b");
+      const root = await createGroup(api, undefined, "list root");
+      const a = await createGroup(api, root.uid, "a");
+      const b = await createGroup(api, root.uid, "b");
       const made: any[] = [];
       for (const [group, name] of [
         [a, "delta"],
@@ -539,14 +507,14 @@ for (const backend of backends()) {
       const del = await api.delete(`${IDP}/${idp.uid}`);
       assert.equal(del.status, 200);
       assert.deepEqual(del.body, {});
-      assertNotFound(await api.get(`${IDP}/${idp.uid}`), "identity provider", idp.uid);
-      assertNotFound(await api.delete(`${IDP}/${idp.uid}`), "identity provider", idp.uid);
+      assertResourceNotFound(await api.get(`${IDP}/${idp.uid}`), "identity provider", idp.uid);
+      assertResourceNotFound(await api.delete(`${IDP}/${idp.uid}`), "identity provider", idp.uid);
       assertInvalid(await api.delete(`${IDP}/nope`), "uid");
     });
 
     it("a group holding an IdP, or a role that is an IdP's default, cannot be deleted (RESOURCE_NOT_EMPTY)", async () => {
-      const group = await createGroup(org.uid, "holder");
-      const role = await createRole(group.uid, "default role");
+      const group = await createGroup(api, org.uid, "holder");
+      const role = await createRole(api, group.uid, "default role");
       const idp = await createIdp(group.uid, { name: "held", defaultRole: role.uid });
 
       const delGroup = await api.delete(`/iam/v2beta1/groups/${group.uid}`);
@@ -568,7 +536,7 @@ for (const backend of backends()) {
     });
 
     it("deleting a group with only an IdP says exactly which children block it", async () => {
-      const group = await createGroup(org.uid, "only idp");
+      const group = await createGroup(api, org.uid, "only idp");
       await createIdp(group.uid, { name: "lonely" });
       const res = await api.delete(`/iam/v2beta1/groups/${group.uid}`);
       assert.equal(res.status, 400);
@@ -583,16 +551,8 @@ for (const backend of backends()) {
         assert.equal(res.body.code, 12);
         assert.match(res.body.message, /not implemented/);
       }
-      const sessions = new Http2SessionManager(server.url);
+      const { client, close } = operatorGrpc(server, IdentityProvidersService);
       try {
-        const client = createClient(
-          IdentityProvidersService,
-          createGrpcTransport({
-            baseUrl: server.url,
-            interceptors: [bearer(server.operatorToken)],
-            sessionManager: sessions,
-          }),
-        );
         const calls: Array<[string, () => Promise<unknown>]> = [
           ["GenerateScimToken", () => client.generateScimToken({ identityProviderUid: idp.uid })],
           ["RegenerateScimToken", () => client.regenerateScimToken({ identityProviderUid: idp.uid })],
@@ -608,7 +568,7 @@ for (const backend of backends()) {
           assert.equal(err.code, 12);
         }
       } finally {
-        sessions.abort();
+        close();
       }
       assert.equal("scim" in (await api.get(`${IDP}/${idp.uid}`)).body, false);
     });

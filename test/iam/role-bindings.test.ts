@@ -6,7 +6,6 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { RoleBindingsService } from "../../src/gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
 import { randomBytes } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
-import type { KyselyPlugin } from "kysely";
 import { ListRoleBindingsRequestSchema } from "../../src/gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
 import { PageTokenCodec } from "../../src/core/page-tokens.js";
 import { newChildUidp } from "../../src/core/uidp.js";
@@ -14,7 +13,7 @@ import { roleBindingsService } from "../../src/iam/role-bindings.js";
 import { RoleBindingsRepository } from "../../src/iam/storage/role-bindings.js";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
-import { startTestServer, type TestServer, bearer } from "../support/server.js";
+import { queryCounter, startTestServer, type TestServer, bearer } from "../support/server.js";
 
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";
 const ISSUER = "https://issuer.example";
@@ -190,21 +189,14 @@ for (const backend of backends()) {
     it("hydrates a List page with one query, however many rows it has", async () => {
       const org = await group("counted");
       for (let i = 0; i < 12; i++) await ok(bind(org.uid, (await identity(org.uid, `c-${i}`)).uid, VIEWER));
-      let queries = 0;
-      const counting: KyselyPlugin = {
-        transformQuery: (args) => {
-          queries++;
-          return args.node;
-        },
-        transformResult: async (args) => args.result,
-      };
+      const counter = queryCounter();
       const service = roleBindingsService({
-        roleBindings: new RoleBindingsRepository(server.db.withPlugin(counting)),
+        roleBindings: new RoleBindingsRepository(server.db.withPlugin(counter.plugin)),
         lists: { tokens: PageTokenCodec.fromSecret(randomBytes(32)) },
         now: () => new Date(),
       });
       const queriesFor = async (pageSize: number) => {
-        queries = 0;
+        const before = counter.count();
         const res = (await service.handlers.listRoleBindings!(
           create(ListRoleBindingsRequestSchema, { group: org.uid, pageSize }),
           { headers: new Headers(), visibility: "all" },
@@ -213,7 +205,7 @@ for (const backend of backends()) {
           res.roleBindings.every((b: any) => b.identity?.name && b.role?.name && b.group?.name),
           "every row hydrated",
         );
-        return { queries, rows: res.roleBindings.length as number };
+        return { queries: counter.count() - before, rows: res.roleBindings.length as number };
       };
       const small = await queriesFor(2);
       const big = await queriesFor(12);

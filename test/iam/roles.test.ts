@@ -8,13 +8,13 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { getOption } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
-import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { Capability, CapabilitySchema, internal_only } from "../../src/gen/capabilities/capabilities_pb.js";
 import { RolesService } from "../../src/gen/chainguard/platform/iam/v2beta1/roles_pb.js";
 import { BadRequestSchema, PreconditionFailureSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { BUILTIN_ROLES } from "../../src/iam/builtin-roles.js";
 import { iamRepositories } from "../../src/iam/module.js";
+import { assertInvalid } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import {
   VIEWER_ROLE_UID,
@@ -27,7 +27,7 @@ import {
   type Json,
 } from "../support/fixtures.js";
 import { restClient, type JsonResponse } from "../support/http.js";
-import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
+import { ERROR_DOMAIN, operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 
 const R = "/iam/v2beta1/roles";
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -55,20 +55,6 @@ function assertError(res: JsonResponse, status: number, code: number, what: stri
   assert.equal(res.status, status, `${what}: ${JSON.stringify(res.body)}`);
   assert.equal(res.body?.code, code, what);
   return res.body;
-}
-
-function assertViolation(res: JsonResponse, field: string, what: string, description?: string | RegExp): void {
-  const body = assertError(res, 400, 3, what);
-  assert.deepEqual(
-    body.details[0],
-    { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "INVALID_ARGUMENT", domain: ERROR_DOMAIN },
-    what,
-  );
-  const violations: { field: string; description: string }[] = body.details[1]?.fieldViolations ?? [];
-  const v = violations.find((x) => x.field === field);
-  assert.ok(v, `${what}: no violation of ${field} in ${JSON.stringify(body)}`);
-  if (typeof description === "string") assert.equal(v.description, description, what);
-  else if (description) assert.match(v.description, description, what);
 }
 
 function assertPrecondition(res: JsonResponse, type: string, message: string, what: string): void {
@@ -285,46 +271,40 @@ for (const backend of backends()) {
 
       it("need at least one capability: empty or missing is INVALID_ARGUMENT (capabilities)", async () => {
         const before = await countUnder(org);
-        assertViolation(
-          await api.post(`${R}/${team.uid}`, { name: "empty", capabilities: [] }),
-          "capabilities",
-          "[]",
-          "at least one capability is required",
-        );
-        assertViolation(
-          await api.post(`${R}/${team.uid}`, { name: "missing" }),
-          "capabilities",
-          "missing",
-          "at least one capability is required",
-        );
+        assertInvalid(await api.post(`${R}/${team.uid}`, { name: "empty", capabilities: [] }), "capabilities", "[]", {
+          description: "at least one capability is required",
+        });
+        assertInvalid(await api.post(`${R}/${team.uid}`, { name: "missing" }), "capabilities", "missing", {
+          description: "at least one capability is required",
+        });
         assert.equal(await countUnder(org), before);
       });
 
       it("reject unknown capabilities, CAP_INTERNAL, UNKNOWN and internal-only capabilities (400), creating nothing", async () => {
         const before = await countUnder(org);
-        assertViolation(
+        assertInvalid(
           await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: ["CAP_IAM_GROUPS_LIST", "CAP_NOPE"] }),
           "capabilities",
           "unknown name",
-          /CAP_NOPE/,
+          { description: /CAP_NOPE/ },
         );
-        assertViolation(
+        assertInvalid(
           await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: "CAP_IAM_GROUPS_LIST" }),
           "capabilities",
           "not a list",
         );
-        assertViolation(
+        assertInvalid(
           await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: [999999] }),
           "capabilities",
           "unknown number",
-          /999999/,
+          { description: /999999/ },
         );
         for (const cap of ["CAP_INTERNAL", "UNKNOWN", ...INTERNAL_ONLY]) {
-          assertViolation(
+          assertInvalid(
             await api.post(`${R}/${team.uid}`, { name: "bad", capabilities: ["CAP_IAM_GROUPS_LIST", cap] }),
             "capabilities",
             cap,
-            `not grantable capabilities: ${cap}`,
+            { description: `not grantable capabilities: ${cap}` },
           );
         }
         assert.ok(INTERNAL_ONLY.length >= 5, "internal_only capabilities exist in the enum");
@@ -334,14 +314,11 @@ for (const backend of backends()) {
       it("follow the name rule: INVALID_ARGUMENT (name)", async () => {
         for (const name of ["", "Viewer", "a/b", "ü", "x".repeat(257)]) {
           const res = await api.post(`${R}/${team.uid}`, { name, capabilities: ["CAP_IAM_GROUPS_LIST"] });
-          assertViolation(
-            res,
-            "name",
-            JSON.stringify(name).slice(0, 20),
-            name.length > 256 ? "name must be at most 256 characters" : NAME_RULE,
-          );
+          assertInvalid(res, "name", JSON.stringify(name).slice(0, 20), {
+            description: name.length > 256 ? "name must be at most 256 characters" : NAME_RULE,
+          });
         }
-        assertViolation(
+        assertInvalid(
           await api.post(`${R}/${team.uid}`, {
             name: "ok",
             capabilities: ["CAP_IAM_GROUPS_LIST"],
@@ -359,7 +336,7 @@ for (const backend of backends()) {
         });
         const body = assertError(missing, 404, 5, "missing parent");
         assert.equal(body.details[1].resourceType, "group");
-        assertViolation(
+        assertInvalid(
           await api.post(`${R}/nope`, { name: "x", capabilities: ["CAP_IAM_GROUPS_LIST"] }),
           "parent",
           "malformed parent",
@@ -370,7 +347,7 @@ for (const backend of backends()) {
         const missing = await api.get(`${R}/${team.uid}/0123456789abcdef`);
         const body = assertError(missing, 404, 5, "missing");
         assert.equal(body.details[1].resourceType, "role");
-        assertViolation(await api.get(`${R}/NOPE`), "uid", "malformed");
+        assertInvalid(await api.get(`${R}/NOPE`), "uid", "malformed");
       });
 
       it("List: uidp.descendants_of scopes to the subtree (no built-ins); name filters exactly", async () => {
@@ -462,34 +439,30 @@ for (const backend of backends()) {
         assert.deepEqual((await api.get(`${R}/${other.uid}`)).body, other);
 
         // invalid updates change nothing
-        assertViolation(
+        assertInvalid(
           await api.patch(`${R}/${role.uid}?update_mask=uid`, { uid: other.uid }),
           "update_mask",
           "output-only uid",
         );
-        assertViolation(
+        assertInvalid(
           await api.patch(`${R}/${role.uid}?update_mask=create_time`, {}),
           "update_mask",
           "output-only create_time",
         );
-        assertViolation(await api.patch(`${R}/${role.uid}?update_mask=bogus`, {}), "update_mask", "unknown path");
+        assertInvalid(await api.patch(`${R}/${role.uid}?update_mask=bogus`, {}), "update_mask", "unknown path");
         const current = (await api.get(`${R}/${role.uid}`)).body;
-        assertViolation(
-          await api.patch(`${R}/${role.uid}`, { capabilities: [] }),
-          "capabilities",
-          "empty capabilities",
-        );
-        assertViolation(
+        assertInvalid(await api.patch(`${R}/${role.uid}`, { capabilities: [] }), "capabilities", "empty capabilities");
+        assertInvalid(
           await api.patch(`${R}/${role.uid}`, { capabilities: ["CAP_INTERNAL"] }),
           "capabilities",
           "CAP_INTERNAL",
         );
-        assertViolation(
+        assertInvalid(
           await api.patch(`${R}/${role.uid}?update_mask=capabilities`, {}),
           "capabilities",
           "masked and absent",
         );
-        assertViolation(await api.patch(`${R}/${role.uid}`, { name: "Bad" }), "name", "bad name");
+        assertInvalid(await api.patch(`${R}/${role.uid}`, { name: "Bad" }), "name", "bad name");
         assert.deepEqual((await api.get(`${R}/${role.uid}`)).body, current);
 
         const missing = await api.patch(`${R}/${team.uid}/0123456789abcdef`, { description: "x" });
@@ -503,7 +476,7 @@ for (const backend of backends()) {
         assert.deepEqual(res.body, {});
         assert.equal((await api.get(`${R}/${role.uid}`)).status, 404);
         assertError(await api.delete(`${R}/${role.uid}`), 404, 5, "second delete");
-        assertViolation(await api.delete(`${R}/bad`), "uid", "malformed");
+        assertInvalid(await api.delete(`${R}/bad`), "uid", "malformed");
       });
 
       it("a role still bound cannot be deleted (RESOURCE_NOT_EMPTY); unbound, it can", async () => {
@@ -551,16 +524,8 @@ for (const backend of backends()) {
     });
 
     it("gRPC smoke: get, list, create, update and delete; errors carry their codes and details", async () => {
-      const sessions = new Http2SessionManager(server.url);
+      const { client, close } = operatorGrpc(server, RolesService);
       try {
-        const client = createClient(
-          RolesService,
-          createGrpcTransport({
-            baseUrl: server.url,
-            interceptors: [bearer(server.operatorToken)],
-            sessionManager: sessions,
-          }),
-        );
         const viewer = await client.getRole({ uid: VIEWER_ROLE_UID });
         const rest = (await api.get(`${R}/${VIEWER_ROLE_UID}`)).body;
         assert.equal(viewer.name, "viewer");
@@ -625,7 +590,7 @@ for (const backend of backends()) {
         await client.deleteRole({ uid: role.uid });
         assert.equal((await fail(client.getRole({ uid: role.uid }))).code, Code.NotFound);
       } finally {
-        sessions.abort();
+        close();
       }
     });
   });

@@ -27,6 +27,7 @@ import {
   type Json,
 } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
+import { skipWalkModel } from "../support/lists.js";
 import { builtinCaps, holdsAll, holdsAnywhere, isAncestorOrSelf, type ModelBinding } from "../support/principals.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -85,20 +86,6 @@ interface Role {
 type World = Record<ListKey, Set<string>>;
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
-
-function skipWalkModel(expected: string[], pageSize: number, skip: number) {
-  const pages: { uids: string[]; skipped: number }[] = [];
-  let pos = 0;
-  let skipped = 0;
-  for (;;) {
-    const start = Math.min(pos + skip, expected.length);
-    skipped += start - pos;
-    const rows = expected.slice(start, start + pageSize);
-    pages.push({ uids: rows, skipped });
-    pos = start + rows.length;
-    if (start + pageSize >= expected.length) return pages;
-  }
-}
 
 for (const backend of backends()) {
   describe(`List visibility, property test [${backend}]`, () => {
@@ -299,7 +286,7 @@ for (const backend of backends()) {
           const skipped = await walk(api, list, pageSize, "uid", skip, `${where}, skip ${skip}`);
           assert.deepEqual(
             skipped.map((p) => ({ uids: p.items.map((x: Json) => x.uid as string), skipped: p.skipped })),
-            skipWalkModel(expected, pageSize, skip),
+            skipWalkModel(expected, pageSize, skip).map(({ uids, skipped }) => ({ uids, skipped })),
             `${where}: skip ${skip} on every page`,
           );
           for (const p of skipped) assert.equal(p.totalCount, total, `${where}: totalCount with skip`);

@@ -12,9 +12,18 @@ import { TagsService } from "../../src/gen/chainguard/platform/registry/v2beta1/
 import { REPO_NAME_COMPONENT } from "../../src/registry/names.js";
 import { backends } from "../support/db-templates.js";
 import { VIEWER_ROLE_UID, createGroup, type Api, type Json } from "../support/fixtures.js";
-import { restClient, type JsonResponse } from "../support/http.js";
-import { assertNotFound, assertPermissionDenied, assertRpcError, workload } from "../support/principals.js";
+import { query, restClient, type JsonResponse } from "../support/http.js";
+import {
+  assertInvalidArgument,
+  assertNotFound,
+  assertPermissionDenied,
+  assertRpcError,
+  literally,
+  ok,
+} from "../support/assertions.js";
+import { workload } from "../support/principals.js";
 import { bearer, startTestServer, type TestServer } from "../support/server.js";
+import { clockPast } from "../support/wait.js";
 
 const DIGEST_A = `sha256:${"a".repeat(64)}`;
 const DIGEST_B = `sha256:${"b".repeat(64)}`;
@@ -23,29 +32,6 @@ const DIGEST_512 = `sha512:${"c".repeat(128)}`;
 const REPOS = "/registry/v2beta1/repos";
 const TAGS = "/registry/v2beta1/tags";
 const EXT = "/bulwark/registry/v1";
-
-function ok(res: JsonResponse, what = ""): Json {
-  assert.equal(res.status, 200, `${what} ${JSON.stringify(res.body)}`);
-  return res.body as Json;
-}
-
-/** INVALID_ARGUMENT naming `field` first, with a BadRequest violation for it. */
-function assertInvalid(res: JsonResponse, field: string, where: string, description?: string): void {
-  const body = assertRpcError(res, 400, 3, where);
-  assert.equal(body.details[0].reason, "INVALID_ARGUMENT", where);
-  assert.ok(body.message.startsWith(`Invalid argument: ${field}: `), `${where}: ${body.message}`);
-  const bad = body.details.find((d: Json) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest");
-  const violation = bad?.fieldViolations?.find((v: Json) => v.field === field);
-  assert.ok(violation, `${where}: no violation for ${field}: ${JSON.stringify(body)}`);
-  if (description) assert.ok(violation.description.includes(description), `${where}: ${violation.description}`);
-}
-
-function query(params: Record<string, string | number | undefined>): string {
-  const parts = Object.entries(params)
-    .filter(([, v]) => v !== undefined)
-    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
-  return parts.length ? `?${parts.join("&")}` : "";
-}
 
 const uids = (items: Json[]) => items.map((x) => x.uid as string);
 const sorted = (xs: string[]) => [...xs].sort();
@@ -133,12 +119,12 @@ for (const backend of backends()) {
       assert.deepEqual(repo.customOverlay.environment, { A: "b" });
       assert.deepEqual(repo.customOverlay.contents.packages, ["curl"]);
       assert.deepEqual(ok(await api.get(`${REPOS}/${repo.uid}`)), repo);
-      assertInvalid(
+      assertInvalidArgument(
         await api.post(`${REPOS}/${org.uid}`, { name: "nosource", sync_config: { google: "x" } }),
         "sync_config.source",
         "sync_config without source",
       );
-      assertInvalid(
+      assertInvalidArgument(
         await api.post(`${REPOS}/${org.uid}`, { name: "tier", catalogTier: 99 }),
         "catalog_tier",
         "unknown tier",
@@ -163,8 +149,8 @@ for (const backend of backends()) {
       const taken = await api.patch(`${REPOS}/${repo.uid}`, { name: "taken" });
       const body = assertRpcError(taken, 409, 6, "rename onto a taken name");
       assert.equal(body.message, 'Already exists: a repo named "taken" already exists in this group');
-      assertInvalid(await api.patch(`${REPOS}/${repo.uid}`, { name: "Bad Name" }), "name", "invalid rename");
-      assertInvalid(
+      assertInvalidArgument(await api.patch(`${REPOS}/${repo.uid}`, { name: "Bad Name" }), "name", "invalid rename");
+      assertInvalidArgument(
         await api.patch(`${REPOS}/${repo.uid}?updateMask=bogus`, { name: "x" }),
         "update_mask",
         "unknown mask path",
@@ -186,18 +172,18 @@ for (const backend of backends()) {
         "sp ace",
         "a".repeat(256),
       ]) {
-        assertInvalid(
+        assertInvalidArgument(
           await api.post(`${REPOS}/${org.uid}`, { name }),
           "name",
           `repo name ${JSON.stringify(name)}`,
-          name === "" ? "is required" : `^${REPO_NAME_COMPONENT}$`,
+          { description: literally(name === "" ? "is required" : `^${REPO_NAME_COMPONENT}$`) },
         );
       }
       for (const name of ["a", "a.b-c__d/e--f/g_h", "x".repeat(255)]) await createRepo(org.uid, { name });
 
       const repo = await createRepo(org.uid, { name: "grammar" });
       for (const name of ["", ".dot", "-dash", "has space", "t".repeat(129), "ümlaut"]) {
-        assertInvalid(await api.post(`${TAGS}/${repo.uid}`, { name, digest: DIGEST_A }), "name", `tag ${name}`);
+        assertInvalidArgument(await api.post(`${TAGS}/${repo.uid}`, { name, digest: DIGEST_A }), "name", `tag ${name}`);
       }
       for (const digest of [
         "",
@@ -206,11 +192,15 @@ for (const backend of backends()) {
         `md5:${"a".repeat(32)}`,
         `sha512:${"a".repeat(64)}`,
       ]) {
-        assertInvalid(await api.post(`${TAGS}/${repo.uid}`, { name: "ok", digest }), "digest", `digest ${digest}`);
+        assertInvalidArgument(
+          await api.post(`${TAGS}/${repo.uid}`, { name: "ok", digest }),
+          "digest",
+          `digest ${digest}`,
+        );
       }
       // both rules at once: both named
       const both = await api.post(`${TAGS}/${repo.uid}`, { name: ".x", digest: "nope" });
-      assertInvalid(both, "name", "both");
+      assertInvalidArgument(both, "name", "both");
       assert.match(both.body.message, /digest: /);
       await createTag(repo.uid, "_ok.1-2", DIGEST_512);
       await createTag(repo.uid, "T".repeat(128));
@@ -244,7 +234,7 @@ for (const backend of backends()) {
       assertNotFound(await api.get(`${REPOS}/${missingGroup}`), "get missing repo");
       assertNotFound(await api.get(`${TAGS}/${dup.uid}/0123456789abcdef`), "get missing tag");
       assertNotFound(await api.delete(`${TAGS}/${dup.uid}/0123456789abcdef`), "delete missing tag");
-      assertInvalid(await api.get(`${REPOS}/not-a-uid`), "uid", "malformed uid");
+      assertInvalidArgument(await api.get(`${REPOS}/not-a-uid`), "uid", "malformed uid");
     });
 
     it("README: get and patch (the repo counts as updated)", async () => {
@@ -309,7 +299,7 @@ for (const backend of backends()) {
         ["delta", "echo"],
       );
       assert.equal(skipped.skipped, 3);
-      assertInvalid(await api.get(REPOS + query({ orderBy: "description" })), "order_by", "unsortable");
+      assertInvalidArgument(await api.get(REPOS + query({ orderBy: "description" })), "order_by", "unsortable");
     });
 
     it("ListTags: children of a repo, descendants of a group, name, digest, updatedSince, paging, order, skip", async () => {
@@ -317,7 +307,7 @@ for (const backend of backends()) {
       const repo = await createRepo(group.uid, { name: "tagged" });
       const sibling = await createRepo(group.uid, { name: "sibling" });
       const early = [await createTag(repo.uid, "v1", DIGEST_A), await createTag(repo.uid, "v2", DIGEST_B)];
-      await new Promise((r) => setTimeout(r, 20));
+      await clockPast(early[1]!.updateTime); // the later tags are updated after these
       const late = [await createTag(repo.uid, "latest", DIGEST_B), await createTag(repo.uid, "v3", DIGEST_512)];
       const elsewhere = await createTag(sibling.uid, "v1", DIGEST_A);
       const mine = [...early, ...late];
@@ -338,7 +328,7 @@ for (const backend of backends()) {
         uids((await listTags({ "uidp.childrenOf": repo.uid, digest: DIGEST_B })).tags),
         sorted([early[1]!.uid, late[0]!.uid]),
       );
-      assertInvalid(await api.get(TAGS + query({ digest: "sha256:short" })), "digest", "digest filter");
+      assertInvalidArgument(await api.get(TAGS + query({ digest: "sha256:short" })), "digest", "digest filter");
       const since = await listTags({ "uidp.childrenOf": repo.uid, updatedSince: late[0]!.updateTime });
       assert.deepEqual(uids(since.tags), sorted(uids(late)));
       assert.equal(since.totalCount, "2");
@@ -376,7 +366,11 @@ for (const backend of backends()) {
         (await listTags({ "uidp.childrenOf": repo.uid, includeReferrers: "true", includeDates: "true" })).tags.length,
         4,
       );
-      assertInvalid(await api.get(TAGS + query({ orderBy: "create_time" })), "order_by", "tags have no create_time");
+      assertInvalidArgument(
+        await api.get(TAGS + query({ orderBy: "create_time" })),
+        "order_by",
+        "tags have no create_time",
+      );
     });
 
     it("a viewer lists and reads but cannot create, update or delete; other organizations see nothing", async () => {
@@ -436,7 +430,11 @@ for (const backend of backends()) {
       assert.deepEqual(ok(await api.patch(path, { public: false })), { uid: repo.uid, public: false });
       assert.equal((await fetch(anonymous)).status, 401);
       assertNotFound(await api.get(`${EXT}/repos/${org.uid}/0123456789abcdef/visibility`), "missing repo");
-      assertInvalid(await api.patch(`${path}?updateMask=uid`, { public: true }), "update_mask", "output-only mask");
+      assertInvalidArgument(
+        await api.patch(`${path}?updateMask=uid`, { public: true }),
+        "update_mask",
+        "output-only mask",
+      );
     });
 
     it("tags are deprecated at creation or later, and undeprecated", async () => {

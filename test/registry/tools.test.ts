@@ -5,7 +5,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { request as httpRequest, type ClientRequest } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -23,6 +23,7 @@ import {
   type LayoutImage,
 } from "../support/oci-layout.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { HANG_MS, until, watchOutput } from "../support/wait.js";
 
 const sha256 = (bytes: Uint8Array | string) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
@@ -46,8 +47,8 @@ function skopeoIn(dir: string) {
     new Promise((resolve) => {
       execFile(
         "skopeo",
-        ["--policy", policy, "--command-timeout", "60s", ...args],
-        { env, timeout: 90_000, maxBuffer: 16 << 20 },
+        ["--policy", policy, "--command-timeout", `${HANG_MS / 1000}s`, ...args],
+        { env, timeout: HANG_MS + 30_000, maxBuffer: 16 << 20 },
         (err, stdout, stderr) => {
           const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
           resolve({ code, stdout, stderr });
@@ -199,26 +200,15 @@ function cli(args: string[]): ChildProcess {
   });
 }
 
-function serve(dataDir: string, port: number): Promise<{ child: ChildProcess; url: string; output: string[] }> {
+/** `bulwark serve`, resolved once it says it listens (rejected if it exits first). */
+async function serve(
+  dataDir: string,
+  port: number,
+): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   const child = cli(["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir]);
-  const output: string[] = [];
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ready line in 60 s:\n${output.join("")}`)), 60_000);
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-      output.push(chunk);
-      // the ready line may arrive split over chunks
-      const m = /bulwark listening on (http:\/\/[^"\s]+)/.exec(output.join(""));
-      if (m) {
-        clearTimeout(timer);
-        resolve({ child, url: m[1]!, output });
-      }
-    });
-    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => output.push(chunk));
-    child.on("exit", (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`exited (${code ?? signal}) before ready:\n${output.join("")}`));
-    });
-  });
+  const output = watchOutput(child);
+  const [, url] = await output.waitFor(/bulwark listening on (http:\/\/[^"\s]+)/);
+  return { child, url: url!, output: output.text };
 }
 
 async function adminToken(dataDir: string, port: number, audience?: string): Promise<string> {
@@ -310,8 +300,13 @@ describe("registry: kill -9 during a chunked push [pglite data dir]", () => {
     });
     cut.write(blob.subarray(MiB, MiB + 300 * 1024));
     cut.write(blob.subarray(MiB + 300 * 1024, MiB + 600 * 1024));
-    // let the server read (and write to disk) what was sent before it is killed
-    await new Promise((r) => setTimeout(r, 500));
+    // killed once the server has written part of the cut-short chunk to disk (its staged bytes
+    // past the acknowledged MiB): those must not survive
+    const staged = join(dataDir, "registry", "uploads");
+    await until(
+      () => readdirSync(staged).some((name) => statSync(join(staged, name)).size > MiB),
+      () => `part of the cut-short chunk staged in ${staged}`,
+    );
     first.child.kill("SIGKILL");
     await once(first.child, "exit");
     assert.match(await cutOutcome, /^error: /, "the cut-short chunk got no answer");

@@ -11,7 +11,9 @@
 //   FUZZ_CASES=100000   scale the generated cases (default 3000; split across protocols and RPCs)
 //   FUZZ_SEED=12345     another seed (default 20251123); every failure prints the seed and the
 //                       fast-check path of its shrunk counterexample
-//   FUZZ_TIMEOUT_MS=5000  how long one request may take before it counts as a hang
+//   FUZZ_TIMEOUT_MS=5000  how long one request may take before it counts as a hang (default: the
+//                         tests' hang limit, test/support/wait.ts, so that a loaded machine's
+//                         slowness is never reported as a hang)
 // Failures are grouped by class; each names the RPC, the protocol and a (truncated) case.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";

@@ -29,7 +29,7 @@ import {
   ResourceInfoSchema,
 } from "../../src/gen/google/rpc/error_details_pb.js";
 import { backends } from "../support/db-templates.js";
-import { restClient, type JsonResponse } from "../support/http.js";
+import { query, restClient, type JsonResponse } from "../support/http.js";
 import { ERROR_DOMAIN, startTestServer, type TestServer, bearer } from "../support/server.js";
 import { VERSION } from "../../src/core/version.js";
 import {
@@ -44,6 +44,7 @@ import {
   type Plain,
   type UnaryClient,
 } from "../support/grpc.js";
+import { HANG_MS } from "../support/wait.js";
 
 const G = "/iam/v2beta1/groups";
 const RFC3339_MILLIS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
@@ -173,15 +174,6 @@ function tamper(token: string): string {
   const i = Math.floor(ct.length / 2);
   parts[3] = ct.slice(0, i) + (ct[i] === "A" ? "B" : "A") + ct.slice(i + 1);
   return parts.join(".");
-}
-
-function query(params: Record<string, string | number>): string {
-  return (
-    "?" +
-    Object.entries(params)
-      .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
-      .join("&")
-  );
 }
 
 interface H2Response {
@@ -664,7 +656,7 @@ for (const backend of backends()) {
       try {
         for (const [name, make] of variants) {
           const client = createClient(GroupsService, make());
-          const got = await client.getGroup({ uid: child.uid }, { timeoutMs: 10_000 });
+          const got = await client.getGroup({ uid: child.uid }, { timeoutMs: HANG_MS });
           assertSameGroupEs(got, viaGrpcJs, `${name}: GetGroup`);
           assertSameGroup(viaGrpcJs, restChild, `${name}: GetGroup vs REST`);
           assert.equal(timestampMs(got.createTime!), Date.parse(restChild.createTime), `${name}: createTime vs REST`);
@@ -782,7 +774,7 @@ for (const backend of backends()) {
       try {
         const err = await grpcError(
           new Promise((resolve, reject) =>
-            (raw as any).nothing(Buffer.alloc(0), { deadline: Date.now() + 10_000 }, (e: unknown, r: unknown) =>
+            (raw as any).nothing(Buffer.alloc(0), { deadline: Date.now() + HANG_MS }, (e: unknown, r: unknown) =>
               e ? reject(e) : resolve(r),
             ),
           ),

@@ -8,6 +8,7 @@ import http2 from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { StatusSchema } from "../../src/gen/google/rpc/status_pb.js";
+import { fieldViolations } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import { createGroup, type Json } from "../support/fixtures.js";
 import { grpcClient, grpcError, statusFromTrailer, unpackDetails } from "../support/grpc.js";
@@ -25,11 +26,6 @@ function errorInfoOf(body: unknown): Json {
   assert.ok(info, `no ErrorInfo in ${JSON.stringify(body)}`);
   assert.equal(info.domain, ERROR_DOMAIN);
   return info;
-}
-
-function violatedFields(body: Json): string[] {
-  const bad = (body.details as Json[]).find((d) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest");
-  return (bad?.fieldViolations ?? []).map((v: Json) => v.field);
 }
 
 /** One unary call over raw HTTP/2 (so the body can be anything), returning status, headers and trailers. */
@@ -143,9 +139,10 @@ for (const backend of backends()) {
         const res = await c.request();
         assert.equal(res.status, 400, JSON.stringify(res.body));
         assert.equal(errorInfoOf(res.body).reason, "INVALID_ARGUMENT");
+        const fields = fieldViolations(res).map((v) => v.field);
         assert.ok(
-          violatedFields(res.body).some((f) => c.field.test(f)),
-          `fields ${violatedFields(res.body)} do not name ${c.field}`,
+          fields.some((f) => c.field.test(f)),
+          `fields ${fields} do not name ${c.field}`,
         );
         const afterwards = await api.get("/iam/v2beta1/groups");
         assert.equal(afterwards.body.groups.length, before.body.groups.length);
@@ -337,9 +334,15 @@ describe("undecodable and oversized requests", () => {
   });
 });
 
+/**
+ * The refill rate of the limits under test: one request an hour. The tests spend a burst and
+ * expect the next request refused; at a faster rate a slow machine could earn it back meanwhile.
+ */
+const ONE_AN_HOUR = 1 / 3600;
+
 describe("rate limits", () => {
   it("per client address: 429 with Retry-After and RetryInfo over REST; RESOURCE_EXHAUSTED over gRPC", async () => {
-    const server = await startTestServer("pglite", { rateLimits: { address: { perSecond: 0.5, burst: 3 } } });
+    const server = await startTestServer("pglite", { rateLimits: { address: { perSecond: ONE_AN_HOUR, burst: 3 } } });
     try {
       const api = restClient(server.url, server.operatorToken);
       const statuses = [];
@@ -370,7 +373,7 @@ describe("rate limits", () => {
 
   it("--trust-proxy: the client's address is X-Forwarded-For's, each with its own budget", async () => {
     const server = await startTestServer("pglite", {
-      rateLimits: { address: { perSecond: 0.1, burst: 1 } },
+      rateLimits: { address: { perSecond: ONE_AN_HOUR, burst: 1 } },
       trustProxy: true,
     });
     try {
@@ -387,7 +390,7 @@ describe("rate limits", () => {
   });
 
   it("per identity", async () => {
-    const server = await startTestServer("pglite", { rateLimits: { identity: { perSecond: 0.5, burst: 2 } } });
+    const server = await startTestServer("pglite", { rateLimits: { identity: { perSecond: ONE_AN_HOUR, burst: 2 } } });
     try {
       const api = restClient(server.url, server.operatorToken);
       assert.equal((await api.get("/iam/v2beta1/groups")).status, 200);
@@ -402,7 +405,7 @@ describe("rate limits", () => {
 
   it("failed authentications: once the budget is spent, even a valid token from that address waits", async () => {
     const server = await startTestServer("pglite", {
-      rateLimits: { failedAuthentication: { perSecond: 0.1, burst: 5 } },
+      rateLimits: { failedAuthentication: { perSecond: ONE_AN_HOUR, burst: 5 } },
     });
     try {
       const bad = restClient(server.url, "not-a-token");
@@ -420,7 +423,7 @@ describe("rate limits", () => {
   });
 
   it("the token exchange and the OAuth endpoints have the stricter limit", async () => {
-    const server = await startTestServer("pglite", { rateLimits: { sensitive: { perSecond: 0.1, burst: 3 } } });
+    const server = await startTestServer("pglite", { rateLimits: { sensitive: { perSecond: ONE_AN_HOUR, burst: 3 } } });
     try {
       const exchange = () =>
         fetch(`${server.url}/sts/exchange`, {

@@ -10,7 +10,9 @@ import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { backends } from "../support/db-templates.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { restClient } from "../support/http.js";
+import { query, restClient, type QueryParams as Params } from "../support/http.js";
+import { skipWalkModel } from "../support/lists.js";
+import { assertInvalidArgument } from "../support/assertions.js";
 import { PageTokenCodec, type PageCursor } from "../../src/core/page-tokens.js";
 
 const GROUPS = "/iam/v2beta1/groups";
@@ -30,8 +32,6 @@ interface ListBody {
   totalCount: string;
   skipped: number;
 }
-
-type Params = Record<string, string | number | boolean | string[] | undefined>;
 
 type SortKey = "uid" | "name" | "createTime" | "updateTime";
 
@@ -78,47 +78,6 @@ function assertSequence(got: string[], expected: string[], where: string): void 
   assert.fail(
     `${where}: got ${got.length} groups, expected ${expected.length}; first difference at #${at}: ` +
       `got ${got[at] ?? "(end)"}, expected ${expected[at] ?? "(end)"}`,
-  );
-}
-
-function query(params: Params): string {
-  const parts: string[] = [];
-  for (const [k, v] of Object.entries(params)) {
-    if (v === undefined) continue;
-    for (const item of Array.isArray(v) ? v : [v])
-      parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(item))}`);
-  }
-  return parts.length ? `?${parts.join("&")}` : "";
-}
-
-/** What a walk with `skip` on every page must return, page by page. */
-function skipWalkModel(expected: string[], pageSize: number, skip: number) {
-  const pages: { uids: string[]; skipped: number; more: boolean }[] = [];
-  let pos = 0;
-  let skipped = 0;
-  for (;;) {
-    const start = Math.min(pos + skip, expected.length);
-    skipped += start - pos;
-    const rows = expected.slice(start, start + pageSize);
-    const more = start + pageSize < expected.length;
-    pages.push({ uids: rows, skipped, more });
-    pos = start + rows.length;
-    if (!more) return pages;
-  }
-}
-
-function assertInvalidArgument(res: { status: number; body: any }, field: string, where = ""): void {
-  const ctx = `${where} ${JSON.stringify(res.body)}`;
-  assert.equal(res.status, 400, ctx);
-  assert.equal(res.body?.code, 3, ctx);
-  assert.ok(typeof res.body.message === "string" && res.body.message.startsWith(`Invalid argument: ${field}: `), ctx);
-  const details: any[] = res.body.details ?? [];
-  const info = details.find((d) => d["@type"] === "type.googleapis.com/google.rpc.ErrorInfo");
-  assert.equal(info?.reason, "INVALID_ARGUMENT", ctx);
-  const badRequest = details.find((d) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest");
-  assert.ok(
-    badRequest?.fieldViolations?.some((v: any) => v.field === field),
-    ctx,
   );
 }
 

@@ -41,7 +41,9 @@ import {
   type Api,
   type Json,
 } from "../support/fixtures.js";
-import { restClient, type JsonResponse } from "../support/http.js";
+import { assertInvalidArgument } from "../support/assertions.js";
+import { query, restClient, type JsonResponse, type QueryParams as Params } from "../support/http.js";
+import { skipWalkModel } from "../support/lists.js";
 import { cgaId, importAdvisory } from "../support/advisories.js";
 import { startTestServer, type TestServer, bearer } from "../support/server.js";
 
@@ -215,44 +217,6 @@ function sortedUids(items: Json[], item: DescMessage, order: Order): string[] {
       return order.desc ? -c : c;
     })
     .map((x) => x.uid as string);
-}
-
-/** What a walk with `skip` on every page must return, page by page. */
-function skipWalkModel(expected: string[], pageSize: number, skip: number) {
-  const pages: { uids: string[]; skipped: number }[] = [];
-  let pos = 0;
-  let skipped = 0;
-  for (;;) {
-    const start = Math.min(pos + skip, expected.length);
-    skipped += start - pos;
-    const rows = expected.slice(start, start + pageSize);
-    pages.push({ uids: rows, skipped });
-    pos = start + rows.length;
-    if (start + pageSize >= expected.length) return pages;
-  }
-}
-
-type Params = Record<string, string | number | undefined>;
-
-function query(params: Params): string {
-  const parts = Object.entries(params)
-    .filter(([, v]) => v !== undefined)
-    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
-  return parts.length ? `?${parts.join("&")}` : "";
-}
-
-function assertInvalidArgument(res: { status: number; body: any }, field: string, where = ""): void {
-  const ctx = `${where} ${JSON.stringify(res.body)}`;
-  assert.equal(res.status, 400, ctx);
-  assert.equal(res.body?.code, 3, ctx);
-  assert.ok(typeof res.body.message === "string" && res.body.message.startsWith(`Invalid argument: ${field}: `), ctx);
-  const badRequest = (res.body.details ?? []).find(
-    (d: any) => d["@type"] === "type.googleapis.com/google.rpc.BadRequest",
-  );
-  assert.ok(
-    badRequest?.fieldViolations?.some((v: any) => v.field === field),
-    ctx,
-  );
 }
 
 /** The PATCH template of the service's Update<Item> RPC, if it has one. */

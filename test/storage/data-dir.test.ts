@@ -35,6 +35,7 @@ import {
 } from "../../src/storage/data-dir.js";
 import { keyEncryptionKeyOf } from "../../src/storage/db.js";
 import { clonePostgres, postgresUrl } from "../support/db-templates.js";
+import { HANG_MS, until, watchOutput, withinHang } from "../support/wait.js";
 
 const dirs: string[] = [];
 function freshDir(): string {
@@ -54,6 +55,8 @@ interface Run {
   child: ChildProcess;
   /** stdout and stderr so far */
   output(): string;
+  /** the first match of `re` in stdout and stderr, once written (rejects if the process ends first) */
+  waitFor(re: RegExp): Promise<RegExpMatchArray>;
   exit: Promise<number | null>;
 }
 
@@ -66,29 +69,44 @@ function cli(args: string[], env = cliEnv()): Run {
     env,
   });
   children.push(child);
-  let out = "";
-  child.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
-  child.stderr!.setEncoding("utf8").on("data", (c: string) => (out += c));
+  const output = watchOutput(child);
   // "close", not "exit": only then has everything the child wrote been read.
   const exit = once(child, "close").then(([code]) => code as number | null);
-  return { child, output: () => out, exit };
+  return { child, output: output.text, waitFor: output.waitFor, exit };
 }
 
 interface Server extends Run {
   url: string;
 }
 
-/** `bulwark serve` on the directory (or database), resolved once it listens. */
+const LISTENING = /bulwark listening on (http:\/\/[^"\s]+)/;
+
+/** `bulwark serve` on the directory (or database), resolved once it says it listens. */
 async function serve(dataDir: string, env = cliEnv()): Promise<Server> {
   const run = cli(["serve", "--port", "0", "--data-dir", dataDir], env);
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const m = /bulwark listening on (http:\/\/[^"\s]+)/.exec(run.output());
-    if (m) return { ...run, url: m[1]! };
-    if (run.child.exitCode !== null) throw new Error(`serve exited ${await run.exit}: ${run.output()}`);
-    if (Date.now() > deadline) throw new Error(`serve not listening after 60 s: ${run.output()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const [, url] = await run.waitFor(LISTENING);
+  return { ...run, url: url! };
+}
+
+/** Once the directory's lock file exists, failing if `run` ends before. */
+async function lockTakenBy(run: Run, dir: string): Promise<void> {
+  await until(
+    () => {
+      assert.equal(run.child.exitCode, null, run.output());
+      return existsSync(join(dir, LOCK_FILE));
+    },
+    () => `lock file in ${dir}: ${run.output()}`,
+  );
+}
+
+/**
+ * A process that holds a pid for as long as the test needs it (killed by the test): a lock naming
+ * it is a live holder's.
+ */
+function liveProcess(): ChildProcess {
+  const child = spawn(process.execPath, ["-e", "setInterval(() => {}, 1 << 30)"], { stdio: "ignore" });
+  children.push(child);
+  return child;
 }
 
 async function stop(server: Run, signal: NodeJS.Signals = "SIGTERM"): Promise<number | null> {
@@ -188,19 +206,32 @@ describe("data directories and keys at rest", { concurrency: true }, () => {
 
     it("a live server's lock is refused at once, naming the directory and its pid", async () => {
       const dir = freshDir();
-      const other = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], { stdio: "ignore" });
+      const other = liveProcess();
+      const notices: string[] = [];
       try {
         writeLock(dir, holder(other.pid!, "serve"));
-        const started = Date.now();
+        const lockText = readFileSync(join(dir, LOCK_FILE), "utf8");
+        // "At once": while the holder still runs and holds the lock, without waiting for it. The
+        // window for waiting on a brief holder is made longer than the hang limit, so a refusal
+        // that waited out a window would fail here as a hang instead of passing late.
         await assert.rejects(
-          lockDataDir(dir, { purpose: "serve" }),
+          withinHang(
+            lockDataDir(dir, {
+              purpose: "serve",
+              waitForBriefHolderMs: 100 * HANG_MS,
+              notice: (m) => notices.push(m),
+            }),
+            "refusal of the live server's lock",
+          ),
           (err: unknown) =>
             err instanceof DataDirLockedError &&
             err.message.includes(dir) &&
             err.message.includes(`pid ${other.pid}`) &&
             err.holder.pid === other.pid,
         );
-        assert.ok(Date.now() - started < 1000);
+        assert.deepEqual(notices, [], "nothing waited for, nothing removed");
+        assert.equal(other.exitCode, null, "refused while the holder runs");
+        assert.equal(readFileSync(join(dir, LOCK_FILE), "utf8"), lockText, "its lock untouched");
       } finally {
         other.kill();
       }
@@ -208,13 +239,24 @@ describe("data directories and keys at rest", { concurrency: true }, () => {
 
     it("a live `admin token` is waited for; a dead holder's lock and a garbled old one are removed", async () => {
       const dir = freshDir();
-      const other = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], { stdio: "ignore" });
+      const other = liveProcess();
       const notices: string[] = [];
       const notice = (m: string) => notices.push(m);
       try {
         writeLock(dir, holder(other.pid!, "admin token"));
-        setTimeout(() => rmSync(join(dir, LOCK_FILE)), 400);
-        const lock = await lockDataDir(dir, { purpose: "serve", notice });
+        // The brief holder lets go once the server says it waits for it (not after some time, which
+        // could pass before the server even looked); the window outlasts any slowness.
+        const lock = await withinHang(
+          lockDataDir(dir, {
+            purpose: "serve",
+            waitForBriefHolderMs: 100 * HANG_MS,
+            notice: (m) => {
+              notice(m);
+              if (/^waiting for/.test(m)) rmSync(join(dir, LOCK_FILE));
+            },
+          }),
+          "lock after the brief holder let go",
+        );
         assert.match(notices.join("\n"), new RegExp(`waiting for .*admin token.* \\(pid ${other.pid}\\)`));
         assert.equal(JSON.parse(readFileSync(join(dir, LOCK_FILE), "utf8")).pid, process.pid);
         // a short wait for a brief holder, then refused
@@ -282,10 +324,7 @@ describe("data directories and keys at rest", { concurrency: true }, () => {
       const dir = freshDir();
       const starting = cli(["serve", "--port", "0", "--data-dir", dir]);
       // The lock is taken first; the new database is made after it (seconds): stop in between.
-      while (!existsSync(join(dir, LOCK_FILE))) {
-        assert.equal(starting.child.exitCode, null, starting.output());
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await lockTakenBy(starting, dir);
       assert.doesNotMatch(starting.output(), /bulwark listening on/);
       assert.equal(await stop(starting), 0, starting.output());
       assert.match(starting.output(), /shutting down/);
@@ -304,19 +343,14 @@ describe("data directories and keys at rest", { concurrency: true }, () => {
       const port = await freePort();
       const starting = cli(["serve", "--port", port, "--data-dir", dir]);
       // once the server holds the directory (it has not made its database or key yet)
-      while (!existsSync(join(dir, LOCK_FILE))) {
-        assert.equal(starting.child.exitCode, null, starting.output());
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await lockTakenBy(starting, dir);
       assert.equal(existsSync(join(dir, "issuer-signing-key.json")), false);
-      const admin = cli(["admin", "token", "--data-dir", dir, "--port", port]);
+      // however long the server takes to start on a busy machine
+      const admin = cli(["admin", "token", "--data-dir", dir, "--port", port, "--wait", `${HANG_MS / 1000}s`]);
       assert.equal(await admin.exit, 0, admin.output());
       assert.match(admin.output(), /waiting for the server \(pid \d+\)/);
       const token = /^ey[\w-]+\.[\w-]+\.[\w-]+$/m.exec(admin.output())![0];
-      while (!/bulwark listening on/.test(starting.output())) {
-        assert.equal(starting.child.exitCode, null, starting.output());
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await starting.waitFor(LISTENING);
       const res = await api(`http://127.0.0.1:${port}`, token)("groups");
       assert.equal(res.status, 200, await res.text());
       assert.equal(await stop(starting), 0, starting.output());

@@ -4,6 +4,7 @@
 // devInteractions login form and consent form (and any form a test asks for), and stops before
 // requesting a URL the test wants to see first (the CLI's loopback redirect), so a test can
 // look at, tamper with or deliver it. Every request and Location it saw is kept.
+import { HANG_MS } from "./wait.js";
 
 export interface Hop {
   method: string;
@@ -202,7 +203,7 @@ export class Browser {
       headers,
       body: form ? new URLSearchParams(form).toString() : undefined,
       redirect: "manual",
-      signal: AbortSignal.timeout(15_000),
+      signal: AbortSignal.timeout(HANG_MS),
     });
     for (const header of res.headers.getSetCookie()) this.store(target, header);
     const location = res.headers.get("location");

@@ -1,7 +1,7 @@
 // Resource factories over REST, for suites that need groups, roles, identities, bindings, IdPs,
 // account associations or invites to exist. Each asserts a 200 and returns the server's JSON.
-import assert from "node:assert/strict";
-import type { JsonResponse, restClient } from "./http.js";
+import { ok } from "./assertions.js";
+import type { restClient } from "./http.js";
 
 export type Api = ReturnType<typeof restClient>;
 // REST JSON as the server returned it.
@@ -10,11 +10,6 @@ export type Json = Record<string, any>;
 
 /** The hosted API's well-known uid of the built-in viewer role. */
 export const VIEWER_ROLE_UID = "63921b2c44617e3f2603851537be0123af4a57d7";
-
-function ok(res: JsonResponse, what: string): Json {
-  assert.equal(res.status, 200, `${what}: ${JSON.stringify(res.body)}`);
-  return res.body as Json;
-}
 
 /** An organization (parent undefined) or a group under `parent`. */
 export async function createGroup(api: Api, parent: string | undefined, name: string, description = ""): Promise<Json> {

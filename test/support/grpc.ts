@@ -19,6 +19,7 @@ import {
   ResourceInfoSchema,
   RetryInfoSchema,
 } from "../../src/gen/google/rpc/error_details_pb.js";
+import { HANG_MS } from "./wait.js";
 
 /** Every google.rpc error detail type, for unpacking Any and for JSON with "@type". */
 export const errorDetailsRegistry = createRegistry(
@@ -92,7 +93,7 @@ export function grpcClient(
       const fn = methods[method];
       assert.equal(typeof fn, "function", `${service} has no method ${method}`);
       return new Promise<T>((resolve, reject) => {
-        fn!.call(client, request, metadata, { deadline: Date.now() + 10_000 }, (err, res) =>
+        fn!.call(client, request, metadata, { deadline: Date.now() + HANG_MS }, (err, res) =>
           err ? reject(err) : resolve(res as T),
         );
       });

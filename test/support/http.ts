@@ -36,3 +36,17 @@ export function restClient(baseUrl: string, token?: string) {
     call,
   };
 }
+
+/** Query parameters: a list repeats its parameter; undefined leaves it out. */
+export type QueryParams = Record<string, string | number | boolean | string[] | undefined>;
+
+/** `?k=v&...` with each key and value URL-encoded ("" when nothing is given). */
+export function query(params: QueryParams): string {
+  const parts: string[] = [];
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined) continue;
+    for (const item of Array.isArray(v) ? v : [v])
+      parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(item))}`);
+  }
+  return parts.length ? `?${parts.join("&")}` : "";
+}

@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { HANG_MS } from "./wait.js";
 
 const exec = promisify(execFile);
 
@@ -26,7 +27,7 @@ export interface LayoutImage {
 }
 
 async function umoci(...args: string[]): Promise<void> {
-  await exec("umoci", args, { timeout: 60_000 });
+  await exec("umoci", args, { timeout: HANG_MS });
 }
 
 /**

@@ -56,8 +56,8 @@ export interface IssuerBehaviour {
   discoveryBody?: string;
   /** answer discovery with 302 to this location */
   redirectTo?: string;
-  /** wait this long before answering anything */
-  delayMs?: number;
+  /** answer nothing before this settles (a slow issuer, as slow as the test needs) */
+  answerAfter?: Promise<unknown>;
 }
 
 export class OidcIssuer {
@@ -98,7 +98,7 @@ export class OidcIssuer {
     const path = (req.url ?? "/").split("?")[0]!;
     this.requests.push(path);
     const b = this.behaviour;
-    if (b.delayMs) await new Promise((r) => setTimeout(r, b.delayMs));
+    if (b.answerAfter) await b.answerAfter.catch(() => undefined);
     if (res.destroyed) return;
     const base = new URL(this.url).pathname.replace(/\/$/, "");
     const json = (status: number, body: string): void =>

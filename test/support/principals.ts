@@ -1,7 +1,7 @@
 // Principals for the authentication and authorization suites: tokens that must be refused
 // (expired, not yet valid, wrong issuer or audience), workload identities with role bindings,
 // an independent model of what a set of bindings grants (from the reference's built-in
-// capability sets, not from src/), and AIP-193 error assertions.
+// capability sets, not from src/). The AIP-193 error assertions are in assertions.ts.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -9,8 +9,7 @@ import { fileURLToPath } from "node:url";
 import { KeyManager } from "../../src/auth/keys.js";
 import { TokenIssuer, type AuthUrls, type MintRequest } from "../../src/auth/tokens.js";
 import { createIdentity, createRoleBinding, type Api, type Json } from "./fixtures.js";
-import type { JsonResponse } from "./http.js";
-import { ERROR_DOMAIN, type TestServer } from "./server.js";
+import type { TestServer } from "./server.js";
 
 export const MINUTE = 60_000;
 export const HOUR = 60 * MINUTE;
@@ -153,38 +152,4 @@ export async function workload(
     bindings.push({ at: g.at, caps: new Set(g.role.capabilities as string[]) });
   }
   return { uid: identity.uid, token: await server.tokenFor(identity.uid), bindings };
-}
-
-// ---------------------------------------------------------------------------------------------
-// AIP-193 errors.
-
-/** An AIP-193 error body with this HTTP status and google.rpc code; ErrorInfo first. */
-export function assertRpcError(res: JsonResponse, status: number, code: number, where: string): Json {
-  const ctx = `${where}: HTTP ${res.status} ${JSON.stringify(res.body)}`;
-  assert.equal(res.status, status, ctx);
-  assert.equal(res.headers.get("content-type")?.split(";")[0], "application/json", ctx);
-  const body = res.body as Json;
-  assert.equal(body?.code, code, ctx);
-  assert.equal(typeof body.message, "string", ctx);
-  assert.ok(Array.isArray(body.details) && body.details.length >= 1, ctx);
-  assert.equal(body.details[0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo", ctx);
-  assert.equal(body.details[0].domain, ERROR_DOMAIN, ctx);
-  return body;
-}
-
-export function assertUnauthenticated(res: JsonResponse, where: string): void {
-  const body = assertRpcError(res, 401, 16, where);
-  assert.equal(body.details[0].reason, "UNAUTHENTICATED", where);
-  assert.match(body.message, /^Unauthenticated: /, where);
-  assert.match(res.headers.get("www-authenticate") ?? "", /^Bearer\b/, `${where}: WWW-Authenticate`);
-}
-
-export function assertPermissionDenied(res: JsonResponse, where: string): void {
-  const body = assertRpcError(res, 403, 7, where);
-  assert.equal(body.details[0].reason, "PERMISSION_DENIED", where);
-}
-
-export function assertNotFound(res: JsonResponse, where: string): void {
-  const body = assertRpcError(res, 404, 5, where);
-  assert.equal(body.details[0].reason, "NOT_FOUND", where);
 }

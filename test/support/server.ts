@@ -1,6 +1,10 @@
-// Starts the real server on an ephemeral port over a fresh database of the given backend.
+// Starts the real server on an ephemeral port over a fresh database of the given backend; and what
+// suites use with it: the operator's gRPC client, a counter of its database queries.
 import { pino } from "pino";
-import type { Interceptor } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
+import type { KyselyPlugin } from "kysely";
 import { authModule } from "../../src/auth/module.js";
 import { OPERATOR_SUBJECT, type MintRequest, type TokenIssuer } from "../../src/auth/tokens.js";
 import pg from "pg";
@@ -46,6 +50,37 @@ export function bearer(token: string): Interceptor {
   return (next) => (req) => {
     req.header.set("authorization", `Bearer ${token}`);
     return next(req);
+  };
+}
+
+/**
+ * A Connect gRPC client of `service` calling as the platform operator, on its own HTTP/2 session;
+ * `close()` ends the session.
+ */
+export function operatorGrpc<S extends DescService>(
+  server: TestServer,
+  service: S,
+): { client: Client<S>; close(): void } {
+  const sessionManager = new Http2SessionManager(server.url);
+  const client = createClient(
+    service,
+    createGrpcTransport({ baseUrl: server.url, interceptors: [bearer(server.operatorToken)], sessionManager }),
+  );
+  return { client, close: () => sessionManager.abort() };
+}
+
+/** A Kysely plugin that counts the queries run through it (`db.withPlugin(counter.plugin)`). */
+export function queryCounter(): { plugin: KyselyPlugin; count(): number } {
+  let queries = 0;
+  return {
+    plugin: {
+      transformQuery: (args) => {
+        queries++;
+        return args.node;
+      },
+      transformResult: async (args) => args.result,
+    },
+    count: () => queries,
   };
 }
 

@@ -17,6 +17,13 @@ import {
   AdvisorySchema,
 } from "../../src/gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import { AdvisoryImportService } from "../../src/gen/bulwark/vulnerabilities/v1/import_pb.js";
+import {
+  assertNotFound,
+  assertPermissionDenied,
+  assertRpcError,
+  assertUnauthenticated,
+  ok,
+} from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import {
   createGroup,
@@ -27,13 +34,7 @@ import {
   type Api,
   type Json,
 } from "../support/fixtures.js";
-import { restClient, type JsonResponse } from "../support/http.js";
-import {
-  assertNotFound,
-  assertPermissionDenied,
-  assertRpcError,
-  assertUnauthenticated,
-} from "../support/principals.js";
+import { query, restClient, type JsonResponse } from "../support/http.js";
 import { bearer, startTestServer, type TestServer } from "../support/server.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "fixtures", "advisories");
@@ -52,20 +53,6 @@ function fixtureFiles(dir = FIXTURES): string[] {
 }
 
 const document = (path: string) => ({ name: relative(FIXTURES, path), content: readFileSync(path, "utf8") });
-
-function ok(res: JsonResponse, what = ""): Json {
-  assert.equal(res.status, 200, `${what} ${JSON.stringify(res.body)}`);
-  return res.body as Json;
-}
-
-function query(params: Record<string, string | number | boolean | string[] | undefined>): string {
-  const parts = Object.entries(params).flatMap(([k, v]) =>
-    v === undefined
-      ? []
-      : (Array.isArray(v) ? v : [v]).map((x) => `${encodeURIComponent(k)}=${encodeURIComponent(String(x))}`),
-  );
-  return parts.length ? `?${parts.join("&")}` : "";
-}
 
 /** The kind name (event YAML spelling) of an API event. */
 const MEMBERS: Record<string, string> = {

@@ -406,11 +406,17 @@ export function registerServerCommands(program: Command): void {
         "{registry_host}: the registry audience (default: what the server recorded)",
       ),
     )
+    .addOption(
+      new Option("--wait <duration>", "how long to wait for a starting server to publish its signing key")
+        .default(30_000, "30s")
+        .argParser(parseDuration),
+    )
     .action(
       async (opts: {
         dataDir: string;
         databaseUrl?: string;
         audience?: string;
+        wait: number;
         port?: number;
         host?: string;
         issuerUrl?: string;
@@ -435,6 +441,7 @@ export function registerServerCommands(program: Command): void {
           },
           fallbackUrls: { issuer: own, apiAudience: own, registryAudience: new URL(own).host },
           audience: opts.audience,
+          waitMs: opts.wait,
         });
         process.stdout.write(token + "\n");
       },

@@ -30,6 +30,7 @@ import { DEAD_ISSUER, type Seeded } from "./seed.js";
 import {
   GrpcCaller,
   HANG,
+  TIMEOUT_MS,
   clip,
   connectPath,
   envelope,
@@ -826,7 +827,7 @@ export const attackSuites: AttackSuite[] = [
             try {
               const res = await fetch(ctx.server.url + connectPath(c.rpc.service, c.rpc.method) + (c.query ?? ""), {
                 ...c.init,
-                signal: AbortSignal.timeout(5000),
+                signal: AbortSignal.timeout(TIMEOUT_MS),
               });
               const text = Buffer.from(await res.arrayBuffer()).toString("utf8");
               return {

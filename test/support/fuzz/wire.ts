@@ -25,6 +25,7 @@ import { http } from "../../../src/gen/google/api/annotations_pb.js";
 import { ErrorInfoSchema } from "../../../src/gen/google/rpc/error_details_pb.js";
 import { StatusSchema } from "../../../src/gen/google/rpc/status_pb.js";
 import { errorDetailsRegistry, statusFromRestBody } from "../grpc.js";
+import { HANG_MS } from "../wait.js";
 
 export interface Problem {
   /** the failure class: stable across cases, so failures group by it */
@@ -49,8 +50,11 @@ export interface Outcome {
   problems: Problem[];
 }
 
-/** How long any one request may take before it counts as a hang. */
-export const TIMEOUT_MS = Number(process.env.FUZZ_TIMEOUT_MS ?? 5_000);
+/**
+ * How long any one request may take before it counts as a hang: by default the tests' hang limit,
+ * so that a loaded machine's slowness is never reported as a hang.
+ */
+export const TIMEOUT_MS = Number(process.env.FUZZ_TIMEOUT_MS ?? HANG_MS);
 
 export const CODE_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(Code)
