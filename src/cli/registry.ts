@@ -2,7 +2,13 @@
 // the database itself (an embedded one only while no server holds it; PostgreSQL any time, as
 // collection is safe while replicas serve).
 import { join } from "node:path";
-import { collectGarbage, openBlobStore, type GcReport, type RegistrySettings } from "../registry/api.js";
+import {
+  collectGarbage,
+  openBlobStore,
+  registryRepositories,
+  type GcReport,
+  type RegistrySettings,
+} from "../registry/api.js";
 import { migrateAll } from "../server/start.js";
 import { openDatabase } from "../storage/db.js";
 
@@ -27,7 +33,10 @@ export async function registryGc(opts: RegistryGcOptions): Promise<GcReport> {
     await migrateAll(database.db);
     const store = await openBlobStore(opts.registry, join(opts.dataDir, "registry"));
     try {
-      return await collectGarbage(database.db, store, { graceMs: opts.graceMs, dryRun: opts.dryRun });
+      return await collectGarbage(registryRepositories(database.db), store, {
+        graceMs: opts.graceMs,
+        dryRun: opts.dryRun,
+      });
     } finally {
       await store.close();
     }

@@ -3,6 +3,8 @@
 // modules is its `exports` (IamExports, through `ctx.exportsOf(iamModule)`), typed here.
 export { iamModule } from "./module.js";
 export type {
+  GroupDirectory,
+  GroupRef,
   IamExports,
   IdentityDirectory,
   InviteRedemption,

@@ -8,6 +8,7 @@ import type { SecretBox } from "../core/secret-box.js";
 import { loadRelationship } from "./identity-relationships.js";
 import { acceptInvite, findUsableInvite, parseInviteCode, type VouchedEmails } from "./invites.js";
 import type { GroupInviteRow, GroupInvitesRepository } from "./storage/group-invites.js";
+import type { GroupRef, GroupsRepository } from "./storage/groups.js";
 import type { IdentitiesRepository, IdentityRow } from "./storage/identities.js";
 import type { IdentityProviderRow, IdentityProvidersRepository } from "./storage/identity-providers.js";
 import {
@@ -27,6 +28,8 @@ export interface IamExports {
   identityProviders: SignInIdentityProviders;
   /** group invites, as sign-in redeems them */
   invites: InviteRedemption;
+  /** groups found by name or uid (the registry's repository names address groups so) */
+  groups: GroupDirectory;
 }
 
 /** Identities, as tokens and sign-in use them. */
@@ -72,6 +75,20 @@ export interface InviteRedemption {
   accept(inviteUid: string, identityUid: string, vouched: VouchedEmails, at: Date): Promise<void>;
 }
 
+export type { GroupRef };
+
+/** The group tree, as the registry's repository names address it. */
+export interface GroupDirectory {
+  /** Root groups whose uid or name is `segment`, by uid, at most two (a name may be shared: the caller decides). */
+  rootsByUidOrName(segment: string): Promise<GroupRef[]>;
+  /** The one child group of `parent` whose name or last uid segment is `segment`; undefined when none or several. */
+  childByNameOrSegment(parent: string, segment: string): Promise<GroupRef | undefined>;
+  /** The groups with these uids (any missing are left out). */
+  byUids(uids: readonly string[]): Promise<GroupRef[]>;
+  /** How many root groups carry each of `names` (names no root carries are absent). */
+  rootNameCounts(names: readonly string[]): Promise<Map<string, number>>;
+}
+
 export function identityDirectory(identities: IdentitiesRepository): IdentityDirectory {
   return {
     get: (uid) => identities.get(uid),
@@ -113,5 +130,14 @@ export function inviteRedemption(
     },
     accept: (inviteUid, identityUid, vouched, at) =>
       acceptInvite({ invites, roleBindings }, inviteUid, identityUid, vouched, at),
+  };
+}
+
+export function groupDirectory(groups: GroupsRepository): GroupDirectory {
+  return {
+    rootsByUidOrName: (segment) => groups.rootsByUidOrName(segment),
+    childByNameOrSegment: (parent, segment) => groups.childByNameOrSegment(parent, segment),
+    byUids: (uids) => groups.byUids(uids),
+    rootNameCounts: (names) => groups.rootNameCounts(names),
   };
 }

@@ -29,6 +29,7 @@ import type { Db } from "../storage/db.js";
 import { accountAssociationListing, accountAssociationsService } from "./account-associations.js";
 import { BUILTIN_ROLES } from "./builtin-roles.js";
 import {
+  groupDirectory,
   identityDirectory,
   inviteRedemption,
   roleBindingDirectory,
@@ -134,6 +135,7 @@ export const iamModule: FeatureModule<IamRepositories, IamExports> = {
         roleBindings: roleBindingDirectory(repos.roleBindings),
         identityProviders: signInIdentityProviders(repos.identityProviders, secrets),
         invites: inviteRedemption(repos.groupInvites, repos.roleBindings),
+        groups: groupDirectory(repos.groups),
       },
     };
   },

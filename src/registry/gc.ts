@@ -3,12 +3,13 @@
 // of a kept manifest), blob links no manifest uses, blobs no repo links, abandoned uploads. The
 // window protects pushes in progress (a blob uploaded but not yet named by a manifest, a
 // manifest pushed by digest before its index or tag). Every delete re-checks its conditions in
-// the same statement, so a concurrent push wins; foreign keys stand behind that.
-import { sql } from "kysely";
+// the same statement (the repositories' garbage queries), so a concurrent push wins; foreign
+// keys stand behind that.
 import type { Logger } from "pino";
-import type { Db } from "../storage/db.js";
-import { FOREIGN_KEY_VIOLATION, sqlState } from "../storage/errors.js";
 import type { BlobStore } from "./storage/blob-store.js";
+import type { BlobsRepository } from "./storage/blobs.js";
+import type { ManifestsRepository } from "./storage/manifests.js";
+import type { UploadsRepository } from "./storage/uploads.js";
 
 export interface GcOptions {
   /** how long anything unreferenced is kept after it was last pushed or linked */
@@ -27,84 +28,75 @@ export interface GcReport {
   uploads: number;
 }
 
+/** The registry's content repositories (what `registryRepositories` makes). */
+export interface GcRepositories {
+  blobs: BlobsRepository;
+  manifests: ManifestsRepository;
+  uploads: UploadsRepository;
+}
+
 /** Uploads untouched this long are abandoned (at least a day, at least the grace window). */
 const UPLOAD_EXPIRY_MS = 24 * 3600 * 1000;
+/** Blobs and uploads are taken this many at a time. */
+const BATCH = 500;
 
-const num = (v: unknown) => Number(v ?? 0);
+interface Cutoffs {
+  /** anything unreferenced and untouched since before this goes */
+  content: Date;
+  /** upload sessions untouched since before this go */
+  uploads: Date;
+}
 
-export async function collectGarbage(db: Db, store: BlobStore, options: GcOptions): Promise<GcReport> {
+export async function collectGarbage(repos: GcRepositories, store: BlobStore, options: GcOptions): Promise<GcReport> {
   const now = options.now ?? new Date();
-  const cutoff = new Date(now.getTime() - options.graceMs);
-  const uploadCutoff = new Date(now.getTime() - Math.max(options.graceMs, UPLOAD_EXPIRY_MS));
-  const report: GcReport = { manifests: 0, blobLinks: 0, blobs: 0, bytes: 0, uploads: 0 };
+  const cutoffs: Cutoffs = {
+    content: new Date(now.getTime() - options.graceMs),
+    uploads: new Date(now.getTime() - Math.max(options.graceMs, UPLOAD_EXPIRY_MS)),
+  };
+  if (options.dryRun) return survey(repos, cutoffs);
+  const manifests = await collectManifests(repos.manifests, cutoffs.content);
+  const blobLinks = await repos.blobs.deleteUnusedLinks(cutoffs.content);
+  const blobs = await collectBlobs(repos.blobs, store, cutoffs.content);
+  const uploads = await collectUploads(repos.uploads, store, cutoffs.uploads);
+  await collectStagedBytes(repos.uploads, store, cutoffs.uploads);
+  const report: GcReport = { manifests, blobLinks, ...blobs, uploads };
+  options.logger?.info({ ...report, graceMs: options.graceMs }, "registry garbage collection");
+  return report;
+}
 
-  // A manifest is garbage when old, untagged, named by no index and not referring to a kept manifest.
-  const garbageManifest = sql`
-    m.create_time < ${cutoff}
-    and not exists (select 1 from tags t where t.repo_uid = m.repo_uid and t.digest = m.digest)
-    and not exists (select 1 from manifest_children c where c.repo_uid = m.repo_uid and c.child_digest = m.digest)
-    and not (m.subject_digest is not null and exists (
-      select 1 from manifests s where s.repo_uid = m.repo_uid and s.digest = m.subject_digest))`;
-  const garbageLink = sql`
-    l.link_time < ${cutoff}
-    and not exists (select 1 from manifest_blobs mb where mb.repo_uid = l.repo_uid and mb.blob_digest = l.digest)`;
+/** One pass: what a collection would remove first (it then repeats for what that frees). */
+async function survey(repos: GcRepositories, cutoffs: Cutoffs): Promise<GcReport> {
+  const manifests = await repos.manifests.countGarbage(cutoffs.content);
+  const blobLinks = await repos.blobs.countUnusedLinks(cutoffs.content);
+  const blobs = await repos.blobs.countUnused(cutoffs.content);
+  const uploads = await repos.uploads.countExpired(cutoffs.uploads);
+  return { manifests, blobLinks, blobs: blobs.blobs, bytes: blobs.bytes, uploads };
+}
 
-  if (options.dryRun) {
-    const m = await sql<{ n: string }>`select count(*) as n from manifests m where ${garbageManifest}`.execute(db);
-    const l = await sql<{ n: string }>`select count(*) as n from repo_blobs l where ${garbageLink}`.execute(db);
-    const b = await sql<{ n: string; bytes: string }>`
-      select count(*) as n, coalesce(sum(size), 0) as bytes from blobs b
-      where b.touch_time < ${cutoff} and not exists (select 1 from repo_blobs l where l.digest = b.digest)`.execute(db);
-    const u = await sql<{ n: string }>`select count(*) as n from uploads where update_time < ${uploadCutoff}`.execute(
-      db,
-    );
-    // One pass: what a collection would remove first (it then repeats for what that frees).
-    return {
-      manifests: num(m.rows[0]?.n),
-      blobLinks: num(l.rows[0]?.n),
-      blobs: num(b.rows[0]?.n),
-      bytes: num(b.rows[0]?.bytes),
-      uploads: num(u.rows[0]?.n),
-    };
-  }
-
-  // Removing an index frees its children: repeat until a pass removes nothing.
+/** Removing an index frees its children: repeats until a pass removes nothing. */
+async function collectManifests(manifests: ManifestsRepository, cutoff: Date): Promise<number> {
+  let removed = 0;
   for (let pass = 0; pass < 100; pass++) {
-    const r = await sql`delete from manifests m where ${garbageManifest}`.execute(db);
-    const n = num(r.numAffectedRows);
-    report.manifests += n;
+    const n = await manifests.deleteGarbage(cutoff);
+    removed += n;
     if (n === 0) break;
   }
-  const links = await sql`delete from repo_blobs l where ${garbageLink}`.execute(db);
-  report.blobLinks = num(links.numAffectedRows);
+  return removed;
+}
 
-  // Blobs one at a time: the row stays locked while its bytes are removed, so a concurrent upload
-  // of the same digest waits and then records (and stores) it afresh.
+/** Blobs one at a time, each with its bytes while its row is locked (BlobsRepository.removeUnused). */
+async function collectBlobs(
+  blobs: BlobsRepository,
+  store: BlobStore,
+  cutoff: Date,
+): Promise<{ blobs: number; bytes: number }> {
+  const report = { blobs: 0, bytes: 0 };
   for (;;) {
-    const candidates = await sql<{ digest: string }>`
-      select digest from blobs b
-      where b.touch_time < ${cutoff} and not exists (select 1 from repo_blobs l where l.digest = b.digest)
-      limit 500`.execute(db);
-    if (!candidates.rows.length) break;
+    const candidates = await blobs.unused(cutoff, BATCH);
+    if (!candidates.length) break;
     let removed = 0;
-    for (const { digest } of candidates.rows) {
-      const size = await db
-        .transaction()
-        .execute(async (trx) => {
-          const r = await sql<{ size: string }>`
-            delete from blobs b where b.digest = ${digest} and b.touch_time < ${cutoff}
-              and not exists (select 1 from repo_blobs l where l.digest = b.digest)
-            returning size`.execute(trx);
-          if (!r.rows.length) return undefined;
-          await store.delete(digest);
-          return num(r.rows[0]!.size);
-        })
-        .catch((err) => {
-          // A push linked it while this waited for the row (the recheck may not see that link; the
-          // foreign key does): the blob is in use, and its bytes were never touched.
-          if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
-          throw err;
-        });
+    for (const digest of candidates) {
+      const size = await blobs.removeUnused(digest, cutoff, () => store.delete(digest));
       if (size === undefined) continue;
       removed++;
       report.blobs++;
@@ -112,22 +104,25 @@ export async function collectGarbage(db: Db, store: BlobStore, options: GcOption
     }
     if (removed === 0) break;
   }
-
-  for (;;) {
-    const stale = await sql<{ id: string }>`
-      delete from uploads where id in (
-        select id from uploads where update_time < ${uploadCutoff} order by update_time limit 500)
-      returning id`.execute(db);
-    for (const { id } of stale.rows) await store.deleteUpload(id);
-    report.uploads += stale.rows.length;
-    if (stale.rows.length < 500) break;
-  }
-  // Staged bytes whose session is gone (a crash between the two deletes above, or a cancel).
-  for await (const { uploadId, modified } of store.listUploads()) {
-    if (modified >= uploadCutoff) continue;
-    const known = await sql`select 1 from uploads where id = ${uploadId}`.execute(db);
-    if (!known.rows.length) await store.deleteUpload(uploadId);
-  }
-  options.logger?.info({ ...report, graceMs: options.graceMs }, "registry garbage collection");
   return report;
+}
+
+/** Abandoned upload sessions, and their staged bytes. */
+async function collectUploads(uploads: UploadsRepository, store: BlobStore, cutoff: Date): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const stale = await uploads.deleteExpired(cutoff, BATCH);
+    for (const id of stale) await store.deleteUpload(id);
+    removed += stale.length;
+    if (stale.length < BATCH) break;
+  }
+  return removed;
+}
+
+/** Staged bytes whose session is gone (a crash between the two deletes above, or a cancel). */
+async function collectStagedBytes(uploads: UploadsRepository, store: BlobStore, cutoff: Date): Promise<void> {
+  for await (const { uploadId, modified } of store.listUploads()) {
+    if (modified >= cutoff) continue;
+    if (!(await uploads.exists(uploadId))) await store.deleteUpload(uploadId);
+  }
 }

@@ -5,6 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ANONYMOUS_SUBJECT, authModule } from "../auth/api.js";
+import { iamModule } from "../iam/api.js";
 import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
@@ -13,7 +14,6 @@ import { collectGarbage, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
 import { registerOciRoutes } from "./oci/routes.js";
 import type { BlobStore } from "./storage/blob-store.js";
-import { RegistryContent } from "./storage/content.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
 import { registerTokenRoute } from "./token.js";
 import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
@@ -27,13 +27,24 @@ import { v1RegistryService, type V1RegistryStores } from "./v1.js";
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
 import { repoVisibilityService } from "./visibility.js";
+import { RepositoryNames } from "./names.js";
+import { BlobsRepository } from "./storage/blobs.js";
+import { ManifestsRepository } from "./storage/manifests.js";
 import { ReposRepository } from "./storage/repos.js";
 import { TagsRepository } from "./storage/tags.js";
+import { UploadsRepository } from "./storage/uploads.js";
 
 export const DEFAULT_GC_GRACE_MS = 3600 * 1000;
 
 export function registryRepositories(db: Db) {
-  return { content: new RegistryContent(db), repos: new ReposRepository(db), tags: new TagsRepository(db) };
+  const tags = new TagsRepository(db);
+  return {
+    repos: new ReposRepository(db),
+    tags,
+    blobs: new BlobsRepository(db),
+    manifests: new ManifestsRepository(db, tags),
+    uploads: new UploadsRepository(db),
+  };
 }
 
 export interface RegistryExports {
@@ -76,7 +87,7 @@ export const registryModule: FeatureModule<
   repositories: registryRepositories,
 
   async start(ctx) {
-    const { content, repos, tags } = ctx.repositoriesOf(registryModule);
+    const { repos, tags, blobs, manifests, uploads } = ctx.repositoriesOf(registryModule);
     const settings = ctx.moduleSettings;
     // Without a data directory or a configured place (tests on a given database), a private
     // temporary directory that goes with the server.
@@ -91,9 +102,10 @@ export const registryModule: FeatureModule<
         "registry blobs are kept in a local directory: replicas on this database do not share it (use --s3-bucket)",
       );
     const issuer = ctx.exportsOf(authModule).issuer;
+    const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
-      collectGarbage(ctx.db, store, {
+      collectGarbage({ blobs, manifests, uploads }, store, {
         graceMs: options.graceMs ?? graceMs,
         dryRun: options.dryRun,
         logger: ctx.logger,
@@ -105,12 +117,22 @@ export const registryModule: FeatureModule<
           tagsService({ tags, lists: ctx.lists, now: ctx.now }),
           repoVisibilityService({ repos, tags, now: ctx.now }),
         ]),
-        { content, tags },
+        { tags },
       ),
       routes(router) {
-        registerOciRoutes(router, { content, store, urls: ctx.urls, now: ctx.now });
+        registerOciRoutes(router, {
+          repos,
+          tags,
+          blobs,
+          manifests,
+          uploads,
+          names,
+          store,
+          urls: ctx.urls,
+          now: ctx.now,
+        });
         registerTokenRoute(router, {
-          content,
+          names,
           urls: ctx.urls,
           issuer,
           anonymousSubject: ANONYMOUS_SUBJECT,

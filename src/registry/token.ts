@@ -9,10 +9,9 @@ import type { RegistryGrant } from "../core/access.js";
 import type { CallContext } from "../core/service.js";
 import type { PublicUrls } from "../platform/config.js";
 import type { PlainRouter } from "../platform/routes.js";
-import { isRepositoryName, resolveName } from "./names.js";
-import { ACTION_CAPABILITIES, type Action } from "./oci/routes.js";
+import { isRepositoryName, type RepositoryNames } from "./names.js";
+import { ACTION_CAPABILITIES, type Action } from "./oci/router.js";
 import { bearerChallenge, sendOciError } from "./oci/errors.js";
-import type { RegistryContent } from "./storage/content.js";
 
 /** Registry tokens are short: a pull or push gets a fresh one per repository anyway. */
 export const REGISTRY_TOKEN_LIFETIME_SECONDS = 300;
@@ -29,7 +28,7 @@ export interface TokenMinter {
 }
 
 export interface TokenRouteDeps {
-  content: RegistryContent;
+  names: RepositoryNames;
   urls: PublicUrls;
   issuer: TokenMinter;
   /** the subject of tokens for callers without credentials */
@@ -48,13 +47,13 @@ function scopesOf(request: FastifyRequest): string[] {
 
 /** The actions of `wanted` the caller may perform on `name` now. */
 async function grantedActions(
-  content: RegistryContent,
+  names: RepositoryNames,
   call: CallContext,
   name: string,
   wanted: Action[],
 ): Promise<Action[]> {
   if (!isRepositoryName(name)) return [];
-  const resolved = await resolveName(content, name);
+  const resolved = await names.resolve(name);
   if (!resolved) return [];
   const { repo, group } = resolved;
   const access = call.access;
@@ -96,7 +95,7 @@ export function registerTokenRoute(router: PlainRouter, deps: TokenRouteDeps): v
         const allowed = [...new Set(wanted)].filter(
           (a) => !held || held.some((g) => g.type === "repository" && g.name === m[1] && g.actions.includes(a)),
         );
-        const actions = await grantedActions(deps.content, call, m[1]!, allowed);
+        const actions = await grantedActions(deps.names, call, m[1]!, allowed);
         grants.push({ type: "repository", name: m[1]!, actions });
       }
       const issued = await deps.issuer.mint({

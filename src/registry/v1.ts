@@ -11,11 +11,10 @@ import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility
 import { invalidArgument } from "../core/errors.js";
 import { requireUid } from "../core/validate.js";
 import { found } from "../platform/outcomes.js";
-import { bindService, type CallContext, type ServiceBinding } from "../core/service.js";
+import { bindService, type CallContext, type ServiceBinding, type ServiceHandlers } from "../core/service.js";
 import { parentOf } from "../core/uidp.js";
-import { REPLACE_ALL, delegateTo, listAll, oneOrNone, sameWire } from "../platform/v1.js";
-import { MAX_HISTORY } from "./oci/routes.js";
-import type { RegistryContent } from "./storage/content.js";
+import { REPLACE_ALL, delegateTo, listAll, oneOrNone, sameWire, type Delegate } from "../platform/v1.js";
+import { MAX_HISTORY } from "./oci/history.js";
 import type { TagsRepository } from "./storage/tags.js";
 import { toTag } from "./tags.js";
 
@@ -131,61 +130,61 @@ function compareVersions(a: number[], b: number[]): number {
 }
 
 export interface V1RegistryStores {
-  content: RegistryContent;
   tags: TagsRepository;
 }
 
+type V1Handlers = ServiceHandlers<typeof v1.Registry>;
+
+/** What the v1 handlers are built on: the v2beta1 services they delegate to, and the tags store. */
+interface Adapter {
+  repo: Delegate<typeof repos.ReposService>;
+  tag: Delegate<typeof tags.TagsService>;
+  extension: Delegate<typeof RegistryExtensionsService>;
+  stores: V1RegistryStores;
+}
+
 export function v1RegistryService(bindings: readonly ServiceBinding[], stores: V1RegistryStores): ServiceBinding {
-  const { content } = stores;
-  const repo = delegateTo(repos.ReposService, bindings);
-  const tag = delegateTo(tags.TagsService, bindings);
-  const extension = delegateTo(RegistryExtensionsService, bindings);
+  const a: Adapter = {
+    repo: delegateTo(repos.ReposService, bindings),
+    tag: delegateTo(tags.TagsService, bindings),
+    extension: delegateTo(RegistryExtensionsService, bindings),
+    stores,
+  };
+  return bindService(v1.Registry, { ...repoHandlers(a), ...tagHandlers(a) });
+}
 
-  async function readmeOf(uid: string, call: CallContext): Promise<string> {
-    return (await repo("getRepoReadme", { uid }, call)).content;
-  }
+async function readmeOf(a: Adapter, uid: string, call: CallContext): Promise<string> {
+  return (await a.repo("getRepoReadme", { uid }, call)).content;
+}
 
-  async function tagsOf(filter: v1.TagFilter | { uidp: { childrenOf: string } }, call: CallContext) {
-    const f = create(v1.TagFilterSchema, filter);
-    if (f.id) return oneOrNone(() => tag("getTag", { uid: f.id }, call));
-    return listAll(async (pageSize, pageToken) => {
-      const page = await tag(
-        "listTags",
-        {
-          uidp: f.uidp,
-          name: f.name,
-          updatedSince: f.updatedSince,
-          // v1 includes everything unless told to leave it out; v2beta1 the other way round
-          includeReferrers: !f.excludeReferrers,
-          includeDates: !f.excludeDates,
-          includeEpochs: !f.excludeEpochs,
-          digest: f.digest,
-          pageSize,
-          pageToken,
-        },
-        call,
-      );
-      return { items: page.tags, nextPageToken: page.nextPageToken };
-    });
-  }
+async function tagsOf(a: Adapter, filter: v1.TagFilter | { uidp: { childrenOf: string } }, call: CallContext) {
+  const f = create(v1.TagFilterSchema, filter);
+  if (f.id) return oneOrNone(() => a.tag("getTag", { uid: f.id }, call));
+  return listAll(async (pageSize, pageToken) => {
+    const page = await a.tag(
+      "listTags",
+      {
+        uidp: f.uidp,
+        name: f.name,
+        updatedSince: f.updatedSince,
+        // v1 includes everything unless told to leave it out; v2beta1 the other way round
+        includeReferrers: !f.excludeReferrers,
+        includeDates: !f.excludeDates,
+        includeEpochs: !f.excludeEpochs,
+        digest: f.digest,
+        pageSize,
+        pageToken,
+      },
+      call,
+    );
+    return { items: page.tags, nextPageToken: page.nextPageToken };
+  });
+}
 
-  return bindService(v1.Registry, {
-    async createRepo(req, call) {
-      const { uid: _uid, ...fields } = repoFromV1(req.repo);
-      try {
-        const created = await repo("createRepo", { parent: req.parentId, repo: fields }, call);
-        if (req.repo?.readme)
-          await repo("updateRepoReadme", { repoReadme: { uid: created.uid, content: req.repo.readme } }, call);
-        return repoToV1(created, req.repo?.readme ?? "");
-      } catch (err) {
-        // Without prevent_existing, v1 answered the repo that already had the name.
-        if (req.preventExisting || ConnectError.from(err).code !== Code.AlreadyExists) throw err;
-        const page = await repo("listRepos", { uidp: { childrenOf: req.parentId }, name: fields.name }, call);
-        const existing = page.repos[0];
-        if (!existing) throw err;
-        return repoToV1(existing, await readmeOf(existing.uid, call));
-      }
-    },
+function repoHandlers(a: Adapter) {
+  const { repo } = a;
+  return {
+    createRepo: (req, call) => createRepo(a, req, call),
     async updateRepo(req, call) {
       // PUT: the whole repo, its README included (left out: emptied).
       const updated = await repo("updateRepo", { repo: repoFromV1(req), updateMask: REPLACE_ALL }, call);
@@ -222,6 +221,29 @@ export function v1RegistryService(bindings: readonly ServiceBinding[], stores: V
     async deleteRepo(req, call) {
       return repo("deleteRepo", { uid: req.id }, call);
     },
+  } satisfies Partial<V1Handlers>;
+}
+
+async function createRepo(a: Adapter, req: v1.CreateRepoRequest, call: CallContext): Promise<v1.Repo> {
+  const { uid: _uid, ...fields } = repoFromV1(req.repo);
+  try {
+    const created = await a.repo("createRepo", { parent: req.parentId, repo: fields }, call);
+    if (req.repo?.readme)
+      await a.repo("updateRepoReadme", { repoReadme: { uid: created.uid, content: req.repo.readme } }, call);
+    return repoToV1(created, req.repo?.readme ?? "");
+  } catch (err) {
+    // Without prevent_existing, v1 answered the repo that already had the name.
+    if (req.preventExisting || ConnectError.from(err).code !== Code.AlreadyExists) throw err;
+    const page = await a.repo("listRepos", { uidp: { childrenOf: req.parentId }, name: fields.name }, call);
+    const existing = page.repos[0];
+    if (!existing) throw err;
+    return repoToV1(existing, await readmeOf(a, existing.uid, call));
+  }
+}
+
+function tagHandlers(a: Adapter) {
+  const { tag } = a;
+  return {
     async createTag(req, call) {
       const t = req.tag ?? create(v1.TagSchema);
       const created = await tag(
@@ -231,67 +253,21 @@ export function v1RegistryService(bindings: readonly ServiceBinding[], stores: V
       );
       return tagToV1(created);
     },
-    async updateTag(req, call) {
-      // v2beta1 has no UpdateTag: a tag's name and digest move by a push (or a new tag), so a v1
-      // PUT may change only `deprecated`, through the same handlers as the extension's RPCs.
-      // Read from the store, not through GetTag: updating needs CAP_TAG_UPDATE (checked by the
-      // v1 rule on `id`), not CAP_TAG_LIST.
-      requireUid("id", req.id);
-      const current = toTag(found(await stores.tags.get(req.id), "tag", req.id));
-      const moved = [
-        ...(req.name !== current.name ? ["name"] : []),
-        ...(req.digest !== current.digest ? ["digest"] : []),
-        ...(req.bundles.join() !== current.bundles.join() ? ["bundles"] : []),
-      ];
-      if (moved.length)
-        throw invalidArgument(
-          moved.map((field) => ({
-            field,
-            description: "cannot be changed by UpdateTag (push the image to move a tag); only `deprecated` can",
-          })),
-        );
-      if (req.deprecated === current.deprecated) return tagToV1(current);
-      const updated = await extension(req.deprecated ? "deprecateTag" : "undeprecateTag", { uid: req.id }, call);
-      return tagToV1(updated);
-    },
+    updateTag: (req, call) => updateTag(a, req, call),
     async deleteTag(req, call) {
       return tag("deleteTag", { uid: req.id }, call);
     },
     async listTags(req, call) {
-      return create(v1.TagListSchema, { items: (await tagsOf(req, call)).map(tagToV1) });
+      return create(v1.TagListSchema, { items: (await tagsOf(a, req, call)).map(tagToV1) });
     },
-    async getRepoTagsSummary(req, call) {
-      const all = await tagsOf(
-        create(v1.TagFilterSchema, {
-          uidp: { childrenOf: req.repoId },
-          excludeReferrers: req.excludeReferrers,
-          excludeDates: req.excludeDates,
-          excludeEpochs: req.excludeEpochs,
-        }),
-        call,
-      );
-      const time = (t: tags.Tag) => (t.updateTime ? timestampDate(t.updateTime).getTime() : 0);
-      const latest = all.reduce<tags.Tag | undefined>((a, t) => (!a || time(t) > time(a) ? t : a), undefined);
-      // the highest dotted version among the tag names ("1.2.10" over "1.2.9"), if any
-      const versions = all
-        .map((t) => ({ name: t.name, v: versionOf(t.name) }))
-        .filter((x): x is { name: string; v: number[] } => x.v !== undefined)
-        .sort((a, b) => compareVersions(b.v, a.v));
-      return create(v1.RepoTagsSummarySchema, {
-        id: req.repoId,
-        tagCount: BigInt(all.length),
-        lastUpdated: latest?.updateTime,
-        latestTag: latest && tagToV1(latest),
-        latestVersion: versions[0]?.name ?? "",
-      });
-    },
+    getRepoTagsSummary: (req, call) => repoTagsSummary(a, req, call),
     async listEolTags() {
       // The registry keeps no end-of-life data about packages: no tag is known to be EOL.
       return create(v1.EolTagListSchema, { items: [] });
     },
     async listTagHistory(req, call) {
       const current = await tag("getTag", { uid: req.parentId }, call);
-      const rows = await content.tagHistory(
+      const rows = await a.stores.tags.history(
         parentOf(current.uid)!,
         current.name,
         req.start && timestampDate(req.start),
@@ -302,5 +278,58 @@ export function v1RegistryService(bindings: readonly ServiceBinding[], stores: V
         items: rows.map((r) => ({ updateTimestamp: timestampFromDate(r.update_time), digest: r.digest })),
       });
     },
+  } satisfies Partial<V1Handlers>;
+}
+
+/**
+ * v2beta1 has no UpdateTag: a tag's name and digest move by a push (or a new tag), so a v1 PUT
+ * may change only `deprecated`, through the same handlers as the extension's RPCs. Read from the
+ * store, not through GetTag: updating needs CAP_TAG_UPDATE (checked by the v1 rule on `id`), not
+ * CAP_TAG_LIST.
+ */
+async function updateTag(a: Adapter, req: v1.Tag, call: CallContext): Promise<v1.Tag> {
+  requireUid("id", req.id);
+  const current = toTag(found(await a.stores.tags.get(req.id), "tag", req.id));
+  const moved = [
+    ...(req.name !== current.name ? ["name"] : []),
+    ...(req.digest !== current.digest ? ["digest"] : []),
+    ...(req.bundles.join() !== current.bundles.join() ? ["bundles"] : []),
+  ];
+  if (moved.length)
+    throw invalidArgument(
+      moved.map((field) => ({
+        field,
+        description: "cannot be changed by UpdateTag (push the image to move a tag); only `deprecated` can",
+      })),
+    );
+  if (req.deprecated === current.deprecated) return tagToV1(current);
+  const updated = await a.extension(req.deprecated ? "deprecateTag" : "undeprecateTag", { uid: req.id }, call);
+  return tagToV1(updated);
+}
+
+async function repoTagsSummary(a: Adapter, req: v1.GetRepoTagsSummaryRequest, call: CallContext) {
+  const all = await tagsOf(
+    a,
+    create(v1.TagFilterSchema, {
+      uidp: { childrenOf: req.repoId },
+      excludeReferrers: req.excludeReferrers,
+      excludeDates: req.excludeDates,
+      excludeEpochs: req.excludeEpochs,
+    }),
+    call,
+  );
+  const time = (t: tags.Tag) => (t.updateTime ? timestampDate(t.updateTime).getTime() : 0);
+  const latest = all.reduce<tags.Tag | undefined>((a, t) => (!a || time(t) > time(a) ? t : a), undefined);
+  // the highest dotted version among the tag names ("1.2.10" over "1.2.9"), if any
+  const versions = all
+    .map((t) => ({ name: t.name, v: versionOf(t.name) }))
+    .filter((x): x is { name: string; v: number[] } => x.v !== undefined)
+    .sort((a, b) => compareVersions(b.v, a.v));
+  return create(v1.RepoTagsSummarySchema, {
+    id: req.repoId,
+    tagCount: BigInt(all.length),
+    lastUpdated: latest?.updateTime,
+    latestTag: latest && tagToV1(latest),
+    latestVersion: versions[0]?.name ?? "",
   });
 }

@@ -2,8 +2,9 @@
 // database itself refuses orphans and deletes of non-empty groups, even under concurrency.
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { sql } from "kysely";
+import { compiledOnce } from "../../storage/compiled.js";
 import { applyUidpFilter, confinedSubtree } from "../../storage/list-query.js";
-import { IamRepository, type Row } from "./schema.js";
+import { IamRepository, type IamDb, type Row } from "./schema.js";
 import { FOREIGN_KEY_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid, updateByUid } from "../../storage/table.js";
@@ -21,6 +22,9 @@ export interface NewGroup {
   /** bind this identity to this role at the new group, in the same transaction */
   owner?: { bindingUid: string; identityUid: string; roleUid: string };
 }
+
+/** A group as others address it: its uid and its name. */
+export type GroupRef = Pick<GroupRow, "uid" | "name">;
 
 export interface GroupChanges {
   name: string;
@@ -115,4 +119,58 @@ export class GroupsRepository extends IamRepository {
       return q;
     };
   }
+
+  // Groups by name or uid, for the group directory (exports.ts).
+
+  /** Root groups whose uid or name is `segment`, by uid, at most two (a name may be shared). */
+  rootsByUidOrName(segment: string): Promise<GroupRef[]> {
+    return rootsByUidOrName(this.db, segment, segment);
+  }
+
+  /** The one child group of `parent` whose name or last uid segment is `segment`. */
+  async childByNameOrSegment(parent: string, segment: string): Promise<GroupRef | undefined> {
+    const rows = await childByUidOrName(this.db, parent, `${parent}/${segment}`, segment);
+    return rows.length === 1 ? rows[0] : undefined;
+  }
+
+  /** The groups with these uids (any missing are left out). */
+  async byUids(uids: readonly string[]): Promise<GroupRef[]> {
+    if (!uids.length) return [];
+    return this.db.selectFrom("groups").select(["uid", "name"]).where("uid", "in", uids).execute();
+  }
+
+  /** How many root groups carry each of `names` (names no root carries are absent). */
+  async rootNameCounts(names: readonly string[]): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    if (!names.length) return counts;
+    const rows = await this.db
+      .selectFrom("groups")
+      .select((eb) => ["name", eb.fn.countAll<string | number>().as("n")])
+      .where("parent_uid", "is", null)
+      .where("name", "in", names)
+      .groupBy("name")
+      .execute();
+    for (const row of rows) counts.set(row.name, Number(row.n));
+    return counts;
+  }
 }
+
+// The group directory's lookups resolve every registry name: compiled once.
+const rootsByUidOrName = compiledOnce((db: IamDb, uid: string, name: string) =>
+  db
+    .selectFrom("groups")
+    .select(["uid", "name"])
+    .where("parent_uid", "is", null)
+    .where((eb) => eb.or([eb("uid", "=", uid), eb("name", "=", name)]))
+    .orderBy("uid")
+    .limit(2),
+);
+const childByUidOrName = compiledOnce((db: IamDb, parent: string, uid: string, name: string) =>
+  db
+    .selectFrom("groups")
+    .select(["uid", "name"])
+    .where("parent_uid", "=", parent)
+    .where((eb) => eb.or([eb("uid", "=", uid), eb("name", "=", name)]))
+    .orderBy("uid")
+    .limit(2),
+);

@@ -1,17 +1,19 @@
 // Repos aggregate: repositories inside a group. The parent link is a foreign key (a group with
 // repos cannot be deleted) and (parent_uid, name) is unique; everything in a repo (tags, their
 // history, manifests, blob links, uploads) goes with it. A repo's README is read on its own:
-// rows and listings leave it out.
+// rows and listings leave it out. Repos are created only here: by the Repos API (`insert`) or by
+// a first push (`ensure`).
 import type { JsonValue } from "@bufbuild/protobuf";
 import { sql } from "kysely";
-import { parentOf } from "../../core/uidp.js";
+import { newChildUidp, parentOf } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { compiledOnce } from "../../storage/compiled.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, takeFreshness, updateByUid, withFreshnessProbe } from "../../storage/table.js";
 import type { Freshness } from "../../core/service.js";
-import { RegistryRepository, type Row } from "./tables.js";
+import { RegistryRepository, type RegistryDb, type Row } from "./tables.js";
 
 /** A repo without its README. */
 export type RepoRow = Omit<Row<"repos">, "readme">;
@@ -51,6 +53,14 @@ export interface NewRepo extends Partial<Omit<RepoFields, "name">> {
   name: string;
   readme?: string;
   now: Date;
+}
+
+/** What the OCI distribution API needs of a repo: where it is, and whether anyone may pull it. */
+export interface RepoRef {
+  uid: string;
+  parent_uid: string;
+  name: string;
+  public: boolean;
 }
 
 export interface RepoReadmeRow {
@@ -189,4 +199,46 @@ export class ReposRepository extends RegistryRepository {
       return q;
     };
   }
+
+  // --- the OCI distribution API's view ---
+
+  /** The repo named `name` in group `parentUid`, as name resolution needs it. */
+  async ref(parentUid: string, name: string): Promise<RepoRef | undefined> {
+    return (await repoRef(this.db, parentUid, name))[0];
+  }
+
+  /**
+   * The repo, created by the first push (a new uid, every other field its default); concurrent
+   * first pushes agree on one. Undefined when the group does not exist (any more).
+   */
+  async ensure(parentUid: string, name: string, now: Date): Promise<RepoRef | undefined> {
+    try {
+      await this.db
+        .insertInto("repos")
+        .values({ uid: newChildUidp(parentUid), parent_uid: parentUid, name, create_time: now, update_time: now })
+        .onConflict((oc) => oc.columns(["parent_uid", "name"]).doNothing())
+        .execute();
+    } catch (err) {
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
+      throw err;
+    }
+    return this.ref(parentUid, name);
+  }
+
+  /** Every repo under the given subtrees ("all": everywhere): its path and group. */
+  catalog(visibility: "all" | readonly string[]): Promise<{ name: string; parent_uid: string }[]> {
+    const q = this.db.selectFrom("repos").select(["name", "parent_uid"]);
+    if (visibility === "all") return q.execute();
+    const escaped = (uid: string) => uid.replace(/[\\%_]/g, "\\$&");
+    return q.where((eb) => eb.or(visibility.map((v) => eb("uid", "like", `${escaped(v)}/%`)))).execute();
+  }
 }
+
+/** Every /v2/ request under a name resolves it: compiled once. */
+const repoRef = compiledOnce((db: RegistryDb, parentUid: string, name: string) =>
+  db
+    .selectFrom("repos")
+    .select(["uid", "parent_uid", "name", "public"])
+    .where("parent_uid", "=", parentUid)
+    .where("name", "=", name),
+);

@@ -1,13 +1,17 @@
 // Tags aggregate: a name in a repo pointing at a digest. (repo_uid, name) is unique; a tag goes
-// with its repo. Every create or move is appended to tag_history by the database itself,
-// whichever path wrote it (this repository, or a push moving the tag with its own SQL).
+// with its repo. Every write of a tag is here, the Tags API's and the OCI API's alike (a push
+// moves its tag, a manifest delete removes its tags, each in the caller's transaction); every
+// create or move is appended to tag_history by the database itself.
+import { sql, type SelectQueryBuilder } from "kysely";
+import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { compiledOnce } from "../../storage/compiled.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { conflict, missing, ok, updated, type DeleteResult, type WriteResult } from "../../storage/results.js";
 import { deleteByUid, getByUid } from "../../storage/table.js";
 import type { Freshness } from "../../core/service.js";
-import { RegistryRepository, type Row } from "./tables.js";
+import { RegistryRepository, type RegistryDb, type RegistryTables, type Row } from "./tables.js";
 
 export type TagRow = Row<"tags">;
 
@@ -102,4 +106,113 @@ export class TagsRepository extends RegistryRepository {
       return q;
     };
   }
+
+  // --- the OCI distribution API's view ---
+
+  /** The digest the tag `name` of a repo points at. */
+  async digestOf(repoUid: string, name: string): Promise<string | undefined> {
+    return (await digestOfTag(this.db, repoUid, name))[0]?.digest;
+  }
+
+  /** Tag names after `last`, in byte order; one more than `limit` tells whether more remain. */
+  async names(repoUid: string, last: string | undefined, limit: number): Promise<string[]> {
+    const rows =
+      last === undefined
+        ? await firstTagNames(this.db, repoUid, limit)
+        : await tagNamesAfter(this.db, repoUid, last, limit);
+    const names = rows[0]?.names ?? [];
+    return typeof names === "string" ? (JSON.parse(names) as string[]) : names;
+  }
+
+  /**
+   * Points `tag` at `digest` (creating it with a fresh uid), in `db` (a push's transaction); the
+   * tag_history trigger records the move.
+   */
+  async move(repoUid: string, tag: string, digest: string, now: Date, db: RegistryDb = this.db): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await db
+          .insertInto("tags")
+          .values({ uid: newChildUidp(repoUid), repo_uid: repoUid, name: tag, digest, update_time: now })
+          .onConflict((oc) =>
+            oc
+              .columns(["repo_uid", "name"])
+              .doUpdateSet((eb) => ({ digest: eb.ref("excluded.digest"), update_time: eb.ref("excluded.update_time") }))
+              .where((eb) => eb("tags.digest", "is distinct from", eb.ref("excluded.digest"))),
+          )
+          .execute();
+        return;
+      } catch (err) {
+        // A uid collision (64 random bits) is retried; anything else is not ours to handle.
+        if (sqlState(err) !== UNIQUE_VIOLATION || attempt > 2) throw err;
+      }
+    }
+  }
+
+  /** Deletes the tag `name` of a repo; false when there was none. */
+  async deleteByName(repoUid: string, name: string): Promise<boolean> {
+    const r = await this.db
+      .deleteFrom("tags")
+      .where("repo_uid", "=", repoUid)
+      .where("name", "=", name)
+      .executeTakeFirst();
+    return r.numDeletedRows > 0n;
+  }
+
+  /** Deletes every tag of a repo pointing at `digest`, in `db` (a manifest delete's transaction). */
+  async deleteByDigest(repoUid: string, digest: string, db: RegistryDb = this.db): Promise<void> {
+    await db.deleteFrom("tags").where("repo_uid", "=", repoUid).where("digest", "=", digest).execute();
+  }
+
+  /** Where a tag pointed, oldest first, within [start, end]. */
+  history(
+    repoUid: string,
+    tag: string,
+    start: Date | undefined,
+    end: Date | undefined,
+    limit: number,
+  ): Promise<{ digest: string; update_time: Date }[]> {
+    return this.db
+      .selectFrom("tag_history")
+      .select(["digest", "update_time"])
+      .where("repo_uid", "=", repoUid)
+      .where("tag", "=", tag)
+      .$if(start !== undefined, (q) => q.where("update_time", ">=", start!))
+      .$if(end !== undefined, (q) => q.where("update_time", "<=", end!))
+      .orderBy("update_time")
+      .orderBy("id")
+      .limit(limit)
+      .execute();
+  }
 }
+
+// The reads of manifest GETs by tag and of tags/list: compiled once.
+
+const digestOfTag = compiledOnce((db: RegistryDb, repoUid: string, name: string) =>
+  db.selectFrom("tags").select("digest").where("repo_uid", "=", repoUid).where("name", "=", name),
+);
+
+/** One JSON array instead of a row per tag: thousands of rows cost PGlite far more than one value. */
+function namesOf<Page extends SelectQueryBuilder<RegistryTables, "tags", { name: string }>>(
+  db: RegistryDb,
+  page: Page,
+) {
+  return db.selectFrom(page.as("page")).select(sql<string[] | string | null>`json_agg(name order by name)`.as("names"));
+}
+
+const firstTagNames = compiledOnce((db: RegistryDb, repoUid: string, limit: number) =>
+  namesOf(db, db.selectFrom("tags").select("name").where("repo_uid", "=", repoUid).orderBy("name").limit(limit)),
+);
+
+const tagNamesAfter = compiledOnce((db: RegistryDb, repoUid: string, last: string, limit: number) =>
+  namesOf(
+    db,
+    db
+      .selectFrom("tags")
+      .select("name")
+      .where("repo_uid", "=", repoUid)
+      .where("name", ">", last)
+      .orderBy("name")
+      .limit(limit),
+  ),
+);

@@ -1,0 +1,266 @@
+// Blob uploads (/v2/<name>/blobs/uploads/[<id>]): a session is started (or a blob mounted from
+// another repo, or pushed whole in one request), fed in chunks, and completed with the digest
+// the bytes must have. The bytes stream into the blob store as they arrive; the acknowledged size
+// is recorded after each chunk; completion verifies the digest, records the blob, moves the
+// bytes into place and links it into the repo.
+import { randomUUID, createHash, type Hash } from "node:crypto";
+import { Writable, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { CallContext } from "../../core/service.js";
+import { isRepositoryName, type RepositoryNames } from "../names.js";
+import type { BlobStore } from "../storage/blob-store.js";
+import type { BlobsRepository } from "../storage/blobs.js";
+import type { RepoRef } from "../storage/repos.js";
+import type { UploadRow, UploadsRepository } from "../storage/uploads.js";
+import { HashingStream, algorithmOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
+import { OciError, digestInvalid, nameUnknown, uploadUnknown } from "./errors.js";
+import { queryOf, unsupported, type RepoRequest } from "./http.js";
+import { ACTION_CAPABILITIES, granted, type MethodHandlers, type RepoHandler } from "./router.js";
+
+export interface UploadRouteDeps {
+  uploads: UploadsRepository;
+  blobs: BlobsRepository;
+  names: RepositoryNames;
+  store: BlobStore;
+  now(): Date;
+}
+
+/** The upload routes' dependencies and the running hashes of the uploads this process feeds. */
+interface Uploading extends UploadRouteDeps {
+  hashes: UploadHashes;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * Running hashes of uploads fed in order by this process: sha256 unless the client named the
+ * digest up front. Finishing without one (after a restart, on another replica, another
+ * algorithm) re-reads the staged bytes.
+ */
+class UploadHashes {
+  private readonly hashes = new Map<string, { hash: Hash; size: number; algorithm: Algorithm }>();
+  take(id: string, offset: number, algorithm: Algorithm): Hash | undefined {
+    const entry = this.hashes.get(id);
+    this.hashes.delete(id);
+    if (entry && entry.size === offset && entry.algorithm === algorithm) return entry.hash;
+    return offset === 0 ? createHash(algorithm) : undefined;
+  }
+  keep(id: string, hash: Hash, size: number, algorithm: Algorithm) {
+    // Bounded: beyond it, finishing an upload re-reads its bytes (correct, just slower).
+    if (this.hashes.size >= 10_000) this.hashes.delete(this.hashes.keys().next().value!);
+    this.hashes.set(id, { hash, size, algorithm });
+  }
+  drop(id: string) {
+    this.hashes.delete(id);
+  }
+}
+
+/**
+ * `uploads` (.../blobs/uploads/): POST starts one (any other method is unsupported); `upload`
+ * (.../blobs/uploads/<id>): GET its progress, PATCH a chunk, PUT the end, DELETE a cancel, each
+ * on a session of this repo (any other method is unsupported, once the session is found).
+ */
+export function uploadHandlers(deps: UploadRouteDeps): { uploads: MethodHandlers; upload: MethodHandlers } {
+  const u: Uploading = { ...deps, hashes: new UploadHashes() };
+  const session =
+    (handle: (r: RepoRequest, upload: UploadRow) => Promise<unknown>): RepoHandler =>
+    async (r) =>
+      handle(r, await openSession(u, r));
+  return {
+    uploads: { POST: (r) => startUpload(u, r) },
+    upload: {
+      GET: session(async (r, upload) => progress(r, upload, 204).send()),
+      PATCH: session((r, upload) => appendChunk(u, r, upload)),
+      PUT: session((r, upload) => completeUpload(u, r, upload)),
+      DELETE: session((r, upload) => cancelUpload(u, r, upload)),
+      "*": session(async () => {
+        throw unsupported();
+      }),
+    },
+  };
+}
+
+const uploadLocation = (name: string, id: string) => `/v2/${name}/blobs/uploads/${id}`;
+const rangeHeader = (size: number) => `0-${Math.max(size - 1, 0)}`;
+
+/** POST .../blobs/uploads/: a mount, a monolithic push (`digest`), or a new session. */
+async function startUpload(u: Uploading, { request, reply, call, name, repo }: RepoRequest) {
+  const query = queryOf(request);
+  if (query.mount !== undefined && query.from !== undefined && isDigest(query.mount)) {
+    if (await mount(u, call, repo, query.from, query.mount)) {
+      return reply
+        .code(201)
+        .header("location", `/v2/${name}/blobs/${query.mount}`)
+        .header("docker-content-digest", query.mount)
+        .send();
+    }
+  }
+  const id = randomUUID();
+  await u.uploads.create(id, repo.uid, u.now());
+  if (query.digest !== undefined) {
+    // Monolithic: the whole blob in this request, hashed as it streams with the named algorithm.
+    const size = await append(u, request, id, 0, algorithmOfParameter(query.digest));
+    return finish(u, reply, name, repo, id, query.digest, size);
+  }
+  return reply
+    .code(202)
+    .header("location", uploadLocation(name, id))
+    .header("docker-upload-uuid", id)
+    .header("range", "0-0")
+    .send();
+}
+
+/** Links a blob from another repo the caller may pull (else the client gets a plain upload). */
+async function mount(u: Uploading, call: CallContext, repo: RepoRef, from: string, digest: string): Promise<boolean> {
+  if (!isRepositoryName(from)) return false;
+  const source = await u.names.resolve(from);
+  if (!source?.repo) return false;
+  const pullable = source.repo.public || (call.access?.can(ACTION_CAPABILITIES.pull, source.repo.uid) ?? false);
+  if (!pullable || !granted(call, from, "pull")) return false;
+  return u.blobs.mount(repo.uid, source.repo.uid, digest, u.now());
+}
+
+/** The session a request names in this repo (a malformed or unknown id is BLOB_UPLOAD_UNKNOWN). */
+async function openSession(u: Uploading, { repo, reference: id }: RepoRequest): Promise<UploadRow> {
+  if (!UUID.test(id)) throw uploadUnknown();
+  const upload = await u.uploads.get(id, repo.uid);
+  if (!upload) throw uploadUnknown();
+  return upload;
+}
+
+/** The session's state: where to continue, and what is acknowledged so far. */
+function progress({ reply, name }: RepoRequest, upload: UploadRow, code: number): FastifyReply {
+  return reply
+    .code(code)
+    .header("location", uploadLocation(name, upload.id))
+    .header("docker-upload-uuid", upload.id)
+    .header("range", rangeHeader(upload.size));
+}
+
+/** DELETE: the session and its staged bytes go. */
+async function cancelUpload(u: Uploading, { reply }: RepoRequest, upload: UploadRow) {
+  if (!(await u.uploads.delete(upload.id))) throw uploadUnknown();
+  u.hashes.drop(upload.id);
+  await u.store.deleteUpload(upload.id);
+  return reply.code(204).send();
+}
+
+/** PATCH: a chunk, which must start where the upload ends (when it says where it starts). */
+async function appendChunk(u: Uploading, r: RepoRequest, upload: UploadRow) {
+  const range = r.request.headers["content-range"];
+  if (range !== undefined) {
+    const m = /^(?:bytes )?(\d+)-(\d+)$/.exec(range);
+    if (!m || Number(m[1]) !== upload.size || Number(m[2]) < Number(m[1]))
+      throw new OciError(
+        416,
+        "BLOB_UPLOAD_INVALID",
+        "the chunk does not start where the upload ends",
+        { expectedStart: upload.size },
+        { location: uploadLocation(r.name, upload.id), range: rangeHeader(upload.size) },
+      );
+  }
+  const size = await append(u, r.request, upload.id, upload.size, "sha256");
+  return progress(r, { ...upload, size }, 202).send();
+}
+
+/** PUT: the last chunk (if any) and the digest the whole must have. */
+async function completeUpload(u: Uploading, { request, reply, name, repo }: RepoRequest, upload: UploadRow) {
+  const digest = queryOf(request).digest;
+  if (digest === undefined) throw digestInvalid("the digest query parameter is required");
+  const algorithm = algorithmOfParameter(digest);
+  const size = request.body ? await append(u, request, upload.id, upload.size, algorithm) : upload.size;
+  return finish(u, reply, name, repo, upload.id, digest, size);
+}
+
+/** Streams the request body onto the upload after `offset` bytes; the new acknowledged size. */
+async function append(
+  u: Uploading,
+  request: FastifyRequest,
+  id: string,
+  offset: number,
+  algorithm: Algorithm,
+): Promise<number> {
+  const body = request.body as Readable | undefined;
+  if (!body) return offset;
+  const hash = u.hashes.take(id, offset, algorithm);
+  const counted = new HashingStream(hash ?? createHash("sha256"));
+  let size: number;
+  const feeding = pipeline(body, counted);
+  feeding.catch(() => undefined); // awaited below; a store failure must not leave it unobserved
+  try {
+    size = await u.store.appendUpload(id, offset, counted);
+    await feeding;
+  } catch (err) {
+    counted.destroy();
+    // A body cut short: nothing beyond `offset` counts (the store drops it on the next append).
+    throw new OciError(400, "BLOB_UPLOAD_INVALID", "the upload's body could not be read in full", {
+      reason: (err as Error).message?.slice(0, 200),
+    });
+  }
+  const declared = request.headers["content-length"];
+  if (declared !== undefined && Number(declared) !== counted.bytes)
+    throw new OciError(400, "BLOB_UPLOAD_INVALID", "the body's length differs from Content-Length");
+  if (!(await u.uploads.advance(id, offset, size, u.now())))
+    throw new OciError(416, "BLOB_UPLOAD_INVALID", "the upload was moved by a concurrent request");
+  if (hash) u.hashes.keep(id, hash, size, algorithm);
+  return size;
+}
+
+/** Verifies the upload's bytes against `digest` and makes them the blob. */
+async function finish(
+  u: Uploading,
+  reply: FastifyReply,
+  name: string,
+  repo: RepoRef,
+  id: string,
+  digest: string,
+  size: number,
+) {
+  if (!isDigest(digest)) {
+    await discardUpload(u, id);
+    throw digestInvalid(looksLikeDigest(digest) ? "unsupported digest algorithm" : "malformed digest", {
+      digest: digest.slice(0, 200),
+    });
+  }
+  const computed = await digestOfUpload(u, id, size, digest);
+  if (computed !== digest) {
+    await discardUpload(u, id);
+    throw digestInvalid("the uploaded content does not match the digest", { digest, computed });
+  }
+  const now = u.now();
+  if (!(await u.blobs.store(repo.uid, digest, size, now, id, () => u.store.commitUpload(id, digest, size)))) {
+    await discardUpload(u, id);
+    throw nameUnknown(name);
+  }
+  return reply
+    .code(201)
+    .header("location", `/v2/${name}/blobs/${digest}`)
+    .header("docker-content-digest", digest)
+    .send();
+}
+
+async function digestOfUpload(u: Uploading, id: string, size: number, digest: string): Promise<string> {
+  const algorithm = algorithmOf(digest);
+  const running = u.hashes.take(id, size, algorithm);
+  if (running) return `${algorithm}:${running.digest("hex")}`;
+  // After a restart, on another replica, or another algorithm than the running hash: read the bytes again.
+  const hash = createHash(algorithm);
+  if (size > 0) await pipeline(u.store.readUpload(id, size), new HashingStream(hash), devNull());
+  return `${algorithm}:${hash.digest("hex")}`;
+}
+
+async function discardUpload(u: Uploading, id: string) {
+  u.hashes.drop(id);
+  await u.uploads.delete(id);
+  await u.store.deleteUpload(id);
+}
+
+/** The algorithm a `digest` parameter names (sha256 when it names none we know: it is refused later). */
+function algorithmOfParameter(digest: string | undefined): Algorithm {
+  return digest !== undefined && isDigest(digest) ? algorithmOf(digest) : "sha256";
+}
+
+function devNull(): Writable {
+  return new Writable({ write: (_chunk, _encoding, callback) => callback() });
+}

@@ -1,0 +1,279 @@
+// Manifests: stored per repo by digest, with the blobs and child manifests they need (foreign
+// keys: a manifest cannot name a blob its repo does not hold, an index a manifest its repo does
+// not hold), their subject (the referrers API) and the tag a push moves with them.
+import { sql } from "kysely";
+import { compiledOnce } from "../../storage/compiled.js";
+import type { Db } from "../../storage/db.js";
+import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
+import { RegistryRepository, type AliasedBuilder, type RegistryDb } from "./tables.js";
+import type { TagsRepository } from "./tags.js";
+
+export interface ManifestRow {
+  digest: string;
+  media_type: string;
+  size: number;
+  /** null when not asked for */
+  content: Uint8Array | null;
+}
+
+export interface ReferrerRow {
+  digest: string;
+  media_type: string;
+  size: number;
+  artifact_type: string | null;
+  annotations: Record<string, string> | null;
+}
+
+/** What a manifest PUT stores: the bytes and what they reference, already validated. */
+export interface NewManifest {
+  repoUid: string;
+  digest: string;
+  mediaType: string;
+  content: Uint8Array;
+  artifactType?: string;
+  subject?: string;
+  annotations?: Record<string, string>;
+  blobs: string[];
+  children: string[];
+  tag?: string;
+  now: Date;
+}
+
+export type PutManifestResult =
+  { kind: "ok" } | { kind: "blob_unknown"; digest: string } | { kind: "manifest_unknown"; digest: string };
+
+export type DeleteManifestResult = { kind: "deleted" } | { kind: "not_found" } | { kind: "referenced"; by: string };
+
+export class ManifestsRepository extends RegistryRepository {
+  constructor(
+    db: Db,
+    /** moves a pushed tag in the push's transaction */
+    private readonly tags: TagsRepository,
+  ) {
+    super(db);
+  }
+
+  /** The manifest, with its bytes unless `withContent` is false (a HEAD). */
+  async get(repoUid: string, digest: string, withContent: boolean): Promise<ManifestRow | undefined> {
+    const [row] = await (withContent ? manifestWithContent : manifestWithoutContent)(this.db, repoUid, digest);
+    return row && { ...row, size: Number(row.size) };
+  }
+
+  /**
+   * Stores a manifest with its references and moves the tag, in one transaction. Every blob it
+   * names must be linked into the repo and every child manifest stored there; the foreign keys
+   * hold that even against a concurrent delete or garbage collection.
+   */
+  async put(m: NewManifest): Promise<PutManifestResult> {
+    try {
+      return await this.db.transaction().execute(async (trx) => {
+        const missing = await firstMissing(trx, m);
+        if (missing) return missing;
+        await insert(trx, m);
+        if (m.tag !== undefined) await this.tags.move(m.repoUid, m.tag, m.digest, m.now, trx);
+        return { kind: "ok" } as const;
+      });
+    } catch (err) {
+      // A reference removed between the check and the insert (a concurrent delete).
+      if (sqlState(err) === FOREIGN_KEY_VIOLATION) {
+        const missing = await firstMissing(this.db, m);
+        if (missing) return missing;
+      }
+      throw err;
+    }
+  }
+
+  /** Deletes a manifest and every tag pointing at it; refused while an index in the repo names it. */
+  async delete(repoUid: string, digest: string): Promise<DeleteManifestResult> {
+    try {
+      return await this.db.transaction().execute(async (trx) => {
+        const r = await trx
+          .deleteFrom("manifests")
+          .where("repo_uid", "=", repoUid)
+          .where("digest", "=", digest)
+          .executeTakeFirst();
+        if (r.numDeletedRows === 0n) return { kind: "not_found" } as const;
+        await this.tags.deleteByDigest(repoUid, digest, trx);
+        return { kind: "deleted" } as const;
+      });
+    } catch (err) {
+      if (sqlState(err) !== FOREIGN_KEY_VIOLATION) throw err;
+      const by = await this.db
+        .selectFrom("manifest_children")
+        .select("manifest_digest")
+        .where("repo_uid", "=", repoUid)
+        .where("child_digest", "=", digest)
+        .limit(1)
+        .executeTakeFirst();
+      return { kind: "referenced", by: by?.manifest_digest ?? "an index" };
+    }
+  }
+
+  /** The manifests whose subject is `subject`, oldest first (at most 10,000). */
+  async referrers(repoUid: string, subject: string, artifactType?: string): Promise<ReferrerRow[]> {
+    const rows =
+      artifactType === undefined
+        ? await referrersOf(this.db, repoUid, subject)
+        : await referrersOfType(this.db, repoUid, subject, artifactType);
+    return rows.map((row) => ({ ...row, size: Number(row.size) }));
+  }
+
+  // --- garbage collection ---
+
+  /** How many manifests are garbage (see `isGarbage`) now. */
+  async countGarbage(cutoff: Date): Promise<number> {
+    const row = await this.db
+      .selectFrom("manifests as m")
+      .select((eb) => eb.fn.countAll<string | number>().as("n"))
+      .where((eb) => isGarbage(eb, cutoff))
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  /** Deletes the manifests that are garbage (see `isGarbage`), re-checked in the statement; how many. */
+  async deleteGarbage(cutoff: Date): Promise<number> {
+    const r = await this.db
+      .deleteFrom("manifests as m")
+      .where((eb) => isGarbage(eb, cutoff))
+      .executeTakeFirst();
+    return Number(r.numDeletedRows);
+  }
+}
+
+/**
+ * A manifest is garbage when created before `cutoff`, untagged, named by no index and not
+ * referring to a manifest that is kept.
+ */
+function isGarbage(eb: AliasedBuilder<"manifests", "m">, cutoff: Date) {
+  return eb.and([
+    eb("m.create_time", "<", cutoff),
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom("tags as t")
+          .select(sql<number>`1`.as("one"))
+          .whereRef("t.repo_uid", "=", "m.repo_uid")
+          .whereRef("t.digest", "=", "m.digest"),
+      ),
+    ),
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom("manifest_children as c")
+          .select(sql<number>`1`.as("one"))
+          .whereRef("c.repo_uid", "=", "m.repo_uid")
+          .whereRef("c.child_digest", "=", "m.digest"),
+      ),
+    ),
+    eb.not(
+      eb.and([
+        eb("m.subject_digest", "is not", null),
+        eb.exists(
+          eb
+            .selectFrom("manifests as s")
+            .select(sql<number>`1`.as("one"))
+            .whereRef("s.repo_uid", "=", "m.repo_uid")
+            .whereRef("s.digest", "=", "m.subject_digest"),
+        ),
+      ]),
+    ),
+  ]);
+}
+
+/** The manifest's row and its references (each once); an existing manifest is left as it is. */
+async function insert(db: RegistryDb, m: NewManifest): Promise<void> {
+  await db
+    .insertInto("manifests")
+    .values({
+      repo_uid: m.repoUid,
+      digest: m.digest,
+      media_type: m.mediaType,
+      artifact_type: m.artifactType ?? null,
+      subject_digest: m.subject ?? null,
+      annotations: m.annotations ? JSON.stringify(m.annotations) : null,
+      size: m.content.length,
+      content: m.content,
+      create_time: m.now,
+    })
+    .onConflict((oc) => oc.columns(["repo_uid", "digest"]).doNothing())
+    .execute();
+  for (const blob of new Set(m.blobs))
+    await db
+      .insertInto("manifest_blobs")
+      .values({ repo_uid: m.repoUid, manifest_digest: m.digest, blob_digest: blob })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+  for (const child of new Set(m.children))
+    await db
+      .insertInto("manifest_children")
+      .values({ repo_uid: m.repoUid, manifest_digest: m.digest, child_digest: child })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+}
+
+/** The first blob or child manifest `m` names that its repo does not hold. */
+async function firstMissing(db: RegistryDb, m: NewManifest): Promise<PutManifestResult | undefined> {
+  if (m.blobs.length) {
+    const held = await digestsIn(db, "repo_blobs", m.repoUid, m.blobs);
+    const absent = m.blobs.find((d) => !held.has(d));
+    if (absent) return { kind: "blob_unknown", digest: absent };
+  }
+  if (m.children.length) {
+    const held = await digestsIn(db, "manifests", m.repoUid, m.children);
+    const absent = m.children.find((d) => !held.has(d));
+    if (absent) return { kind: "manifest_unknown", digest: absent };
+  }
+  return undefined;
+}
+
+/** Which of `digests` the repo holds, as blobs or as manifests. */
+async function digestsIn(
+  db: RegistryDb,
+  table: "repo_blobs" | "manifests",
+  repoUid: string,
+  digests: string[],
+): Promise<Set<string>> {
+  const rows = await db
+    .selectFrom(table)
+    .select("digest")
+    .where("repo_uid", "=", repoUid)
+    .where("digest", "in", digests)
+    .execute();
+  return new Set(rows.map((r) => r.digest));
+}
+
+// The reads of manifest GETs and of the referrers API: compiled once.
+
+const manifestWithContent = compiledOnce((db: RegistryDb, repoUid: string, digest: string) =>
+  db
+    .selectFrom("manifests")
+    .select(["digest", "media_type", "size", "content"])
+    .where("repo_uid", "=", repoUid)
+    .where("digest", "=", digest),
+);
+
+/** For a HEAD: everything but the bytes. */
+const manifestWithoutContent = compiledOnce((db: RegistryDb, repoUid: string, digest: string) =>
+  db
+    .selectFrom("manifests")
+    .select(["digest", "media_type", "size", sql<Uint8Array | null>`null::bytea`.as("content")])
+    .where("repo_uid", "=", repoUid)
+    .where("digest", "=", digest),
+);
+
+function referrersQuery(db: RegistryDb, repoUid: string, subject: string) {
+  return db
+    .selectFrom("manifests")
+    .select(["digest", "media_type", "size", "artifact_type", "annotations"])
+    .where("repo_uid", "=", repoUid)
+    .where("subject_digest", "=", subject)
+    .orderBy("create_time")
+    .orderBy("digest")
+    .limit(10000);
+}
+
+const referrersOf = compiledOnce(referrersQuery);
+
+const referrersOfType = compiledOnce((db: RegistryDb, repoUid: string, subject: string, artifactType: string) =>
+  referrersQuery(db, repoUid, subject).where("artifact_type", "=", artifactType),
+);
