@@ -251,12 +251,6 @@ function tableTypeViolations(source: Source): string[] {
   });
 }
 
-/**
- * Reads of another feature's tables allowed for now, each exactly `count` times (a different count
- * fails: the allowance must go when the reads do).
- */
-const FOREIGN_TABLE_ALLOWANCES: { violation: string; count: number }[] = [];
-
 // ---------------------------------------------------------------------------------------------
 // (c) The CLI's client code loads no server code
 
@@ -319,14 +313,7 @@ describe("architecture: features", () => {
   });
 
   it("(b) a feature's SQL names no other feature's tables", () => {
-    const found = foreignTableViolations(SOURCE);
-    for (const { violation, count } of FOREIGN_TABLE_ALLOWANCES)
-      assert.equal(found.filter((v) => v === violation).length, count, `allowed ${count}×: ${violation}`);
-    const allowed = new Set(FOREIGN_TABLE_ALLOWANCES.map((a) => a.violation));
-    assert.deepEqual(
-      found.filter((v) => !allowed.has(v)),
-      [],
-    );
+    assert.deepEqual(foreignTableViolations(SOURCE), []);
   });
 
   it("(b) a feature's table types name only its own tables", () => {
@@ -446,7 +433,7 @@ describe("architecture: each rule reports a planted violation", () => {
     ]);
   });
 
-  it("(b) the registry's reads of iam's groups are caught (the temporary allowance's own check)", () => {
+  it("(b) a raw read of another feature's table in a storage file (the registry's old reads of iam's groups)", () => {
     const source = planted({
       files: {
         ...MIGRATIONS,
