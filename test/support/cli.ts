@@ -1,10 +1,17 @@
-// Runs the real `bulwark` binary (bin/bulwark.js over the build the test run prepared) as a child
-// process, in a private config dir, against a test server; what it printed and its exit status.
+// Runs `bulwark` in a private config dir against a test server; what it printed and its exit
+// status. `runCli` runs the command program in this process (src/cli/program.ts `main`, on an io of
+// its own: the same commands, settings, clients and exit codes as the binary, without a Node start
+// per command); `runCliProcess` spawns the real binary (bin/bulwark.js over the build the test run
+// prepared), for the smoke tier and for what needs a process: a terminal, stdin as a pipe, the
+// docker credential helper, the server commands.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Readable } from "node:stream";
+import type { CliIo, CliOutput } from "../../src/cli/io.js";
+import { main } from "../../src/cli/program.js";
 
 export const BIN = join(process.cwd(), "bin", "bulwark.js");
 
@@ -19,9 +26,9 @@ export interface CliOptions {
   env?: Record<string, string | undefined>;
   /** written to stdin, which is then closed */
   input?: string;
-  /** another executable under bin/ (docker-credential-bulwark) */
+  /** another executable under bin/ (docker-credential-bulwark): always spawned */
   bin?: string;
-  /** run this command line instead of the CLI (the terminal wrapper) */
+  /** run this command line instead of the CLI (the terminal wrapper): always spawned */
   command?: string[];
 }
 
@@ -37,10 +44,10 @@ export class CliHome {
 }
 
 /**
- * Runs `bulwark <args>`. The environment holds no BULWARK_* variable of the developer's shell:
- * only what `env` gives, plus BULWARK_CONFIG_DIR in `home`.
+ * The environment a run gets: the test process's without any BULWARK_* variable (nor NO_COLOR,
+ * FORCE_COLOR), HOME and BULWARK_CONFIG_DIR in `home`, then what `env` gives.
  */
-export async function runCli(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
+function cliEnv(home: CliHome, options: CliOptions): Record<string, string> {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env))
     if (v !== undefined && !k.startsWith("BULWARK_") && k !== "NO_COLOR" && k !== "FORCE_COLOR") base[k] = v;
@@ -49,6 +56,42 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
     if (v === undefined) delete env[k];
     else env[k] = v;
   }
+  return env;
+}
+
+/** What a run printed on one of its streams: not a terminal, as when the binary's output is piped. */
+class Captured implements CliOutput {
+  text = "";
+  readonly isTTY = false;
+  write(chunk: string): boolean {
+    this.text += chunk;
+    return true;
+  }
+}
+
+/**
+ * Runs `bulwark <args>` in this process (with `bin` or `command`, spawns them: runCliProcess). The
+ * environment holds no BULWARK_* variable of the developer's shell: only what `env` gives, plus
+ * BULWARK_CONFIG_DIR in `home`; stdout and stderr are not terminals, stdin holds `input`.
+ */
+export async function runCli(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
+  if (options.bin !== undefined || options.command !== undefined) return runCliProcess(home, args, options);
+  const stdout = new Captured();
+  const stderr = new Captured();
+  const io: CliIo = {
+    stdout,
+    stderr,
+    stdin: Readable.from(options.input ? [options.input] : []),
+    env: cliEnv(home, options),
+    exitCode: undefined,
+  };
+  const code = await main([process.execPath, BIN, ...args], io);
+  return { code, stdout: stdout.text, stderr: stderr.text };
+}
+
+/** Runs `bulwark <args>` as the real binary in a child process (same environment as runCli). */
+export async function runCliProcess(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
+  const env = cliEnv(home, options);
   const [file, ...argv] = options.command ?? [
     process.execPath,
     options.bin ? join(process.cwd(), "bin", options.bin) : BIN,
@@ -59,6 +102,8 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
   child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  // A command that never reads stdin may exit before the input is written (EPIPE): not a failure.
+  child.stdin.on("error", () => {});
   child.stdin.end(options.input ?? "");
   // "close", not "exit": the exit can come before the last of stdout was read
   const [code] = (await once(child, "close")) as [number | null];
@@ -72,7 +117,7 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
 export async function runCliOnTerminal(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const command = [process.execPath, BIN, ...args].map(quote).join(" ");
-  return runCli(home, [], { ...options, command: ["script", "-qec", command, "/dev/null"] });
+  return runCliProcess(home, [], { ...options, command: ["script", "-qec", command, "/dev/null"] });
 }
 
 /**
