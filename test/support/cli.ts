@@ -4,11 +4,12 @@
 // per command); `runCliProcess` spawns the real binary (bin/bulwark.js over the build the test run
 // prepared), for the smoke tier and for what needs a process: a terminal, stdin as a pipe, the
 // docker credential helper, the server commands.
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import type { CliIo, CliOutput } from "../../src/cli/io.js";
 import { main } from "../../src/cli/program.js";
@@ -118,6 +119,69 @@ export async function runCliOnTerminal(home: CliHome, args: string[], options: C
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const command = [process.execPath, BIN, ...args].map(quote).join(" ");
   return runCliProcess(home, [], { ...options, command: ["script", "-qec", command, "/dev/null"] });
+}
+
+/** The child's exit status (its signal's name if a signal ended it), also when it has already exited. */
+export async function exited(child: ChildProcess): Promise<number | NodeJS.Signals> {
+  if (child.exitCode === null && child.signalCode === null) await once(child, "exit");
+  return child.exitCode ?? child.signalCode!;
+}
+
+/** A running `bulwark serve`, once it said where it listens. */
+export interface ServeProcess {
+  child: ChildProcess;
+  url: string;
+  /** with --registry-port */
+  registryPort?: string;
+  /** what it printed up to and including the ready line (stdout's lines, stderr's chunks) */
+  lines: string[];
+  /** SIGTERM (unless it has exited), then its exit */
+  stop(): Promise<number | NodeJS.Signals>;
+}
+
+/** How long a server may take to say it listens: only to bound a hang (it takes about a second). */
+const READY_CEILING_MS = 120_000;
+
+/**
+ * Starts `bulwark serve <args>` (the real binary, environment on top of this process's, no
+ * DATABASE_URL) and waits for its "bulwark listening on" log line. When it exits first, or stays
+ * silent past a generous ceiling, this fails with what it printed, and the process is gone.
+ */
+export async function serveProcess(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [BIN, "serve", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, DATABASE_URL: "", ...env },
+  });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+    return exited(child);
+  };
+  const lines: string[] = [];
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => lines.push(chunk));
+  const stdout = createInterface({ input: child.stdout! });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await new Promise<ServeProcess>((resolve, reject) => {
+      stdout.on("line", (line) => {
+        if (!line) return;
+        lines.push(line);
+        const m = /bulwark listening on (http:\/\/[^"\s]+)(?: \(registry also on port (\d+)\))?/.exec(line);
+        if (m) resolve({ child, url: m[1]!, registryPort: m[2], lines, stop });
+      });
+      child.on("exit", (code, signal) =>
+        reject(new Error(`bulwark serve exited (${code ?? signal}) before it was ready:\n${lines.join("\n")}`)),
+      );
+      timer = setTimeout(
+        () => reject(new Error(`bulwark serve not ready in ${READY_CEILING_MS / 1000} s:\n${lines.join("\n")}`)),
+        READY_CEILING_MS,
+      );
+    });
+  } catch (err) {
+    await stop();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
