@@ -82,7 +82,7 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
   const io: CliIo = {
     stdout,
     stderr,
-    stdin: Readable.from(options.input ? [options.input] : []),
+    stdin: Readable.from(options.input ? [Buffer.from(options.input)] : [], { objectMode: false }), // bytes, as a pipe
     env: cliEnv(home, options),
     exitCode: undefined,
   };
