@@ -13,6 +13,7 @@ import {
   type DocumentResult,
 } from "../gen/bulwark/vulnerabilities/v1/import_pb.js";
 import { CliError } from "./errors.js";
+import type { CliOutput } from "./io.js";
 
 /** Most characters of one document (the server's limit for a document's content). */
 export const MAX_DOCUMENT_CHARACTERS = 262_144;
@@ -34,7 +35,7 @@ export interface ImportOptions {
   /** progress and problems go here (stderr) */
   say(line: string): void;
   /** a progress bar is drawn when this is a terminal */
-  progress?: NodeJS.WriteStream;
+  progress?: CliOutput;
 }
 
 export interface ImportSummary {
@@ -85,7 +86,7 @@ async function readDocument(path: string): Promise<AdvisoryDocument | string> {
   return create(AdvisoryDocumentSchema, { name: path, content });
 }
 
-function progressBar(out: NodeJS.WriteStream, done: number, total: number): void {
+function progressBar(out: CliOutput, done: number, total: number): void {
   const width = 30;
   const filled = total ? Math.round((done / total) * width) : width;
   out.write(`\r[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} files`);

@@ -67,6 +67,7 @@ export interface LoginOptions {
 
 /** Keeps a token a person obtained by signing in (no refresh: sign in again when it expires). */
 export async function saveHumanLogin(
+  env: NodeJS.ProcessEnv,
   apiUrl: string,
   issuerUrl: string,
   token: { token: string; expiry: Date },
@@ -76,11 +77,11 @@ export async function saveHumanLogin(
     issuerUrl,
     tokens: { [apiUrl]: { token: token.token, expiry: token.expiry.toISOString() } },
   };
-  await saveCredentials(creds);
+  await saveCredentials(creds, env);
   return creds;
 }
 
-export async function login(opts: LoginOptions): Promise<Credentials> {
+export async function login(env: NodeJS.ProcessEnv, opts: LoginOptions): Promise<Credentials> {
   const { token: upstream, file } = await readIdentityToken(opts.identityToken);
   const apiToken = await exchange(opts.issuerUrl, upstream, { identity: opts.identity, audience: opts.apiUrl });
   const creds: Credentials = {
@@ -90,13 +91,13 @@ export async function login(opts: LoginOptions): Promise<Credentials> {
     ...(file ? { identityTokenFile: file } : { identityToken: upstream }),
     tokens: { [opts.apiUrl]: apiToken },
   };
-  await saveCredentials(creds);
+  await saveCredentials(creds, env);
   return creds;
 }
 
 /** A valid token for `audience` (default: the API), refreshed through the exchange when needed. */
-export async function token(audience?: string): Promise<string> {
-  const creds = await loadCredentials();
+export async function token(env: NodeJS.ProcessEnv, audience?: string): Promise<string> {
+  const creds = await loadCredentials(env);
   if (!creds)
     throw new CliError(
       "not logged in: run `bulwark auth login`, or set BULWARK_TOKEN (an operator: BULWARK_TOKEN=$(bulwark admin token))",
@@ -130,10 +131,10 @@ export async function token(audience?: string): Promise<string> {
     );
   }
   creds.tokens[aud] = minted;
-  await saveCredentials(creds);
+  await saveCredentials(creds, env);
   return minted.token;
 }
 
-export async function logout(): Promise<boolean> {
-  return forgetCredentials();
+export async function logout(env: NodeJS.ProcessEnv): Promise<boolean> {
+  return forgetCredentials(env);
 }

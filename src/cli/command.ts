@@ -1,7 +1,9 @@
 // The shape of every client command: the same connection and output options, an example in its
-// help, and an action that gets a Session (settings, token, API clients) and a Printer.
+// help, and an action that gets a Session (settings, token, API clients), a Printer and the io it
+// runs with (io.ts).
 import { Command, InvalidArgumentError, Option } from "commander";
 import { UsageError } from "./errors.js";
+import { ioOf, type CliIo } from "./io.js";
 import { Printer } from "./output.js";
 import { Session, type ClientFlags } from "./session.js";
 import { OUTPUT_FORMATS, SETTINGS } from "./settings.js";
@@ -24,6 +26,8 @@ export interface Context<O> {
   session: Session;
   print: Printer;
   opts: O & ClientFlags & { limit?: number };
+  /** stderr for what is not the result, stdin for a confirmation, the exit status */
+  io: CliIo;
 }
 
 /** --limit: 1 or more (leaving it out means all). */
@@ -96,7 +100,8 @@ export function run<O, A extends unknown[] = string[]>(
     const command = received[received.length - 1] as Command;
     const args = received.slice(0, -2) as A;
     const opts = command.opts() as O & ClientFlags & { limit?: number };
-    const session = await Session.open(opts);
+    const io = ioOf(command);
+    const session = await Session.open(opts, io.env);
     let format = session.output;
     if (format === "tree" && !treeCommands.has(command)) {
       // A default of "tree" (config or environment) means table where no tree can be drawn.
@@ -104,6 +109,6 @@ export function run<O, A extends unknown[] = string[]>(
         throw new UsageError("-o tree is for `iam organizations list` and `iam folders list`");
       format = "table";
     }
-    await fn({ session, print: new Printer(format), opts }, ...args);
+    await fn({ session, print: new Printer(format, io), opts, io }, ...args);
   });
 }

@@ -24,16 +24,21 @@ export interface Credentials {
   tokens: Record<string, StoredToken>;
 }
 
-export function configDir(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.BULWARK_CONFIG_DIR) return env.BULWARK_CONFIG_DIR;
-  return join(env.XDG_CONFIG_HOME || join(homedir(), ".config"), "bulwark");
+/** The user's home: $HOME as `env` has it (os.homedir() reads the process's), else the account's. */
+export function homeDir(env: NodeJS.ProcessEnv): string {
+  return env.HOME ?? homedir();
 }
 
-export function credentialsPath(env: NodeJS.ProcessEnv = process.env): string {
+export function configDir(env: NodeJS.ProcessEnv): string {
+  if (env.BULWARK_CONFIG_DIR) return env.BULWARK_CONFIG_DIR;
+  return join(env.XDG_CONFIG_HOME || join(homeDir(env), ".config"), "bulwark");
+}
+
+export function credentialsPath(env: NodeJS.ProcessEnv): string {
   return join(configDir(env), "credentials.json");
 }
 
-export async function loadCredentials(env: NodeJS.ProcessEnv = process.env): Promise<Credentials | undefined> {
+export async function loadCredentials(env: NodeJS.ProcessEnv): Promise<Credentials | undefined> {
   try {
     return JSON.parse(await readFile(credentialsPath(env), "utf8")) as Credentials;
   } catch {
@@ -41,7 +46,7 @@ export async function loadCredentials(env: NodeJS.ProcessEnv = process.env): Pro
   }
 }
 
-export async function saveCredentials(creds: Credentials, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+export async function saveCredentials(creds: Credentials, env: NodeJS.ProcessEnv): Promise<void> {
   const dir = configDir(env);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await chmod(dir, 0o700);
@@ -52,7 +57,7 @@ export async function saveCredentials(creds: Credentials, env: NodeJS.ProcessEnv
   await chmod(path, 0o600);
 }
 
-export async function forgetCredentials(env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
+export async function forgetCredentials(env: NodeJS.ProcessEnv): Promise<boolean> {
   const existed = (await loadCredentials(env)) !== undefined;
   await rm(credentialsPath(env), { force: true });
   return existed;

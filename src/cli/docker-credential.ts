@@ -4,6 +4,7 @@
 // time, so nothing long-lived is written to docker's config. store and erase have nothing to keep.
 import { text } from "node:stream/consumers";
 import { CliError } from "./errors.js";
+import { processIo, type CliIo } from "./io.js";
 import { Session } from "./session.js";
 import { VERSION } from "../core/version.js";
 
@@ -23,12 +24,10 @@ export function registryHostOf(serverUrl: string): string {
  * Runs one action; returns the exit status. Docker reads only stdout: on failure it shows what the
  * helper printed there, so errors go to stdout (as docker's own helpers do).
  */
-export async function credentialHelper(
-  action: string | undefined,
-  stdin: () => Promise<string>,
-  out: (s: string) => void,
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<number> {
+export async function credentialHelper(action: string | undefined, io: CliIo): Promise<number> {
+  const stdin = () => text(io.stdin);
+  const out = (s: string) => void io.stdout.write(s);
+  const env = io.env;
   try {
     switch (action) {
       case "get": {
@@ -61,8 +60,4 @@ export async function credentialHelper(
   }
 }
 
-process.exitCode = await credentialHelper(
-  process.argv[2],
-  () => text(process.stdin),
-  (s) => process.stdout.write(s),
-);
+process.exitCode = await credentialHelper(process.argv[2], processIo());

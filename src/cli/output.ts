@@ -5,6 +5,7 @@
 import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { UsageError } from "./errors.js";
+import type { CliIo, CliOutput } from "./io.js";
 import type { OutputFormat } from "./settings.js";
 
 export interface Column<T> {
@@ -31,7 +32,7 @@ export function messageView<D extends DescMessage>(
   return { columns, id, json: (row) => toJson(schema, row) };
 }
 
-export function useColor(stream: NodeJS.WriteStream, env: NodeJS.ProcessEnv = process.env): boolean {
+export function useColor(stream: Pick<CliOutput, "isTTY">, env: NodeJS.ProcessEnv): boolean {
   if (env.NO_COLOR !== undefined && env.NO_COLOR !== "") return false;
   if (env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== "" && env.FORCE_COLOR !== "0") return true;
   return stream.isTTY === true && env.TERM !== "dumb";
@@ -76,12 +77,14 @@ function table(headers: string[], rows: string[][], style: Styles): string {
 
 export class Printer {
   readonly style: Styles;
+  private readonly out: CliOutput;
+  /** prints on `io`'s stdout, in colors when that is a terminal (and the environment allows) */
   constructor(
     readonly format: OutputFormat,
-    private readonly out: NodeJS.WriteStream = process.stdout,
-    env: NodeJS.ProcessEnv = process.env,
+    io: Pick<CliIo, "stdout" | "env">,
   ) {
-    this.style = styles(useColor(out, env));
+    this.out = io.stdout;
+    this.style = styles(useColor(io.stdout, io.env));
   }
 
   write(text: string): void {

@@ -48,7 +48,7 @@ export class Session {
     private readonly env: NodeJS.ProcessEnv,
   ) {}
 
-  static async open(flags: ClientFlags, env: NodeJS.ProcessEnv = process.env): Promise<Session> {
+  static async open(flags: ClientFlags, env: NodeJS.ProcessEnv): Promise<Session> {
     const settings = await resolveSettings(
       {
         "api-url": flags.apiUrl,
@@ -123,7 +123,7 @@ export class Session {
           `the stored login is for ${login.apiUrl}, not ${this.apiUrl}: run \`bulwark auth login --api-url ${this.apiUrl}\`, ` +
             "or set BULWARK_TOKEN",
         );
-      const token = await storedToken(audience).catch((err: unknown) => {
+      const token = await storedToken(this.env, audience).catch((err: unknown) => {
         throw explain(err, this.issuerUrl, { unauthenticated: REFRESH_HINT });
       });
       found = { token, origin: STORED_LOGIN };

@@ -79,7 +79,7 @@ export interface Resolved {
   from?: string;
 }
 
-export function configPath(env: NodeJS.ProcessEnv = process.env): string {
+export function configPath(env: NodeJS.ProcessEnv): string {
   return join(configDir(env), "config.json");
 }
 
@@ -92,9 +92,7 @@ export function checkSetting(name: SettingName, value: string): void {
   if (problem) throw new UsageError(`${name} ${problem} (got ${JSON.stringify(value)})`);
 }
 
-export async function readConfigFile(
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<Partial<Record<SettingName, string>>> {
+export async function readConfigFile(env: NodeJS.ProcessEnv): Promise<Partial<Record<SettingName, string>>> {
   const path = configPath(env);
   let text: string;
   try {
@@ -121,7 +119,7 @@ export async function readConfigFile(
 
 export async function writeConfigFile(
   values: Partial<Record<SettingName, string>>,
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv,
 ): Promise<string> {
   const dir = configDir(env);
   await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -137,7 +135,7 @@ export async function writeConfigFile(
 /** Every setting's value and where it came from. `flags` are the command line's (undefined when absent). */
 export async function resolveSettings(
   flags: Partial<Record<SettingName, string | undefined>>,
-  env: NodeJS.ProcessEnv = process.env,
+  env: NodeJS.ProcessEnv,
 ): Promise<Record<SettingName, Resolved>> {
   const file = await readConfigFile(env);
   const login = await loadCredentials(env);

@@ -1,13 +1,12 @@
 // `bulwark auth login | token | status | logout` as a user runs them: a real server, a real OIDC
-// issuer on loopback, the CLI as a child process, credentials in a private config dir.
+// issuer on loopback, the CLI's commands (in-process: test/support/cli.ts), credentials in a
+// private config dir.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, statSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { decodeJwt } from "jose";
+import { CliHome, runCli } from "../support/cli.js";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { OidcIssuer } from "../support/oidc-issuer.js";
@@ -19,28 +18,25 @@ for (const backend of backends()) {
   describe(`bulwark auth [${backend}]`, () => {
     let server: TestServer;
     let issuer: OidcIssuer;
+    let cliHome: CliHome;
+    /** its directory; the config dir is <home>/config */
     let home: string;
     let identity: string;
     let org: string;
     const tokenFile = () => join(home, "oidc-token");
 
     const cli = async (...args: string[]) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "auth", ...args], {
-        stdio: ["ignore", "pipe", "pipe"],
-        env: { ...process.env, BULWARK_CONFIG_DIR: join(home, "config"), BULWARK_API_URL: server.url },
+      const { code, stdout, stderr } = await runCli(cliHome, ["auth", ...args], {
+        env: { BULWARK_API_URL: server.url },
       });
-      let stdout = "";
-      let stderr = "";
-      child.stdout!.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-      child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-      const [code] = await once(child, "exit");
-      return { code: code as number, stdout: stdout.trim(), stderr: stderr.trim() };
+      return { code, stdout: stdout.trim(), stderr: stderr.trim() };
     };
 
     before(async () => {
       server = await startTestServer(backend);
       issuer = await OidcIssuer.start();
-      home = mkdtempSync(join(tmpdir(), "bulwark-cli-auth-"));
+      cliHome = new CliHome();
+      home = cliHome.dir;
       const api = restClient(server.url, server.operatorToken);
       org = (await api.post("/iam/v2beta1/groups", { name: "cli" })).body.uid;
       identity = (
@@ -58,7 +54,7 @@ for (const backend of backends()) {
     after(async () => {
       await issuer.close();
       await server.close();
-      rmSync(home, { recursive: true, force: true });
+      cliHome.close();
     });
 
     it("logs in with an identity token file and keeps the credentials private", async () => {

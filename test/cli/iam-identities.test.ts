@@ -1,5 +1,6 @@
-// `bulwark iam identities | roles | role-bindings` as a user runs them: the real binary against a
-// real server (each backend), checked by what it printed and by what the server then holds.
+// `bulwark iam identities | roles | role-bindings` as a user runs them (in-process,
+// test/support/cli.ts) against a real server (each backend), checked by what they printed and by
+// what the server then holds.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";

@@ -1,8 +1,9 @@
 // `bulwark iam invites`, `iam identity-providers` and `iam account-associations` as a user runs
-// them: the real binary against a real server, on every backend. Tables are compared to inline
-// snapshots (uids, times, codes and key ids replaced), JSON is parsed and checked against what the
-// server stored, and failures are sentences with the right exit status: 1 when the server refuses,
-// 2 when the command line is wrong. An identity provider's client secret appears in no output.
+// them (in-process, test/support/cli.ts) against a real server, on every backend. Tables are
+// compared to inline snapshots (uids, times, codes and key ids replaced), JSON is parsed and
+// checked against what the server stored, and failures are sentences with the right exit status:
+// 1 when the server refuses, 2 when the command line is wrong. An identity provider's client
+// secret appears in no output.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";

@@ -1,6 +1,7 @@
 // `bulwark images ...`, `bulwark auth pull-token ...`, `bulwark auth configure-docker` and the
-// docker-credential-bulwark helper as a user runs them: the real binaries against a real server,
-// with an image pushed over the registry protocol so tags, images and history have content.
+// docker-credential-bulwark helper as a user runs them against a real server (the commands
+// in-process, test/support/cli.ts; the helper as its real binary, over docker's protocol), with an
+// image pushed over the registry protocol so tags, images and history have content.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -84,7 +85,10 @@ for (const backend of backends()) {
       const oci = new OciClient(server.url, { credential: { username: "_token", password: registryToken } });
       latestDigest = await pushImage(oci, "acme/app", "latest", "first");
       v1Digests.push(await pushImage(oci, "acme/app", "v1", "first"));
-      await new Promise((resolve) => setTimeout(resolve, 20)); // distinct update times
+      // Distinct update times (kept to the millisecond): the first push was stamped by now, so the
+      // second starts once the clock has left this millisecond.
+      const firstPushed = Date.now();
+      while (Date.now() <= firstPushed) await new Promise((resolve) => setImmediate(resolve));
       v1Digests.push(await pushImage(oci, "acme/app", "v1", "second"));
     });
     after(async () => {

@@ -9,15 +9,17 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { S3BlobStore } from "../../src/registry/storage/s3-blob-store.js";
+import { BIN, serveProcess, type ServeProcess } from "../support/cli.js";
 import { startS3 } from "../support/s3.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "bulwark-cli-registry-"));
 
+/** The real binary (the server's commands open the database themselves: each needs its own process). */
 async function cli(
   args: string[],
   env: Record<string, string> = {},
 ): Promise<{ code: number; out: string; err: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+  const child = spawn(process.execPath, [BIN, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, DATABASE_URL: "", ...env },
   });
@@ -29,24 +31,14 @@ async function cli(
   return { code, out, err };
 }
 
+/** Every server this suite started: stopped (and waited for) before their directories go. */
+const started: ServeProcess[] = [];
+
 /** `bulwark serve` with these arguments, once it says it listens (and where the registry is). */
-async function serve(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve", ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, DATABASE_URL: "", ...env },
-  });
-  const ready = await new Promise<{ url: string; registryPort?: string }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("no ready line in 60 s")), 60_000);
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-      const m = /bulwark listening on (http:\/\/[^"\s]+)(?: \(registry also on port (\d+)\))?/.exec(chunk);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ url: m[1]!, registryPort: m[2] });
-      }
-    });
-    child.on("exit", (code) => reject(new Error(`exited ${code}`)));
-  });
-  return { child, ...ready };
+async function serve(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
+  const server = await serveProcess(args, env);
+  started.push(server);
+  return server;
 }
 
 async function pushBlob(base: string, authorization: string, bytes: Uint8Array): Promise<string> {
@@ -61,7 +53,10 @@ async function pushBlob(base: string, authorization: string, bytes: Uint8Array):
 }
 
 describe("bulwark serve --registry-port and bulwark registry gc", () => {
-  after(() => rmSync(dataDir, { recursive: true, force: true }));
+  after(async () => {
+    await Promise.all(started.map((server) => server.stop()));
+    rmSync(dataDir, { recursive: true, force: true });
+  });
 
   it("serves the registry on its own port, and collects garbage from the data directory once stopped", async () => {
     const { child, url, registryPort } = await serve(["--port", "0", "--registry-port", "0", "--data-dir", dataDir]);
@@ -156,6 +151,7 @@ describe("bulwark serve --registry-port and bulwark registry gc", () => {
       assert.match(gc.out, /^removed: 0 manifests, 1 blob links, 1 blobs \(2048 bytes\)/);
       assert.equal(await store.has(digest), false, "collected from the bucket");
     } finally {
+      await Promise.all(started.map((server) => server.stop()));
       await store.close();
       await s3.close();
       rmSync(s3Dir, { recursive: true, force: true });

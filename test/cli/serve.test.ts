@@ -1,16 +1,15 @@
 // `bulwark serve` as a user runs it: a real process on a persistent PGlite data dir.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
 import { decodeJwt } from "jose";
+import { BIN, serveProcess, type ServeProcess } from "../support/cli.js";
 
 const dataDir = mkdtempSync(join(tmpdir(), "bulwark-cli-"));
-
-const BIN = join(process.cwd(), "bin", "bulwark.js");
 
 /**
  * `bulwark admin token` for the server on this data dir, as the README shows it: no port or URL is
@@ -25,36 +24,27 @@ async function adminToken(): Promise<string> {
   let err = "";
   child.stdout!.setEncoding("utf8").on("data", (c: string) => (out += c));
   child.stderr!.setEncoding("utf8").on("data", (c: string) => (err += c));
-  const [code] = await once(child, "exit");
+  const [code] = await once(child, "close");
   assert.equal(code, 0, err);
   return out.trim();
 }
 
-function serve(args: string[]): Promise<{ child: ChildProcess; url: string; lines: string[] }> {
-  const child = spawn(process.execPath, [BIN, "serve", ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, DATABASE_URL: "" },
-  });
-  const lines: string[] = [];
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ready line in 60 s: ${lines.join("\n")}`)), 60_000);
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-      for (const line of chunk.split("\n").filter(Boolean)) {
-        lines.push(line);
-        const m = /bulwark listening on (http:\/\/[^"\s]+)/.exec(line);
-        if (m) {
-          clearTimeout(timer);
-          resolve({ child, url: m[1]!, lines });
-        }
-      }
-    });
-    child.stderr!.setEncoding("utf8").on("data", (chunk: string) => lines.push(chunk));
-    child.on("exit", (code) => reject(new Error(`exited ${code} before ready: ${lines.join("\n")}`)));
-  });
+/** Every server this suite started: stopped (and waited for) before their data directories go. */
+const started: ServeProcess[] = [];
+
+/** `bulwark serve <args>`, once its "listening" log line is out. */
+async function serve(args: string[]): Promise<ServeProcess> {
+  const server = await serveProcess(args);
+  started.push(server);
+  return server;
 }
 
 describe("bulwark serve", () => {
-  after(() => rmSync(dataDir, { recursive: true, force: true }));
+  after(async () => {
+    // a test that failed half-way leaves its server running: it must be gone before its directory
+    await Promise.all(started.map((server) => server.stop()));
+    rmSync(dataDir, { recursive: true, force: true });
+  });
 
   it("serves on the given port, persists to --data-dir, and stops cleanly on SIGTERM and SIGINT", async () => {
     const first = await serve(["--port", "0", "--data-dir", dataDir]);
@@ -109,7 +99,8 @@ describe("bulwark serve", () => {
         ...["--port", "0", "--data-dir", flagsDir],
         ...[
           "--rate-limit-address",
-          "0.2:2",
+          // a token back every 1000 s: the third request is refused however slowly the first two went
+          "0.001:2",
           "--cors-origin",
           "https://a.example",
           "--cors-origin",
@@ -155,6 +146,7 @@ describe("bulwark serve", () => {
       assert.equal(code, 2, "a usage error");
       assert.match(stderr, /invalid rate limit "fast"/);
     } finally {
+      await Promise.all(started.map((server) => server.stop()));
       rmSync(flagsDir, { recursive: true, force: true });
     }
   });
@@ -165,7 +157,7 @@ describe("bulwark serve", () => {
     });
     let stderr = "";
     bad.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-    const [code] = await once(bad, "exit");
+    const [code] = await once(bad, "close"); // "close": all of stderr was read
     assert.equal(code, 2, "a usage error");
     assert.match(stderr, /invalid port/);
   });

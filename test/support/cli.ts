@@ -1,10 +1,18 @@
-// Runs the real `bulwark` binary (bin/bulwark.js over the build the test run prepared) as a child
-// process, in a private config dir, against a test server; what it printed and its exit status.
-import { spawn } from "node:child_process";
+// Runs `bulwark` in a private config dir against a test server; what it printed and its exit
+// status. `runCli` runs the command program in this process (src/cli/program.ts `main`, on an io of
+// its own: the same commands, settings, clients and exit codes as the binary, without a Node start
+// per command); `runCliProcess` spawns the real binary (bin/bulwark.js over the build the test run
+// prepared), for the smoke tier and for what needs a process: a terminal, stdin as a pipe, the
+// docker credential helper, the server commands.
+import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { Readable } from "node:stream";
+import type { CliIo, CliOutput } from "../../src/cli/io.js";
+import { main } from "../../src/cli/program.js";
 
 export const BIN = join(process.cwd(), "bin", "bulwark.js");
 
@@ -19,9 +27,9 @@ export interface CliOptions {
   env?: Record<string, string | undefined>;
   /** written to stdin, which is then closed */
   input?: string;
-  /** another executable under bin/ (docker-credential-bulwark) */
+  /** another executable under bin/ (docker-credential-bulwark): always spawned */
   bin?: string;
-  /** run this command line instead of the CLI (the terminal wrapper) */
+  /** run this command line instead of the CLI (the terminal wrapper): always spawned */
   command?: string[];
 }
 
@@ -37,10 +45,10 @@ export class CliHome {
 }
 
 /**
- * Runs `bulwark <args>`. The environment holds no BULWARK_* variable of the developer's shell:
- * only what `env` gives, plus BULWARK_CONFIG_DIR in `home`.
+ * The environment a run gets: the test process's without any BULWARK_* variable (nor NO_COLOR,
+ * FORCE_COLOR), HOME and BULWARK_CONFIG_DIR in `home`, then what `env` gives.
  */
-export async function runCli(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
+function cliEnv(home: CliHome, options: CliOptions): Record<string, string> {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env))
     if (v !== undefined && !k.startsWith("BULWARK_") && k !== "NO_COLOR" && k !== "FORCE_COLOR") base[k] = v;
@@ -49,6 +57,42 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
     if (v === undefined) delete env[k];
     else env[k] = v;
   }
+  return env;
+}
+
+/** What a run printed on one of its streams: not a terminal, as when the binary's output is piped. */
+class Captured implements CliOutput {
+  text = "";
+  readonly isTTY = false;
+  write(chunk: string): boolean {
+    this.text += chunk;
+    return true;
+  }
+}
+
+/**
+ * Runs `bulwark <args>` in this process (with `bin` or `command`, spawns them: runCliProcess). The
+ * environment holds no BULWARK_* variable of the developer's shell: only what `env` gives, plus
+ * BULWARK_CONFIG_DIR in `home`; stdout and stderr are not terminals, stdin holds `input`.
+ */
+export async function runCli(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
+  if (options.bin !== undefined || options.command !== undefined) return runCliProcess(home, args, options);
+  const stdout = new Captured();
+  const stderr = new Captured();
+  const io: CliIo = {
+    stdout,
+    stderr,
+    stdin: Readable.from(options.input ? [Buffer.from(options.input)] : [], { objectMode: false }), // bytes, as a pipe
+    env: cliEnv(home, options),
+    exitCode: undefined,
+  };
+  const code = await main([process.execPath, BIN, ...args], io);
+  return { code, stdout: stdout.text, stderr: stderr.text };
+}
+
+/** Runs `bulwark <args>` as the real binary in a child process (same environment as runCli). */
+export async function runCliProcess(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
+  const env = cliEnv(home, options);
   const [file, ...argv] = options.command ?? [
     process.execPath,
     options.bin ? join(process.cwd(), "bin", options.bin) : BIN,
@@ -59,6 +103,8 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (c: string) => (stdout += c));
   child.stderr.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  // A command that never reads stdin may exit before the input is written (EPIPE): not a failure.
+  child.stdin.on("error", () => {});
   child.stdin.end(options.input ?? "");
   // "close", not "exit": the exit can come before the last of stdout was read
   const [code] = (await once(child, "close")) as [number | null];
@@ -72,7 +118,70 @@ export async function runCli(home: CliHome, args: string[], options: CliOptions 
 export async function runCliOnTerminal(home: CliHome, args: string[], options: CliOptions = {}): Promise<CliResult> {
   const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const command = [process.execPath, BIN, ...args].map(quote).join(" ");
-  return runCli(home, [], { ...options, command: ["script", "-qec", command, "/dev/null"] });
+  return runCliProcess(home, [], { ...options, command: ["script", "-qec", command, "/dev/null"] });
+}
+
+/** The child's exit status (its signal's name if a signal ended it), also when it has already exited. */
+export async function exited(child: ChildProcess): Promise<number | NodeJS.Signals> {
+  if (child.exitCode === null && child.signalCode === null) await once(child, "exit");
+  return child.exitCode ?? child.signalCode!;
+}
+
+/** A running `bulwark serve`, once it said where it listens. */
+export interface ServeProcess {
+  child: ChildProcess;
+  url: string;
+  /** with --registry-port */
+  registryPort?: string;
+  /** what it printed up to and including the ready line (stdout's lines, stderr's chunks) */
+  lines: string[];
+  /** SIGTERM (unless it has exited), then its exit */
+  stop(): Promise<number | NodeJS.Signals>;
+}
+
+/** How long a server may take to say it listens: only to bound a hang (it takes about a second). */
+const READY_CEILING_MS = 120_000;
+
+/**
+ * Starts `bulwark serve <args>` (the real binary, environment on top of this process's, no
+ * DATABASE_URL) and waits for its "bulwark listening on" log line. When it exits first, or stays
+ * silent past a generous ceiling, this fails with what it printed, and the process is gone.
+ */
+export async function serveProcess(args: string[], env: Record<string, string> = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [BIN, "serve", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, DATABASE_URL: "", ...env },
+  });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+    return exited(child);
+  };
+  const lines: string[] = [];
+  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => lines.push(chunk));
+  const stdout = createInterface({ input: child.stdout! });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await new Promise<ServeProcess>((resolve, reject) => {
+      stdout.on("line", (line) => {
+        if (!line) return;
+        lines.push(line);
+        const m = /bulwark listening on (http:\/\/[^"\s]+)(?: \(registry also on port (\d+)\))?/.exec(line);
+        if (m) resolve({ child, url: m[1]!, registryPort: m[2], lines, stop });
+      });
+      child.on("exit", (code, signal) =>
+        reject(new Error(`bulwark serve exited (${code ?? signal}) before it was ready:\n${lines.join("\n")}`)),
+      );
+      timer = setTimeout(
+        () => reject(new Error(`bulwark serve not ready in ${READY_CEILING_MS / 1000} s:\n${lines.join("\n")}`)),
+        READY_CEILING_MS,
+      );
+    });
+  } catch (err) {
+    await stop();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

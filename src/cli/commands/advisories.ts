@@ -300,20 +300,20 @@ export function registerAdvisories(program: Command): void {
         "\nThe token needs advisories.create and advisories.update on the group. A progress bar is drawn on a\n" +
           "terminal. Exit status 1 when a document was skipped.\n",
       ),
-    async ({ session, print, opts }, paths: string[] | string) => {
+    async ({ session, print, opts, io }, paths: string[] | string) => {
       const summary = await session.call(() =>
         importAdvisories({
           paths: Array.isArray(paths) ? paths : [paths],
           client: session.client(AdvisoryImportService),
-          group: opts.group ?? process.env.BULWARK_ADVISORY_GROUP,
+          group: opts.group ?? io.env.BULWARK_ADVISORY_GROUP,
           author: opts.author,
           origin: opts.origin,
-          say: (line) => process.stderr.write(line + "\n"),
-          progress: process.stderr,
+          say: (line) => void io.stderr.write(line + "\n"),
+          progress: io.stderr,
         }),
       );
       print.done(summaryLine(summary), { json: summary });
-      if (summary.skipped > 0) process.exitCode = 1;
+      if (summary.skipped > 0) io.exitCode = 1;
     },
   );
 }

@@ -10,6 +10,7 @@ import { login, logout, saveHumanLogin } from "../auth.js";
 import { browserLogin, headlessLogin } from "../browser-login.js";
 import { clientCommand, examples, run } from "../command.js";
 import { explain, UsageError } from "../errors.js";
+import { ioOf } from "../io.js";
 import { time } from "../output.js";
 import type { Session } from "../session.js";
 import { resolveSettings, SETTINGS } from "../settings.js";
@@ -69,17 +70,21 @@ export function registerAuth(program: Command): void {
       "bulwark auth login --identity <identity uid> --identity-token /var/run/secrets/oidc-token",
     ],
   ).action(
-    async (opts: {
-      apiUrl?: string;
-      issuerUrl?: string;
-      identity?: string;
-      identityToken?: string;
-      identityProvider?: string;
-      inviteCode?: string;
-      headless?: boolean;
-      browser: boolean;
-    }) => {
-      const settings = await resolveSettings({ "api-url": opts.apiUrl, "issuer-url": opts.issuerUrl });
+    async (
+      opts: {
+        apiUrl?: string;
+        issuerUrl?: string;
+        identity?: string;
+        identityToken?: string;
+        identityProvider?: string;
+        inviteCode?: string;
+        headless?: boolean;
+        browser: boolean;
+      },
+      command: Command,
+    ) => {
+      const io = ioOf(command);
+      const settings = await resolveSettings({ "api-url": opts.apiUrl, "issuer-url": opts.issuerUrl }, io.env);
       const apiUrl = settings["api-url"].value!;
       const issuerUrl = settings["issuer-url"].value!;
       const hint = "Check the identity uid and that its token matches the identity's issuer and subject.";
@@ -97,8 +102,13 @@ export function registerAuth(program: Command): void {
             throw new UsageError(
               `${forPeople.map(([flag]) => flag).join(", ")}: for signing in people, not with --identity`,
             );
-          const creds = await login({ apiUrl, issuerUrl, identity: opts.identity, identityToken: opts.identityToken });
-          process.stdout.write(`logged in as ${opts.identity}; token expires ${creds.tokens[creds.apiUrl]!.expiry}\n`);
+          const creds = await login(io.env, {
+            apiUrl,
+            issuerUrl,
+            identity: opts.identity,
+            identityToken: opts.identityToken,
+          });
+          io.stdout.write(`logged in as ${opts.identity}; token expires ${creds.tokens[creds.apiUrl]!.expiry}\n`);
           return;
         }
         const human = {
@@ -106,11 +116,11 @@ export function registerAuth(program: Command): void {
           identityProvider: opts.identityProvider,
           inviteCode: opts.inviteCode,
           noBrowser: !opts.browser,
-          say: (l: string) => process.stderr.write(l + "\n"),
+          say: (l: string) => void io.stderr.write(l + "\n"),
         };
         const signedIn = opts.headless ? await headlessLogin(human) : await browserLogin(human);
-        await saveHumanLogin(apiUrl, issuerUrl, signedIn);
-        process.stdout.write(`signed in; token expires ${signedIn.expiry.toISOString()}\n`);
+        await saveHumanLogin(io.env, apiUrl, issuerUrl, signedIn);
+        io.stdout.write(`signed in; token expires ${signedIn.expiry.toISOString()}\n`);
       } catch (err) {
         throw explain(err, issuerUrl, { unauthenticated: hint, permissionDenied: hint });
       }
@@ -175,9 +185,12 @@ export function registerAuth(program: Command): void {
     },
   );
 
-  examples(auth.command("logout").description("forget the stored tokens"), ["bulwark auth logout"]).action(async () => {
-    process.stdout.write((await logout()) ? "logged out\n" : "not logged in\n");
-  });
+  examples(auth.command("logout").description("forget the stored tokens"), ["bulwark auth logout"]).action(
+    async (_opts: unknown, command: Command) => {
+      const io = ioOf(command);
+      io.stdout.write((await logout(io.env)) ? "logged out\n" : "not logged in\n");
+    },
+  );
 
   registerRegistryAuth(auth);
 }

@@ -4,6 +4,7 @@
 import type { Command, Option } from "commander";
 import { examples } from "../command.js";
 import { UsageError } from "../errors.js";
+import { ioOf } from "../io.js";
 
 interface Node {
   /** the words leading to it, e.g. ["iam", "organizations", "list"] */
@@ -141,10 +142,10 @@ export function registerCompletion(program: Command): void {
           "  fish: bulwark completion fish > ~/.config/fish/completions/bulwark.fish\n",
       ),
     ["bulwark completion bash > /etc/bash_completion.d/bulwark", "source <(bulwark completion zsh)"],
-  ).action((shell: string) => {
+  ).action((shell: string, _opts: unknown, command: Command) => {
     const scripts: Record<string, (p: Command) => string> = { bash, zsh, fish };
     const make = scripts[shell];
     if (!make) throw new UsageError(`unknown shell ${JSON.stringify(shell)}: bash, zsh or fish`);
-    process.stdout.write(make(program));
+    ioOf(command).stdout.write(make(program));
   });
 }

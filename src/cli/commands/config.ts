@@ -3,6 +3,7 @@
 import type { Command } from "commander";
 import { connectionOptions, examples } from "../command.js";
 import { UsageError } from "../errors.js";
+import { ioOf } from "../io.js";
 import { Printer } from "../output.js";
 import {
   checkSetting,
@@ -47,30 +48,37 @@ export function registerConfig(program: Command): void {
       .option("--registry <host>", "as a command's --registry would set it"),
     ["bulwark config view", "BULWARK_OUTPUT=json bulwark config view --api-url https://api.example.com"],
   ).action(
-    async (opts: {
-      apiUrl?: string;
-      issuerUrl?: string;
-      tokenFile?: string;
-      output?: string;
-      parent?: string;
-      registry?: string;
-    }) => {
-      const print = new Printer(opts.output === "json" ? "json" : opts.output === "terse" ? "terse" : "table");
-      const resolved = await resolveSettings({
-        "api-url": opts.apiUrl,
-        "issuer-url": opts.issuerUrl,
-        "token-file": opts.tokenFile,
-        output: opts.output,
-        "default-group": opts.parent,
-        registry: opts.registry,
-      });
+    async (
+      opts: {
+        apiUrl?: string;
+        issuerUrl?: string;
+        tokenFile?: string;
+        output?: string;
+        parent?: string;
+        registry?: string;
+      },
+      command: Command,
+    ) => {
+      const io = ioOf(command);
+      const print = new Printer(opts.output === "json" ? "json" : opts.output === "terse" ? "terse" : "table", io);
+      const resolved = await resolveSettings(
+        {
+          "api-url": opts.apiUrl,
+          "issuer-url": opts.issuerUrl,
+          "token-file": opts.tokenFile,
+          output: opts.output,
+          "default-group": opts.parent,
+          registry: opts.registry,
+        },
+        io.env,
+      );
       const rows: Row[] = SETTING_NAMES.map((name) => {
         const r = resolved[name];
         const source =
           r.source === "flag" || r.source === "env"
             ? `${r.source} ${r.from}`
             : r.source === "config"
-              ? `config ${configPath()}`
+              ? `config ${configPath(io.env)}`
               : r.source === "login"
                 ? "login (`bulwark auth login`)"
                 : r.value === undefined
@@ -97,23 +105,25 @@ export function registerConfig(program: Command): void {
     "bulwark config set api-url https://api.example.com",
     "bulwark config set default-group <group uid>",
     "bulwark config set output json",
-  ]).action(async (name: string, value: string) => {
+  ]).action(async (name: string, value: string, _opts: unknown, command: Command) => {
+    const io = ioOf(command);
     const setting = settingName(name);
     checkSetting(setting, value);
-    const values = await readConfigFile();
+    const values = await readConfigFile(io.env);
     values[setting] = value;
-    const path = await writeConfigFile(values);
-    process.stdout.write(`${setting} = ${value} (in ${path})\n`);
+    const path = await writeConfigFile(values, io.env);
+    io.stdout.write(`${setting} = ${value} (in ${path})\n`);
   });
 
   examples(config.command("unset <setting>").description("remove a setting from the config file"), [
     "bulwark config unset default-group",
-  ]).action(async (name: string) => {
+  ]).action(async (name: string, _opts: unknown, command: Command) => {
+    const io = ioOf(command);
     const setting = settingName(name);
-    const values = await readConfigFile();
+    const values = await readConfigFile(io.env);
     const had = values[setting] !== undefined;
     delete values[setting];
-    const path = await writeConfigFile(values);
-    process.stdout.write(had ? `${setting} removed (from ${path})\n` : `${setting} was not set in ${path}\n`);
+    const path = await writeConfigFile(values, io.env);
+    io.stdout.write(had ? `${setting} removed (from ${path})\n` : `${setting} was not set in ${path}\n`);
   });
 }

@@ -132,9 +132,9 @@ export function registerGroups(iam: Command): void {
       description: "delete an organization and everything in it",
       examples: ["bulwark iam organizations delete acme --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, ref: string) => {
+    async ({ session, print, opts, io }, ref: string) => {
       const group = await resolveGroup(session, ref, true);
-      await confirm(`Delete the organization ${group.name} (${group.uid}) and everything in it?`, opts.yes);
+      await confirm(io, `Delete the organization ${group.name} (${group.uid}) and everything in it?`, opts.yes);
       await session.call(() => session.client(GroupsService).deleteGroup({ uid: group.uid }));
       print.done(`deleted organization ${group.name} (${group.uid})`, { id: group.uid, json: {} });
     },
@@ -226,11 +226,11 @@ export function registerGroups(iam: Command): void {
       description: "delete a folder and everything in it",
       examples: ["bulwark iam folders delete <uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, ref: string) => {
+    async ({ session, print, opts, io }, ref: string) => {
       const group = await resolveGroup(session, ref);
       if (!group.uid.includes("/"))
         throw new UsageError(`${group.name} is an organization: use \`bulwark iam organizations delete\``);
-      await confirm(`Delete the folder ${group.name} (${group.uid}) and everything in it?`, opts.yes);
+      await confirm(io, `Delete the folder ${group.name} (${group.uid}) and everything in it?`, opts.yes);
       await session.call(() => session.client(GroupsService).deleteGroup({ uid: group.uid }));
       print.done(`deleted folder ${group.name} (${group.uid})`, { id: group.uid, json: {} });
     },

@@ -873,11 +873,11 @@ export function registerIdentities(iam: Command): void {
       description: "delete an identity (by uid or name) and its role bindings",
       examples: ["bulwark iam identities delete <uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, ref: string) => {
+    async ({ session, print, opts, io }, ref: string) => {
       const identity = await resolveIdentity(session, ref);
       const bound = await listBindings(session, { identity: identity.uid });
       const also = bound.length ? ` and its ${bound.length} role binding${bound.length > 1 ? "s" : ""}` : "";
-      await confirm(`Delete the identity ${identity.name} (${identity.uid})${also}?`, opts.yes);
+      await confirm(io, `Delete the identity ${identity.name} (${identity.uid})${also}?`, opts.yes);
       await deleteIdentityWithBindings(session, identity.uid, bound);
       print.done(`deleted identity ${identity.name} (${identity.uid})`, { id: identity.uid, json: {} });
     },
@@ -994,9 +994,9 @@ function registerRoleBindings(iam: Command): void {
       description: "delete a role binding: the identity no longer holds the role there",
       examples: ["bulwark iam role-bindings delete <uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, uid: string) => {
+    async ({ session, print, opts, io }, uid: string) => {
       const binding = await session.call(() => client(session).getRoleBinding({ uid }));
-      await confirm(`Delete ${describeBinding(binding)}?`, opts.yes);
+      await confirm(io, `Delete ${describeBinding(binding)}?`, opts.yes);
       await session.call(() => client(session).deleteRoleBinding({ uid }));
       print.done(`deleted ${describeBinding(binding)}`, { id: uid, json: {} });
     },

@@ -369,9 +369,9 @@ export function registerImages(program: Command): void {
       description: "delete a repo with all its tags and manifests (repo: uid or <org>/<image>)",
       examples: ["bulwark images repos delete acme/app --yes", "bulwark images repos delete <repo uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, ref: string) => {
+    async ({ session, print, opts, io }, ref: string) => {
       const repo = await resolveRepo(session, ref);
-      await confirm(`Delete the repo ${repo.name} (${repo.uid}) with all its tags?`, opts.yes);
+      await confirm(io, `Delete the repo ${repo.name} (${repo.uid}) with all its tags?`, opts.yes);
       await session.call(() => session.client(ReposService).deleteRepo({ uid: repo.uid }));
       print.done(`deleted repo ${repo.name} (${repo.uid})`, { id: repo.uid, json: {} });
     },

@@ -11,6 +11,7 @@ import {
 import { clientCommand, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError } from "../errors.js";
+import type { CliIo } from "../io.js";
 import { listAll, messageView, time, type Printer } from "../output.js";
 import type { Session } from "../session.js";
 import { durationMillis } from "../durations.js";
@@ -34,14 +35,14 @@ const inviteView = messageView(GroupInviteSchema, [
 ]);
 
 /** What people see after `create`: the invite, then its code (never shown again) and how to use it. */
-function printCreated(print: Printer, invite: GroupInvite): void {
+function printCreated(print: Printer, io: CliIo, invite: GroupInvite): void {
   if (print.format === "terse") {
     print.write(invite.code + "\n");
     return;
   }
   print.one(inviteView, invite);
   // -o id prints the uid for scripts; the code, shown only now, goes to stderr rather than be lost.
-  if (print.format === "id") process.stderr.write(`invite code (shown only this once): ${invite.code}\n`);
+  if (print.format === "id") io.stderr.write(`invite code (shown only this once): ${invite.code}\n`);
   if (print.format === "table" || print.format === "wide")
     print.write(
       `\nInvite code (shown only this once; anyone holding it can join):\n  ${invite.code}\n` +
@@ -74,7 +75,7 @@ export function registerInvites(iam: Command): void {
       )
       .option("--email <address>", "only someone signing in with this verified email may accept it")
       .option("--single-use", "the code works only once"),
-    async ({ session, print, opts }) => {
+    async ({ session, print, opts, io }) => {
       const parent = session.parent(true, "invites create");
       const roleUid = (await resolveRole(session, opts.role, parent)).uid;
       const invite = await session.call(() =>
@@ -83,7 +84,7 @@ export function registerInvites(iam: Command): void {
           groupInvite: { roleUid, ttl: opts.ttl, email: opts.email ?? "", singleUse: opts.singleUse ?? false },
         }),
       );
-      printCreated(print, invite);
+      printCreated(print, io, invite);
     },
   );
 
@@ -122,8 +123,8 @@ export function registerInvites(iam: Command): void {
       description: "revoke an invite: its code stops working",
       examples: ["bulwark iam invites delete <invite uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, uid: string) => {
-      await confirm(`Delete the invite ${uid}?`, opts.yes);
+    async ({ session, print, opts, io }, uid: string) => {
+      await confirm(io, `Delete the invite ${uid}?`, opts.yes);
       await session.call(() => session.client(GroupInvitesService).deleteGroupInvite({ uid }));
       print.done(`deleted invite ${uid}`, { id: uid, json: {} });
     },

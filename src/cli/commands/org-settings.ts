@@ -347,9 +347,9 @@ function identityProviderCommands(iam: Command): void {
       description: "remove an identity provider (by uid or name): no one signs in through it any more",
       examples: ["bulwark iam identity-providers delete <uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, ref: string) => {
+    async ({ session, print, opts, io }, ref: string) => {
       const idp = await resolveIdentityProvider(session, ref);
-      await confirm(`Delete the identity provider ${idp.name} (${idp.uid})?`, opts.yes);
+      await confirm(io, `Delete the identity provider ${idp.name} (${idp.uid})?`, opts.yes);
       await session.call(() => session.client(IdentityProvidersService).deleteIdentityProvider({ uid: idp.uid }));
       print.done(`deleted identity provider ${idp.name} (${idp.uid})`, { id: idp.uid, json: {} });
     },
@@ -557,7 +557,7 @@ function accountAssociationCommands(iam: Command): void {
       .option("--github", "remove only the GitHub app installations")
       .option("--chainguard", "remove only the Chainguard service bindings")
       .option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, ref: string) => {
+    async ({ session, print, opts, io }, ref: string) => {
       const uid = await groupUid(session, ref);
       const client = session.client(AccountAssociationsService);
       const named = PROVIDER_BLOCKS.filter((block) => opts[block]);
@@ -568,7 +568,7 @@ function accountAssociationCommands(iam: Command): void {
           throw new CliError(`the account association of ${uid} has no ${absent.join(", ")} to remove`);
         const remaining = PROVIDER_BLOCKS.filter((block) => current[block] !== undefined && !named.includes(block));
         if (remaining.length) {
-          await confirm(`Remove ${named.join(", ")} from the account association of ${uid}?`, opts.yes);
+          await confirm(io, `Remove ${named.join(", ")} from the account association of ${uid}?`, opts.yes);
           const updated = await session.call(() =>
             client.updateAccountAssociation({
               accountAssociation: { uid },
@@ -580,7 +580,7 @@ function accountAssociationCommands(iam: Command): void {
         }
       }
       // Nothing would be left (an association needs at least one provider): remove it.
-      await confirm(`Delete the account association of ${uid}?`, opts.yes);
+      await confirm(io, `Delete the account association of ${uid}?`, opts.yes);
       await session.call(() => client.deleteAccountAssociation({ uid }));
       print.done(`deleted the account association of ${uid}`, { id: uid, json: {} });
     },

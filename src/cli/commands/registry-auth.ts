@@ -6,7 +6,6 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { access, chmod, mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
-import { homedir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { toJson } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -23,6 +22,7 @@ import { RolesService } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb
 import { PACKAGE_ROOT } from "../../core/package-files.js";
 import { clientCommand, run } from "../command.js";
 import { confirm } from "../confirm.js";
+import { homeDir } from "../credentials.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, time } from "../output.js";
 import type { Session } from "../session.js";
@@ -174,8 +174,8 @@ async function groupNames(session: Session, uids: string[]): Promise<Map<string,
   return new Map(wanted.map((uid) => [uid, found.find((g) => g.uid === uid)?.name ?? uid]));
 }
 
-export function dockerConfigPath(env: NodeJS.ProcessEnv = process.env): string {
-  return join(env.DOCKER_CONFIG || join(homedir(), ".docker"), "config.json");
+export function dockerConfigPath(env: NodeJS.ProcessEnv): string {
+  return join(env.DOCKER_CONFIG || join(homeDir(env), ".docker"), "config.json");
 }
 
 /** Sets credHelpers[registry] in docker's config, keeping everything else in it. */
@@ -213,7 +213,7 @@ export async function configureDocker(path: string, registry: string): Promise<v
   await rename(tmp, path);
 }
 
-async function onPath(program: string, env: NodeJS.ProcessEnv = process.env): Promise<boolean> {
+async function onPath(program: string, env: NodeJS.ProcessEnv): Promise<boolean> {
   for (const dir of (env.PATH ?? "").split(delimiter).filter(Boolean)) {
     const found = await access(join(dir, program), constants.X_OK).then(
       () => true,
@@ -231,13 +231,13 @@ export function registerRegistryAuth(auth: Command): void {
         "make docker get registry credentials from docker-credential-bulwark (credHelpers in $DOCKER_CONFIG/config.json, default ~/.docker)",
       examples: ["bulwark auth configure-docker", "bulwark auth configure-docker --registry registry.example.com"],
     }).option("--registry <host>", "the registry's host[:port] [env BULWARK_REGISTRY; default: the API's]"),
-    async ({ session, print }) => {
+    async ({ session, print, io }) => {
       const registry = session.registryHost;
-      const path = dockerConfigPath();
+      const path = dockerConfigPath(io.env);
       await configureDocker(path, registry);
       const helper = `docker-credential-${CREDENTIAL_HELPER}`;
       const lines = [`docker now asks ${helper} for ${registry} credentials (set in ${path})`];
-      if (!(await onPath(helper)))
+      if (!(await onPath(helper, io.env)))
         lines.push(
           `${helper} is not on your PATH: it is installed with bulwark, in ${BIN_DIR}; add that directory to PATH`,
         );
@@ -269,7 +269,7 @@ export function registerRegistryAuth(auth: Command): void {
       .option("--name <name>", "the pull token identity's name (default: pull-token-<id>)")
       .option("--ttl <duration>", "how long it is valid, at most 8760h", DEFAULT_TTL)
       .option("--registry <host>", "the registry it is for [env BULWARK_REGISTRY; default: the API's host]"),
-    async ({ session, print, opts }) => {
+    async ({ session, print, opts, io }) => {
       const ttlMs = parseTtl(opts.ttl);
       const parent = session.parent(true, "auth pull-token create");
       const token = await createPullToken(session, parent, { name: opts.name, ttlMs });
@@ -277,13 +277,13 @@ export function registerRegistryAuth(auth: Command): void {
       const expires = time(timestampFromDate(token.expiration));
       const command = `docker login ${token.registry} --username ${username} --password ${token.password}`;
       if (print.format === "table" || print.format === "wide")
-        process.stderr.write(
+        io.stderr.write(
           `Pull token ${username} expires ${expires}; ` +
             `revoke it with \`bulwark iam identities delete ${username}\`. To use it, run:\n`,
         );
       // -o id/terse print the identity for scripts; the password exists only now, so it goes to stderr.
       if (print.format === "id" || print.format === "terse")
-        process.stderr.write(`password (shown only this once): ${token.password}\n`);
+        io.stderr.write(`password (shown only this once): ${token.password}\n`);
       print.done(command, {
         id: username,
         json: {
@@ -341,11 +341,11 @@ export function registerRegistryAuth(auth: Command): void {
       description: "revoke a pull token: delete its identity and role binding (only pull tokens)",
       examples: ["bulwark auth pull-token delete <identity uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, uid: string) => {
+    async ({ session, print, opts, io }, uid: string) => {
       const identity = await session.call(() => session.client(IdentitiesService).getIdentity({ uid }));
       if (!isPullToken(identity))
         throw new UsageError(`${identity.name} (${uid}) is not a pull token: use \`bulwark iam identities delete\``);
-      await confirm(`Revoke the pull token ${identity.name} (${uid})?`, opts.yes);
+      await confirm(io, `Revoke the pull token ${identity.name} (${uid})?`, opts.yes);
       await deleteIdentityWithBindings(session, identity.uid);
       print.done(`revoked pull token ${identity.name} (${uid})`, { id: uid, json: {} });
     },

@@ -298,10 +298,10 @@ export function registerRoles(iam: Command): void {
       description: "delete a custom role (by uid or name)",
       examples: ["bulwark iam roles delete <uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts }, ref: string) => {
+    async ({ session, print, opts, io }, ref: string) => {
       const role = await resolveRole(session, ref);
       if (isBuiltin(role)) throw new CliError(`${role.name} is a built-in role: it cannot be deleted`);
-      await confirm(`Delete the role ${role.name} (${role.uid})?`, opts.yes);
+      await confirm(io, `Delete the role ${role.name} (${role.uid})?`, opts.yes);
       await session.call(() => session.client(RolesService).deleteRole({ uid: role.uid }));
       print.done(`deleted role ${role.name} (${role.uid})`, { id: role.uid, json: {} });
     },

@@ -1,6 +1,8 @@
 // The server side of `bulwark`: `serve`, and the operator's tools that open the database
 // themselves (`admin token`, `registry gc`). The server's modules are imported only when one of
-// these runs, so client commands start quickly.
+// these runs, so client commands start quickly. `serve` owns its process: it handles SIGTERM and
+// SIGINT and exits once closed. Options with an environment variable read it from the process
+// (commander's .env()); what these commands read themselves comes from their io (io.ts).
 import { join } from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import type { RateLimit } from "../../core/rate-limit.js";
@@ -9,6 +11,7 @@ import { DEFAULT_CONFIG } from "../../server/defaults.js";
 import type { RegistrySettings } from "../../registry/api.js";
 import { isValidUidp } from "../../core/uidp.js";
 import { CliError } from "../errors.js";
+import { ioOf } from "../io.js";
 import { commaList, examples } from "../command.js";
 import { durationMillis } from "../durations.js";
 
@@ -80,7 +83,11 @@ interface BlobOpts {
   s3PathStyle?: boolean;
 }
 
-function registrySettings(o: BlobOpts, gc: { gcIntervalMs?: number; gcGraceMs?: number } = {}): RegistrySettings {
+function registrySettings(
+  env: NodeJS.ProcessEnv,
+  o: BlobOpts,
+  gc: { gcIntervalMs?: number; gcGraceMs?: number } = {},
+): RegistrySettings {
   return {
     blobDirectory: o.blobDir,
     objectStorage: o.s3Bucket
@@ -90,8 +97,8 @@ function registrySettings(o: BlobOpts, gc: { gcIntervalMs?: number; gcGraceMs?: 
           region: o.s3Region,
           prefix: o.s3Prefix,
           forcePathStyle: o.s3PathStyle,
-          accessKeyId: process.env.AWS_ACCESS_KEY_ID,
-          secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY,
+          accessKeyId: env.AWS_ACCESS_KEY_ID,
+          secretAccessKey: env.AWS_SECRET_ACCESS_KEY,
         }
       : undefined,
     ...gc,
@@ -295,7 +302,9 @@ export function registerServerCommands(program: Command): void {
             upstreamClientId?: string;
             upstreamClientSecret?: string;
           },
+        command: Command,
       ) => {
+        const io = ioOf(command);
         const [{ pino }, { startServer }, { keyEncryptionKeyFromEnv }, { DEFAULT_RATE_LIMITS }] = await Promise.all([
           import("pino"),
           import("../../server/start.js"),
@@ -317,7 +326,7 @@ export function registerServerCommands(program: Command): void {
               }
             : undefined;
         // BULWARK_KEY_ENCRYPTION_KEY: PostgreSQL's key-encryption key (an embedded data directory keeps its own)
-        const keyEncryptionKey = opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined;
+        const keyEncryptionKey = opts.databaseUrl ? keyEncryptionKeyFromEnv(io.env) : undefined;
         const chosen = (flag: RateLimit | null | undefined, fallback: RateLimit) =>
           flag === null ? undefined : (flag ?? fallback);
         const rateLimits: RateLimitSettings | false = opts.rateLimit && {
@@ -360,6 +369,7 @@ export function registerServerCommands(program: Command): void {
           moduleSettings: {
             vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
             registry: registrySettings(
+              io.env,
               { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
               { gcIntervalMs: opts.registryGcEvery, gcGraceMs: opts.registryGcGrace },
             ),
@@ -412,17 +422,21 @@ export function registerServerCommands(program: Command): void {
         .argParser(parseDuration),
     )
     .action(
-      async (opts: {
-        dataDir: string;
-        databaseUrl?: string;
-        audience?: string;
-        wait: number;
-        port?: number;
-        host?: string;
-        issuerUrl?: string;
-        apiUrl?: string;
-        registryHost?: string;
-      }) => {
+      async (
+        opts: {
+          dataDir: string;
+          databaseUrl?: string;
+          audience?: string;
+          wait: number;
+          port?: number;
+          host?: string;
+          issuerUrl?: string;
+          apiUrl?: string;
+          registryHost?: string;
+        },
+        command: Command,
+      ) => {
+        const io = ioOf(command);
         const [{ adminToken }, { keyEncryptionKeyFromEnv }] = await Promise.all([
           import("../admin.js"),
           import("../../storage/db.js"),
@@ -432,8 +446,8 @@ export function registerServerCommands(program: Command): void {
         const { token } = await adminToken({
           dataDir: opts.dataDir,
           databaseUrl: opts.databaseUrl,
-          keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined,
-          say: (line) => process.stderr.write(`bulwark: ${line}\n`),
+          keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv(io.env) : undefined,
+          say: (line) => void io.stderr.write(`bulwark: ${line}\n`),
           urls: {
             issuer: opts.issuerUrl ?? given,
             apiAudience: opts.apiUrl ?? given,
@@ -443,7 +457,7 @@ export function registerServerCommands(program: Command): void {
           audience: opts.audience,
           waitMs: opts.wait,
         });
-        process.stdout.write(token + "\n");
+        io.stdout.write(token + "\n");
       },
     );
   const registry = program
@@ -462,23 +476,29 @@ export function registerServerCommands(program: Command): void {
         .default(3_600_000, "1h")
         .argParser(parseDuration),
     )
-    .action(async (opts: BlobOpts & { dataDir: string; databaseUrl?: string; dryRun?: boolean; grace: number }) => {
-      const [{ registryGc }, { keyEncryptionKeyFromEnv }] = await Promise.all([
-        import("../registry.js"),
-        import("../../storage/db.js"),
-      ]);
-      const report = await registryGc({
-        dataDir: opts.dataDir,
-        databaseUrl: opts.databaseUrl,
-        keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv() : undefined,
-        registry: registrySettings(opts),
-        graceMs: opts.grace,
-        dryRun: opts.dryRun === true,
-      });
-      const verb = opts.dryRun ? "would remove" : "removed";
-      process.stdout.write(
-        `${verb}: ${report.manifests} manifests, ${report.blobLinks} blob links, ${report.blobs} blobs ` +
-          `(${report.bytes} bytes), ${report.uploads} abandoned uploads\n`,
-      );
-    });
+    .action(
+      async (
+        opts: BlobOpts & { dataDir: string; databaseUrl?: string; dryRun?: boolean; grace: number },
+        command: Command,
+      ) => {
+        const io = ioOf(command);
+        const [{ registryGc }, { keyEncryptionKeyFromEnv }] = await Promise.all([
+          import("../registry.js"),
+          import("../../storage/db.js"),
+        ]);
+        const report = await registryGc({
+          dataDir: opts.dataDir,
+          databaseUrl: opts.databaseUrl,
+          keyEncryptionKey: opts.databaseUrl ? keyEncryptionKeyFromEnv(io.env) : undefined,
+          registry: registrySettings(io.env, opts),
+          graceMs: opts.grace,
+          dryRun: opts.dryRun === true,
+        });
+        const verb = opts.dryRun ? "would remove" : "removed";
+        io.stdout.write(
+          `${verb}: ${report.manifests} manifests, ${report.blobLinks} blob links, ${report.blobs} blobs ` +
+            `(${report.bytes} bytes), ${report.uploads} abandoned uploads\n`,
+        );
+      },
+    );
 }

@@ -1,6 +1,7 @@
 // `bulwark version`: the CLI's version and, when it answers, the server's.
 import type { Command } from "commander";
 import { examples, connectionOptions } from "../command.js";
+import { ioOf } from "../io.js";
 import { Printer } from "../output.js";
 import { Session, type ClientFlags } from "../session.js";
 
@@ -10,9 +11,10 @@ export function registerVersion(program: Command, version: string): void {
       .description("print the CLI's version, and the server's when it can be reached")
       .option("--client", "the CLI's version only (no network)"),
     ["bulwark version", "bulwark version --client", "bulwark version -o json"],
-  ).action(async (opts: ClientFlags & { client?: boolean }) => {
-    const session = await Session.open(opts);
-    const print = new Printer(session.output);
+  ).action(async (opts: ClientFlags & { client?: boolean }, command: Command) => {
+    const io = ioOf(command);
+    const session = await Session.open(opts, io.env);
+    const print = new Printer(session.output, io);
     let server: { url: string; version?: string; error?: string } | undefined;
     if (!opts.client) {
       try {
