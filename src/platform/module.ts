@@ -60,7 +60,14 @@ export interface ModuleRuntime<Exports = unknown> {
   close?(): Promise<void>;
 }
 
+/**
+ * Upkeep the server runs on every replica (server/tasks.ts): first `everyMs` after start, then
+ * `everyMs` after each run ends (a run never overlaps the previous one); a failure is logged and
+ * the schedule goes on; a stop waits for the run in progress before the database closes. Work that
+ * must happen once across replicas coordinates through the database (row locks, SKIP LOCKED).
+ */
 export interface PeriodicTask {
+  /** in words, for the log ("registry garbage collection") */
   name: string;
   everyMs: number;
   run(): Promise<void>;

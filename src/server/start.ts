@@ -19,6 +19,7 @@ import { loadSharedSecret } from "../storage/server-secrets.js";
 import { createApp } from "./app.js";
 import { DEFAULT_RATE_LIMITS, RequestLimits, type RateLimitSettings } from "./limits.js";
 import { MODULES, type ModuleSettings } from "./modules.js";
+import { PeriodicTasks } from "./tasks.js";
 
 export interface ServerConfig extends PlatformSettings {
   port: number;
@@ -140,7 +141,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     keyEncryptionKey,
     notice: (message, details) => logger.warn(details, message),
   });
-  const timers: NodeJS.Timeout[] = [];
+  const tasks = new PeriodicTasks(logger);
   const runtimes: ModuleRuntime[] = [];
   try {
     await migrate(database.db, modules);
@@ -184,19 +185,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       exports.set(module, runtime.exports);
       runtimes.push(runtime);
     }
-    for (const [i, runtime] of runtimes.entries()) {
-      for (const task of runtime.tasks ?? []) {
-        const timer = setInterval(
-          () =>
-            void task
-              .run()
-              .catch((err) => logger.error({ err, module: modules[i]!.name, task: task.name }, "periodic task failed")),
-          task.everyMs,
-        );
-        timer.unref();
-        timers.push(timer);
-      }
-    }
+    for (const [i, runtime] of runtimes.entries())
+      for (const task of runtime.tasks ?? []) tasks.schedule(modules[i]!.name, task);
     const bindings = runtimes.flatMap((r) => r.bindings);
     const { fastify, dual, extraListener } = await createApp({
       bindings,
@@ -243,7 +233,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       exportsOf,
       close: () =>
         (closing ??= (async () => {
-          for (const timer of timers) clearInterval(timer);
+          const tasksStopped = tasks.stop();
           dual.closeConnections();
           if (registryListener) {
             registryListener.closeConnections();
@@ -257,12 +247,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           } finally {
             clearTimeout(force);
           }
+          await tasksStopped;
           for (const runtime of runtimes) await runtime.close?.();
           await database.close();
         })()),
     };
   } catch (err) {
-    for (const timer of timers) clearInterval(timer);
+    await tasks.stop();
     for (const runtime of runtimes) await runtime.close?.().catch(() => undefined);
     await database.close();
     throw err;

@@ -14,6 +14,7 @@ import { MODULES } from "../../src/server/modules.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
 import { clonePglite } from "../support/db-templates.js";
 import { ERROR_DOMAIN } from "../support/server.js";
+import { signal, withinHang } from "../support/wait.js";
 
 async function start(modules: readonly FeatureModule<any, any>[]): Promise<RunningServer> {
   const logger = pino({ level: "silent" });
@@ -128,5 +129,76 @@ describe("module contract at start", () => {
     } finally {
       await pglite.close();
     }
+  });
+});
+
+describe("periodic tasks", () => {
+  /** A module whose one task runs `run` every millisecond. */
+  function withTask(run: (ctx: ModuleContext) => Promise<void>) {
+    const module: FeatureModule<Record<string, never>, unknown> = {
+      ...probe("scheduled", () => ({})),
+      async start(ctx) {
+        return { bindings: [], exports: {}, tasks: [{ name: "test task", everyMs: 1, run: () => run(ctx) }] };
+      },
+    };
+    return module;
+  }
+
+  it("a run never overlaps the previous one, and the schedule goes on after a failure", async () => {
+    let active = 0;
+    let overlaps = 0;
+    let runs = 0;
+    const enough = signal();
+    const server = await start([
+      ...MODULES,
+      withTask(async () => {
+        if (active++ > 0) overlaps++;
+        runs++;
+        try {
+          // The first run outlasts many intervals: a schedule that started runs by the clock would overlap it.
+          if (runs === 1) await new Promise((r) => setTimeout(r, 50));
+          if (runs === 2) throw new Error("a failing run");
+          if (runs === 4) enough.resolve();
+        } finally {
+          active--;
+        }
+      }),
+    ]);
+    try {
+      await withinHang(enough.promise, "four runs of the task");
+    } finally {
+      await server.close();
+    }
+    assert.equal(overlaps, 0);
+  });
+
+  it("a stop waits for the run in progress before the database closes", async () => {
+    const started = signal();
+    const gate = signal();
+    let finished: "query answered" | Error | undefined;
+    const server = await start([
+      ...MODULES,
+      withTask(async (ctx) => {
+        if (finished) return;
+        started.resolve();
+        await gate.promise;
+        finished = await ctx.db
+          .selectNoFrom((eb) => eb.lit(1).as("one"))
+          .execute()
+          .then(
+            () => "query answered" as const,
+            (err: Error) => err,
+          );
+      }),
+    ]);
+    await withinHang(started.promise, "the task's first run");
+    let closedFirst = false;
+    const closed = server.close().then(() => (closedFirst = finished === undefined));
+    // Give a stop that does not wait the time to close everything before the run goes on.
+    await new Promise((r) => setTimeout(r, 100));
+    gate.resolve();
+    await closed;
+    assert.equal(closedFirst, false, "the server closed while its task was still running");
+    assert.equal(finished, "query answered");
   });
 });

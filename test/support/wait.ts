@@ -112,3 +112,10 @@ export function watchOutput(child: ChildProcess): WatchedOutput {
     },
   };
 }
+
+/** A promise and the function that settles it, for a test to open when an event has happened. */
+export function signal<T = void>(): { promise: Promise<T>; resolve(value: T): void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
