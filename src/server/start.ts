@@ -58,8 +58,6 @@ export interface ServerConfig extends PlatformSettings {
   moduleSettings?: ModuleSettings;
 }
 
-export { DEFAULT_CONFIG } from "./defaults.js";
-
 export interface RunningServer {
   url: string;
   port: number;
