@@ -165,16 +165,25 @@ function checkJsonStrings(value: unknown, path: string, max: number): void {
 
 /** Checks the string values of a plain route's parsed query or form body. */
 export function checkParameterStrings(where: string, params: unknown): void {
-  // Only parsed parameters (plain objects): a raw body (a Buffer, a stream) is the route's own.
-  const proto = params && typeof params === "object" ? Object.getPrototypeOf(params) : undefined;
-  if (proto === Object.prototype || (params && proto === null)) {
-    for (const [key, value] of Object.entries(params as Record<string, unknown>)) {
+  if (isParsedParameters(params)) {
+    for (const [key, value] of Object.entries(params)) {
       checkString(`${where} parameter name`, key, 64);
       if (typeof value === "string") checkString(key, value, MAX_STRING_LENGTH[key] ?? DEFAULT_MAX_STRING_LENGTH);
       else if (Array.isArray(value))
         for (const item of value) if (typeof item === "string") checkString(key, item, DEFAULT_MAX_STRING_LENGTH);
     }
   }
+}
+
+/**
+ * Parsed parameters, not a raw body (a Buffer, a stream: the route's own). Fastify's query
+ * objects have a prototype of their own (itself without one), so a plain-object test misses them.
+ */
+function isParsedParameters(params: unknown): params is Record<string, unknown> {
+  if (!params || typeof params !== "object" || Array.isArray(params) || ArrayBuffer.isView(params)) return false;
+  if (typeof (params as { pipe?: unknown }).pipe === "function") return false;
+  const proto: unknown = Object.getPrototypeOf(params);
+  return proto === Object.prototype || proto === null || Object.getPrototypeOf(proto) === null;
 }
 
 function tooMany(path: string): never {

@@ -153,5 +153,27 @@ for (const backend of backends()) {
       assert.equal(own.status, 401);
       assert.equal(own.body.errors[0].code, "UNAUTHORIZED");
     });
+
+    it("query parameters pass the string rule on every plain route: a NUL is refused before anything runs", async () => {
+      const probe = await get("/probe/public?x=%00");
+      assert.equal(probe.status, 400, JSON.stringify(probe.body));
+      assert.equal(probe.body.code, 3);
+      assert.equal(probe.body.details[1].fieldViolations[0].field, "x");
+      // The server's own plain routes: discovery, the feeds, sign-in, the OCI API (in its own error form).
+      for (const path of [
+        "/.well-known/openid-configuration?x=%00",
+        "/vulnerabilities/secdb.json?x=%00",
+        "/v1/vulns/CGA-0000-0000-0000?x=%00",
+      ]) {
+        const res = await get(path);
+        assert.equal(res.status, 400, `${path}: ${JSON.stringify(res.body)}`);
+        assert.equal(res.body.code, 3, path);
+      }
+      const oci = await get("/v2/acme/app/tags/list?last=%00");
+      assert.equal(oci.status, 400, JSON.stringify(oci.body));
+      assert.match(oci.body.errors[0].message, /last/, "the OCI error names the parameter");
+      const long = await get(`/probe/public?${"k".repeat(65)}=1`);
+      assert.equal(long.status, 400, "a parameter name over 64 characters");
+    });
   });
 }
