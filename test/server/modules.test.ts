@@ -7,8 +7,6 @@ import { pino } from "pino";
 import { authModule } from "../../src/auth/module.js";
 import { GroupsService } from "../../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import { iamModule } from "../../src/iam/module.js";
-import { vulnerabilitiesModule } from "../../src/vulnerabilities/module.js";
-import { registryModule } from "../../src/registry/module.js";
 import type { FeatureModule, ModuleContext } from "../../src/platform/module.js";
 import { MODULES } from "../../src/server/modules.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
@@ -38,12 +36,15 @@ function probe(name: string, body: (ctx: ModuleContext) => unknown, services: Fe
 }
 
 /**
- * The registry's and the advisories' tables without their modules (the test template has them;
- * the registry needs the auth module's exports).
+ * The tables of every module but iam and auth, without the modules (the test template has them
+ * all; the registry needs the auth module's exports). A new module's migrations join by themselves.
  */
-const registryTables: FeatureModule<any, any> = {
-  ...probe("registry tables", () => ({})),
-  migrations: { ...registryModule.migrations, ...vulnerabilitiesModule.migrations },
+const otherTables: FeatureModule<any, any> = {
+  ...probe("other modules' tables", () => ({})),
+  migrations: Object.assign(
+    {},
+    ...MODULES.filter((m) => m !== iamModule && m !== authModule).map((m) => m.migrations),
+  ) as FeatureModule["migrations"],
 };
 
 describe("module contract at start", () => {
@@ -57,10 +58,7 @@ describe("module contract at start", () => {
       ...authModule,
       start: async (ctx) => ({ ...(await authModule.start(ctx)), authorizer: undefined }),
     };
-    await assert.rejects(
-      start([iamModule, withoutAuthorizer, registryTables]),
-      /must provide the authorizer; found none/,
-    );
+    await assert.rejects(start([iamModule, withoutAuthorizer, otherTables]), /must provide the authorizer; found none/);
     const second: FeatureModule<any, any> = {
       ...probe("second", () => ({})),
       start: async (ctx) => ({ ...(await authModule.start(ctx)), bindings: [] }),
@@ -77,7 +75,7 @@ describe("module contract at start", () => {
       await server.close();
     }
     const early = probe("early", (ctx) => ctx.exportsOf(authModule));
-    await assert.rejects(start([iamModule, early, authModule, registryTables]), /module auth is not running/);
+    await assert.rejects(start([iamModule, early, authModule, otherTables]), /module auth is not running/);
   });
 
   it("a module reads its own settings; the grants its settings make reach every module before any starts", async () => {
@@ -121,7 +119,7 @@ describe("module contract at start", () => {
           errorDomain: ERROR_DOMAIN,
           logger: pino({ level: "silent" }),
           pglite,
-          modules: [iamModule, authModule, registryTables],
+          modules: [iamModule, authModule, otherTables],
           moduleSettings: { registry: { gcGraceMs: 1 } },
         }),
         /settings are given for module registry, which does not run/,
