@@ -24,7 +24,6 @@ export function registerLoginRoutes(router: PlainRouter, deps: LoginDeps): void 
   // Endpoints that take codes a caller could guess (device codes, user codes, authorization
   // codes) are `sensitive`: stricter rate limits.
   const get = (url: string, handler: Handler) => router.route({ method: "GET", url, access: "public", handler });
-  const post = (url: string, handler: Handler) => router.route({ method: "POST", url, access: "public", handler });
   const sensitivePost = (url: string, handler: Handler) =>
     router.route({ method: "POST", url, access: "public", handler, sensitive: true });
 

@@ -3,7 +3,7 @@
 import { create, toJson, type MessageInitShape } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { GroupsService, type Group } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import type { Group } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
 import {
   CatalogTier,
   RepoSchema,

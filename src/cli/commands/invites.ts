@@ -10,10 +10,8 @@ import {
 } from "../../gen/chainguard/platform/iam/v2beta1/group_invites_pb.js";
 import { clientCommand, run } from "../command.js";
 import { confirm } from "../confirm.js";
-import { CliError } from "../errors.js";
 import type { CliIo } from "../io.js";
 import { listAll, messageView, time, type Printer } from "../output.js";
-import type { Session } from "../session.js";
 import { durationMillis } from "../durations.js";
 import { resolveRole } from "./roles.js";
 
