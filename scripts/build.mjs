@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+// `npm run build`: tsc (src/ → dist/), then the bundle (scripts/bundle.mjs). With --if-changed
+// (`npm start`, the test runner's preparation) it does nothing when dist/ was built from exactly the
+// present inputs: a start on an unchanged tree pays for no compile. The inputs are fingerprinted by
+// content, not mtime, so a checkout, a copy or a clock change cannot fool it; the fingerprint is
+// written only after both steps succeeded, so an interrupted build is redone.
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const STAMP = join(ROOT, "dist", ".build-fingerprint");
+// Everything the output depends on besides Node itself: the sources, how they are compiled and
+// bundled, and the exact dependency versions.
+const FILE_INPUTS = ["tsconfig.json", "package.json", "package-lock.json", "scripts/bundle.mjs", "scripts/build.mjs"];
+
+function fingerprint() {
+  const hash = createHash("sha256").update(process.version);
+  const sources = readdirSync(join(ROOT, "src"), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath ?? entry.path, entry.name).slice(ROOT.length))
+    .sort();
+  for (const file of [...FILE_INPUTS, ...sources]) {
+    const path = join(ROOT, file);
+    hash.update(`${file}\0`);
+    hash.update(existsSync(path) ? readFileSync(path) : "(absent)");
+    hash.update("\0");
+  }
+  return hash.digest("hex");
+}
+
+/** Builds unless dist/ already holds the build of these inputs; true when it built. */
+export function build({ ifChanged = false } = {}) {
+  const current = fingerprint();
+  const built = existsSync(STAMP) && existsSync(join(ROOT, "dist", "bundle", "main.js"));
+  if (ifChanged && built && readFileSync(STAMP, "utf8").trim() === current) return false;
+  const node = process.execPath;
+  execFileSync(node, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", join(ROOT, "tsconfig.json")], {
+    stdio: "inherit",
+  });
+  execFileSync(node, [join(ROOT, "scripts/bundle.mjs")], { stdio: "inherit" });
+  writeFileSync(STAMP, `${current}\n`);
+  return true;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const ifChanged = process.argv.includes("--if-changed");
+  if (!build({ ifChanged }) && ifChanged) console.log("build is up to date");
+}
