@@ -2,9 +2,14 @@
 // - an OSV-compatible API (the osv.dev shapes): GET /v1/vulns/{id}, POST /v1/query,
 //   POST /v1/querybatch;
 // - an Alpine-style secdb at GET /vulnerabilities/secdb.json (what apk scanners read), streamed.
-// Advisory YAML advisories are published in ecosystem "Chainguard" as pkg:apk/chainguard/<name>,
-// the CGA id as the record id and the vulnerability ids under `related`; OSV imports come back as
-// they were imported, with their status brought up to date.
+// Advisory YAML advisories are published in ecosystem "Wolfi" as pkg:apk/wolfi/<name> (as osv.dev
+// has them; "Chainguard" queries read them too), the CGA id as the record id and the vulnerability
+// ids under `related`; OSV imports come back as they were imported, with their status brought up
+// to date. Every timestamp of a record is RFC 3339 in UTC with milliseconds ("…T12:34:56.789Z").
+//
+// Without credentials the feeds answer from the public advisory groups (`--public-advisories`)
+// alone; with a token, from what the token's identity may read (its own groups and the public
+// ones). With no public group, credentials are required.
 import { Readable } from "node:stream";
 import type { FastifyRequest } from "fastify";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
@@ -15,6 +20,8 @@ import { checkString } from "../core/strings.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { restrictToVisible } from "../storage/list-query.js";
 import type { EventKind } from "./documents.js";
+import { APK_FEED_ECOSYSTEMS, canonicalEcosystem, ecosystemMatches, purlsMatching } from "./ecosystems.js";
+import { parseTimestamp } from "./parse.js";
 import type { AdvisoriesRepository, FeedRow } from "./storage/advisories.js";
 import { isAffected } from "./versions.js";
 
@@ -33,16 +40,28 @@ function restrictFor(visibility: Visibility | undefined) {
   return <QB>(qb: QB): QB => restrictToVisible(qb as never, visibility ?? [], false) as QB;
 }
 
+/** Every timestamp a record carries, in one precision (what JSON dates are everywhere here). */
+function osvTime(time: Date): string {
+  return time.toISOString();
+}
+
+/** An imported record's timestamp (validated at import), or undefined when it has none. */
+function importedTime(value: unknown): Date | undefined {
+  return typeof value === "string" ? parseTimestamp(value) : undefined;
+}
+
 const NOT_AFFECTED: ReadonlySet<EventKind> = new Set(["false-positive-determination"]);
 
 /** The advisory as an OSV record (from its row alone: the import keeps what the feeds need there). */
 export function osvRecordOf(row: FeedRow): OsvRecord {
   const imported = (row.osv ?? {}) as Record<string, unknown>;
-  const published = (imported.published as string | undefined) ?? row.first_event_time.toISOString();
-  const modified = [imported.modified as string | undefined, row.latest_event_time.toISOString()]
-    .filter((t): t is string => !!t)
-    .sort()
-    .pop()!;
+  const published = osvTime(importedTime(imported.published) ?? row.first_event_time);
+  // the record's own modified, unless an event came later (the status moved since)
+  const importedModified = importedTime(imported.modified);
+  const modified = osvTime(
+    importedModified && importedModified > row.latest_event_time ? importedModified : row.latest_event_time,
+  );
+  const withdrawn = importedTime(imported.withdrawn);
   const severity = row.severities.map((s) => ({ type: s.type.replace(/^TYPE_/, ""), score: s.score }));
   const database_specific = {
     ...((imported.database_specific as object | undefined) ?? {}),
@@ -55,7 +74,8 @@ export function osvRecordOf(row: FeedRow): OsvRecord {
       schema_version: OSV_SCHEMA_VERSION,
       id: row.advisory_id,
       modified,
-      ...(published ? { published } : {}),
+      published,
+      ...(withdrawn ? { withdrawn: osvTime(withdrawn) } : {}),
       aliases: row.aliases,
       ...(severity.length ? { severity } : {}),
       affected: (imported.affected as Affected[] | undefined) ?? [],
@@ -71,7 +91,7 @@ export function osvRecordOf(row: FeedRow): OsvRecord {
     schema_version: OSV_SCHEMA_VERSION,
     id: row.advisory_id,
     modified,
-    ...(published ? { published } : {}),
+    published,
     aliases: [],
     related,
     ...(severity.length ? { severity } : {}),
@@ -97,8 +117,10 @@ export function recordAffects(record: OsvRecord, version: string | undefined): b
 
 interface PackageQuery {
   name?: string;
+  /** OSV's spelling; absent: a name in any ecosystem */
   ecosystem?: string;
-  purl?: string;
+  /** the package URLs (without version) whose records answer the query's purl */
+  purls?: string[];
   version?: string;
   pageToken?: string;
 }
@@ -125,25 +147,26 @@ function queryOf(body: unknown, field: string): PackageQuery {
   if (pkg !== undefined && (typeof pkg !== "object" || pkg === null || Array.isArray(pkg)))
     throw invalidArgument({ field: `${field}package`, description: "must be a JSON object" });
   const p = (pkg ?? {}) as Record<string, unknown>;
+  const ecosystem = str("package.ecosystem", p.ecosystem);
+  const purl = str("package.purl", p.purl);
   const query: PackageQuery = {
     name: str("package.name", p.name),
-    ecosystem: str("package.ecosystem", p.ecosystem),
-    purl: str("package.purl", p.purl),
+    ecosystem: ecosystem === undefined ? undefined : canonicalEcosystem(`${field}package.ecosystem`, ecosystem),
     version: str("version", q.version),
     pageToken: str("page_token", q.page_token),
   };
-  if (str("commit", q.commit) !== undefined) return { ...query, name: undefined, purl: undefined }; // no git ranges here: nothing matches a commit
-  if (!query.name && !query.purl)
+  if (str("commit", q.commit) !== undefined) return { ...query, name: undefined }; // no git ranges here: nothing matches a commit
+  if (!query.name && !purl)
     throw invalidArgument({ field: `${field}package`, description: "needs a name (with its ecosystem) or a purl" });
-  if (query.name && query.purl)
+  if (query.name && purl)
     throw invalidArgument({ field: `${field}package`, description: "takes a name or a purl, not both" });
-  if (query.purl) {
-    if (!query.purl.startsWith("pkg:"))
+  if (purl) {
+    if (!purl.startsWith("pkg:"))
       throw invalidArgument({ field: `${field}package.purl`, description: "must be a package URL (pkg:...)" });
-    const split = splitPurl(query.purl);
+    const split = splitPurl(purl);
     if (split.version !== undefined && query.version !== undefined)
       throw invalidArgument({ field: `${field}version`, description: "is given twice (also in the purl)" });
-    query.purl = split.purl;
+    query.purls = purlsMatching(split.purl);
     query.version = query.version ?? split.version;
   }
   return query;
@@ -172,10 +195,10 @@ function matching(rows: FeedRow[], queries: PackageQuery[]): OsvRecord[][] {
     return record;
   };
   return queries.map((q) => {
-    const candidates = q.purl
-      ? (byPurl.get(q.purl) ?? [])
+    const candidates = q.purls
+      ? q.purls.flatMap((purl) => byPurl.get(purl) ?? [])
       : q.name
-        ? (byName.get(q.name) ?? []).filter((r) => !q.ecosystem || r.ecosystem === q.ecosystem)
+        ? (byName.get(q.name) ?? []).filter((r) => !q.ecosystem || ecosystemMatches(q.ecosystem, r.ecosystem))
         : [];
     return candidates.map(recordOf).filter((record) => recordAffects(record, q.version));
   });
@@ -183,10 +206,21 @@ function matching(rows: FeedRow[], queries: PackageQuery[]): OsvRecord[][] {
 
 export interface FeedDeps {
   advisories: AdvisoriesRepository;
+  /** the public advisory groups (`--public-advisories`): what an anonymous caller reads */
+  publicGroups: readonly string[];
 }
 
-export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps): void {
-  const readers = () => ({ audience: "api" as const, capabilities: [Capability.CAP_ADVISORIES_LIST] });
+export function registerFeedRoutes(router: PlainRouter, { advisories, publicGroups }: FeedDeps): void {
+  const readers = () => ({
+    audience: "api" as const,
+    capabilities: [Capability.CAP_ADVISORIES_LIST],
+    // Credentials stay optional only where there is something public to read; a token that is
+    // presented is still verified (a bad one is refused, never taken as anonymous).
+    anonymous: publicGroups.length > 0,
+  });
+  // An anonymous caller sees the public groups; an authenticated one its visibility, which the
+  // authorizer computed with the public groups' shared grants in it.
+  const visibleTo = (call: CallContext): Visibility => (call.principal ? (call.visibility ?? []) : publicGroups);
   // osv.dev's documented clients post JSON with `curl -d` (no JSON Content-Type).
   router.acceptJsonOfAnyType();
 
@@ -197,7 +231,7 @@ export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps
     async handler(request: FastifyRequest, _reply, call: CallContext) {
       const id = (request.params as { id: string }).id;
       checkString("id", id);
-      const rows = await advisories.findById(restrictFor(call.visibility), id);
+      const rows = await advisories.findById(restrictFor(visibleTo(call)), id);
       if (rows.length === 0) throw notFound("vulnerability", id);
       const records = rows.map(osvRecordOf);
       const ownIndex = rows.findIndex((r) => r.advisory_id === id || r.legacy_advisory_id === id);
@@ -224,7 +258,7 @@ export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps
     access: readers,
     async handler(request, _reply, call) {
       const q = queryOf(request.body, "");
-      const rows = await advisories.findByPackages(restrictFor(call.visibility), [q]);
+      const rows = await advisories.findByPackages(restrictFor(visibleTo(call)), [q]);
       const all = matching(rows, [q])[0]!.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       const after = q.pageToken;
       const rest = after ? all.filter((r) => r.id > after) : all;
@@ -247,7 +281,7 @@ export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps
       if (list.length > MAX_BATCH_QUERIES)
         throw invalidArgument({ field: "queries", description: `must hold at most ${MAX_BATCH_QUERIES} queries` });
       const queries = list.map((q, i) => queryOf(q, `queries[${i}].`));
-      const rows = await advisories.findByPackages(restrictFor(call.visibility), queries);
+      const rows = await advisories.findByPackages(restrictFor(visibleTo(call)), queries);
       const results = matching(rows, queries);
       return {
         results: results.map((records) =>
@@ -264,7 +298,7 @@ export function registerFeedRoutes(router: PlainRouter, { advisories }: FeedDeps
     url: "/vulnerabilities/secdb.json",
     access: readers,
     async handler(_request, reply, call) {
-      const restrict = restrictFor(call.visibility);
+      const restrict = restrictFor(visibleTo(call));
       reply.type("application/json");
       return reply.send(Readable.from(secdb(advisories, restrict)));
     },
@@ -286,7 +320,7 @@ async function* secdb(advisories: AdvisoriesRepository, restrict: <QB>(qb: QB) =
   for (;;) {
     const rows = await advisories.feedPage(restrict, after, FEED_PAGE, {
       kinds: ["fixed", "false-positive-determination"],
-      ecosystem: "Chainguard",
+      ecosystems: APK_FEED_ECOSYSTEMS,
     });
     if (rows.length === 0) break;
     for (const row of rows) {

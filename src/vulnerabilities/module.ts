@@ -9,6 +9,7 @@ import { AdvisoryImportService } from "../gen/bulwark/vulnerabilities/v1/import_
 import { file_chainguard_platform_vulnerabilities_v2_advisories } from "../gen/chainguard/platform/vulnerabilities/v2/advisories_pb.js";
 import { GaTwins } from "../platform/ga-twins.js";
 import * as m007 from "./migrations/007_advisories.js";
+import * as m011 from "./migrations/011_wolfi_ecosystem.js";
 import { advisoriesService, advisoryListing } from "./advisories.js";
 import { registerFeedRoutes } from "./feeds.js";
 import { advisoryImportService } from "./import.js";
@@ -28,11 +29,12 @@ export const vulnerabilitiesModule: FeatureModule<
   AdvisorySettings
 > = {
   name: "vulnerabilities",
-  migrations: { "007_advisories": m007 },
+  migrations: { "007_advisories": m007, "011_wolfi_ecosystem": m011 },
   services: [AdvisoriesService, AdvisoryImportService, ...GA.services],
   listings: GA.listings({ [AdvisorySchema.typeName]: advisoryListing }),
   repositories: vulnerabilityRepositories,
-  // Public advisory groups: every authenticated caller may read their advisories.
+  // Public advisory groups: every authenticated caller may read their advisories (and the feeds
+  // answer anonymous callers from them).
   sharedGrants: advisorySharedGrants,
 
   async start(ctx) {
@@ -47,7 +49,7 @@ export const vulnerabilitiesModule: FeatureModule<
         }),
       ]),
       routes(router) {
-        registerFeedRoutes(router, { advisories });
+        registerFeedRoutes(router, { advisories, publicGroups: ctx.moduleSettings?.publicGroups ?? [] });
       },
       exports: {},
     };

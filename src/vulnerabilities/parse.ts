@@ -14,6 +14,7 @@ import {
   type ParsedEvent,
   type ParsedSeverity,
 } from "./documents.js";
+import { ADVISORY_YAML_ECOSYSTEM, advisoryYamlPurl } from "./ecosystems.js";
 
 /** Largest document accepted, in UTF-8 bytes (the biggest corpus document is about 120 KB). */
 export const MAX_DOCUMENT_BYTES = 4 * 1024 * 1024;
@@ -72,7 +73,7 @@ const TIMESTAMP =
   /^(\d{4})-(\d{2})-(\d{2})(?:(?:[Tt]|[ \t]+)(\d{2}):(\d{2}):(\d{2})(\.\d+)?[ \t]*(Z|z|[+-]\d{2}(?::?\d{2})?)?)?$/;
 
 /** An ISO 8601 / RFC 3339 timestamp (a date alone is midnight UTC); undefined when invalid. */
-function parseTimestamp(value: string): Date | undefined {
+export function parseTimestamp(value: string): Date | undefined {
   const m = TIMESTAMP.exec(value.trim());
   if (!m) return undefined;
   const num = (i: number) => Number(m[i] ?? 0);
@@ -292,8 +293,8 @@ function parseYamlAdvisory(r: YamlReader, item: unknown, path: string, packageNa
     componentLocation: scan ? (scan.componentLocation ?? "") : "",
     severities: [],
     events,
-    ecosystem: "Chainguard",
-    purl: `pkg:apk/chainguard/${packageName}`,
+    ecosystem: ADVISORY_YAML_ECOSYSTEM,
+    purl: advisoryYamlPurl(packageName),
     line,
   };
 }

@@ -1,7 +1,50 @@
 // Advisories for suites that need some: imported through the import extension as the smallest
-// advisory YAML documents, then read back as the API answers them.
+// advisory YAML documents, then read back as the API answers them; the real documents of
+// test/fixtures/advisories as an import sends them; every advisory a caller may list.
 import assert from "node:assert/strict";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { ok } from "./assertions.js";
 import type { Api, Json } from "./fixtures.js";
+import { query, type QueryParams } from "./http.js";
+
+export const ADVISORY_FIXTURES = join(import.meta.dirname, "..", "fixtures", "advisories");
+export const ADVISORIES_PATH = "/vulnerabilities/v2beta1/advisories";
+export const IMPORT_PATH = "/bulwark/vulnerabilities/v1/advisories:import";
+
+/** Every importable fixture (not the broken ones under own/bad), sorted. */
+export function fixtureFiles(dir = ADVISORY_FIXTURES): string[] {
+  return readdirSync(dir)
+    .sort()
+    .flatMap((name) => {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) return name === "bad" ? [] : fixtureFiles(path);
+      return /\.(ya?ml|json)$/.test(name) && name !== "expected.json" ? [path] : [];
+    });
+}
+
+/** A fixture file as an import request's document (named by its path below the fixtures). */
+export const fixtureDocument = (path: string) => ({
+  name: relative(ADVISORY_FIXTURES, path),
+  content: readFileSync(path, "utf8"),
+});
+
+/** Every advisory visible to `api`, walking all pages. */
+export async function listAllAdvisories(api: Api, params: QueryParams = {}) {
+  const items: Json[] = [];
+  let pageToken: string | undefined;
+  let total: number | undefined;
+  do {
+    const page = ok(
+      await api.get(ADVISORIES_PATH + query({ ...params, page_size: 250, page_token: pageToken })),
+      "list",
+    );
+    items.push(...(page.advisories ?? []));
+    pageToken = page.nextPageToken || undefined;
+    total = page.totalCount === undefined ? undefined : Number(page.totalCount);
+  } while (pageToken);
+  return { items, total };
+}
 
 const CGA_ALPHABET = "23456789cfghjmpqrvwx";
 

@@ -129,8 +129,8 @@ describe("advisory documents: advisory YAML mapping", () => {
     assert.equal(a.artifactName, "bulwark-fixture");
     assert.equal(a.artifactType, "apk");
     assert.equal(a.artifactArchitecture, "");
-    assert.equal(a.ecosystem, "Chainguard");
-    assert.equal(a.purl, "pkg:apk/chainguard/bulwark-fixture");
+    assert.equal(a.ecosystem, "Wolfi");
+    assert.equal(a.purl, "pkg:apk/wolfi/bulwark-fixture");
     assert.deepEqual(a.severities, []);
     assert.equal(a.osv, undefined);
     // no scan: the package itself is the component

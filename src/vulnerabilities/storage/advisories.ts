@@ -317,11 +317,11 @@ export class AdvisoriesRepository {
     restrict: <QB>(qb: QB) => QB,
     after: [string, string, string] | undefined,
     limit: number,
-    options: { kinds?: EventKind[]; ecosystem?: string } = {},
+    options: { kinds?: EventKind[]; ecosystems?: readonly string[] } = {},
   ): Promise<FeedRow[]> {
     let q = restrict(this.db.selectFrom("advisories").select(FEED_COLUMNS));
     if (options.kinds) q = q.where("latest_event_type", "in", options.kinds);
-    if (options.ecosystem) q = q.where("ecosystem", "=", options.ecosystem);
+    if (options.ecosystems) q = q.where("ecosystem", "in", options.ecosystems);
     if (after)
       q = q.where(
         sql<SqlBool>`(artifact_name, advisory_id, uid) > (${after[0]}::text, ${after[1]}::text, ${after[2]}::text)`,
@@ -351,10 +351,10 @@ export class AdvisoriesRepository {
    */
   findByPackages(
     restrict: <QB>(qb: QB) => QB,
-    packages: { ecosystem?: string; name?: string; purl?: string }[],
+    packages: { name?: string; purls?: readonly string[] }[],
   ): Promise<FeedRow[]> {
     const names = [...new Set(packages.flatMap((p) => (p.name ? [p.name] : [])))];
-    const purls = [...new Set(packages.flatMap((p) => (!p.name && p.purl ? [p.purl] : [])))];
+    const purls = [...new Set(packages.flatMap((p) => (!p.name && p.purls ? p.purls : [])))];
     if (names.length === 0 && purls.length === 0) return Promise.resolve([]);
     return restrict(this.db.selectFrom("advisories").select(FEED_COLUMNS))
       .where((eb) =>

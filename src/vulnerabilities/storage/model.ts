@@ -46,9 +46,9 @@ export interface ParsedAdvisory {
   severities: ParsedSeverity[];
   /** oldest first */
   events: ParsedEvent[];
-  /** OSV ecosystem of the artifact: "Chainguard" for advisory YAML, the record's for OSV */
+  /** OSV ecosystem of the artifact: "Wolfi" for advisory YAML, the record's for OSV */
   ecosystem: string;
-  /** package URL of the artifact: pkg:apk/chainguard/<name> for advisory YAML */
+  /** package URL of the artifact: pkg:apk/wolfi/<name> for advisory YAML */
   purl: string;
   /** OSV-only fields the OSV feed gives back as they came (summary, details, references, ...) */
   osv?: Record<string, unknown>;
