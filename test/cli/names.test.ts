@@ -164,6 +164,11 @@ for (const backend of backends()) {
       await ok(["iam", "role-bindings", "delete", binding.uid, "--yes"]);
     });
 
+    it("advisories take their publisher group by name or path", async () => {
+      assert.equal(await ok(["advisories", "list", "--parent", "acme/team", "-o", "id"]), "");
+      assert.match(await fails(["advisories", "list", "--parent", "initech"], 1), /no group named "initech"/);
+    });
+
     it("images list and repos list show each repo's full name; repo refs descend folders", async () => {
       assert.equal(
         collapse(normalize(await ok(["images", "list", "--parent", "acme"]))),

@@ -27,7 +27,7 @@ import { CliError, UsageError } from "../errors.js";
 import { listAll, time } from "../output.js";
 import type { Session } from "../session.js";
 import { durationMillis } from "../durations.js";
-import { listGroups, parentUid } from "../resolve.js";
+import { listGroups, parentUid, resolveIdentity } from "../resolve.js";
 import { deleteIdentityWithBindings } from "./identities.js";
 
 /** The helper docker runs is `docker-credential-<this>`; the package installs it next to `bulwark`. */
@@ -477,12 +477,13 @@ export function registerRegistryAuth(auth: Command): void {
   );
 
   run<{ yes?: boolean }>(
-    clientCommand(pullToken, "delete <id>", {
-      description: "revoke a pull token: delete its identity and role binding (only pull tokens)",
+    clientCommand(pullToken, "delete <pull-token>", {
+      description: "revoke a pull token (its identity's uid or name): delete its identity and role binding",
       examples: ["bulwark auth pull-token delete <identity uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts, io }, uid: string) => {
-      const identity = await session.call(() => session.client(IdentitiesService).getIdentity({ uid }));
+    async ({ session, print, opts, io }, ref: string) => {
+      const identity = await resolveIdentity(session, ref);
+      const uid = identity.uid;
       if (!isPullToken(identity))
         throw new UsageError(`${identity.name} (${uid}) is not a pull token: use \`bulwark iam identities delete\``);
       await confirm(io, `Revoke the pull token ${identity.name} (${uid})?`, opts.yes);
