@@ -7,6 +7,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import * as oidc from "openid-client";
 import { CLI_CLIENT_ID } from "../core/cli-client.js";
+import { CliError } from "./errors.js";
 
 const WAIT_FOR_BROWSER_MS = 5 * 60 * 1000;
 
@@ -57,13 +58,40 @@ function printable(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, " ").slice(0, 300);
 }
 
+/**
+ * The issuer's own refusal, in its words: openid-client's errors say only "server responded with
+ * an error in the response body"; the server's reason is in error_description (RFC 6749 §5.2).
+ */
+export function issuerRefusal(err: unknown): unknown {
+  if (
+    err instanceof oidc.ResponseBodyError ||
+    err instanceof oidc.AuthorizationResponseError ||
+    err instanceof oidc.WWWAuthenticateChallengeError
+  ) {
+    const code = "error" in err && typeof err.error === "string" ? err.error : undefined;
+    const description = "error_description" in err ? err.error_description : undefined;
+    const said = description ? printable(description) : code ? printable(code) : err.message;
+    return new CliError(`the sign-in service refused: ${said}${code && description ? ` [${printable(code)}]` : ""}`);
+  }
+  return err;
+}
+
+/** Runs one exchange with the issuer, its refusals in its own words. */
+async function withIssuer<T>(step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (err) {
+    throw issuerRefusal(err);
+  }
+}
+
 function result(tokens: { access_token: string; expires_in?: number }): LoginResult {
   return { token: tokens.access_token, expiry: new Date(Date.now() + (tokens.expires_in ?? 3600) * 1000) };
 }
 
 /** Authorization code + PKCE with a loopback redirect. */
 export async function browserLogin(opts: BrowserLoginOptions): Promise<LoginResult> {
-  const config = await ourIssuer(opts.issuerUrl);
+  const config = await withIssuer(() => ourIssuer(opts.issuerUrl));
   const verifier = oidc.randomPKCECodeVerifier();
   const state = oidc.randomState();
   let finish!: (url: URL) => void;
@@ -104,10 +132,9 @@ export async function browserLogin(opts: BrowserLoginOptions): Promise<LoginResu
     const error = returned.searchParams.get("error");
     if (error) throw new Error(`sign-in failed: ${printable(returned.searchParams.get("error_description") ?? error)}`);
     // Checks state, then redeems the code with the PKCE verifier at the token endpoint.
-    const tokens = await oidc.authorizationCodeGrant(config, returned, {
-      pkceCodeVerifier: verifier,
-      expectedState: state,
-    });
+    const tokens = await withIssuer(() =>
+      oidc.authorizationCodeGrant(config, returned, { pkceCodeVerifier: verifier, expectedState: state }),
+    );
     return result(tokens);
   } finally {
     clearTimeout(timer);
@@ -117,12 +144,12 @@ export async function browserLogin(opts: BrowserLoginOptions): Promise<LoginResu
 
 /** The device flow: a user code approved in a browser elsewhere. */
 export async function headlessLogin(opts: BrowserLoginOptions): Promise<LoginResult> {
-  const config = await ourIssuer(opts.issuerUrl);
-  const device = await oidc.initiateDeviceAuthorization(config, extraParameters(opts));
+  const config = await withIssuer(() => ourIssuer(opts.issuerUrl));
+  const device = await withIssuer(() => oidc.initiateDeviceAuthorization(config, extraParameters(opts)));
   opts.say(
     `On any device with a browser, open\n\n  ${device.verification_uri}\n\nand enter the code ${device.user_code}` +
       `${device.verification_uri_complete ? `\n(or open ${device.verification_uri_complete})` : ""}\n` +
       `The code expires in ${Math.round(device.expires_in / 60)} minutes.\n`,
   );
-  return result(await oidc.pollDeviceAuthorizationGrant(config, device));
+  return result(await withIssuer(() => oidc.pollDeviceAuthorizationGrant(config, device)));
 }

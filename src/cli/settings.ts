@@ -51,8 +51,11 @@ export const SETTINGS = {
   "default-group": {
     env: "BULWARK_DEFAULT_GROUP",
     flag: "--parent",
-    description: "the group `--parent` stands for when it is not given",
-    check: (v) => (isValidUidp(v) ? undefined : "must be a group uid"),
+    description: "the group `--parent` stands for when it is not given (a uid, a name, or a path like acme/team)",
+    check: (v) =>
+      isValidUidp(v) || v.split("/").every((s) => s.trim() !== "")
+        ? undefined
+        : "must be a group's uid, name, or path of names (acme/team)",
   },
   output: {
     env: "BULWARK_OUTPUT",

@@ -124,7 +124,7 @@ for (const backend of backends()) {
       // off a terminal a delete needs --yes; nothing is deleted without it
       await fails(["iam", "folders", "delete", releases], 2, /Pass --yes to confirm/);
       await ok(["iam", "folders", "describe", releases]);
-      assert.match(await ok(["iam", "folders", "delete", releases, "--yes"]), /deleted folder releases/);
+      assert.match(await ok(["iam", "folders", "delete", releases, "--yes"]), /deleted folder acme\/releases /);
       await fails(["iam", "folders", "describe", releases], 1, /not found|does not exist|no /i);
       await fails(["iam", "folders", "delete", org, "--yes"], 2, /is an organization/);
     });
@@ -356,7 +356,7 @@ for (const backend of backends()) {
       await ok(["images", "repos", "create", "tools/x", "--parent", org]);
       await ok(["iam", "folders", "create", "tools", "--parent", org]);
       assert.match(await ok(["images", "tags", "list", "acme/tools/x"]), /^ID\s+NAME\s+DIGEST/);
-      await fails(["images", "tags", "list", "acme/tools/y"], 1, /no repo "y" in tools \(.*\) is visible to you/);
+      await fails(["images", "tags", "list", "acme/tools/y"], 1, /no repo "y" in acme\/tools \(.*\) is visible to you/);
     });
 
     it("usage errors exit 2: unknown command or option, bad output format, missing argument or --parent", async () => {

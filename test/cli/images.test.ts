@@ -98,7 +98,7 @@ for (const backend of backends()) {
 
     it("images repos: create, list, update and delete, in every output format", async () => {
       const created = await ok(["images", "repos", "create", "web", "--parent", org, "--description", "the site"]);
-      assert.equal(table(created), "ID  NAME  DESCRIPTION\n<uid>  web  the site\n");
+      assert.equal(table(created), "ID  NAME  DESCRIPTION\n<uid>  acme/web  the site\n");
       const web = JSON.parse(
         await ok([
           "images",
@@ -123,14 +123,14 @@ for (const backend of backends()) {
 
       assert.equal(
         table(await ok(["images", "repos", "list", "--parent", org])),
-        "ID  NAME  DESCRIPTION\n<uid>  app\n<uid>  tools/builder\n<uid>  web  the site\n",
+        "ID  NAME  DESCRIPTION\n<uid>  acme/app\n<uid>  acme/tools/builder\n<uid>  acme/web  the site\n",
       );
       assert.equal(
         table(await ok(["images", "repos", "list", "--parent", org, "-o", "wide"])),
         "ID  NAME  DESCRIPTION  TIER  BUNDLES  ALIASES  ACTIVE TAGS  CREATED  UPDATED\n" +
-          "<uid>  app  <time>  <time>\n" +
-          "<uid>  tools/builder  devtools  b  <time>  <time>\n" +
-          "<uid>  web  the site  <time>  <time>\n",
+          "<uid>  acme/app  <time>  <time>\n" +
+          "<uid>  acme/tools/builder  devtools  b  <time>  <time>\n" +
+          "<uid>  acme/web  the site  <time>  <time>\n",
       );
       const listed = JSON.parse(await ok(["images", "repos", "list", "--parent", org, "--name", "web", "-o", "json"]));
       assert.deepEqual(
@@ -143,7 +143,7 @@ for (const backend of backends()) {
       assert.equal(ids.length, 2);
       assert.equal(
         normalize(await ok(["images", "repos", "list", "--parent", org, "--name", "web", "-o", "terse"])),
-        "<uid>\tweb\tthe site\n",
+        "<uid>\tacme/web\tthe site\n",
       );
 
       const updated = await ok([
@@ -159,7 +159,7 @@ for (const backend of backends()) {
       assert.equal(JSON.parse(updated).description, "the storefront");
       assert.equal(JSON.parse(updated).name, "web");
       const renamed = await ok(["images", "repos", "update", web.uid, "--name", "builder"]);
-      assert.equal(table(renamed), "ID  NAME  DESCRIPTION\n<uid>  builder\n");
+      assert.equal(table(renamed), "ID  NAME  DESCRIPTION\n<uid>  acme/builder\n");
       const noChange = await cli(["images", "repos", "update", web.uid]);
       assert.equal(noChange.code, 2);
       assert.match(noChange.stderr, /nothing to change/);
@@ -167,11 +167,14 @@ for (const backend of backends()) {
       const refused = await cli(["images", "repos", "delete", "acme/web"]);
       assert.equal(refused.code, 2, refused.stderr);
       assert.match(refused.stderr, /Pass --yes/);
-      assert.equal(table(await ok(["images", "repos", "delete", "acme/web", "--yes"])), "deleted repo web (<uid>)\n");
+      assert.equal(
+        table(await ok(["images", "repos", "delete", "acme/web", "--yes"])),
+        "deleted repo acme/web (<uid>)\n",
+      );
       assert.equal(await ok(["images", "repos", "delete", web.uid, "--yes", "-o", "id"]), `${web.uid}\n`);
       assert.equal(
         table(await ok(["images", "repos", "list", "--parent", org])),
-        "ID  NAME  DESCRIPTION\n<uid>  app\n",
+        "ID  NAME  DESCRIPTION\n<uid>  acme/app\n",
       );
     });
 
@@ -203,11 +206,11 @@ for (const backend of backends()) {
     it("images list: each repo with its tags", async () => {
       assert.equal(
         table(await ok(["images", "list", "--parent", org])),
-        "REPO  TAGS  UPDATED\napp  latest, v1  <time>\n",
+        "REPO  TAGS  UPDATED\nacme/app  latest, v1  <time>\n",
       );
       assert.equal(
         table(await ok(["images", "list", "--parent", org, "-o", "wide"])),
-        `ID  REPO  TAGS  DIGESTS  UPDATED\n<uid>  app  latest, v1  ${latestDigest}, ${v1Digests[1]}  <time>\n`,
+        `ID  REPO  TAGS  DIGESTS  UPDATED\n<uid>  acme/app  latest, v1  ${latestDigest}, ${v1Digests[1]}  <time>\n`,
       );
       const [image] = JSON.parse(await ok(["images", "list", "-o", "json"]));
       assert.equal(image.name, "app");
@@ -215,7 +218,7 @@ for (const backend of backends()) {
         image.tags.map((t: { name: string }) => t.name),
         ["latest", "v1"],
       );
-      assert.equal(normalize(await ok(["images", "list", "-o", "terse"])), "app\tlatest, v1\t<time>\n");
+      assert.equal(normalize(await ok(["images", "list", "-o", "terse"])), "acme/app\tlatest, v1\t<time>\n");
     });
 
     it("images history: the digests a tag pointed to, oldest first", async () => {
@@ -344,7 +347,12 @@ for (const backend of backends()) {
         await ok(["auth", "configure-docker", "--registry", "registry.example.com", "-o", "json"]),
       );
       const path = join(home.dir, ".docker", "config.json");
-      assert.deepEqual(json, { registry: "registry.example.com", configFile: path, credHelper: "bulwark" });
+      assert.deepEqual(json, {
+        registry: "registry.example.com",
+        configFile: path,
+        credHelper: "bulwark",
+        helper: null,
+      });
       assert.deepEqual(JSON.parse(readFileSync(path, "utf8")), { credHelpers: { "registry.example.com": "bulwark" } });
       assert.equal(statSync(path).mode & 0o777, 0o600);
       const bad = await cli(["auth", "configure-docker", "--registry", "not a host"]);
@@ -388,7 +396,7 @@ for (const backend of backends()) {
       assert.match(unknownOrg.stderr, /no organization named "globex" is visible to you/);
       const notARef = await cli(["images", "repos", "delete", "app", "--yes"]);
       assert.equal(notARef.code, 2);
-      assert.match(notARef.stderr, /neither a repo uid nor <organization>\/<image>/);
+      assert.match(notARef.stderr, /neither a repo uid nor <organization>\/\[<folder>\/…\]<image>/);
 
       const noParent = await cli(["images", "repos", "create", "orphan"]);
       assert.equal(noParent.code, 2);

@@ -61,7 +61,10 @@ describe("bulwark binary smoke", () => {
 
   it("images: creates a repo and lists it", async () => {
     await ok(["images", "repos", "create", "app", "--parent", org]);
-    assert.match(await ok(["images", "repos", "list", "--parent", org]), /^ID\s+NAME\s+DESCRIPTION\n\S+\s+app\n$/);
+    assert.match(
+      await ok(["images", "repos", "list", "--parent", org]),
+      /^ID\s+NAME\s+DESCRIPTION\n\S+\s+smoke\/app\n$/,
+    );
   });
 
   it("advisories: imports a document (the summary on stdout) and lists it", async () => {

@@ -11,6 +11,7 @@ import {
 } from "../../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import { AdvisoryImportService } from "../../gen/bulwark/vulnerabilities/v1/import_pb.js";
 import { importAdvisories, summaryLine } from "../advisories.js";
+import { groupUid } from "../resolve.js";
 import { clientCommand, repeatable, run } from "../command.js";
 import { isValidUidp } from "../../core/uidp.js";
 import { CliError, UsageError } from "../errors.js";
@@ -231,7 +232,10 @@ export function registerAdvisories(program: Command): void {
     })
       // Not the framework's --parent: the configured default group is the caller's own, rarely
       // the one that publishes advisories, so nothing narrows the list unless asked.
-      .option("--parent <group>", "only advisories published by this group (uid); default: every group you can read")
+      .option(
+        "--parent <group>",
+        "only advisories published by this group (uid, name or path); default: every group you can read",
+      )
       .option("--package <name>", "only advisories of this package (repeat for several)", repeatable)
       .option(
         "--component <name>",
@@ -247,7 +251,7 @@ export function registerAdvisories(program: Command): void {
     async ({ session, print, opts }) => {
       const vulnerability = opts.vulnerability?.trim();
       const filters: AdvisoryFilters = {
-        uidp: opts.parent ? { childrenOf: opts.parent } : undefined,
+        uidp: opts.parent ? { childrenOf: await groupUid(session, opts.parent) } : undefined,
         artifactNames: opts.package ?? [],
         componentNames: opts.component ?? [],
         latestEventType: opts.status === undefined ? undefined : statusFilter(opts.status),
@@ -268,9 +272,10 @@ export function registerAdvisories(program: Command): void {
         "bulwark advisories describe CGA-2pv6-4gjh-fqfr",
         "bulwark advisories describe <advisory uid> -o json",
       ],
-    }).option("--parent <group>", "the publisher group (uid), when several publish the same id"),
+    }).option("--parent <group>", "the publisher group (uid, name or path), when several publish the same id"),
     async ({ session, print, opts }, ref: string) => {
-      const advisory = await resolveAdvisory(session, ref.trim(), opts.parent);
+      const parent = opts.parent === undefined ? undefined : await groupUid(session, opts.parent);
+      const advisory = await resolveAdvisory(session, ref.trim(), parent);
       if (print.format !== "table" && print.format !== "wide") {
         print.one(advisoryView, advisory);
         return;
@@ -290,8 +295,8 @@ export function registerAdvisories(program: Command): void {
       ],
     })
       .option(
-        "--group <uid>",
-        "the publisher group (default: the server's first --public-advisories group) [env BULWARK_ADVISORY_GROUP]",
+        "--group <group>",
+        "the publisher group: uid, name or path (default: the server's first --public-advisories group) [env BULWARK_ADVISORY_GROUP]",
       )
       .option("--author <name>", "recorded as the author of what is imported (default: your identity)")
       .option("--origin <name>", 'recorded as the origin (default: "advisory-yaml" or "osv", by format)')
@@ -301,11 +306,13 @@ export function registerAdvisories(program: Command): void {
           "terminal. Exit status 1 when a document was skipped.\n",
       ),
     async ({ session, print, opts, io }, paths: string[] | string) => {
+      const groupRef = opts.group ?? io.env.BULWARK_ADVISORY_GROUP;
+      const group = groupRef === undefined || groupRef === "" ? undefined : await groupUid(session, groupRef);
       const summary = await session.call(() =>
         importAdvisories({
           paths: Array.isArray(paths) ? paths : [paths],
           client: session.client(AdvisoryImportService),
-          group: opts.group ?? io.env.BULWARK_ADVISORY_GROUP,
+          group,
           author: opts.author,
           origin: opts.origin,
           say: (line) => void io.stderr.write(line + "\n"),

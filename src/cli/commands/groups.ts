@@ -3,11 +3,15 @@ import { create } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
 import { GroupSchema, GroupsService, type Group } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
-import { clientCommand, run } from "../command.js";
-import { isValidUidp } from "../../core/uidp.js";
+import { IdentitiesService } from "../../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
+import { RoleBindingsService } from "../../gen/chainguard/platform/iam/v2beta1/role_bindings_pb.js";
+import { RolesService } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
+import { ReposService } from "../../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
+import { clientCommand, run, type Context } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, messageView, renderTree, time } from "../output.js";
+import { groupPaths, listGroups, parentUid, resolveGroup } from "../resolve.js";
 import type { Session } from "../session.js";
 
 export const groupView = messageView(GroupSchema, [
@@ -18,42 +22,68 @@ export const groupView = messageView(GroupSchema, [
   { header: "CREATED", value: (g) => time(g.createTime), wide: true },
 ]);
 
-/** Every group a list request matches, page after page. */
-export async function listGroups(
-  session: Session,
-  filter: { childrenOf?: string; descendantsOf?: string; inRoot?: boolean; ids?: string[]; name?: string },
-  limit?: number,
-): Promise<Group[]> {
-  const client = session.client(GroupsService);
-  return listAll(async (pageToken, pageSize) => {
-    const res = await session.call(() =>
-      client.listGroups({
-        uidp: {
-          childrenOf: filter.childrenOf ?? "",
-          descendantsOf: filter.descendantsOf ?? "",
-          inRoot: filter.inRoot ?? false,
-          ids: filter.ids ?? [],
-        },
-        name: filter.name ?? "",
-        pageSize,
-        pageToken,
-      }),
-    );
-    return { items: res.groups, nextPageToken: res.nextPageToken };
-  }, limit);
+/** What a group directly holds that the server's delete would be refused for, counted by kind. */
+async function contentsOf(session: Session, uid: string): Promise<string[]> {
+  const inIt = { childrenOf: uid };
+  const count = async <T>(page: (pageToken: string) => Promise<{ items: T[]; nextPageToken: string }>) =>
+    (await listAll((pageToken) => page(pageToken))).length;
+  const [groups, repos, identities, roles, bindings] = await Promise.all([
+    count(async (pageToken) => {
+      const r = await session.call(() => session.client(GroupsService).listGroups({ uidp: inIt, pageToken }));
+      return { items: r.groups, nextPageToken: r.nextPageToken };
+    }),
+    count(async (pageToken) => {
+      const r = await session.call(() => session.client(ReposService).listRepos({ uidp: inIt, pageToken }));
+      return { items: r.repos, nextPageToken: r.nextPageToken };
+    }),
+    count(async (pageToken) => {
+      const r = await session.call(() => session.client(IdentitiesService).listIdentities({ uidp: inIt, pageToken }));
+      return { items: r.identities, nextPageToken: r.nextPageToken };
+    }),
+    count(async (pageToken) => {
+      const r = await session.call(() => session.client(RolesService).listRoles({ uidp: inIt, pageToken }));
+      return { items: r.roles, nextPageToken: r.nextPageToken };
+    }),
+    count(async (pageToken) => {
+      const r = await session.call(() =>
+        session.client(RoleBindingsService).listRoleBindings({ uidp: inIt, pageToken }),
+      );
+      return { items: r.roleBindings, nextPageToken: r.nextPageToken };
+    }),
+  ]);
+  const plural = (n: number, one: string, many: string) => (n === 1 ? `1 ${one}` : `${n} ${many}`);
+  return [
+    groups ? plural(groups, "child group", "child groups") : "",
+    repos ? plural(repos, "repo", "repos") : "",
+    identities ? plural(identities, "identity", "identities") : "",
+    roles ? plural(roles, "custom role", "custom roles") : "",
+    bindings ? plural(bindings, "role binding", "role bindings") : "",
+  ].filter(Boolean);
 }
 
-/** A group named by uid, or by name (which must then be unambiguous among the groups the caller sees). */
-export async function resolveGroup(session: Session, ref: string, root?: boolean): Promise<Group> {
-  if (isValidUidp(ref)) return session.call(() => session.client(GroupsService).getGroup({ uid: ref }));
-  const found = await listGroups(session, { name: ref, inRoot: root });
-  if (found.length === 0)
-    throw new CliError(`no ${root ? "organization" : "group"} named ${JSON.stringify(ref)} is visible to you`);
-  if (found.length > 1)
+const inWords = (items: string[]) =>
+  items.length < 2 ? items.join("") : `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`;
+
+/**
+ * Deletes a group the way the server allows: only an empty one (everything in a group refers to
+ * it, and the server refuses to delete what is still referred to). A group that visibly holds
+ * something is refused here, saying what; an empty one is confirmed, then deleted, and a refusal
+ * for what the caller cannot see arrives in the server's words.
+ */
+async function deleteGroup(ctx: Context<{ yes?: boolean }>, kind: "organization" | "folder", group: Group) {
+  const { session, print, opts, io } = ctx;
+  const path = (await groupPaths(session, [group.uid])).get(group.uid) ?? group.name;
+  const what = `the ${kind} ${path} (${group.uid})`;
+  const holds = await contentsOf(session, group.uid);
+  if (holds.length)
     throw new CliError(
-      `${found.length} groups are named ${JSON.stringify(ref)}: use a uid (${found.map((g) => g.uid).join(", ")})`,
+      `cannot delete ${what}: it holds ${inWords(holds)}, and the server deletes only an empty group ` +
+        "(nothing left in it: child groups, repos, identities, roles, role bindings, invites, identity providers). " +
+        "Delete those first.",
     );
-  return found[0]!;
+  await confirm(io, `Delete ${what}? It is empty; this cannot be undone.`, opts.yes);
+  await session.call(() => session.client(GroupsService).deleteGroup({ uid: group.uid }));
+  print.done(`deleted ${kind} ${path} (${group.uid})`, { id: group.uid, json: {} });
 }
 
 /** A tree cut at N groups would drop arbitrary subtrees: it is drawn whole. */
@@ -110,7 +140,7 @@ export function registerGroups(iam: Command): void {
       examples: ["bulwark iam organizations describe acme", "bulwark iam organizations describe <uid> -o json"],
     }),
     async ({ session, print }, ref: string) => {
-      print.one(groupView, await resolveGroup(session, ref, true));
+      print.one(groupView, await resolveGroup(session, ref, { root: true }));
     },
   );
 
@@ -129,15 +159,10 @@ export function registerGroups(iam: Command): void {
 
   run<{ yes?: boolean }>(
     clientCommand(orgs, "delete <organization>", {
-      description: "delete an organization and everything in it",
+      description: "delete an organization (the server deletes only an empty one)",
       examples: ["bulwark iam organizations delete acme --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts, io }, ref: string) => {
-      const group = await resolveGroup(session, ref, true);
-      await confirm(io, `Delete the organization ${group.name} (${group.uid}) and everything in it?`, opts.yes);
-      await session.call(() => session.client(GroupsService).deleteGroup({ uid: group.uid }));
-      print.done(`deleted organization ${group.name} (${group.uid})`, { id: group.uid, json: {} });
-    },
+    async (ctx, ref: string) => deleteGroup(ctx, "organization", await resolveGroup(ctx.session, ref, { root: true })),
   );
 
   const folders = iam.command("folders").alias("folder").description("folders: groups inside an organization");
@@ -151,7 +176,7 @@ export function registerGroups(iam: Command): void {
       tree: true,
     }).option("--name <name>", "only folders with this name"),
     async ({ session, print, opts }) => {
-      const parent = session.parent();
+      const parent = await parentUid(session);
       if (print.format === "tree") noLimitWithTree(opts.limit);
       // Under a parent, one more than the limit (the parent itself is among its descendants);
       // without one, organizations are dropped after listing, so the limit applies after that.
@@ -189,7 +214,7 @@ export function registerGroups(iam: Command): void {
       parent: true,
     }).option("--description <text>", "what it is for"),
     async ({ session, print, opts }, name: string) => {
-      const parent = session.parent(true, "folders create");
+      const parent = await parentUid(session, "folders create");
       const group = await session.call(() =>
         session.client(GroupsService).createGroup({ parent, group: { name, description: opts.description ?? "" } }),
       );
@@ -223,16 +248,14 @@ export function registerGroups(iam: Command): void {
 
   run<{ yes?: boolean }>(
     clientCommand(folders, "delete <folder>", {
-      description: "delete a folder and everything in it",
-      examples: ["bulwark iam folders delete <uid> --yes"],
+      description: "delete a folder (the server deletes only an empty one)",
+      examples: ["bulwark iam folders delete acme/team/builds --yes", "bulwark iam folders delete <uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts, io }, ref: string) => {
-      const group = await resolveGroup(session, ref);
+    async (ctx, ref: string) => {
+      const group = await resolveGroup(ctx.session, ref);
       if (!group.uid.includes("/"))
         throw new UsageError(`${group.name} is an organization: use \`bulwark iam organizations delete\``);
-      await confirm(io, `Delete the folder ${group.name} (${group.uid}) and everything in it?`, opts.yes);
-      await session.call(() => session.client(GroupsService).deleteGroup({ uid: group.uid }));
-      print.done(`deleted folder ${group.name} (${group.uid})`, { id: group.uid, json: {} });
+      await deleteGroup(ctx, "folder", group);
     },
   );
 }

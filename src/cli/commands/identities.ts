@@ -29,7 +29,7 @@ import { listAll, messageView, time, type View } from "../output.js";
 import type { Session } from "../session.js";
 import { patternProblem } from "../../core/patterns.js";
 import { durationMillis } from "../durations.js";
-import { resolveRole } from "./roles.js";
+import { parentUid, resolveIdentity, resolveRole } from "../resolve.js";
 
 export const GITHUB_ISSUER = "https://token.actions.githubusercontent.com";
 export const GITLAB_ISSUER = "https://gitlab.com";
@@ -177,18 +177,6 @@ async function listBindings(
     );
     return { items: res.roleBindings, nextPageToken: res.nextPageToken };
   }, limit);
-}
-
-/** An identity by uid, or by name (which must then be unambiguous among those the caller sees). */
-export async function resolveIdentity(session: Session, ref: string): Promise<Identity> {
-  if (isValidUidp(ref)) return session.call(() => session.client(IdentitiesService).getIdentity({ uid: ref }));
-  const found = await listIdentityPages(session, { name: ref });
-  if (found.length === 0) throw new CliError(`no identity named ${JSON.stringify(ref)} is visible to you`);
-  if (found.length > 1)
-    throw new CliError(
-      `${found.length} identities are named ${JSON.stringify(ref)}: use a uid (${found.map((i) => i.uid).join(", ")})`,
-    );
-  return found[0]!;
 }
 
 /** Only the table forms show roles: the others are spared the role-binding lookup. */
@@ -503,7 +491,7 @@ function createKind<O>(
     .option("--role <role>", "bind it to this role (name or uid) in --parent (repeatable)", repeatable);
   run<O & CreateFlags>(flags(cmd), async ({ session, print, opts }, name: string) => {
     const wanted = await relationship(opts);
-    const parent = session.parent(true, `identities create ${kind}`);
+    const parent = await parentUid(session, `identities create ${kind}`);
     const roles: Role[] = [];
     for (const ref of new Set(opts.role ?? [])) roles.push(await resolveRole(session, ref, parent));
     const identity = await session.call(() =>
@@ -795,7 +783,7 @@ export function registerIdentities(iam: Command): void {
       .option("--name <name>", "only identities with this name")
       .addOption(new Option("--type <type>", "only identities of this type").choices(IDENTITY_TYPES)),
     async ({ session, print, opts }) => {
-      const parent = session.parent();
+      const parent = await parentUid(session);
       // github, gitlab and claim-match are one type to the server, and people none: those are sorted out here.
       const serverFiltersAll = opts.type === undefined || ["static", "aws", "service-principal"].includes(opts.type);
       let found = await listIdentityPages(
@@ -925,7 +913,7 @@ function registerRoleBindings(iam: Command): void {
       const filteredHere = identityName !== undefined || roleName !== undefined;
       let found = await listBindings(
         session,
-        { descendantsOf: session.parent(), identity: byUid(opts.identity), role: byUid(opts.role) },
+        { descendantsOf: await parentUid(session), identity: byUid(opts.identity), role: byUid(opts.role) },
         filteredHere ? undefined : opts.limit,
       );
       if (identityName !== undefined) found = found.filter((b) => b.identity?.name === identityName);
@@ -958,7 +946,7 @@ function registerRoleBindings(iam: Command): void {
       .option("--role <role>", "the role (name or uid; required)"),
     async ({ session, print, opts }) => {
       requireFlags("role-bindings create", { "--identity": opts.identity, "--role": opts.role });
-      const parent = session.parent(true, "role-bindings create");
+      const parent = await parentUid(session, "role-bindings create");
       const identity = isValidUidp(opts.identity!)
         ? opts.identity!
         : (await resolveIdentity(session, opts.identity!)).uid;

@@ -2,8 +2,8 @@
 // in a group with their tags, and a tag's history (the registry's own extension endpoint).
 import { create, toJson, type MessageInitShape } from "@bufbuild/protobuf";
 import { FieldMaskSchema } from "@bufbuild/protobuf/wkt";
-import type { Command } from "commander";
-import type { Group } from "../../gen/chainguard/platform/iam/v2beta1/groups_pb.js";
+import { Option, type Command } from "commander";
+import { RegistryExtensionsService } from "../../gen/bulwark/registry/v1/visibility_pb.js";
 import {
   CatalogTier,
   RepoSchema,
@@ -15,12 +15,9 @@ import type { UIDPFilterSchema } from "../../gen/platform/common/v1/uidp.platfor
 import { clientCommand, repeatable, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError, unreachable } from "../errors.js";
-import { listAll, messageView, time, type View } from "../output.js";
+import { listAll, messageView, time, type Printer, type View } from "../output.js";
 import type { Session } from "../session.js";
-import { listGroups, resolveGroup } from "./groups.js";
-
-/** A repo's uid: its group's uid and one more segment. */
-const REPO_UID = /^[0-9a-f]{40}(\/[0-9a-f]{16})+$/;
+import { parentUid, repoPaths, resolveRepo } from "../resolve.js";
 
 function tierName(tier: CatalogTier): string {
   return tier === CatalogTier.UNSPECIFIED ? "" : (CatalogTier[tier] ?? String(tier)).toLowerCase();
@@ -40,17 +37,37 @@ function parseTier(value: string): CatalogTier {
 /** "sha256:0123456789ab…" reads better in a table than 71 characters. */
 const DIGEST_IN_TABLE = 19;
 
-export const repoView = messageView(RepoSchema, [
-  { header: "ID", value: (r) => r.uid },
-  { header: "NAME", value: (r) => r.name },
-  { header: "DESCRIPTION", value: (r) => r.description, max: 40 },
-  { header: "TIER", value: (r) => tierName(r.catalogTier), wide: true },
-  { header: "BUNDLES", value: (r) => r.bundles.join(", "), wide: true },
-  { header: "ALIASES", value: (r) => r.aliases.join(", "), wide: true },
-  { header: "ACTIVE TAGS", value: (r) => r.activeTags.join(", "), wide: true },
-  { header: "CREATED", value: (r) => time(r.createTime), wide: true },
-  { header: "UPDATED", value: (r) => time(r.updateTime), wide: true },
-]);
+/** Repos as a table: NAME is the full name the registry knows (`acme/team/app`), by uid from `paths`. */
+export const repoView = (paths: ReadonlyMap<string, string>) =>
+  messageView(RepoSchema, [
+    { header: "ID", value: (r) => r.uid },
+    { header: "NAME", value: (r) => paths.get(r.uid) ?? r.name },
+    { header: "DESCRIPTION", value: (r) => r.description, max: 40 },
+    { header: "TIER", value: (r) => tierName(r.catalogTier), wide: true },
+    { header: "BUNDLES", value: (r) => r.bundles.join(", "), wide: true },
+    { header: "ALIASES", value: (r) => r.aliases.join(", "), wide: true },
+    { header: "ACTIVE TAGS", value: (r) => r.activeTags.join(", "), wide: true },
+    { header: "CREATED", value: (r) => time(r.createTime), wide: true },
+    { header: "UPDATED", value: (r) => time(r.updateTime), wide: true },
+  ]);
+
+/** One repo (with its full name and, when known, whether it is public), as a command that changed it prints it. */
+async function printRepo(session: Session, print: Printer, repo: Repo, isPublic?: boolean): Promise<void> {
+  const view = repoView(await repoPaths(session, [repo]));
+  if (isPublic === undefined) return print.one(view, repo);
+  print.one(
+    {
+      columns: [
+        ...view.columns.slice(0, 2),
+        { header: "PUBLIC", value: () => (isPublic ? "yes" : "no") },
+        ...view.columns.slice(2),
+      ],
+      id: view.id,
+      json: (r: Repo) => ({ ...(view.json(r) as object), public: isPublic }),
+    },
+    repo,
+  );
+}
 
 export const tagView = messageView(TagSchema, [
   { header: "ID", value: (t) => t.uid },
@@ -60,9 +77,10 @@ export const tagView = messageView(TagSchema, [
   { header: "DEPRECATED", value: (t) => (t.deprecated ? "yes" : "no") },
 ]);
 
-/** A repo with its tags, for `images list`. */
+/** A repo with its full name and its tags, for `images list`. */
 interface Image {
   repo: Repo;
+  path: string;
   tags: Tag[];
 }
 
@@ -72,7 +90,7 @@ const newestTime = (image: Image) =>
 const imageView: View<Image> = {
   columns: [
     { header: "ID", value: (i) => i.repo.uid, wide: true },
-    { header: "REPO", value: (i) => i.repo.name },
+    { header: "REPO", value: (i) => i.path },
     { header: "TAGS", value: (i) => i.tags.map((t) => t.name).join(", "), max: 40 },
     {
       header: "DIGESTS",
@@ -123,46 +141,6 @@ async function listTags(session: Session, uidp: UidpFilter | undefined, limit?: 
     const res = await session.call(() => client.listTags({ uidp, orderBy: "name", pageSize, pageToken }));
     return { items: res.tags, nextPageToken: res.nextPageToken };
   }, limit);
-}
-
-/** The child group `segment` names under `parent` (by name, or by its uid's last segment), if any. */
-async function childGroup(session: Session, parent: string, segment: string): Promise<Group | undefined> {
-  const byName = (await listGroups(session, { childrenOf: parent, name: segment })).filter((g) => g.name === segment);
-  if (byName.length === 1) return byName[0];
-  if (/^[0-9a-f]{16}$/.test(segment))
-    return (await listGroups(session, { childrenOf: parent })).find((g) => g.uid === `${parent}/${segment}`);
-  return undefined;
-}
-
-/**
- * A repo by uid, or by the name the registry knows it by: `<organization name or uid>/<image>`,
- * where leading segments that name folders descend into them (as the registry resolves names).
- */
-export async function resolveRepo(session: Session, ref: string): Promise<Repo> {
-  if (REPO_UID.test(ref)) return session.call(() => session.client(ReposService).getRepo({ uid: ref }));
-  const segments = ref.split("/");
-  if (segments.length < 2 || segments.some((s) => s === ""))
-    throw new UsageError(`${JSON.stringify(ref)} is neither a repo uid nor <organization>/<image>`);
-  // Folders named by the leading segments, as deep as they go; a repo's own name may contain
-  // slashes and start like a folder, so each depth is tried from the deepest up.
-  const chain = [await resolveGroup(session, segments[0]!, true)];
-  while (chain.length < segments.length - 1) {
-    const child = await childGroup(session, chain[chain.length - 1]!.uid, segments[chain.length]!);
-    if (!child) break;
-    chain.push(child);
-  }
-  const client = session.client(ReposService);
-  for (let depth = chain.length - 1; depth >= 0; depth--) {
-    const group = chain[depth]!;
-    const path = segments.slice(depth + 1).join("/");
-    const found = await session.call(() => client.listRepos({ uidp: { childrenOf: group.uid }, name: path }));
-    const repo = found.repos.find((r) => r.name === path);
-    if (repo) return repo;
-  }
-  const deepest = chain[chain.length - 1]!;
-  throw new CliError(
-    `no repo ${JSON.stringify(segments.slice(chain.length).join("/"))} in ${deepest.name} (${deepest.uid}) is visible to you`,
-  );
 }
 
 /**
@@ -249,13 +227,18 @@ async function tagHistory(
   return [...history].sort((a, b) => Date.parse(a.updateTimestamp) - Date.parse(b.updateTimestamp));
 }
 
-function updateMask(opts: { name?: string; description?: string; catalogTier?: string }): string[] {
+/** The repo fields an update names (its visibility is another resource, `visibility` says whether it changes too). */
+function updateMask(
+  opts: { name?: string; description?: string; catalogTier?: string },
+  visibility: boolean,
+): string[] {
   const paths = [
     ...(opts.name !== undefined ? ["name"] : []),
     ...(opts.description !== undefined ? ["description"] : []),
     ...(opts.catalogTier !== undefined ? ["catalog_tier"] : []),
   ];
-  if (!paths.length) throw new UsageError("nothing to change: pass --name, --description and/or --catalog-tier");
+  if (!paths.length && !visibility)
+    throw new UsageError("nothing to change: pass --name, --description, --catalog-tier, --public or --private");
   return paths;
 }
 
@@ -270,8 +253,9 @@ export function registerImages(program: Command): void {
       list: true,
     }),
     async ({ session, print, opts }) => {
-      const parent = session.parent();
+      const parent = await parentUid(session);
       const repos = await listRepos(session, parent, undefined, opts.limit);
+      const paths = await repoPaths(session, repos);
       // One list of every tag in the subtree (sorted by name) rather than one per repo: a tag's uid
       // extends its repo's.
       const tags = await listTags(session, under(parent));
@@ -284,7 +268,7 @@ export function registerImages(program: Command): void {
       }
       print.list(
         imageView,
-        repos.map((repo) => ({ repo, tags: byRepo.get(repo.uid) ?? [] })),
+        repos.map((repo) => ({ repo, path: paths.get(repo.uid) ?? repo.name, tags: byRepo.get(repo.uid) ?? [] })),
       );
     },
   );
@@ -299,7 +283,8 @@ export function registerImages(program: Command): void {
       list: true,
     }).option("--name <name>", "only repos with this name"),
     async ({ session, print, opts }) => {
-      print.list(repoView, await listRepos(session, session.parent(), opts.name, opts.limit));
+      const found = await listRepos(session, await parentUid(session), opts.name, opts.limit);
+      print.list(repoView(await repoPaths(session, found)), found);
     },
   );
 
@@ -317,7 +302,7 @@ export function registerImages(program: Command): void {
       .option("--alias <alias>", "another name it is known by (repeatable)", repeatable)
       .option("--bundle <bundle>", "a bundle it belongs to (repeatable)", repeatable),
     async ({ session, print, opts }, name: string) => {
-      const parent = session.parent(true, "images repos create");
+      const parent = await parentUid(session, "images repos create");
       const repo = await session.call(() =>
         session.client(ReposService).createRepo({
           parent,
@@ -330,37 +315,53 @@ export function registerImages(program: Command): void {
           },
         }),
       );
-      print.one(repoView, repo);
+      await printRepo(session, print, repo);
     },
   );
 
-  run<{ name?: string; description?: string; catalogTier?: string }>(
+  run<{ name?: string; description?: string; catalogTier?: string; public?: boolean; private?: boolean }>(
     clientCommand(repos, "update <repo>", {
-      description: "rename a repo or change its description or catalog tier (repo: uid or <org>/<image>)",
+      description:
+        "rename a repo, change its description or catalog tier, or make it public or private " +
+        "(repo: uid or <org>/[<folder>/…]<image>)",
       examples: [
         'bulwark images repos update acme/app --description "the storefront"',
-        "bulwark images repos update <repo uid> --name storefront",
+        "bulwark images repos update acme/team/app --public   # anyone may pull it without credentials",
+        "bulwark images repos update <repo uid> --name storefront --private",
       ],
     })
       .option("--name <name>", "its new name")
       .option("--description <text>", "its new description")
-      .option("--catalog-tier <tier>", `its new catalog tier (${TIER_NAMES.join(", ")})`),
+      .option("--catalog-tier <tier>", `its new catalog tier (${TIER_NAMES.join(", ")})`)
+      .addOption(new Option("--public", "anyone may pull it, without credentials").conflicts("private"))
+      .addOption(new Option("--private", "only callers allowed to pull it may (the default)").conflicts("public")),
     async ({ session, print, opts }, ref: string) => {
-      const paths = updateMask(opts);
+      const visibility = opts.public ? true : opts.private ? false : undefined;
+      const paths = updateMask(opts, visibility !== undefined);
       const tier = opts.catalogTier === undefined ? undefined : parseTier(opts.catalogTier);
-      const current = await resolveRepo(session, ref);
-      const repo = await session.call(() =>
-        session.client(ReposService).updateRepo({
-          repo: {
-            uid: current.uid,
-            name: opts.name ?? current.name,
-            description: opts.description ?? current.description,
-            catalogTier: tier ?? current.catalogTier,
-          },
-          updateMask: create(FieldMaskSchema, { paths }),
+      let repo = await resolveRepo(session, ref);
+      if (paths.length) {
+        const current = repo;
+        repo = await session.call(() =>
+          session.client(ReposService).updateRepo({
+            repo: {
+              uid: current.uid,
+              name: opts.name ?? current.name,
+              description: opts.description ?? current.description,
+              catalogTier: tier ?? current.catalogTier,
+            },
+            updateMask: create(FieldMaskSchema, { paths }),
+          }),
+        );
+      }
+      if (visibility === undefined) return printRepo(session, print, repo);
+      const updated = await session.call(() =>
+        session.client(RegistryExtensionsService).updateRepoVisibility({
+          visibility: { uid: repo.uid, public: visibility },
+          updateMask: create(FieldMaskSchema, { paths: ["public"] }),
         }),
       );
-      print.one(repoView, repo);
+      await printRepo(session, print, repo, updated.public);
     },
   );
 
@@ -371,9 +372,13 @@ export function registerImages(program: Command): void {
     }).option("-y, --yes", "do not ask for confirmation"),
     async ({ session, print, opts, io }, ref: string) => {
       const repo = await resolveRepo(session, ref);
-      await confirm(io, `Delete the repo ${repo.name} (${repo.uid}) with all its tags?`, opts.yes);
+      const path = (await repoPaths(session, [repo])).get(repo.uid) ?? repo.name;
+      const tagCount = (await listTags(session, { childrenOf: repo.uid })).length;
+      const tags =
+        tagCount === 0 ? "It has no tags" : `Its ${tagCount === 1 ? "tag goes" : `${tagCount} tags go`} with it`;
+      await confirm(io, `Delete the repo ${path} (${repo.uid})? ${tags}; this cannot be undone.`, opts.yes);
       await session.call(() => session.client(ReposService).deleteRepo({ uid: repo.uid }));
-      print.done(`deleted repo ${repo.name} (${repo.uid})`, { id: repo.uid, json: {} });
+      print.done(`deleted repo ${path} (${repo.uid})`, { id: repo.uid, json: {} });
     },
   );
 

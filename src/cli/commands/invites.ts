@@ -13,7 +13,7 @@ import { confirm } from "../confirm.js";
 import type { CliIo } from "../io.js";
 import { listAll, messageView, time, type Printer } from "../output.js";
 import { durationMillis } from "../durations.js";
-import { resolveRole } from "./roles.js";
+import { parentUid, resolveRole } from "../resolve.js";
 
 /** --ttl: a duration (`168h`, `30m`, `1h30m`) as a protobuf Duration. */
 export function parseTtl(value: string): Duration {
@@ -74,7 +74,7 @@ export function registerInvites(iam: Command): void {
       .option("--email <address>", "only someone signing in with this verified email may accept it")
       .option("--single-use", "the code works only once"),
     async ({ session, print, opts, io }) => {
-      const parent = session.parent(true, "invites create");
+      const parent = await parentUid(session, "invites create");
       const roleUid = (await resolveRole(session, opts.role, parent)).uid;
       const invite = await session.call(() =>
         session.client(GroupInvitesService).createGroupInvite({
@@ -94,7 +94,7 @@ export function registerInvites(iam: Command): void {
       list: true,
     }),
     async ({ session, print, opts }) => {
-      const parent = session.parent();
+      const parent = await parentUid(session);
       const client = session.client(GroupInvitesService);
       const rows = await listAll(async (pageToken, pageSize) => {
         const res = await session.call(() =>

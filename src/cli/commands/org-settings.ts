@@ -38,8 +38,7 @@ import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
 import { listAll, messageView, time, type View } from "../output.js";
 import type { Session } from "../session.js";
-import { resolveGroup } from "./groups.js";
-import { resolveRole } from "./roles.js";
+import { groupUid, parentUid, resolveGroup, resolveIdentityProvider, resolveRole } from "../resolve.js";
 
 /** `key=value` pairs as a map; `what` names the flag in errors. */
 function pairs(values: string[], what: string): Record<string, string> {
@@ -111,22 +110,6 @@ function identityProviderView(roles: Map<string, string>): View<IdentityProvider
     return copy;
   };
   return { ...view, json: (p) => toJson(IdentityProviderSchema, withoutSecret(p)) };
-}
-
-/** An identity provider by uid, or by name (unambiguous among those the caller sees). */
-async function resolveIdentityProvider(session: Session, ref: string): Promise<IdentityProvider> {
-  const client = session.client(IdentityProvidersService);
-  if (isValidUidp(ref)) return session.call(() => client.getIdentityProvider({ uid: ref }));
-  const found = await listAll(async (pageToken, pageSize) => {
-    const res = await session.call(() => client.listIdentityProviders({ name: ref, pageSize, pageToken }));
-    return { items: res.identityProviders, nextPageToken: res.nextPageToken };
-  });
-  if (found.length === 0) throw new CliError(`no identity provider named ${JSON.stringify(ref)} is visible to you`);
-  if (found.length > 1)
-    throw new CliError(
-      `${found.length} identity providers are named ${JSON.stringify(ref)}: use a uid (${found.map((p) => p.uid).join(", ")})`,
-    );
-  return found[0]!;
 }
 
 /** The client secret from --oidc-client-secret or --oidc-client-secret-file (`-`: standard input). */
@@ -209,7 +192,7 @@ function identityProviderCommands(iam: Command): void {
       .option("--default-role <role>", "the role people signing in through it get: a uid or a name", "viewer")
       .option("--description <text>", "what it is for"),
     async ({ session, print, opts }, name: string) => {
-      const parent = session.parent(true, "identity-providers create");
+      const parent = await parentUid(session, "identity-providers create");
       const secret = await clientSecret(opts);
       const defaultRole = (await resolveRole(session, opts.defaultRole, parent)).uid;
       const created = await session.call(() =>
@@ -246,7 +229,7 @@ function identityProviderCommands(iam: Command): void {
       list: true,
     }).option("--name <name>", "only identity providers with this name"),
     async ({ session, print, opts }) => {
-      const parent = session.parent();
+      const parent = await parentUid(session);
       const client = session.client(IdentityProvidersService);
       const rows = await listAll(async (pageToken, pageSize) => {
         const res = await session.call(() =>
@@ -388,11 +371,6 @@ const associationView = messageView(AccountAssociationSchema, [
   { header: "CREATED", value: (a) => time(a.createTime), wide: true },
   { header: "UPDATED", value: (a) => time(a.updateTime), wide: true },
 ]);
-
-/** A group's uid from its uid or name. */
-async function groupUid(session: Session, ref: string): Promise<string> {
-  return isValidUidp(ref) ? ref : (await resolveGroup(session, ref)).uid;
-}
 
 interface SetFlags {
   name?: string;
@@ -649,7 +627,7 @@ function accountAssociationCommands(iam: Command): void {
       list: true,
     }),
     async ({ session, print, opts }) => {
-      const parent = session.parent();
+      const parent = await parentUid(session);
       const client = session.client(AccountAssociationsService);
       const rows = await listAll(async (pageToken, pageSize) => {
         const res = await session.call(() =>

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { access, chmod, mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
-import { delimiter, dirname, join } from "node:path";
+import { delimiter, dirname, isAbsolute, join, resolve } from "node:path";
 import { toJson } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
@@ -27,7 +27,7 @@ import { CliError, UsageError } from "../errors.js";
 import { listAll, time } from "../output.js";
 import type { Session } from "../session.js";
 import { durationMillis } from "../durations.js";
-import { listGroups } from "./groups.js";
+import { listGroups, parentUid, resolveIdentity } from "../resolve.js";
 import { deleteIdentityWithBindings } from "./identities.js";
 
 /** The helper docker runs is `docker-credential-<this>`; the package installs it next to `bulwark`. */
@@ -178,8 +178,15 @@ export function dockerConfigPath(env: NodeJS.ProcessEnv): string {
   return join(env.DOCKER_CONFIG || join(homeDir(env), ".docker"), "config.json");
 }
 
-/** Sets credHelpers[registry] in docker's config, keeping everything else in it. */
-export async function configureDocker(path: string, registry: string): Promise<void> {
+/** How docker (and podman, skopeo: they read docker's config too) logs in to one registry. */
+export type DockerLogin = { helper: string } | { username: string; password: string };
+
+/**
+ * Sets how docker logs in to `registry` in its config, keeping everything else in it: a
+ * credential helper (credHelpers), or a fixed login (auths, as `docker login` writes it; the
+ * registry's credHelpers entry goes, since docker would ask the helper first).
+ */
+export async function configureDocker(path: string, registry: string, login: DockerLogin): Promise<void> {
   let config: Record<string, unknown> = {};
   let mode = 0o600;
   let text: string | undefined;
@@ -201,10 +208,25 @@ export async function configureDocker(path: string, registry: string): Promise<v
       throw new CliError(`${path} must hold a JSON object`);
     config = parsed as Record<string, unknown>;
   }
-  const helpers = config.credHelpers ?? {};
-  if (typeof helpers !== "object" || helpers === null || Array.isArray(helpers))
-    throw new CliError(`credHelpers in ${path} must be a JSON object`);
-  config.credHelpers = { ...helpers, [registry]: CREDENTIAL_HELPER };
+  const section = (key: string): Record<string, unknown> => {
+    const value = config[key] ?? {};
+    if (typeof value !== "object" || value === null || Array.isArray(value))
+      throw new CliError(`${key} in ${path} must be a JSON object`);
+    return { ...(value as Record<string, unknown>) };
+  };
+  const helpers = section("credHelpers");
+  const auths = section("auths");
+  if ("helper" in login) {
+    helpers[registry] = login.helper;
+    config.credHelpers = helpers;
+  } else {
+    delete helpers[registry];
+    if (config.credHelpers !== undefined) config.credHelpers = helpers;
+    auths[registry] = { auth: Buffer.from(`${login.username}:${login.password}`).toString("base64") };
+    config.auths = auths;
+    // A fixed login is a password: the file is the user's alone from now on.
+    mode &= 0o700;
+  }
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   // Written aside and renamed, so docker never reads half a file.
   const tmp = `${path}.${process.pid}.tmp`;
@@ -213,38 +235,156 @@ export async function configureDocker(path: string, registry: string): Promise<v
   await rename(tmp, path);
 }
 
-async function onPath(program: string, env: NodeJS.ProcessEnv): Promise<boolean> {
-  for (const dir of (env.PATH ?? "").split(delimiter).filter(Boolean)) {
-    const found = await access(join(dir, program), constants.X_OK).then(
-      () => true,
-      () => false,
-    );
-    if (found) return true;
+const HELPER_PROGRAM = `docker-credential-${CREDENTIAL_HELPER}`;
+/** The first line after the shebang of the wrapper configure-docker writes: how it knows its own. */
+const WRAPPER_MARK = "# written by `bulwark auth configure-docker`";
+
+/** The absolute directories of PATH, in order (docker and podman refuse helpers found through relative ones). */
+function pathDirs(env: NodeJS.ProcessEnv): string[] {
+  return (env.PATH ?? "").split(delimiter).filter((d) => isAbsolute(d));
+}
+
+async function isExecutable(path: string): Promise<boolean> {
+  return access(path, constants.X_OK).then(
+    () => true,
+    () => false,
+  );
+}
+
+const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/**
+ * The helper as docker runs it: an executable named docker-credential-bulwark (no `.js`) that
+ * runs this installation's helper with this Node, whatever PATH holds when docker runs it.
+ */
+function wrapperScript(): string {
+  return (
+    `#!/bin/sh\n${WRAPPER_MARK}: docker's credential helper for bulwark's registry.\n` +
+    `exec ${shellQuote(process.execPath)} ${shellQuote(join(BIN_DIR, `${HELPER_PROGRAM}.js`))} "$@"\n`
+  );
+}
+
+interface HelperInstall {
+  /** where the helper is (undefined: nowhere docker finds it) */
+  path?: string;
+  /** written now (or already this installation's) rather than found */
+  written: boolean;
+  /** what the user must still do, when docker cannot find it yet */
+  todo?: string;
+}
+
+/**
+ * Puts docker-credential-bulwark where docker finds it: into --bin-dir, else the first of
+ * ~/.local/bin and ~/bin that is on PATH (created when missing). A helper of ours already there is
+ * rewritten (this installation may have moved); one that is not ours is left alone.
+ */
+async function installHelper(env: NodeJS.ProcessEnv, binDir: string | undefined): Promise<HelperInstall> {
+  const dirs = pathDirs(env);
+  const home = homeDir(env);
+  const candidates = binDir !== undefined ? [resolve(binDir)] : [join(home, ".local", "bin"), join(home, "bin")];
+  const target = candidates.find((d) => binDir !== undefined || dirs.includes(d));
+  if (!target) {
+    const found = await firstOnPath(HELPER_PROGRAM, env);
+    if (found) return { path: found, written: false };
+    const dir = join(home, ".local", "bin");
+    return {
+      written: false,
+      todo:
+        `no directory for ${HELPER_PROGRAM} is on your PATH (looked for ~/.local/bin and ~/bin); run:\n` +
+        `  bulwark auth configure-docker --bin-dir ${dir}\n  export PATH="${dir}:$PATH"   # and add this line to your shell's profile`,
+    };
   }
-  return false;
+  const path = join(target, HELPER_PROGRAM);
+  const existing = await readFile(path, "utf8").catch(() => undefined);
+  if (existing !== undefined && !existing.includes(WRAPPER_MARK))
+    throw new CliError(
+      `${path} exists and was not written by bulwark: remove it, or pass --bin-dir <another directory on PATH>`,
+    );
+  try {
+    await mkdir(target, { recursive: true, mode: 0o755 });
+    const tmp = `${path}.${process.pid}.tmp`;
+    await writeFile(tmp, wrapperScript(), { mode: 0o755 });
+    await chmod(tmp, 0o755);
+    await rename(tmp, path);
+  } catch (err) {
+    throw new CliError(
+      `cannot write ${path}: ${(err as Error).message}; pass --bin-dir <a writable directory on your PATH>`,
+    );
+  }
+  const todo = dirs.includes(target)
+    ? undefined
+    : `${target} is not on your PATH: run \`export PATH="${target}:$PATH"\` (and add it to your shell's profile)`;
+  return { path, written: true, todo };
+}
+
+async function firstOnPath(program: string, env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  for (const dir of pathDirs(env)) if (await isExecutable(join(dir, program))) return join(dir, program);
+  return undefined;
 }
 
 export function registerRegistryAuth(auth: Command): void {
-  run<{ registry?: string }>(
+  run<{ registry?: string; binDir?: string; pullToken?: boolean; ttl?: string; name?: string; parent?: string }>(
     clientCommand(auth, "configure-docker", {
       description:
-        "make docker get registry credentials from docker-credential-bulwark (credHelpers in $DOCKER_CONFIG/config.json, default ~/.docker)",
-      examples: ["bulwark auth configure-docker", "bulwark auth configure-docker --registry registry.example.com"],
-    }).option("--registry <host>", "the registry's host[:port] [env BULWARK_REGISTRY; default: the API's]"),
-    async ({ session, print, io }) => {
+        "let docker, podman and skopeo log in to the registry: installs docker-credential-bulwark on your PATH " +
+        "(~/.local/bin or ~/bin, or --bin-dir) and names it in credHelpers of $DOCKER_CONFIG/config.json " +
+        "(default ~/.docker, which podman and skopeo read too); with --pull-token, a pull token's login instead",
+      examples: [
+        "bulwark auth configure-docker",
+        "bulwark auth configure-docker --bin-dir /usr/local/bin --registry registry.example.com",
+        "bulwark auth configure-docker --pull-token --parent acme --ttl 24h   # machines that cannot run bulwark",
+      ],
+      parent: true,
+    })
+      .option("--registry <host>", "the registry's host[:port] [env BULWARK_REGISTRY; default: the API's]")
+      .option("--bin-dir <dir>", "install docker-credential-bulwark here (default: ~/.local/bin or ~/bin, if on PATH)")
+      .option("--pull-token", "create a pull token for --parent and store its login (no helper: nothing to install)")
+      .option("--ttl <duration>", `with --pull-token: how long it is valid, at most 8760h (default ${DEFAULT_TTL})`)
+      .option("--name <name>", "with --pull-token: the pull token identity's name"),
+    async ({ session, print, opts, io }) => {
       const registry = session.registryHost;
       const path = dockerConfigPath(io.env);
-      await configureDocker(path, registry);
-      const helper = `docker-credential-${CREDENTIAL_HELPER}`;
-      const lines = [`docker now asks ${helper} for ${registry} credentials (set in ${path})`];
-      if (!(await onPath(helper, io.env)))
-        lines.push(
-          `${helper} is not on your PATH: it is installed with bulwark, in ${BIN_DIR}; add that directory to PATH`,
-        );
-      print.done(lines.join("\n"), {
-        id: registry,
-        json: { registry, configFile: path, credHelper: CREDENTIAL_HELPER },
-      });
+      if (!opts.pullToken) {
+        const stray = [
+          ["--ttl", opts.ttl],
+          ["--name", opts.name],
+          ["--parent", opts.parent],
+        ].filter(([, v]) => v !== undefined);
+        if (stray.length) throw new UsageError(`${stray.map(([f]) => f).join(", ")}: only with --pull-token`);
+        const helper = await installHelper(io.env, opts.binDir);
+        await configureDocker(path, registry, { helper: CREDENTIAL_HELPER });
+        const lines = [
+          helper.written
+            ? `installed ${helper.path}`
+            : helper.path
+              ? `using ${helper.path}`
+              : `${HELPER_PROGRAM} is not installed`,
+          `docker, podman and skopeo now ask ${HELPER_PROGRAM} for ${registry} credentials (set in ${path})`,
+          ...(helper.todo ? [helper.todo] : []),
+        ];
+        if (helper.todo && (print.format === "json" || print.format === "id" || print.format === "terse"))
+          io.stderr.write(helper.todo + "\n");
+        print.done(lines.join("\n"), {
+          id: registry,
+          json: { registry, configFile: path, credHelper: CREDENTIAL_HELPER, helper: helper.path ?? null },
+        });
+        return;
+      }
+      if (opts.binDir !== undefined) throw new UsageError("--bin-dir: a pull token needs no helper");
+      const ttlMs = parseTtl(opts.ttl ?? DEFAULT_TTL);
+      const parent = await parentUid(session, "auth configure-docker --pull-token");
+      const token = await createPullToken(session, parent, { name: opts.name, ttlMs });
+      const username = token.identity.uid;
+      await configureDocker(path, token.registry, { username, password: token.password });
+      const expires = time(timestampFromDate(token.expiration));
+      print.done(
+        `docker, podman and skopeo now log in to ${token.registry} as the pull token ${username} (set in ${path}); ` +
+          `it expires ${expires}; revoke it with \`bulwark auth pull-token delete ${username}\``,
+        {
+          id: username,
+          json: { registry: token.registry, configFile: path, identity: username, expiration: expires },
+        },
+      );
     },
   );
 
@@ -271,7 +411,7 @@ export function registerRegistryAuth(auth: Command): void {
       .option("--registry <host>", "the registry it is for [env BULWARK_REGISTRY; default: the API's host]"),
     async ({ session, print, opts, io }) => {
       const ttlMs = parseTtl(opts.ttl);
-      const parent = session.parent(true, "auth pull-token create");
+      const parent = await parentUid(session, "auth pull-token create");
       const token = await createPullToken(session, parent, { name: opts.name, ttlMs });
       const username = token.identity.uid;
       const expires = time(timestampFromDate(token.expiration));
@@ -307,7 +447,7 @@ export function registerRegistryAuth(auth: Command): void {
       list: true,
     }),
     async ({ session, print, opts }) => {
-      const parent = session.parent();
+      const parent = await parentUid(session);
       const client = session.client(IdentitiesService);
       const statics = await listAll(async (pageToken, pageSize) => {
         const res = await session.call(() =>
@@ -337,12 +477,13 @@ export function registerRegistryAuth(auth: Command): void {
   );
 
   run<{ yes?: boolean }>(
-    clientCommand(pullToken, "delete <id>", {
-      description: "revoke a pull token: delete its identity and role binding (only pull tokens)",
+    clientCommand(pullToken, "delete <pull-token>", {
+      description: "revoke a pull token (its identity's uid or name): delete its identity and role binding",
       examples: ["bulwark auth pull-token delete <identity uid> --yes"],
     }).option("-y, --yes", "do not ask for confirmation"),
-    async ({ session, print, opts, io }, uid: string) => {
-      const identity = await session.call(() => session.client(IdentitiesService).getIdentity({ uid }));
+    async ({ session, print, opts, io }, ref: string) => {
+      const identity = await resolveIdentity(session, ref);
+      const uid = identity.uid;
       if (!isPullToken(identity))
         throw new UsageError(`${identity.name} (${uid}) is not a pull token: use \`bulwark iam identities delete\``);
       await confirm(io, `Revoke the pull token ${identity.name} (${uid})?`, opts.yes);

@@ -11,7 +11,7 @@ import {
   name as capabilityNameOption,
 } from "../../gen/capabilities/capabilities_pb.js";
 import { RoleSchema, RolesService, type Role } from "../../gen/chainguard/platform/iam/v2beta1/roles_pb.js";
-import { isUsableFrom, isValidUidp } from "../../core/uidp.js";
+import { parentUid, resolveRole } from "../resolve.js";
 import { clientCommand, examples, repeatable, run } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
@@ -145,29 +145,6 @@ export async function listRoles(
   return limit > 0 ? all.slice(0, limit) : all;
 }
 
-/**
- * A role by uid or name. With `usableIn`, only a role that may be bound in that group: a
- * built-in one, or one defined there or above it.
- */
-export async function resolveRole(session: Session, ref: string, usableIn?: string): Promise<Role> {
-  const where = usableIn ? `usable in group ${usableIn}` : "visible to you";
-  if (isValidUidp(ref)) {
-    const role = await session.call(() => session.client(RolesService).getRole({ uid: ref }));
-    if (usableIn && !isUsableFrom(role.uid, usableIn))
-      throw new CliError(`the role ${role.name} (${role.uid}) is not ${where}`);
-    return role;
-  }
-  const named = await listRolePages(session, { name: ref });
-  const found = usableIn ? named.filter((r) => isUsableFrom(r.uid, usableIn)) : named;
-  if (found.length === 0)
-    throw new CliError(`no role named ${JSON.stringify(ref)} is ${where} (\`bulwark iam roles list\` shows them)`);
-  if (found.length > 1)
-    throw new CliError(
-      `${found.length} roles named ${JSON.stringify(ref)} are ${where}: use a uid (${found.map((r) => r.uid).join(", ")})`,
-    );
-  return found[0]!;
-}
-
 interface RoleUpdateFlags {
   name?: string;
   description?: string;
@@ -208,7 +185,7 @@ export function registerRoles(iam: Command): void {
       list: true,
     }).option("--name <name>", "only roles with this name"),
     async ({ session, print, opts }) => {
-      print.list(roleView, await listRoles(session, { parent: session.parent(), name: opts.name }, opts.limit));
+      print.list(roleView, await listRoles(session, { parent: await parentUid(session), name: opts.name }, opts.limit));
     },
   );
 
@@ -237,7 +214,7 @@ export function registerRoles(iam: Command): void {
       if (!opts.capabilities)
         throw new UsageError("roles create needs --capabilities (`bulwark iam roles capabilities list` names them)");
       const capabilities = parseCapabilities(opts.capabilities);
-      const parent = session.parent(true, "roles create");
+      const parent = await parentUid(session, "roles create");
       const role = await session.call(() =>
         session
           .client(RolesService)
