@@ -216,7 +216,8 @@ export class TokenAuthorizer implements Authorizer {
           `an API token of this server (audience ${JSON.stringify(apiAudience)})`,
       );
     }
-    if (call.localCredentialsOnly) throw unauthenticated("too many requests from this address to exchange a token now");
+    // Over its address's request budget, a call is not given a database read or a fetch.
+    if (call.addressLimitRefusal) throw call.addressLimitRefusal;
     const request = create(ExchangeRequestSchema, { identity: namedIdentity, aud: [registryAudience] });
     const issued = await this.exchange!.exchange(request, token).catch(() => {
       throw unauthenticated("the user name and password are not accepted");

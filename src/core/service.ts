@@ -33,11 +33,12 @@ export interface CallContext {
    */
   claimedPrincipal?: string;
   /**
-   * Set by the rate limits when the address is over its request budget: credentials are checked
-   * only where that costs no database read or fetch (our own tokens); a foreign token is not
-   * exchanged.
+   * Set by the rate limits when the address is over its request budget, to answer if the call's
+   * credentials do not verify: until then they are checked only where that costs no database
+   * read or fetch (our own tokens), and a foreign token that would need an exchange gets this
+   * answer instead.
    */
-  localCredentialsOnly?: boolean;
+  addressLimitRefusal?: Error;
   signal?: AbortSignal;
   /**
    * Authorizes another RPC's request on this call (set by `invoke`): an adapter that answers one

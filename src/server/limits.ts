@@ -35,19 +35,12 @@ export interface CallKind {
   sensitive: boolean;
 }
 
-/** A limit a call with credentials was over when it arrived, held until they are checked. */
-interface Deferred {
-  what: string;
-  waitSeconds: number;
-}
-
 export class RequestLimits {
   readonly #address?: TokenBuckets;
   readonly #identity?: TokenBuckets;
   readonly #sensitive?: TokenBuckets;
   readonly #failedByAddress?: TokenBuckets;
   readonly #failedByPrincipal?: TokenBuckets;
-  readonly #deferred = new WeakMap<CallContext, Deferred>();
 
   constructor(settings: RateLimitSettings, now: () => number = Date.now) {
     const buckets = (limit?: RateLimit) => (limit ? new TokenBuckets(limit, now) : undefined);
@@ -69,11 +62,10 @@ export class RequestLimits {
     if (kind.sensitive) spend(this.#sensitive, address, "token requests per client address");
     const wait = this.#address?.take(address) ?? 0;
     if (wait === 0) return;
-    const what = "requests per client address";
-    if (kind.sensitive || !call.headers.has("authorization")) throw resourceExhausted(what, wait);
-    this.#deferred.set(call, { what, waitSeconds: wait });
-    // Over its address's budget, a call gets only checks that cost no database read or fetch.
-    call.localCredentialsOnly = true;
+    const refusal = resourceExhausted("requests per client address", wait);
+    if (kind.sensitive || !call.headers.has("authorization")) throw refusal;
+    // Held until the credentials are checked (only those that cost no database read or fetch).
+    call.addressLimitRefusal = refusal;
   }
 
   /**
@@ -85,8 +77,7 @@ export class RequestLimits {
       spend(this.#identity, call.principal.uid, "requests per identity");
       return;
     }
-    const deferred = this.#deferred.get(call);
-    if (deferred) throw resourceExhausted(deferred.what, deferred.waitSeconds);
+    if (call.addressLimitRefusal) throw call.addressLimitRefusal;
   }
 
   /**
@@ -109,8 +100,7 @@ export class RequestLimits {
     const byPrincipal = principal === undefined ? 0 : (this.#failedByPrincipal?.take(principal) ?? 0);
     if (byAddress > 0) return resourceExhausted("failed authentications per client address", byAddress);
     if (byPrincipal > 0) return resourceExhausted("failed authentications in this principal's name", byPrincipal);
-    const deferred = this.#deferred.get(call);
-    return deferred ? resourceExhausted(deferred.what, deferred.waitSeconds) : err;
+    return call.addressLimitRefusal ?? err;
   }
 }
 

@@ -40,6 +40,7 @@ describe("failed authentications from one address", () => {
   const ADDRESS_BURST = 400;
   let server: TestServer;
   let registryHost: string;
+  let puller: PullTokenIdentity;
 
   before(async () => {
     server = await startTestServer("pglite", {
@@ -51,7 +52,10 @@ describe("failed authentications from one address", () => {
       },
     });
     registryHost = server.tokens.urls.registryAudience;
-    await createGroup(restClient(server.url, server.operatorToken), undefined, "acme");
+    const api = restClient(server.url, server.operatorToken);
+    const org = await createGroup(api, undefined, "acme");
+    puller = await pullTokenIdentity(api, org.uid, "puller", registryHost);
+    await createRoleBinding(api, org.uid, puller.uid, builtinRoleUid("registry.pull"));
     // Something to pull afterwards (pushed before the flood, with a registry token): an empty index.
     const registryToken = await server.tokenFor(OPERATOR_SUBJECT, { audience: [registryHost] });
     const index = "application/vnd.oci.image.index.v1+json";
@@ -100,6 +104,13 @@ describe("failed authentications from one address", () => {
     for (const attempt of attempts) assert.equal((await attempt()).status, 429);
     const anonymous = await fetch(`${server.url}/v2/`);
     assert.equal(anonymous.status, 429, "the address is over its request budget too");
+    // Over that budget only our own tokens are checked (no database read): a pull token, which
+    // must be exchanged, waits for the address's budget to refill.
+    const exchanged = await fetch(`${server.url}/token?service=${registryHost}&scope=repository:acme/app:pull`, {
+      headers: { authorization: basic(puller.uid, await puller.pullToken()) },
+    });
+    assert.equal(exchanged.status, 429);
+    assert.match(await exchanged.text(), /requests per client address/);
   });
 });
 
