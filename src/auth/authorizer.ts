@@ -19,7 +19,14 @@ import { ExchangeRequestSchema } from "../gen/platform/oidc/v1/oidc.platform_pb.
 import { resource } from "../gen/google/api/resource_pb.js";
 import { isValidUidp } from "../core/uidp.js";
 import type { TokenExchange } from "./token-exchange.js";
-import { ANONYMOUS_SUBJECT, OPERATOR_SUBJECT, bearerToken, isWrongAudience, type TokenIssuer } from "./tokens.js";
+import {
+  ANONYMOUS_SUBJECT,
+  OPERATOR_SUBJECT,
+  bearerToken,
+  principalKey,
+  unverifiedClaims,
+  type TokenIssuer,
+} from "./tokens.js";
 
 export interface IamRule {
   mode: "public" | "self-checked" | "enabled";
@@ -157,40 +164,65 @@ export class TokenAuthorizer implements Authorizer {
     audience: Audience,
     readOnly: boolean,
   ): Promise<{ access: Access; token: VerifiedToken }> {
-    const verified = audience === "api" ? await this.apiToken(call.headers) : await this.registryToken(call.headers);
+    const verified = audience === "api" ? await this.apiToken(call) : await this.registryToken(call);
     if (verified.subject === ANONYMOUS_SUBJECT) throw unauthenticated("authentication is required");
     return { access: await this.accessOf(verified, call, readOnly), token: verified };
   }
 
-  private async apiToken(headers: Headers): Promise<VerifiedToken> {
-    const token = bearerToken(headers);
+  private async apiToken(call: CallContext): Promise<VerifiedToken> {
+    const token = bearerToken(call.headers);
     if (!token) throw unauthenticated("a bearer token is required (Authorization: Bearer <token>)");
+    call.claimedPrincipal = principalKey(unverifiedClaims(token)?.sub);
     return this.tokens.verify(token, this.tokens.urls.apiAudience);
   }
 
   /**
    * The registry takes what docker-style clients send (distribution token spec): a Bearer token,
-   * or HTTP Basic with a token as the password and `_token` or the identity's uid as the user.
-   * A password that is not one of our tokens is exchanged for the identity named by the user
-   * (a pull token's JWT signed by the identity's static key, a CI system's OIDC token). One of
-   * our tokens for another audience is refused (403), as the hosted registry does.
+   * or HTTP Basic with a token as the password and any user (`_token` by convention, or the
+   * identity's uid). As a password, one of our API tokens logs in as its identity too (what
+   * `bulwark auth token` prints), so one token serves the API and `docker login`. A password that
+   * is not one of our tokens is exchanged for the identity named by the user (a pull token's JWT
+   * signed by the identity's static key, a CI system's OIDC token). Any other token is refused
+   * (403) with the audience the registry expects.
    */
-  private async registryToken(headers: Headers): Promise<VerifiedToken> {
-    const audience = this.tokens.urls.registryAudience;
-    const basic = basicCredentials(headers);
-    const token = basic?.password ?? bearerToken(headers);
+  private async registryToken(call: CallContext): Promise<VerifiedToken> {
+    const { registryAudience, apiAudience } = this.tokens.urls;
+    const basic = basicCredentials(call.headers);
+    const token = basic?.password ?? bearerToken(call.headers);
     if (!token) throw unauthenticated("credentials are required (a registry token, or user and password)");
-    try {
-      return await this.tokens.verify(token, audience);
-    } catch (err) {
-      if (isWrongAudience(err)) throw permissionDenied(`the token's audience is not the registry (${audience})`);
-      if (!basic || !this.exchange || !isValidUidp(basic.user)) throw err;
+    const claims = unverifiedClaims(token);
+    const namedIdentity = basic && isValidUidp(basic.user) ? basic.user : undefined;
+    call.claimedPrincipal = principalKey(namedIdentity ?? claims?.sub);
+    const exchangeable = namedIdentity !== undefined && this.exchange !== undefined;
+    // The audience the token names picks the one verification to try (claims read unverified,
+    // only to choose; the verification decides). A token of ours verifies without a database read.
+    const audience = !claims
+      ? registryAudience // not a JWT: verification names the problem
+      : claims.aud.includes(registryAudience)
+        ? registryAudience
+        : basic && claims.aud.includes(apiAudience)
+          ? apiAudience
+          : undefined;
+    if (audience !== undefined) {
+      try {
+        return await this.tokens.verify(token, audience);
+      } catch (err) {
+        if (!exchangeable || !claims) throw err;
+      }
+    } else if (!exchangeable) {
+      throw permissionDenied(
+        `the token's audience is not accepted here: the registry takes a registry token (audience ` +
+          `${JSON.stringify(registryAudience)}) or, as the password with any user name (e.g. _token), ` +
+          `an API token of this server (audience ${JSON.stringify(apiAudience)})`,
+      );
     }
-    const request = create(ExchangeRequestSchema, { identity: basic.user, aud: [audience] });
-    const issued = await this.exchange.exchange(request, basic.password).catch(() => {
+    // Over its address's request budget, a call is not given a database read or a fetch.
+    if (call.addressLimitRefusal) throw call.addressLimitRefusal;
+    const request = create(ExchangeRequestSchema, { identity: namedIdentity, aud: [registryAudience] });
+    const issued = await this.exchange!.exchange(request, token).catch(() => {
       throw unauthenticated("the user name and password are not accepted");
     });
-    return this.tokens.verify(issued.token, audience);
+    return this.tokens.verify(issued.token, registryAudience);
   }
 
   private async accessOf(verified: VerifiedToken, call: CallContext, readOnly: boolean): Promise<Access> {

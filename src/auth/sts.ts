@@ -7,7 +7,7 @@ import { SecurityTokenService } from "../gen/platform/oidc/v1/oidc.platform_pb.j
 import { unauthenticated, unimplemented } from "../core/errors.js";
 import { bindService } from "../core/service.js";
 import { TokenExchange, type TokenExchangeDeps } from "./token-exchange.js";
-import { bearerToken } from "./tokens.js";
+import { bearerToken, principalKey, unverifiedClaims } from "./tokens.js";
 
 export function securityTokenService(deps: TokenExchangeDeps) {
   const exchange = new TokenExchange(deps);
@@ -17,6 +17,8 @@ export function securityTokenService(deps: TokenExchangeDeps) {
       if (!token) {
         throw unauthenticated("a bearer token is required: the workload's OIDC token (Authorization: Bearer <token>)");
       }
+      // For the failed-authentication limit: the identity asked for, else the token's own subject.
+      call.claimedPrincipal = principalKey(req.identity || unverifiedClaims(token)?.sub);
       if (req.identityProvider !== "") {
         throw unimplemented(
           "exchanging a token through an identity provider is not supported by this server: " +

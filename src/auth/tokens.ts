@@ -2,8 +2,8 @@
 // iss = {auth_url}, aud = the requested audience ({base_url} or {registry_host}), sub = the
 // caller's identity uid, at most one hour. Optional `caps`/`scopes` claims only ever narrow
 // what the identity's role bindings grant at request time; they never add to it.
-import { randomUUID } from "node:crypto";
-import { SignJWT, createLocalJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
+import { createHash, randomUUID } from "node:crypto";
+import { SignJWT, createLocalJWKSet, decodeJwt, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
 import type { RegistryGrant, VerifiedToken } from "../core/access.js";
 import type { PublicUrls } from "../platform/config.js";
 import { ConnectError, unauthenticated } from "../core/errors.js";
@@ -163,9 +163,7 @@ export class TokenIssuer {
       return { token: verified, kid: protectedHeader.kid };
     } catch (err) {
       if (err instanceof ConnectError) throw err;
-      const refusal = unauthenticated(describeJoseError(err, this.urls.issuer, audience));
-      if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === "aud") wrongAudience.add(refusal);
-      throw refusal;
+      throw unauthenticated(describeJoseError(err, this.urls.issuer, audience));
     }
   }
 }
@@ -187,14 +185,6 @@ function registryGrants(value: unknown): RegistryGrant[] {
   );
   if (!grants || !valid) throw unauthenticated("token claims are malformed");
   return grants.map((g) => ({ type: g.type, name: g.name, actions: [...g.actions] }));
-}
-
-/** Refusals of tokens that are ours in every respect but the audience. */
-const wrongAudience = new WeakSet<object>();
-
-/** Whether verification failed only because the token is for another audience. */
-export function isWrongAudience(err: unknown): boolean {
-  return typeof err === "object" && err !== null && wrongAudience.has(err);
 }
 
 /**
@@ -220,4 +210,25 @@ export function bearerToken(headers: Headers): string | undefined {
   const value = headers.get("authorization");
   const m = value ? /^Bearer\s+([A-Za-z0-9\-_.~+/]+=*)\s*$/i.exec(value) : null;
   return m?.[1];
+}
+
+/** A JWT's subject and audiences, unverified (undefined: not a JWT). */
+export function unverifiedClaims(token: string): { sub?: string; aud: string[] } | undefined {
+  let payload: JWTPayload;
+  try {
+    payload = decodeJwt(token);
+  } catch {
+    return undefined;
+  }
+  const aud = typeof payload.aud === "string" ? [payload.aud] : Array.isArray(payload.aud) ? payload.aud : [];
+  return { sub: typeof payload.sub === "string" ? payload.sub : undefined, aud };
+}
+
+/** Longest claimed principal counted under its own name; a longer one is counted under its digest. */
+const MAX_PRINCIPAL_KEY = 200;
+
+/** The key a claimed principal's failed authentications are counted under (bounded in size). */
+export function principalKey(name: string | undefined): string | undefined {
+  if (name === undefined || name.length <= MAX_PRINCIPAL_KEY) return name;
+  return `sha256:${createHash("sha256").update(name).digest("hex")}`;
 }

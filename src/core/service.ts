@@ -26,6 +26,19 @@ export interface CallContext {
   token?: VerifiedToken;
   /** the client's network address (for per-address limits) */
   clientAddress?: string;
+  /**
+   * Whom the presented credentials name before they are verified (a Basic user that is a uid, a
+   * token's `sub`), set by whoever reads them: failed authentications are limited per claimed
+   * principal as well as per address.
+   */
+  claimedPrincipal?: string;
+  /**
+   * Set by the rate limits when the address is over its request budget, to answer if the call's
+   * credentials do not verify: until then they are checked only where that costs no database
+   * read or fetch (our own tokens), and a foreign token that would need an exchange gets this
+   * answer instead.
+   */
+  addressLimitRefusal?: Error;
   signal?: AbortSignal;
   /**
    * Authorizes another RPC's request on this call (set by `invoke`): an adapter that answers one

@@ -76,16 +76,17 @@ export interface App {
 
 export async function createApp(opts: AppOptions): Promise<App> {
   const { logger, errorDomain, limits } = opts;
-  // Once the caller is known, its identity's limit applies.
+  // Once the caller is known, its identity's limit applies (a call that stayed anonymous meets the
+  // address limit admit let it past to have its credentials checked).
   const authorizer: Authorizer = limits
     ? {
         async authorize(method, request, call) {
           await opts.authorizer.authorize(method, request, call);
-          if (call.principal) limits.admitIdentity(call.principal.uid);
+          limits.afterAuthorization(call);
         },
         async authorizeRoute(rule, call) {
           await opts.authorizer.authorizeRoute(rule, call);
-          if (call.principal) limits.admitIdentity(call.principal.uid);
+          limits.afterAuthorization(call);
         },
         confirm: (call) => opts.authorizer.confirm(call),
       }
@@ -235,8 +236,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     try {
       return await invoke(binding, method, request, call, authorizer);
     } catch (err) {
-      limits.afterFailure(err, call, kind);
-      throw err;
+      throw limits.afterFailure(err, call);
     }
   };
 

@@ -1,19 +1,24 @@
 // Rate limits of every request, RPC and plain route alike: per client address, per identity,
 // stricter for endpoints that take foreign credentials (the token exchange, the OAuth token and
-// device endpoints), and for addresses that keep failing to authenticate. Buckets are kept in
-// this process: with several replicas each enforces the limits on what it receives.
+// device endpoints), and for failed authentications, per address and per claimed principal.
+// A credential that verifies is served whatever others did from the same address or in the same
+// name: only the caller's own identity limit applies to it. Buckets are kept in this process:
+// with several replicas each enforces the limits on what it receives.
 import { Code, ConnectError, resourceExhausted } from "../core/errors.js";
 import { TokenBuckets, type RateLimit } from "../core/rate-limit.js";
 import type { CallContext } from "../core/service.js";
 
 export interface RateLimitSettings {
-  /** every RPC and plain route, per client address */
+  /** every RPC and plain route, per client address (a call whose credentials verify is exempt) */
   address?: RateLimit;
   /** every authenticated call, per identity */
   identity?: RateLimit;
   /** calls that present credentials of another kind (token exchange, OAuth token and device endpoints), per address */
   sensitive?: RateLimit;
-  /** failed authentications per address; once spent, the address may not present credentials until it refills */
+  /**
+   * failed authentications, per address and (separately) per principal the credentials name;
+   * once either is spent, failing credentials are answered 429 instead of 401 until it refills
+   */
   failedAuthentication?: RateLimit;
 }
 
@@ -34,45 +39,68 @@ export class RequestLimits {
   readonly #address?: TokenBuckets;
   readonly #identity?: TokenBuckets;
   readonly #sensitive?: TokenBuckets;
-  readonly #failed?: TokenBuckets;
+  readonly #failedByAddress?: TokenBuckets;
+  readonly #failedByPrincipal?: TokenBuckets;
 
   constructor(settings: RateLimitSettings, now: () => number = Date.now) {
     const buckets = (limit?: RateLimit) => (limit ? new TokenBuckets(limit, now) : undefined);
     this.#address = buckets(settings.address);
     this.#identity = buckets(settings.identity);
     this.#sensitive = buckets(settings.sensitive);
-    this.#failed = buckets(settings.failedAuthentication);
-  }
-
-  /** Before anything else: throws RESOURCE_EXHAUSTED when the caller's address is over a limit. */
-  admit(call: CallContext, kind: CallKind): void {
-    const address = call.clientAddress ?? "unknown";
-    if (kind.sensitive || call.headers.has("authorization")) {
-      const wait = this.#failed?.wait(address) ?? 0;
-      if (wait > 0) throw resourceExhausted("failed authentications per client address", wait);
-    }
-    spend(this.#address, address, "requests per client address");
-    if (kind.sensitive) spend(this.#sensitive, address, "token requests per client address");
-  }
-
-  /** Once the caller is known. */
-  admitIdentity(identity: string): void {
-    spend(this.#identity, identity, "requests per identity");
+    this.#failedByAddress = buckets(settings.failedAuthentication);
+    this.#failedByPrincipal = buckets(settings.failedAuthentication);
   }
 
   /**
-   * After a call failed: a failed authentication (UNAUTHENTICATED; for sensitive calls also
-   * PERMISSION_DENIED, a refused exchange) spends one of the address's budget.
+   * Before anything else: throws RESOURCE_EXHAUSTED when the caller's address is over a limit.
+   * A call that presents credentials (and takes no foreign ones) is not refused here for its
+   * address: whether they verify decides (afterAuthorization, afterFailure), so a flood from one
+   * address cannot lock out a valid token sent from it.
    */
-  afterFailure(err: unknown, call: CallContext, kind: CallKind): void {
+  admit(call: CallContext, kind: CallKind): void {
+    const address = call.clientAddress ?? "unknown";
+    if (kind.sensitive) spend(this.#sensitive, address, "token requests per client address");
+    const wait = this.#address?.take(address) ?? 0;
+    if (wait === 0) return;
+    const refusal = resourceExhausted("requests per client address", wait);
+    if (kind.sensitive || !call.headers.has("authorization")) throw refusal;
+    // Held until the credentials are checked (only those that cost no database read or fetch).
+    call.addressLimitRefusal = refusal;
+  }
+
+  /**
+   * Once the authorizer let the call through: a verified caller spends its identity's budget;
+   * a call that is anonymous after all is held to the address limit admit deferred.
+   */
+  afterAuthorization(call: CallContext): void {
+    if (call.principal) {
+      spend(this.#identity, call.principal.uid, "requests per identity");
+      return;
+    }
+    if (call.addressLimitRefusal) throw call.addressLimitRefusal;
+  }
+
+  /**
+   * After a call failed: a failed authentication (UNAUTHENTICATED or PERMISSION_DENIED before any
+   * principal was established) spends one of its address's and of its claimed principal's
+   * budgets. Answers the error to send: RESOURCE_EXHAUSTED once either budget is spent, or when
+   * the call was over its address limit.
+   */
+  afterFailure(err: unknown, call: CallContext): unknown {
     // Only credentials that were presented and refused count: a request without any (the
     // registry's challenge round trip) or a caller who authenticated but lacks a grant spends nothing.
     const failedAuthentication =
       err instanceof ConnectError &&
       call.headers.has("authorization") &&
       call.principal === undefined &&
-      (err.code === Code.Unauthenticated || (kind.sensitive && err.code === Code.PermissionDenied));
-    if (failedAuthentication) this.#failed?.take(call.clientAddress ?? "unknown");
+      (err.code === Code.Unauthenticated || err.code === Code.PermissionDenied);
+    if (!failedAuthentication) return err;
+    const byAddress = this.#failedByAddress?.take(call.clientAddress ?? "unknown") ?? 0;
+    const principal = call.claimedPrincipal;
+    const byPrincipal = principal === undefined ? 0 : (this.#failedByPrincipal?.take(principal) ?? 0);
+    if (byAddress > 0) return resourceExhausted("failed authentications per client address", byAddress);
+    if (byPrincipal > 0) return resourceExhausted("failed authentications in this principal's name", byPrincipal);
+    return call.addressLimitRefusal ?? err;
   }
 }
 

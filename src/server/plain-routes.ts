@@ -47,9 +47,10 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             checkParameterStrings("form", request.body);
             const rule = route.access === "public" ? "public" : await route.access(request);
             if (rule !== "public") await deps.authorizer.authorizeRoute(rule, call);
+            else deps.limits?.afterAuthorization(call);
             return await route.handler(request, reply, call);
-          } catch (err) {
-            deps.limits?.afterFailure(err, call, kind);
+          } catch (thrown) {
+            const err = deps.limits ? deps.limits.afterFailure(thrown, call) : thrown;
             const wire = deps.wireError(err);
             return route.renderError ? route.renderError(wire, reply, err, request) : deps.sendError(reply, wire);
           }

@@ -15,6 +15,7 @@ import {
 import { BadRequestSchema } from "../../src/gen/google/rpc/error_details_pb.js";
 import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
 import { IdentityProvidersRepository } from "../../src/iam/storage/identity-providers.js";
+import { loadSharedSecret } from "../../src/storage/server-secrets.js";
 import { assertInvalid, assertResourceNotFound, fieldViolations } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import { createGroup, createRole } from "../support/fixtures.js";
@@ -69,16 +70,8 @@ for (const backend of backends()) {
         .select(["client_secret_encrypted", "oidc"])
         .where("uid", "=", uid)
         .executeTakeFirstOrThrow();
-    const idpKey = async () =>
-      new Uint8Array(
-        (
-          await server.db
-            .selectFrom("server_secrets")
-            .select("secret")
-            .where("name", "=", "idp_client_secrets")
-            .executeTakeFirstOrThrow()
-        ).secret,
-      );
+    // The key the server unseals (storage/server-secrets.ts), as it does.
+    const idpKey = () => loadSharedSecret(server.db, "idp_client_secrets");
     const decryptColumn = async (jwe: string) =>
       new TextDecoder().decode((await compactDecrypt(jwe, await idpKey())).plaintext);
 

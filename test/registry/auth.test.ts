@@ -3,7 +3,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { SignJWT, decodeJwt, exportJWK, generateKeyPair } from "jose";
+import { SignJWT, decodeJwt, generateKeyPair } from "jose";
 import { sql } from "kysely";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
@@ -11,6 +11,7 @@ import type { GcReport } from "../../src/registry/gc.js";
 import { registryModule } from "../../src/registry/module.js";
 import { backends } from "../support/db-templates.js";
 import { createGroup, createRoleBinding, type Json } from "../support/fixtures.js";
+import { pullTokenIdentity } from "../support/principals.js";
 import { restClient } from "../support/http.js";
 import { startS3, type TestS3 } from "../support/s3.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -170,23 +171,88 @@ for (const backend of backends()) {
       assert.equal(pull.status, 401);
     });
 
-    it("refuses wrong credentials (401), tokens for another audience (403) and another service (400)", async () => {
+    it("refuses wrong credentials (401), tokens for another audience (403, naming the audience) and another service (400)", async () => {
       const wrong = await tokenFor(basic("_token", "not-a-token"), "repository:acme/app:pull");
       assert.equal(wrong.status, 401);
       assert.equal(wrong.json().errors[0].code, "UNAUTHORIZED");
-      const apiToken = basic("_token", server.operatorToken);
-      const denied = await tokenFor(apiToken, "repository:acme/app:pull");
-      assert.equal(denied.status, 403);
-      assert.equal(denied.json().errors[0].code, "DENIED");
+      const expected = new RegExp(`audience ${JSON.stringify(registryHost).replace(/[.]/g, "\\.")}`);
+      // An API token is a password, not a Bearer token.
       const direct = await reg.call("GET", "/v2/acme/app/manifests/v1", `Bearer ${server.operatorToken}`);
       assert.equal(direct.status, 403);
       assert.equal(direct.json().errors[0].code, "DENIED");
+      assert.match(direct.json().errors[0].message, expected);
+      // Ours for another audience, and one from elsewhere: DENIED, naming what is expected, not the token.
+      const otherAudience = await server.tokenFor(OPERATOR_SUBJECT, { audience: ["https://other.example"] });
+      const { privateKey } = await generateKeyPair("ES256");
+      const now = Math.floor(Date.now() / 1000);
+      const elsewhere = await new SignJWT({})
+        .setProtectedHeader({ alg: "ES256" })
+        .setIssuer("https://ci.example")
+        .setSubject("repo:acme/app")
+        .setAudience("https://ci.example/aud")
+        .setIssuedAt(now)
+        .setExpirationTime(now + 600)
+        .sign(privateKey);
+      for (const token of [otherAudience, elsewhere]) {
+        for (const res of [
+          await tokenFor(basic("_token", token), "repository:acme/app:pull"),
+          await reg.call("GET", "/v2/", basic("_token", token)),
+          await reg.call("GET", "/v2/", `Bearer ${token}`),
+        ]) {
+          assert.equal(res.status, 403, res.text);
+          assert.equal(res.json().errors[0].code, "DENIED");
+          assert.match(res.json().errors[0].message, expected);
+          assert.ok(!res.text.includes(token.split(".")[2]!), "the answer repeats no part of the token");
+        }
+      }
       const service = await reg.call(
         "GET",
         "/token?service=elsewhere.example&scope=repository:acme/app:pull",
         operator,
       );
       assert.equal(service.status, 400);
+    });
+
+    it("logs in with an API token of ours as the password (any user): the same identity, never wider", async () => {
+      // The operator's API token, as `bulwark admin token` prints it.
+      for (const user of ["_token", "anyone"]) {
+        const res = await tokenFor(basic(user, server.operatorToken), "repository:acme/app:pull,push");
+        assert.equal(res.status, 200, res.text);
+        const claims = decodeJwt(res.json().token);
+        assert.equal(claims.sub, OPERATOR_SUBJECT);
+        assert.deepEqual(claims.aud, [registryHost]);
+        assert.deepEqual(grantsOf(res.json().token), [
+          { type: "repository", name: "acme/app", actions: ["pull", "push"] },
+        ]);
+      }
+      assert.equal((await reg.call("GET", "/v2/", basic("_token", server.operatorToken))).status, 200);
+      const direct = await reg.call("GET", "/v2/acme/app/manifests/v1", basic("_token", server.operatorToken));
+      assert.equal(direct.status, 200, direct.text);
+      // An identity that may only pull gets pull, whatever it asks for, and cannot push with Basic either.
+      const puller = await api.post(`/iam/v2beta1/identities/${org.uid}`, {
+        name: "api-token-puller",
+        claimMatch: { issuer: "https://ci.example", subject: "puller" },
+      });
+      assert.equal(puller.status, 200, JSON.stringify(puller.body));
+      await createRoleBinding(api, org.uid, puller.body.uid, builtinRoleUid("registry.pull"));
+      const pullerToken = await server.tokenFor(puller.body.uid);
+      const pulled = await tokenFor(basic("_token", pullerToken), "repository:acme/app:pull,push,delete");
+      assert.equal(decodeJwt(pulled.json().token).sub, puller.body.uid);
+      assert.deepEqual(grantsOf(pulled.json().token)[0]!.actions, ["pull"]);
+      assert.equal((await reg.call("GET", "/v2/acme/app/manifests/v1", basic("_token", pullerToken))).status, 200);
+      const push = await reg.call("POST", "/v2/acme/app/blobs/uploads/", basic("_token", pullerToken));
+      assert.equal(push.status, 403, push.text);
+      assert.equal((await tokenFor(basic("_token", pullerToken), "repository:globex/secret:pull")).status, 200);
+      assert.deepEqual(
+        grantsOf((await tokenFor(basic("_token", pullerToken), "repository:globex/secret:pull")).json().token)[0]!
+          .actions,
+        [],
+      );
+      // An API token narrowed to other groups stays narrowed.
+      const narrowed = await server.tokenFor(OPERATOR_SUBJECT, { scopes: [other.uid] });
+      const res = await tokenFor(basic("_token", narrowed), "repository:acme/app:pull");
+      assert.deepEqual(grantsOf(res.json().token)[0]!.actions, []);
+      assert.deepEqual(decodeJwt(res.json().token).scopes, [other.uid]);
     });
 
     it("grants by role: registry.pull pulls but cannot push; registry.push pushes and creates repos", async () => {
@@ -229,30 +295,10 @@ for (const backend of backends()) {
     });
 
     it("accepts an identity's pull token: a JWT signed by its static key, user = the identity's uid", async () => {
-      const { publicKey, privateKey } = await generateKeyPair("RS256");
-      const jwk = { ...(await exportJWK(publicKey)), kid: "pull-1", alg: "RS256", use: "sig" };
-      const created = await api.post(`/iam/v2beta1/identities/${org.uid}`, {
-        name: "pull-token",
-        staticKeys: {
-          issuer: "https://pull-tokens.example/acme",
-          subject: "pull-token-1",
-          issuerKeys: JSON.stringify({ keys: [jwk] }),
-          audiences: [registryHost],
-          expirationTime: new Date(Date.now() + 30 * 24 * 3600_000).toISOString(),
-        },
-      });
-      assert.equal(created.status, 200, JSON.stringify(created.body));
-      const uid = created.body.uid as string;
+      const identity = await pullTokenIdentity(api, org.uid, "pull-token", registryHost);
+      const uid = identity.uid;
       const binding = await createRoleBinding(api, org.uid, uid, builtinRoleUid("registry.pull"));
-      const now = Math.floor(Date.now() / 1000);
-      const jwt = await new SignJWT({})
-        .setProtectedHeader({ alg: "RS256", kid: "pull-1" })
-        .setIssuer("https://pull-tokens.example/acme")
-        .setSubject("pull-token-1")
-        .setAudience(registryHost)
-        .setIssuedAt(now)
-        .setExpirationTime(now + 3600)
-        .sign(privateKey);
+      const jwt = await identity.pullToken();
       const res = await tokenFor(basic(uid, jwt), "repository:acme/app:pull,push");
       assert.equal(res.status, 200, res.text);
       assert.equal(decodeJwt(res.json().token).sub, uid);

@@ -13,7 +13,9 @@ import { join } from "node:path";
 import { once } from "node:events";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { backends } from "../support/db-templates.js";
+import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
 import { restClient } from "../support/http.js";
+import { workload } from "../support/principals.js";
 import { parseChallenge } from "../support/oci.js";
 import {
   LAYOUT_ANNOTATIONS,
@@ -162,6 +164,39 @@ for (const backend of backends()) {
       const list = await skopeo("list-tags", "--tls-verify=false", "--no-creds", ref(""));
       assert.notEqual(list.code, 0, list.stdout);
       assert.match(list.stderr, /unauthorized|authentication required|denied/i);
+    });
+
+    it("logs in with an API token (`skopeo login -u _token`), then copies with the stored credentials", async () => {
+      // What `bulwark auth token` prints: an API token (audience = the API), here of an identity
+      // that may push to acme.
+      const api = restClient(server.url, server.operatorToken);
+      const org = (await api.get("/iam/v2beta1/groups")).body.groups.find((g: { name: string }) => g.name === "acme");
+      const pusher = await workload(server, api, org.uid, "skopeo-pusher", [
+        { at: org.uid, role: { uid: builtinRoleUid("registry.push"), capabilities: [] } },
+      ]);
+      const login = await skopeo("login", "--tls-verify=false", "-u", "_token", "-p", pusher.token, host);
+      ok(login, "login with an API token");
+      assert.match(login.stdout, /Login Succeeded/);
+      ok(
+        await skopeo(
+          "copy",
+          "--preserve-digests",
+          "--dest-tls-verify=false",
+          `oci:${image.dir}:${image.tag}`,
+          ref(":api-token"),
+        ),
+        "copy with the login's credentials",
+      );
+      const raw = await skopeo("inspect", "--raw", "--tls-verify=false", ref(":api-token"));
+      ok(raw, "inspect with the login's credentials");
+      assert.equal(sha256(raw.stdout), image.manifestDigest);
+      ok(await skopeo("logout", host), "logout");
+      // A token for another audience: refused (DENIED, naming the audiences the registry takes; skopeo
+      // 1.9 shows only the status of a refused token request).
+      const elsewhere = await server.tokenFor(pusher.uid, { audience: ["https://other.example"] });
+      const refused = await skopeo("login", "--tls-verify=false", "-u", "_token", "-p", elsewhere, host);
+      assert.notEqual(refused.code, 0, refused.stdout);
+      assert.match(refused.stderr, /denied|forbidden|403/i);
     });
 
     it("deletes the manifest by digest, after which neither it nor its tags resolve", async () => {

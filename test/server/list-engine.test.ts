@@ -14,6 +14,7 @@ import { query, restClient, type QueryParams as Params } from "../support/http.j
 import { skipWalkModel } from "../support/lists.js";
 import { assertInvalidArgument } from "../support/assertions.js";
 import { PageTokenCodec, type PageCursor } from "../../src/core/page-tokens.js";
+import { loadSharedSecret } from "../../src/storage/server-secrets.js";
 
 const GROUPS = "/iam/v2beta1/groups";
 const DAY_MS = 24 * 3600 * 1000;
@@ -165,12 +166,7 @@ for (const backend of backends()) {
     async function tokenCodec(now: () => number): Promise<PageTokenCodec> {
       const env = process.env.BULWARK_PAGE_TOKEN_SECRET;
       if (env) return PageTokenCodec.fromSecret(new TextEncoder().encode(env), now);
-      const row = await server.db
-        .selectFrom("server_secrets")
-        .select("secret")
-        .where("name", "=", "page_tokens")
-        .executeTakeFirstOrThrow();
-      return PageTokenCodec.fromSecret(new Uint8Array(row.secret), now);
+      return PageTokenCodec.fromSecret(await loadSharedSecret(server.db, "page_tokens"), now);
     }
 
     const descendants = (root: Group) =>

@@ -12,7 +12,10 @@ import { pino } from "pino";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { MODULES } from "../../src/server/modules.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
+import { SecretBox } from "../../src/core/secret-box.js";
+import { iamModule } from "../../src/iam/module.js";
 import { collectMigrations } from "../../src/storage/db.js";
+import { loadSharedSecret } from "../../src/storage/server-secrets.js";
 import { backends, postgresUrl, withDatabase } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { ERROR_DOMAIN, issuerOf } from "../support/server.js";
@@ -29,6 +32,11 @@ const LEGACY = {
   invite: "c58a8d01ea55225910e47f2800ea910623ac70ea/97e2d700ca83a37e",
 };
 const OLD_MIGRATIONS = ["001_groups", "002_iam", "003_signing_keys", "004_login_sessions"];
+/** The shared secrets the dump holds in plaintext (hex), as earlier versions stored them. */
+const LEGACY_SECRETS = {
+  page_tokens: "75108679421d161d5f4cf9b5e159e224d2cab51a5fa2d746b62a9e31d7acc374",
+  idp_client_secrets: "e870c768e8cb89ecbe509add7e302e5f7fbcce378a9759e33994b43d70d8b6db",
+};
 
 /** A server over a fresh database loaded from the dump. */
 async function serverOverDump(
@@ -118,6 +126,24 @@ for (const backend of backends()) {
         const res = await api.get(`/iam/v2beta1/${path}`);
         assert.equal(res.status, 200, `${path}: ${JSON.stringify(res.body)}`);
       }
+    });
+
+    it("seals the shared secrets it kept in plaintext, and its IdP's client secret still opens", async () => {
+      const rows = await server.db.selectFrom("server_secrets").select(["name", "secret", "secret_jwe"]).execute();
+      assert.deepEqual(rows.map((r) => r.name).sort(), Object.keys(LEGACY_SECRETS).sort());
+      for (const row of rows) {
+        assert.equal(row.secret, null, `${row.name} is still stored in plaintext`);
+        assert.match(row.secret_jwe, /^eyJ[\w-]*\.[\w-]*\.[\w-]+\.[\w-]+\.[\w-]+$/, `${row.name} is a compact JWE`);
+      }
+      // The same secrets, sealed: what they protect stays readable.
+      for (const [name, hex] of Object.entries(LEGACY_SECRETS))
+        assert.equal(Buffer.from(await loadSharedSecret(server.db, name)).toString("hex"), hex, name);
+      const idps = server.exportsOf(iamModule).identityProviders;
+      const idp = await idps.get(LEGACY.idp);
+      assert.ok(idp?.client_secret_encrypted, "the dump's IdP has a client secret");
+      const legacyBox = new SecretBox(Buffer.from(LEGACY_SECRETS.idp_client_secrets, "hex"));
+      const original = await legacyBox.decrypt(idp.client_secret_encrypted, LEGACY.idp);
+      assert.equal(await idps.clientSecretOf(idp), original);
     });
 
     it("keeps the old layout's rules: a group with children is not deleted, a new child is", async () => {

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { SignJWT, exportJWK, generateKeyPair } from "jose";
 import { KeyManager } from "../../src/auth/keys.js";
 import { TokenIssuer, type AuthUrls, type MintRequest } from "../../src/auth/tokens.js";
 import { createIdentity, createRoleBinding, type Api, type Json } from "./fixtures.js";
@@ -152,4 +153,49 @@ export async function workload(
     bindings.push({ at: g.at, caps: new Set(g.role.capabilities as string[]) });
   }
   return { uid: identity.uid, token: await server.tokenFor(identity.uid), bindings };
+}
+
+/** An identity with static keys, as `auth pull-token create` makes one, and its key to sign pull tokens with. */
+export interface PullTokenIdentity {
+  uid: string;
+  /** a pull token: a JWT signed by the identity's key, for the registry (valid an hour) */
+  pullToken(): Promise<string>;
+}
+
+/** A static-keys identity at `parent` whose tokens are for `audience` (the registry host). */
+export async function pullTokenIdentity(
+  api: Api,
+  parent: string,
+  name: string,
+  audience: string,
+): Promise<PullTokenIdentity> {
+  const { publicKey, privateKey } = await generateKeyPair("RS256");
+  const kid = `${name}-key`;
+  const issuer = `https://pull-tokens.example/${name}`;
+  const subject = `pull-token-${name}`;
+  const created = await api.post(`/iam/v2beta1/identities/${parent}`, {
+    name,
+    staticKeys: {
+      issuer,
+      subject,
+      issuerKeys: JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid, alg: "RS256", use: "sig" }] }),
+      audiences: [audience],
+      expirationTime: new Date(Date.now() + 30 * 24 * HOUR).toISOString(),
+    },
+  });
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  return {
+    uid: created.body.uid as string,
+    pullToken: () => {
+      const now = Math.floor(Date.now() / 1000);
+      return new SignJWT({})
+        .setProtectedHeader({ alg: "RS256", kid })
+        .setIssuer(issuer)
+        .setSubject(subject)
+        .setAudience(audience)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 3600)
+        .sign(privateKey);
+    },
+  };
 }

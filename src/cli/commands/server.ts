@@ -271,7 +271,7 @@ export function registerServerCommands(program: Command): void {
     .addOption(
       new Option(
         "--rate-limit-failed-auth <rate>",
-        "failed authentications per address before it must wait: <per second>[:<burst>] or off",
+        "refused credentials per address and per principal named, before more are answered 429: <per second>[:<burst>] or off",
       )
         .env("BULWARK_RATE_LIMIT_FAILED_AUTH")
         .argParser(parseRateLimit),
