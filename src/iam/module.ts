@@ -44,7 +44,7 @@ import * as m001 from "./migrations/001_groups.js";
 import * as m002 from "./migrations/002_iam.js";
 import * as m009 from "./migrations/009_authz_epoch.js";
 import * as m010 from "./migrations/010_group_counts.js";
-import * as m011 from "./migrations/011_sealed_server_secrets.js";
+import * as m012 from "./migrations/012_sealed_server_secrets.js";
 import { roleBindingListing, roleBindingsService } from "./role-bindings.js";
 import { roleListing, rolesService } from "./roles.js";
 import { AccountAssociationsRepository } from "./storage/account-associations.js";
@@ -101,13 +101,13 @@ function v2AndV1(beta: ServiceBinding[]): ServiceBinding[] {
 
 export const iamModule: FeatureModule<IamRepositories, IamExports> = {
   name: "iam",
-  // 001 also made the platform's server_secrets table, before modules existed (011 seals its rows).
+  // 001 also made the platform's server_secrets table, before modules existed (012 seals its rows).
   migrations: {
     "001_groups": m001,
     "002_iam": m002,
     "009_authz_epoch": m009,
     "010_group_counts": m010,
-    "011_sealed_server_secrets": m011,
+    "012_sealed_server_secrets": m012,
   },
   services: [...IAM_SERVICES, ...GA.services, ...IAM_V1_SERVICES],
   listings: GA.listings({

@@ -7,7 +7,7 @@ export type Json<T = unknown> = ColumnType<T, string, string>;
 
 export interface ServerSecretsTable {
   name: string;
-  /** plaintext, as versions before migration 011 wrote it; sealed and cleared on first read */
+  /** plaintext, as versions before migration 012 wrote it; sealed and cleared on first read */
   secret: ColumnType<Buffer | null, Buffer | null | undefined, Buffer | null>;
   /** the secret sealed under the key-encryption key (storage/server-secrets.ts) */
   secret_jwe: ColumnType<string | null, string | null | undefined, string | null>;
