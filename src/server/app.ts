@@ -313,7 +313,7 @@ function answerUnservedConnect(
   wireError: (err: unknown) => ConnectError,
 ): boolean {
   const path = request.url.split("?")[0]!;
-  if (!isRpcPath(path) || served.has(path)) return false;
+  if (!isRpcPath(path) || served.has(path) || !isConnectCall(request)) return false;
   outcomeOf(request).code = Code.Unimplemented;
   const error = wireError(
     new ConnectError(
@@ -328,6 +328,18 @@ function answerUnservedConnect(
     .header("content-type", "application/json")
     .send(Buffer.from(connectErrorToJsonBytes(error, {})));
   return true;
+}
+
+/**
+ * Whether a request is a Connect call by its protocol: a POST of a Connect codec (unary
+ * `application/json` or `application/proto`, streaming `application/connect+…`), or a GET with
+ * `connect=v1` (Connect's GET for side-effect-free methods). Anything else on an RPC-shaped path
+ * (`/jwks.json/x`) is an ordinary request for a route that does not exist.
+ */
+function isConnectCall(request: FastifyRequest): boolean {
+  if (request.method === "GET") return /[?&]connect=v1(&|$)/.test(request.url);
+  const type = String(request.headers["content-type"] ?? "").toLowerCase();
+  return request.method === "POST" && /^application\/(json|proto|connect\+(json|proto))\s*(;|$)/.test(type);
 }
 
 /**

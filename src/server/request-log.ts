@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { LogController, type FastifyReply, type FastifyRequest } from "fastify";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "pino";
 import { clip } from "../core/errors.js";
 
 /** What the transports note about a request's answer, beyond what the reply itself says. */
@@ -86,6 +87,13 @@ export class RequestLog extends LogController {
   override incomingRequest(): void {}
 
   override requestCompleted(_error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    // The common case, a success with debug off, costs no object.
+    if (
+      reply.statusCode < 400 &&
+      outcomes.get(request)?.status === undefined &&
+      !(request.log as Logger).isLevelEnabled("debug")
+    )
+      return;
     const fields = requestFields(request, reply);
     const level = levelOf(fields.status as number, request);
     const thrown = outcomes.get(request)?.thrown;

@@ -204,6 +204,15 @@ for (const backend of backends()) {
         !("status" in body) && typeof body.code === "string",
         "Connect's shape, not google.rpc.Status's numeric code",
       );
+      // Connect's GET too; but a request that is no Connect call keeps the REST error.
+      const get = await fetch(
+        `${server.url}/chainguard.platform.iam.v2beta1.GroupsService/Nope?connect=v1&encoding=json&message=%7B%7D`,
+      );
+      assert.equal(get.status, 404);
+      assert.equal(((await get.json()) as { code?: unknown }).code, "unimplemented");
+      const plain = await fetch(`${server.url}/jwks.json/A`);
+      assert.equal(plain.status, 404);
+      assert.equal(((await plain.json()) as { code?: unknown }).code, 5, "google.rpc.Status: NOT_FOUND");
     });
   });
 }
