@@ -1,8 +1,9 @@
 // The HTTP application: Connect (gRPC, gRPC-Web, Connect) and transcoded REST for the same
 // service handlers, plus /healthz, all on one Fastify instance behind the one-port dual server.
 import type { ServerHttp2Stream } from "node:http2";
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { createContextKey, createContextValues, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
+import { errorToJsonBytes as connectErrorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { hasOption, type DescMethod, type DescMethodUnary } from "@bufbuild/protobuf";
 import type { Logger } from "pino";
 import { iam } from "../gen/annotations/auth_pb.js";
@@ -22,12 +23,14 @@ import {
   clientError,
   clientErrorAnswer,
   headerListSize,
+  isRpcPath,
   normalizeProtocolError,
   shapeOfReceived,
   statusJson,
 } from "./protocol-errors.js";
 import { VERSION } from "../core/version.js";
 import { registerTranscoder } from "./transcoder.js";
+import { REQUEST_ID_HEADER, RequestLog, outcomeOf, requestIdOf, type Outcome } from "./request-log.js";
 
 export { statusJson };
 
@@ -55,6 +58,8 @@ export interface AppOptions {
 
 /** The client's address, for handlers that only see a Connect HandlerContext. */
 const CLIENT_ADDRESS = createContextKey<string | undefined>(undefined, { description: "client address" });
+/** The request's outcome record (request-log.ts), for what a Connect handler throws. */
+const OUTCOME = createContextKey<Outcome>({}, { description: "request outcome" });
 
 /** Methods without an iam rule take other credentials (the token exchange): stricter limits. */
 const sensitiveMethods = new WeakMap<DescMethod, boolean>();
@@ -100,8 +105,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
   };
   const fastify = Fastify({
     loggerInstance: logger,
-    // Per-request logs would be noise at this rate; errors are logged where they are handled.
-    logController: new LogController({ disableRequestLogging: true }),
+    // One line per request that went wrong, at its cause's level (request-log.ts).
+    logController: new RequestLog(),
+    genReqId: requestIdOf,
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
     trustProxy: opts.trustProxy ?? false,
     // No route has a JSON schema (requests are decoded against the protos), so Fastify's schema
@@ -148,10 +154,17 @@ export async function createApp(opts: AppOptions): Promise<App> {
       res.end(JSON.stringify(statusJson(wireError(new ConnectError("no route on this port", Code.NotFound)))));
     }, dualOptions);
 
-  const logUnexpected = (err: unknown) => logger.error({ err }, "unexpected error while handling a request");
+  // Outside any request (a refusal before routing): nothing unexpected reaches it, but if it did
+  // it would be logged.
+  const logUnexpected = (err: unknown) => logger.error({ err }, "unexpected error outside a request");
   const wireError = (err: unknown) => toWireError(err, errorDomain, logUnexpected);
+  /** The wire error for what a request's handler threw, noted for the request's log line. */
+  const wireErrorOf = (outcome: Outcome, err: unknown) => {
+    outcome.thrown ??= err;
+    return toWireError(err, errorDomain, () => {});
+  };
   const sendError = (reply: FastifyReply, err: unknown): FastifyReply => {
-    const ce = wireError(err);
+    const ce = wireErrorOf(outcomeOf(reply.request), err);
     if (ce.code === Code.Unauthenticated) reply.header("www-authenticate", 'Bearer realm="bulwark"');
     const retryAfter = ce.metadata.get("retry-after");
     if (retryAfter) reply.header("retry-after", retryAfter);
@@ -192,8 +205,10 @@ export async function createApp(opts: AppOptions): Promise<App> {
   fastify.addHook("onRequest", (request, reply, done) => {
     // Set on the raw response, so replies written past Fastify (Connect, gRPC) carry them too.
     reply.raw.setHeader("x-content-type-options", "nosniff");
+    reply.raw.setHeader(REQUEST_ID_HEADER, request.id);
     if (opts.cors && applyCors(opts.cors, request, reply)) return;
     if (answerUnservedGrpc(request, reply, grpcPaths)) return;
+    if (answerUnservedConnect(request, reply, grpcPaths, wireError)) return;
     // HTTP/1.1 refuses heads over 16 KiB in Node's parser (see dual-server.ts); HTTP/2 lets up
     // to 256 KiB through so that the same limit is answered here, in the request's protocol.
     if (request.raw.httpVersionMajor === 2 && headerListSize(request.raw.rawHeaders) > MAX_HEADER_BYTES) {
@@ -215,7 +230,16 @@ export async function createApp(opts: AppOptions): Promise<App> {
   fastify.get("/healthz", async () => ({ status: "SERVING", version: VERSION }));
   registerDocsRoutes(fastify);
   for (const register of opts.routes ?? []) {
-    await fastify.register(async (scope) => register(plainRouter(scope, { authorizer, limits, wireError, sendError })));
+    await fastify.register(async (scope) =>
+      register(
+        plainRouter(scope, {
+          authorizer,
+          limits,
+          wireError: (request, err) => wireErrorOf(outcomeOf(request), err),
+          sendError,
+        }),
+      ),
+    );
   }
 
   const callFromHttp = (request: FastifyRequest): CallContext => ({
@@ -242,8 +266,14 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   await registerConnectRoutes(fastify, {
     readMaxBytes: opts.bodyLimit ?? 1024 * 1024,
-    contextValues: (request) => createContextValues().set(CLIENT_ADDRESS, request.ip),
+    contextValues: (request) => createContextValues().set(CLIENT_ADDRESS, request.ip).set(OUTCOME, outcomeOf(request)),
     normalize: (error) => normalizeProtocolError(error, wireError),
+    answered: (request, error, status) => {
+      const outcome = outcomeOf(request);
+      outcome.code = error?.code;
+      outcome.status = status;
+      if (error) outcome.thrown ??= error;
+    },
     routes: (router: ConnectRouter) => {
       for (const binding of opts.bindings) {
         const impl: Record<string, (req: unknown, ctx: HandlerContext) => Promise<unknown>> = {};
@@ -253,7 +283,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
             try {
               return await dispatch(binding, method as DescMethodUnary, req as never, callFromConnect(ctx));
             } catch (err) {
-              throw wireError(err);
+              throw wireErrorOf(ctx.values.get(OUTCOME), err);
             }
           };
         }
@@ -271,6 +301,48 @@ export async function createApp(opts: AppOptions): Promise<App> {
 }
 
 /**
+ * A Connect call (an RPC-shaped path, `/package.Service/Method`, that no gRPC content type
+ * claimed) to a method this server does not serve: Connect's error shape, with the 404 a Connect
+ * server answers for a route it does not have (clients read it as `unimplemented`), rather than
+ * the REST error a transcoded path gets.
+ */
+function answerUnservedConnect(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  served: ReadonlySet<string>,
+  wireError: (err: unknown) => ConnectError,
+): boolean {
+  const path = request.url.split("?")[0]!;
+  if (!isRpcPath(path) || served.has(path) || !isConnectCall(request)) return false;
+  outcomeOf(request).code = Code.Unimplemented;
+  const error = wireError(
+    new ConnectError(
+      `unknown method ${clip(path, MAX_ECHO_LENGTH)}: this server does not serve it`,
+      Code.Unimplemented,
+    ),
+  );
+  // The body is never read: on HTTP/1.1 it must not be taken for the next request.
+  if (request.raw.httpVersionMajor === 1 && !request.raw.complete) reply.header("connection", "close");
+  void reply
+    .code(404)
+    .header("content-type", "application/json")
+    .send(Buffer.from(connectErrorToJsonBytes(error, {})));
+  return true;
+}
+
+/**
+ * Whether a request is a Connect call by its protocol: a POST of a Connect codec (unary
+ * `application/json` or `application/proto`, streaming `application/connect+…`), or a GET with
+ * `connect=v1` (Connect's GET for side-effect-free methods). Anything else on an RPC-shaped path
+ * (`/jwks.json/x`) is an ordinary request for a route that does not exist.
+ */
+function isConnectCall(request: FastifyRequest): boolean {
+  if (request.method === "GET") return /[?&]connect=v1(&|$)/.test(request.url);
+  const type = String(request.headers["content-type"] ?? "").toLowerCase();
+  return request.method === "POST" && /^application\/(json|proto|connect\+(json|proto))\s*(;|$)/.test(type);
+}
+
+/**
  * A gRPC or gRPC-Web call to a method this server does not serve is answered at once, before its
  * request stream is read: a trailers-only UNIMPLEMENTED, so a client that keeps its stream open
  * (a reflection client probing, a bidi call) learns it now rather than at its deadline.
@@ -281,10 +353,12 @@ function answerUnservedGrpc(request: FastifyRequest, reply: FastifyReply, served
   const path = request.url.split("?")[0]!;
   if (served.has(path)) return false;
   const message = `unknown method ${clip(path, MAX_ECHO_LENGTH)}: this server does not serve it`;
+  Object.assign(outcomeOf(request), { code: Code.Unimplemented, status: httpStatusFor(Code.Unimplemented) });
   const headers = {
     // CORS and nosniff, set on the reply by now
     ...(reply.getHeaders() as Record<string, string>),
     "x-content-type-options": "nosniff",
+    [REQUEST_ID_HEADER]: request.id,
     "content-type": type.startsWith("application/grpc-web") ? "application/grpc-web+proto" : "application/grpc",
     "grpc-status": String(Code.Unimplemented),
     "grpc-message": encodeURIComponent(message),

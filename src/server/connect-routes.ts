@@ -8,6 +8,7 @@ import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues } from "@connectrpc/connect";
 import type { UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { httpStatusFor } from "../core/errors.js";
 import * as connect from "@connectrpc/connect/protocol-connect";
 import * as grpc from "@connectrpc/connect/protocol-grpc";
 import * as grpcWeb from "@connectrpc/connect/protocol-grpc-web";
@@ -25,6 +26,11 @@ export interface ConnectRoutesOptions {
   contextValues(request: FastifyRequest): ContextValues;
   /** the AIP-193 form of an error that does not have it yet */
   normalize(error: ConnectError): ConnectError;
+  /**
+   * The error a call answered with, once it is known (for gRPC, when the trailers are written),
+   * and the HTTP status it stands for (gRPC and gRPC-Web send 200 and the code in trailers).
+   */
+  answered(request: FastifyRequest, error: ConnectError, status: number): void;
 }
 
 export async function registerConnectRoutes(fastify: FastifyInstance, opts: ConnectRoutesOptions): Promise<void> {
@@ -48,7 +54,10 @@ export async function registerConnectRoutes(fastify: FastifyInstance, opts: Conn
         endUnreadBody(request, reply);
         let fixed = response;
         try {
-          fixed = await rewriteErrors(response, protocolOf(request), opts.normalize);
+          const protocol = protocolOf(request);
+          fixed = await rewriteErrors(response, protocol, opts.normalize, (error, status) =>
+            opts.answered(request, error, status),
+          );
         } catch (err) {
           // Never leave a hijacked request unanswered: send what Connect made.
           request.log.error({ err }, "could not rewrite a protocol error");
@@ -98,18 +107,22 @@ function protocolOf(request: FastifyRequest): Protocol {
   return "connect";
 }
 
+/** Reports the error a call answered with and the HTTP status it stands for. */
+type Report = (error: ConnectError, status: number) => void;
+
 async function rewriteErrors(
   response: UniversalServerResponse,
   protocol: Protocol,
   normalize: (e: ConnectError) => ConnectError,
+  report: Report,
 ): Promise<UniversalServerResponse> {
   switch (protocol) {
     case "connect":
-      return rewriteConnect(response, normalize);
+      return rewriteConnect(response, normalize, report);
     case "grpc":
-      return rewriteGrpc(response, normalize);
+      return rewriteGrpc(response, normalize, report);
     case "grpc-web":
-      return rewriteGrpcWeb(response, normalize);
+      return rewriteGrpcWeb(response, normalize, report);
   }
 }
 
@@ -117,6 +130,7 @@ async function rewriteErrors(
 async function rewriteConnect(
   response: UniversalServerResponse,
   normalize: (e: ConnectError) => ConnectError,
+  report: Report,
 ): Promise<UniversalServerResponse> {
   if (response.status === 200) return response;
   const body = decompress(await readAll(response.body), response.header?.get("content-encoding"));
@@ -124,6 +138,7 @@ async function rewriteConnect(
   const error = body.length > 0 ? connect.errorFromJsonBytes(body, undefined, fallback) : fallback;
   const fixed = normalize(error);
   if (fixed === error && body.length > 0) {
+    report(error, response.status);
     const header = new Headers(response.header);
     header.delete("content-encoding");
     header.delete("content-length");
@@ -136,6 +151,7 @@ async function rewriteConnect(
   for (const [name, value] of fixed.metadata) header.set(name, value);
   // Statuses Connect chose from the protocol (415, 405) stay; the rest follow the code.
   const status = body.length > 0 ? connect.codeToHttpStatus(fixed.code) : response.status;
+  report(fixed, status);
   return { ...response, status, header, body: once(connect.errorToJsonBytes(fixed, {})) };
 }
 
@@ -143,6 +159,7 @@ async function rewriteConnect(
 function rewriteGrpc(
   response: UniversalServerResponse,
   normalize: (e: ConnectError) => ConnectError,
+  report: Report,
 ): UniversalServerResponse {
   const trailer = response.trailer;
   if (!trailer) return response;
@@ -150,6 +167,7 @@ function rewriteGrpc(
     const error = grpc.findTrailerError(trailer);
     if (!error) return;
     const fixed = normalize(error);
+    report(fixed, httpStatusFor(fixed.code));
     if (fixed === error) return;
     for (const name of ["grpc-status", "grpc-message", "grpc-status-details-bin"]) trailer.delete(name);
     grpc.setTrailerStatus(trailer, fixed);
@@ -168,36 +186,57 @@ function rewriteGrpc(
   };
 }
 
-/** gRPC-Web: the trailers are the body's last envelope (flag 0x80). */
-async function rewriteGrpcWeb(
+/**
+ * gRPC-Web: the trailers are the body's last envelope (flag 0x80). Messages pass through as they
+ * come: a stream (reflection) answers each request while the client keeps its half open, so
+ * nothing may wait for the body's end.
+ */
+function rewriteGrpcWeb(
   response: UniversalServerResponse,
   normalize: (e: ConnectError) => ConnectError,
-): Promise<UniversalServerResponse> {
-  const bytes = await readAll(response.body);
-  const out: Uint8Array[] = [];
-  for (let at = 0; at + 5 <= bytes.length;) {
-    const flags = bytes[at]!;
-    const length = new DataView(bytes.buffer, bytes.byteOffset + at + 1, 4).getUint32(0);
-    const data = bytes.subarray(at + 5, at + 5 + length);
-    at += 5 + length;
-    const isTrailer = (flags & grpcWeb.trailerFlag) !== 0;
-    const compressed = (flags & 0x01) !== 0;
-    const trailerData = isTrailer && compressed ? decompress(data, response.header?.get("grpc-encoding")) : data;
-    const error = isTrailer ? grpc.findTrailerError(grpcWeb.trailerParse(trailerData)) : undefined;
-    const fixed = error && normalize(error);
-    if (!error || !fixed || fixed === error) {
-      out.push(envelope(flags, data));
-      continue;
+  report: Report,
+): UniversalServerResponse {
+  const header = new Headers(response.header);
+  header.delete("content-length");
+  const source = response.body;
+  if (!source || source instanceof Uint8Array) {
+    return { ...response, header, body: rewriteEnvelopes(once(source ?? new Uint8Array(0))) };
+  }
+  return { ...response, header, body: rewriteEnvelopes(source) };
+
+  async function* rewriteEnvelopes(chunks: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+    let pending: Uint8Array = new Uint8Array(0);
+    for await (const chunk of chunks) {
+      pending = pending.length ? concat([pending, chunk]) : chunk;
+      const out: Uint8Array[] = [];
+      let at = 0;
+      while (at + 5 <= pending.length) {
+        const length = new DataView(pending.buffer, pending.byteOffset + at + 1, 4).getUint32(0);
+        if (at + 5 + length > pending.length) break;
+        out.push(rewriteEnvelope(pending[at]!, pending.subarray(at + 5, at + 5 + length)));
+        at += 5 + length;
+      }
+      pending = pending.subarray(at);
+      if (out.length) yield concat(out);
     }
+    if (pending.length) yield pending;
+  }
+
+  function rewriteEnvelope(flags: number, data: Uint8Array): Uint8Array {
+    if ((flags & grpcWeb.trailerFlag) === 0) return envelope(flags, data);
+    const compressed = (flags & 0x01) !== 0;
+    const trailerData = compressed ? decompress(data, response.header?.get("grpc-encoding")) : data;
+    const error = grpc.findTrailerError(grpcWeb.trailerParse(trailerData));
+    if (!error) return envelope(flags, data);
+    const fixed = normalize(error);
+    report(fixed, httpStatusFor(fixed.code));
+    if (fixed === error) return envelope(flags, data);
     const trailer = grpcWeb.trailerParse(trailerData);
     for (const name of ["grpc-status", "grpc-message", "grpc-status-details-bin"]) trailer.delete(name);
     grpc.setTrailerStatus(trailer, fixed);
     // Written uncompressed (the flag says so): error trailers are small.
-    out.push(envelope(flags & ~0x01, grpcWeb.trailerSerialize(trailer)));
+    return envelope(flags & ~0x01, grpcWeb.trailerSerialize(trailer));
   }
-  const header = new Headers(response.header);
-  header.delete("content-length");
-  return { ...response, header, body: once(concat(out)) };
 }
 
 /** A body Connect compressed (errors over its minimum size are), by the response's encoding. */

@@ -1,30 +1,13 @@
-// /openapi.json (the committed, generated description of the REST API) and /docs (a page that
-// renders it with Swagger UI, served from our own origin: no CDN). Anonymous, like /healthz: they
+// /openapi.json and /openapi/<version>.json (the committed, generated descriptions of the REST
+// API, one per API version; /openapi.json is the default version's) and /docs (a page that renders
+// them with Swagger UI, served from our own origin: no CDN). Anonymous, like /healthz: they
 // describe the API, never data.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import type { FastifyInstance } from "fastify";
-import { PACKAGE_ROOT as ROOT } from "../core/package-files.js";
-import { MODULES } from "./modules.js";
-import { openApiDocument } from "./openapi.js";
-
-export const OPENAPI_FILE = join(ROOT, "openapi", "openapi.json");
-
-/** The document for the registered modules, as the committed file holds it. */
-export function openApiText(): string {
-  const version = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string }).version;
-  return (
-    JSON.stringify(
-      openApiDocument(
-        MODULES.flatMap((m) => m.services),
-        version,
-      ),
-      null,
-      2,
-    ) + "\n"
-  );
-}
+import type { FastifyInstance, FastifyReply } from "fastify";
+import { API_VERSIONS } from "./openapi.js";
+import { openApiFile } from "./openapi-files.js";
 
 const PAGE = `<!doctype html>
 <html lang="en">
@@ -36,15 +19,21 @@ const PAGE = `<!doctype html>
 <body>
 <div id="swagger-ui"></div>
 <script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script src="/docs/assets/swagger-ui-standalone-preset.js"></script>
 <script src="/docs/assets/init.js"></script>
 </body>
 </html>
 `;
 
-const INIT = `window.ui = SwaggerUIBundle({ url: "/openapi.json", dom_id: "#swagger-ui", deepLinking: true });\n`;
+const INIT = `window.ui = SwaggerUIBundle({ urls: ${JSON.stringify(
+  API_VERSIONS.map((v, i) => ({ url: i === 0 ? "/openapi.json" : `/openapi/${v}.json`, name: v })),
+)}, dom_id: "#swagger-ui", deepLinking: true, layout: "StandaloneLayout", presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset] });\n`;
 
 export function registerDocsRoutes(fastify: FastifyInstance): void {
-  const document = readFileSync(OPENAPI_FILE);
+  // A document not written yet (scripts/generate-openapi.ts starts a server to write them) is not served.
+  const documents = new Map(
+    API_VERSIONS.flatMap((v) => (existsSync(openApiFile(v)) ? [[v as string, readFileSync(openApiFile(v))]] : [])),
+  );
   const swaggerUi = dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
   const assets: Record<string, { type: string; body: Buffer | string }> = {
     "swagger-ui.css": { type: "text/css; charset=utf-8", body: readFileSync(join(swaggerUi, "swagger-ui.css")) },
@@ -52,11 +41,22 @@ export function registerDocsRoutes(fastify: FastifyInstance): void {
       type: "text/javascript; charset=utf-8",
       body: readFileSync(join(swaggerUi, "swagger-ui-bundle.js")),
     },
+    "swagger-ui-standalone-preset.js": {
+      type: "text/javascript; charset=utf-8",
+      body: readFileSync(join(swaggerUi, "swagger-ui-standalone-preset.js")),
+    },
     "init.js": { type: "text/javascript; charset=utf-8", body: INIT },
   };
-  fastify.get("/openapi.json", async (_request, reply) =>
-    reply.header("content-type", "application/json").header("cache-control", "public, max-age=300").send(document),
-  );
+  const sendDocument = (reply: FastifyReply, document: Buffer) =>
+    reply.header("content-type", "application/json").header("cache-control", "public, max-age=300").send(document);
+  fastify.get("/openapi.json", async (_request, reply) => {
+    const document = documents.get(API_VERSIONS[0]);
+    return document ? sendDocument(reply, document) : reply.callNotFound();
+  });
+  fastify.get<{ Params: { version: string } }>("/openapi/:version.json", async (request, reply) => {
+    const document = documents.get(request.params.version);
+    return document ? sendDocument(reply, document) : reply.callNotFound();
+  });
   fastify.get("/docs", async (_request, reply) => reply.header("content-type", "text/html; charset=utf-8").send(PAGE));
   fastify.get<{ Params: { name: string } }>("/docs/assets/:name", async (request, reply) => {
     const asset = assets[request.params.name];

@@ -22,8 +22,8 @@ export function headersOf(raw: Record<string, string | string[] | undefined>): H
 
 export interface PlainRouterDeps {
   authorizer: Authorizer;
-  /** maps any error to the wire error every protocol answers with */
-  wireError(err: unknown): ConnectError;
+  /** maps what a request's handler threw to the wire error every protocol answers with (and notes it for the log) */
+  wireError(request: FastifyRequest, err: unknown): ConnectError;
   /** sends a wire error as google.rpc.Status JSON */
   sendError(reply: FastifyReply, err: ConnectError): FastifyReply;
   /** rate limits (absent: none) */
@@ -51,7 +51,7 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             return await route.handler(request, reply, call);
           } catch (thrown) {
             const err = deps.limits ? deps.limits.afterFailure(thrown, call) : thrown;
-            const wire = deps.wireError(err);
+            const wire = deps.wireError(request, err);
             return route.renderError ? route.renderError(wire, reply, err, request) : deps.sendError(reply, wire);
           }
         },

@@ -83,6 +83,11 @@ export function normalizeProtocolError(error: ConnectError, wireError: (err: unk
 /** An RPC path of Connect or gRPC-Web ("/package.Service/Method"); REST paths have no dotted first segment. */
 const RPC_PATH = /^\/[A-Za-z_][\w]*(?:\.[\w]+)+\/[A-Za-z_]\w*(?:\?|$)/;
 
+/** Whether a path (without its query) names an RPC the way Connect and gRPC do. */
+export function isRpcPath(path: string): boolean {
+  return RPC_PATH.test(path);
+}
+
 /** What a request refused before routing says of its protocol. */
 export interface RequestShape {
   path: string;

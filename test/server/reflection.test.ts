@@ -2,7 +2,8 @@
 // served service listed, files by symbol and by name with their imports — enough to call an RPC
 // without .proto files, as grpcurl does — and NOT_FOUND for what does not exist, on a stream that
 // stays usable. And an unknown method or service answers UNIMPLEMENTED at once, even while the
-// client keeps its request stream open.
+// client keeps its request stream open. The real `buf curl` finds and calls an RPC by reflection
+// over gRPC-Web, HTTP/1.1 and HTTP/2 alike; an unknown Connect method gets Connect's error shape.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
@@ -14,7 +15,9 @@ import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from "@bufbuild/pr
 import { create } from "@bufbuild/protobuf";
 import { backends } from "../support/db-templates.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { withinHang } from "../support/wait.js";
+import { watchOutput, withinHang } from "../support/wait.js";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -151,5 +154,65 @@ for (const backend of backends()) {
         }
       });
     }
+
+    /** Runs the real `buf curl` (no timeout of its own: a hang is the test's to report) and answers its exit and output. */
+    async function bufCurl(args: string[]): Promise<{ code: number | null; out: string }> {
+      const child = spawn(join(ROOT, "node_modules", ".bin", "buf"), ["curl", ...args], {
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      const output = watchOutput(child);
+      const [code] = (await withinHang(once(child, "close"), () => `exit of buf curl:\n${output.text()}`)) as [number];
+      return { code, out: output.text() };
+    }
+
+    for (const http2 of [false, true]) {
+      it(`buf curl --protocol grpcweb --reflect${http2 ? " --http2-prior-knowledge" : ""} finds and calls an RPC`, async () => {
+        const created = await fetch(`${server.url}/iam/v2beta1/groups`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${server.operatorToken}`, "content-type": "application/json" },
+          body: JSON.stringify({ name: `reflected-${http2 ? "h2" : "h1"}` }),
+        });
+        assert.equal(created.status, 200);
+        const { uid } = (await created.json()) as { uid: string };
+        const { code, out } = await bufCurl([
+          "--protocol",
+          "grpcweb",
+          "--reflect",
+          ...(http2 ? ["--http2-prior-knowledge"] : []),
+          "-H",
+          `authorization: Bearer ${server.operatorToken}`,
+          "--data",
+          JSON.stringify({ uid }),
+          `${server.url}/chainguard.platform.iam.v2beta1.GroupsService/GetGroup`,
+        ]);
+        assert.equal(code, 0, out);
+        assert.equal((JSON.parse(out) as { uid: string }).uid, uid, out);
+      });
+    }
+
+    it("an unknown Connect method answers Connect's error shape with HTTP 404, not the REST error", async () => {
+      const res = await fetch(`${server.url}/chainguard.platform.iam.v2beta1.GroupsService/Nope`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{}",
+      });
+      assert.equal(res.status, 404);
+      const body = (await res.json()) as { code?: unknown; message?: unknown };
+      assert.equal(body.code, "unimplemented", JSON.stringify(body));
+      assert.match(String(body.message), /GroupsService\/Nope/);
+      assert.ok(
+        !("status" in body) && typeof body.code === "string",
+        "Connect's shape, not google.rpc.Status's numeric code",
+      );
+      // Connect's GET too; but a request that is no Connect call keeps the REST error.
+      const get = await fetch(
+        `${server.url}/chainguard.platform.iam.v2beta1.GroupsService/Nope?connect=v1&encoding=json&message=%7B%7D`,
+      );
+      assert.equal(get.status, 404);
+      assert.equal(((await get.json()) as { code?: unknown }).code, "unimplemented");
+      const plain = await fetch(`${server.url}/jwks.json/A`);
+      assert.equal(plain.status, 404);
+      assert.equal(((await plain.json()) as { code?: unknown }).code, 5, "google.rpc.Status: NOT_FOUND");
+    });
   });
 }

@@ -1,6 +1,6 @@
 // Starts the real server on an ephemeral port over a fresh database of the given backend; and what
 // suites use with it: the operator's gRPC client, a counter of its database queries.
-import { pino } from "pino";
+import { pino, type Logger } from "pino";
 import type { DescService } from "@bufbuild/protobuf";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
@@ -124,6 +124,8 @@ export interface TestServerOptions {
   publicUrls?: { issuerUrl: string; apiUrl: string };
   /** run as another replica on this server's database (postgres only; closing it leaves the database) */
   replicaOf?: TestServer;
+  /** the server's logger (default: silent, or BULWARK_TEST_LOG's level); see test/support/logs.ts */
+  logger?: Logger;
 }
 
 const INSERT_ROOT_GROUP =
@@ -135,7 +137,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     host: "127.0.0.1",
     dataDir: "",
     errorDomain: ERROR_DOMAIN,
-    logger: pino({ level: process.env.BULWARK_TEST_LOG ?? "silent" }),
+    logger: options.logger ?? pino({ level: process.env.BULWARK_TEST_LOG ?? "silent" }),
     allowInsecureIssuers: options.allowInsecureIssuers ?? true,
     allowPrivateIssuerAddresses: options.allowPrivateIssuerAddresses ?? true,
     defaultUpstream: options.defaultUpstream,
