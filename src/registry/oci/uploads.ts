@@ -182,7 +182,8 @@ async function append(
   algorithm: Algorithm,
 ): Promise<number> {
   const body = request.body as Readable | undefined;
-  if (!body) return offset;
+  // An empty body adds nothing: the store is not asked (its staged bytes may already be in place).
+  if (!body || request.headers["content-length"] === "0") return offset;
   const hash = u.hashes.take(id, offset, algorithm);
   const counted = new HashingStream(hash ?? createHash("sha256"));
   let size: number;
@@ -245,9 +246,30 @@ async function digestOfUpload(u: Uploading, id: string, size: number, digest: st
   const running = u.hashes.take(id, size, algorithm);
   if (running) return `${algorithm}:${running.digest("hex")}`;
   // After a restart, on another replica, or another algorithm than the running hash: read the bytes again.
-  const hash = createHash(algorithm);
-  if (size > 0) await pipeline(u.store.readUpload(id, size), new HashingStream(hash), devNull());
-  return `${algorithm}:${hash.digest("hex")}`;
+  if (size === 0) return `${algorithm}:${createHash(algorithm).digest("hex")}`;
+  try {
+    return (await hashOf(u.store.readUpload(id, size), algorithm)).digest;
+  } catch {
+    // A crash after the bytes moved into place and before the commit leaves no staged bytes but
+    // the blob the digest names, unrecorded: those are the upload's bytes only if they hash to it
+    // and have the acknowledged size, so they are read again rather than trusted by name. A
+    // recorded blob's bytes are someone's push: naming them is no proof of having them.
+    const placed = (await u.blobs.recorded(digest)) ? undefined : await u.store.open(digest);
+    if (!placed)
+      // The store's error names its paths or keys: not for the client.
+      throw new OciError(400, "BLOB_UPLOAD_INVALID", "the upload's staged bytes cannot be read: start it again");
+    const hashed = await hashOf(placed, algorithm);
+    if (hashed.bytes !== size)
+      throw digestInvalid("the uploaded content does not match the digest", { digest, size: hashed.bytes });
+    return hashed.digest;
+  }
+}
+
+/** The digest of a stream's bytes, and how many there were. */
+async function hashOf(bytes: Readable, algorithm: Algorithm): Promise<{ digest: string; bytes: number }> {
+  const hashing = new HashingStream(createHash(algorithm));
+  await pipeline(bytes, hashing, devNull());
+  return { digest: `${algorithm}:${hashing.hash.digest("hex")}`, bytes: hashing.bytes };
 }
 
 async function discardUpload(u: Uploading, id: string) {

@@ -20,6 +20,12 @@ export class BlobsRepository extends RegistryRepository {
     return row && { digest: row.digest, size: Number(row.size) };
   }
 
+  /** Whether any repo's push recorded the blob (its bytes then belong to that push). */
+  async recorded(digest: string): Promise<boolean> {
+    const row = await this.db.selectFrom("blobs").select("digest").where("digest", "=", digest).executeTakeFirst();
+    return row !== undefined;
+  }
+
   /**
    * Records a complete blob and links it into a repo, ending the upload session if any; false when
    * the repo was deleted meanwhile. `placeBytes` moves the bytes into place last, while this
