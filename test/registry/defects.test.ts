@@ -88,5 +88,76 @@ for (const backend of backends()) {
       assert.deepEqual(refused.errorCodes(), ["BLOB_UPLOAD_INVALID"]);
       assert.equal((await oci.head(`/v2/acme/other/blobs/${secretDigest}`)).status, 404);
     });
+
+    it("F7: a PATCH whose Content-Range disagrees with its body is 416, and nothing of it counts", async () => {
+      const started = await oci.startUpload("acme/app");
+      const location = started.headers.get("location")!;
+      const long = await oci.request("PATCH", location, {
+        body: randomBytes(1000),
+        headers: { "content-range": "0-5" },
+      });
+      assert.equal(long.status, 416, long.body.toString());
+      assert.deepEqual(long.errorCodes(), ["BLOB_UPLOAD_INVALID"]);
+      // Chunked, so no Content-Length tells up front: checked once the bytes arrived.
+      const streamed = await oci.request("PATCH", location, {
+        body: randomBytes(1000),
+        stream: true,
+        headers: { "content-range": "0-5" },
+      });
+      assert.equal(streamed.status, 416, streamed.body.toString());
+      const short = await oci.request("PATCH", location, { body: randomBytes(3), headers: { "content-range": "0-5" } });
+      assert.equal(short.status, 416, short.body.toString());
+      const status = await oci.get(location);
+      assert.equal(status.status, 204);
+      assert.equal(status.headers.get("range"), "0-0");
+
+      const chunk = randomBytes(6);
+      const right = await oci.request("PATCH", location, {
+        body: chunk,
+        stream: true,
+        headers: { "content-range": "0-5" },
+      });
+      assert.equal(right.status, 202, right.body.toString());
+      assert.equal(right.headers.get("range"), "0-5");
+      const done = await oci.request("PUT", withQuery(location, { digest: digestOf(chunk) }));
+      assert.equal(done.status, 201, done.body.toString());
+    });
+
+    it("F7: JSON bodies that are not valid UTF-8 are INVALID_ARGUMENT on REST, Connect and the JSON plain routes, and store nothing", async () => {
+      const bad = Buffer.concat([Buffer.from('{"name":"bad'), Buffer.from([0xff, 0xfe]), Buffer.from('-utf8"}')]);
+      const send = (path: string, headers: Record<string, string> = {}) =>
+        fetch(server.url + path, {
+          method: "POST",
+          headers: { authorization: `Bearer ${server.operatorToken}`, "content-type": "application/json", ...headers },
+          body: bad,
+        });
+      const rest = await send("/iam/v2beta1/groups");
+      assert.equal(rest.status, 400);
+      const restBody = await rest.json();
+      assert.equal(restBody.code, 3);
+      assert.match(restBody.message, /body: is not valid UTF-8/);
+      const connect = await send("/chainguard.platform.iam.v2beta1.GroupsService/CreateGroup", {
+        "connect-protocol-version": "1",
+      });
+      assert.equal(connect.status, 400);
+      assert.equal((await connect.json()).code, "invalid_argument");
+      const groups = await restClient(server.url, server.operatorToken).get("/iam/v2beta1/groups");
+      assert.ok(!JSON.stringify(groups.body).includes("bad"), JSON.stringify(groups.body));
+
+      const imported = await fetch(server.url + "/bulwark/vulnerabilities/v1/advisories:import", {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.operatorToken}`, "content-type": "application/json" },
+        body: Buffer.concat([
+          Buffer.from('{"parent":"x","documents":[{"name":"a.yaml","content":"'),
+          Buffer.from([0xc3, 0x28]),
+          Buffer.from('"}]}'),
+        ]),
+      });
+      assert.equal(imported.status, 400);
+      assert.match((await imported.json()).message, /not valid UTF-8/);
+      const osv = await send("/v1/query");
+      assert.equal(osv.status, 400);
+      assert.match(await osv.text(), /not valid UTF-8/);
+    });
   });
 }

@@ -146,21 +146,25 @@ async function cancelUpload(u: Uploading, { reply }: RepoRequest, upload: Upload
   return reply.code(204).send();
 }
 
-/** PATCH: a chunk, which must start where the upload ends (when it says where it starts). */
+/** PATCH: a chunk, which must start where the upload ends and be as long as its range says (when it says). */
 async function appendChunk(u: Uploading, r: RepoRequest, upload: UploadRow) {
   const range = r.request.headers["content-range"];
+  const refuse = (message: string, detail: unknown) =>
+    new OciError(416, "BLOB_UPLOAD_INVALID", message, detail, {
+      location: uploadLocation(r.name, upload.id),
+      range: rangeHeader(upload.size),
+    });
+  let length: number | undefined;
   if (range !== undefined) {
     const m = /^(?:bytes )?(\d+)-(\d+)$/.exec(range);
     if (!m || Number(m[1]) !== upload.size || Number(m[2]) < Number(m[1]))
-      throw new OciError(
-        416,
-        "BLOB_UPLOAD_INVALID",
-        "the chunk does not start where the upload ends",
-        { expectedStart: upload.size },
-        { location: uploadLocation(r.name, upload.id), range: rangeHeader(upload.size) },
-      );
+      throw refuse("the chunk does not start where the upload ends", { expectedStart: upload.size });
+    length = Number(m[2]) - Number(m[1]) + 1;
+    const declared = r.request.headers["content-length"];
+    if (declared !== undefined && Number(declared) !== length)
+      throw refuse("Content-Range and Content-Length disagree", { range, contentLength: declared });
   }
-  const size = await append(u, r.request, upload.id, upload.size, "sha256");
+  const size = await append(u, r.request, upload.id, upload.size, "sha256", length);
   return progress(r, { ...upload, size }, 202).send();
 }
 
@@ -180,6 +184,8 @@ async function append(
   id: string,
   offset: number,
   algorithm: Algorithm,
+  /** the chunk's length by its Content-Range, if it has one */
+  rangeLength?: number,
 ): Promise<number> {
   const body = request.body as Readable | undefined;
   // An empty body adds nothing: the store is not asked (its staged bytes may already be in place).
@@ -202,6 +208,13 @@ async function append(
   const declared = request.headers["content-length"];
   if (declared !== undefined && Number(declared) !== counted.bytes)
     throw new OciError(400, "BLOB_UPLOAD_INVALID", "the body's length differs from Content-Length");
+  // A chunked body has no Content-Length to check up front; its range is checked once it is staged
+  // (unrecorded, so the next append drops it).
+  if (rangeLength !== undefined && counted.bytes !== rangeLength)
+    throw new OciError(416, "BLOB_UPLOAD_INVALID", "the body's length differs from Content-Range", {
+      range: `${offset}-${offset + rangeLength - 1}`,
+      received: counted.bytes,
+    });
   if (!(await u.uploads.advance(id, offset, size, u.now())))
     throw new OciError(416, "BLOB_UPLOAD_INVALID", "the upload was moved by a concurrent request");
   if (hash) u.hashes.keep(id, hash, size, algorithm);
