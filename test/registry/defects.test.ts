@@ -4,12 +4,14 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { connect } from "node:net";
 import { registryModule } from "../../src/registry/module.js";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { OciClient, digestOf, withQuery } from "../support/oci.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { withinHang } from "../support/wait.js";
 
 for (const backend of backends()) {
   describe(`registry defects [${backend}]`, () => {
@@ -133,14 +135,14 @@ for (const backend of backends()) {
         });
       const rest = await send("/iam/v2beta1/groups");
       assert.equal(rest.status, 400);
-      const restBody = await rest.json();
+      const restBody = (await rest.json()) as { code: number; message: string };
       assert.equal(restBody.code, 3);
       assert.match(restBody.message, /body: is not valid UTF-8/);
       const connect = await send("/chainguard.platform.iam.v2beta1.GroupsService/CreateGroup", {
         "connect-protocol-version": "1",
       });
       assert.equal(connect.status, 400);
-      assert.equal((await connect.json()).code, "invalid_argument");
+      assert.equal(((await connect.json()) as { code: string }).code, "invalid_argument");
       const groups = await restClient(server.url, server.operatorToken).get("/iam/v2beta1/groups");
       assert.ok(!JSON.stringify(groups.body).includes("bad"), JSON.stringify(groups.body));
 
@@ -154,10 +156,74 @@ for (const backend of backends()) {
         ]),
       });
       assert.equal(imported.status, 400);
-      assert.match((await imported.json()).message, /not valid UTF-8/);
+      assert.match(((await imported.json()) as { message: string }).message, /not valid UTF-8/);
       const osv = await send("/v1/query");
       assert.equal(osv.status, 400);
       assert.match(await osv.text(), /not valid UTF-8/);
+    });
+
+    describe("F6: a body shorter than its Content-Length", () => {
+      let slow: TestServer;
+      before(async () => {
+        slow = await startTestServer(backend, { bodyTimeoutMs: 300 });
+        assert.equal(
+          (await restClient(slow.url, slow.operatorToken).post("/iam/v2beta1/groups", { name: "acme" })).status,
+          200,
+        );
+      });
+      after(() => slow?.close());
+
+      /** Sends a head promising 100 bytes and 10 of them, then waits for whatever answer comes. */
+      const stalled = (path: string, headers: Record<string, string>) =>
+        withinHang(
+          new Promise<string>((resolve, reject) => {
+            const port = Number(new URL(slow.url).port);
+            const socket = connect(port, "127.0.0.1", () => {
+              const head = Object.entries({ host: "localhost", "content-length": "100", ...headers })
+                .map(([k, v]) => `${k}: ${v}\r\n`)
+                .join("");
+              socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n0123456789`);
+            });
+            let answer = "";
+            // Done once the head and as many body bytes as it announces are in.
+            const whole = () => {
+              const end = answer.indexOf("\r\n\r\n");
+              const length = /\r\ncontent-length: *(\d+)/i.exec(answer)?.[1];
+              return end >= 0 && length !== undefined && answer.length >= end + 4 + Number(length);
+            };
+            socket.on("data", (chunk) => {
+              answer += chunk.toString("latin1");
+              if (whole()) {
+                socket.destroy();
+                resolve(answer);
+              }
+            });
+            socket.on("close", () => resolve(answer));
+            socket.on("error", reject);
+          }),
+          "an answer to a stalled body",
+        );
+
+      it("is answered 400 once the body stops arriving, on REST, Connect and an upload", async () => {
+        const auth = { authorization: `Bearer ${slow.operatorToken}` };
+        const rest = await stalled("/iam/v2beta1/groups", { ...auth, "content-type": "application/json" });
+        assert.match(rest, /^HTTP\/1\.1 400 /);
+        assert.match(rest, /no byte of the request body arrived/);
+        const rpc = await stalled("/chainguard.platform.iam.v2beta1.GroupsService/CreateGroup", {
+          ...auth,
+          "content-type": "application/json",
+          "connect-protocol-version": "1",
+        });
+        assert.match(rpc, /^HTTP\/1\.1 400 /);
+        assert.match(rpc, /"code":"invalid_argument"/);
+        const registry = await slow.tokenFor(OPERATOR_SUBJECT, { audience: [slow.tokens.urls.registryAudience] });
+        const upload = await stalled("/v2/acme/app/blobs/uploads/?digest=sha256:" + "0".repeat(64), {
+          authorization: `Bearer ${registry}`,
+          "content-type": "application/octet-stream",
+        });
+        assert.match(upload, /^HTTP\/1\.1 400 /);
+        assert.match(upload, /no byte of the request body arrived/);
+      });
     });
   });
 }
