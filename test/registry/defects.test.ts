@@ -8,6 +8,8 @@ import { connect } from "node:net";
 import { registryModule } from "../../src/registry/module.js";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { backends } from "../support/db-templates.js";
+import { ok } from "../support/assertions.js";
+import { VIEWER_ROLE_UID, createIdentity, createRoleBinding, type Json } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
 import { OciClient, digestOf, withQuery } from "../support/oci.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -17,10 +19,11 @@ for (const backend of backends()) {
   describe(`registry defects [${backend}]`, () => {
     let server: TestServer;
     let oci: OciClient;
+    let acme: Json;
     before(async () => {
       server = await startTestServer(backend);
       const api = restClient(server.url, server.operatorToken);
-      assert.equal((await api.post("/iam/v2beta1/groups", { name: "acme" })).status, 200);
+      acme = ok(await api.post("/iam/v2beta1/groups", { name: "acme" }));
       const registryToken = await server.tokenFor(OPERATOR_SUBJECT, {
         audience: [server.tokens.urls.registryAudience],
       });
@@ -160,6 +163,31 @@ for (const backend of backends()) {
       const osv = await send("/v1/query");
       assert.equal(osv.status, 400);
       assert.match(await osv.text(), /not valid UTF-8/);
+    });
+
+    it("not found never names a uid: an invisible org or group answers as a missing one, byte for byte", async () => {
+      const api = restClient(server.url, server.operatorToken);
+      const viewer = await createIdentity(api, acme.uid, "not-found-viewer", "not-found-viewer");
+      await createRoleBinding(api, acme.uid, viewer.uid, VIEWER_ROLE_UID);
+      const registryToken = await server.tokenFor(viewer.uid, { audience: [server.tokens.urls.registryAudience] });
+      const asViewer = new OciClient(server.url, { bearer: registryToken });
+      const push = () => asViewer.postBlob("initech/app", "bytes");
+
+      const missing = await push();
+      assert.equal(missing.status, 404, missing.body.toString());
+      const initech = ok(await api.post("/iam/v2beta1/groups", { name: "initech" }));
+      const invisible = await push();
+      assert.equal(invisible.status, 404);
+      assert.equal(invisible.body.toString(), missing.body.toString());
+      assert.ok(!invisible.body.toString().includes(initech.uid), invisible.body.toString());
+
+      // The API: a group the caller cannot see, then the same uid once it is gone.
+      const asApi = restClient(server.url, await server.tokenFor(viewer.uid));
+      const hidden = await asApi.get(`/iam/v2beta1/groups/${initech.uid}`);
+      assert.equal(hidden.status, 404, JSON.stringify(hidden.body));
+      ok(await api.delete(`/iam/v2beta1/groups/${initech.uid}`));
+      const gone = await asApi.get(`/iam/v2beta1/groups/${initech.uid}`);
+      assert.equal(JSON.stringify(gone.body), JSON.stringify(hidden.body));
     });
 
     describe("F6: a body shorter than its Content-Length", () => {
