@@ -4,7 +4,10 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { registryModule } from "../../src/registry/module.js";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { backends } from "../support/db-templates.js";
@@ -189,6 +192,74 @@ for (const backend of backends()) {
       const gone = await asApi.get(`/iam/v2beta1/groups/${initech.uid}`);
       assert.equal(JSON.stringify(gone.body), JSON.stringify(hidden.body));
     });
+
+    it("F4: HEAD answers what GET does when the store lacks a recorded blob's bytes (404 BLOB_UNKNOWN both)", async () => {
+      const bytes = randomBytes(64);
+      const digest = digestOf(bytes);
+      assert.equal((await oci.postBlob("acme/app", bytes)).status, 201);
+      assert.equal((await oci.head(`/v2/acme/app/blobs/${digest}`)).status, 200);
+      await server.exportsOf(registryModule).store.delete(digest);
+      const get = await oci.get(`/v2/acme/app/blobs/${digest}`);
+      assert.equal(get.status, 404);
+      assert.deepEqual(get.errorCodes(), ["BLOB_UNKNOWN"]);
+      assert.equal((await oci.head(`/v2/acme/app/blobs/${digest}`)).status, 404);
+    });
+
+    if (backend === "postgres")
+      it("F4: a replica whose blob directory is not the shared one answers 404 for HEAD and GET, and is refused at its next start", async () => {
+        // Replicas of one platform share its public URLs (the tokens' issuer and audiences).
+        const publicUrls = { issuerUrl: "https://issuer.replicas.test", apiUrl: "https://api.replicas.test" };
+        const shared = await mkdtemp(join(tmpdir(), "bulwark-shared-blobs-"));
+        const own = await mkdtemp(join(tmpdir(), "bulwark-own-blobs-"));
+        const primary = await startTestServer(backend, { publicUrls, registry: { blobDirectory: shared } });
+        const replicas: TestServer[] = [];
+        try {
+          const api = restClient(primary.url, primary.operatorToken);
+          ok(await api.post("/iam/v2beta1/groups", { name: "replicated" }));
+          // A database with no blobs yet cannot tell a wrong directory: this one starts.
+          const stray = await startTestServer(backend, {
+            publicUrls,
+            replicaOf: primary,
+            registry: { blobDirectory: own },
+          });
+          replicas.push(stray);
+          const token = await primary.tokenFor(OPERATOR_SUBJECT, { audience: [primary.tokens.urls.registryAudience] });
+          const bytes = randomBytes(64);
+          const digest = digestOf(bytes);
+          assert.equal(
+            (await new OciClient(primary.url, { bearer: token }).postBlob("replicated/app", bytes)).status,
+            201,
+          );
+
+          // Each replica's registry audience is its own host: a token for it.
+          const registryTokenAt = (r: TestServer) =>
+            r.tokenFor(OPERATOR_SUBJECT, { audience: [r.tokens.urls.registryAudience] });
+          const atStray = new OciClient(stray.url, { bearer: await registryTokenAt(stray) });
+          const head = await atStray.head(`/v2/replicated/app/blobs/${digest}`);
+          const get = await atStray.get(`/v2/replicated/app/blobs/${digest}`);
+          assert.deepEqual([head.status, get.status], [404, 404]);
+
+          const sharing = await startTestServer(backend, {
+            publicUrls,
+            replicaOf: primary,
+            registry: { blobDirectory: shared },
+          });
+          replicas.push(sharing);
+          const atSharing = new OciClient(sharing.url, { bearer: await registryTokenAt(sharing) });
+          assert.equal((await atSharing.head(`/v2/replicated/app/blobs/${digest}`)).status, 200);
+          assert.deepEqual((await atSharing.get(`/v2/replicated/app/blobs/${digest}`)).body, bytes);
+
+          await assert.rejects(
+            startTestServer(backend, { publicUrls, replicaOf: primary, registry: { blobDirectory: own } }),
+            /holds none of the 1 blobs this database recorded last: every replica on one database must use the same blob store/,
+          );
+        } finally {
+          for (const r of replicas) await r.close();
+          await primary.close();
+          await rm(shared, { recursive: true, force: true });
+          await rm(own, { recursive: true, force: true });
+        }
+      });
 
     describe("F6: a body shorter than its Content-Length", () => {
       let slow: TestServer;
