@@ -34,23 +34,25 @@ export function limitBodyIdle(
   if (!expectsBody(request)) return;
   const raw = request.raw;
   const stream = (raw as unknown as { stream?: ServerHttp2Stream }).stream;
-  // What the bytes arrive on: the HTTP/2 stream, or the connection. Both already flow into the
-  // request; listening to them (not to the request) leaves its reading to its handler.
-  const source = stream ?? raw.socket;
   const timer = setTimeout(() => {
     // All of it arrived, or bytes wait for its reader (a slow consumer pauses the source): not the client's idling.
     if (raw.complete) return stop();
-    if (raw.readableLength > 0) return void timer.refresh();
+    if (raw.readableLength > 0 || (stream?.readableLength ?? 0) > 0) return void timer.refresh();
     stop();
     answerTimeout(request, reply, stream, timeoutMs, wireError);
   }, timeoutMs);
   timer.unref();
-  const restart = () => timer.refresh();
+  // Every chunk reaches the request through `push` (HTTP/1.1's parser, HTTP/2's stream alike).
+  // Watching there, not with a 'data' listener, leaves how and when it is read to its handler.
+  const push = raw.push;
+  raw.push = function (this: typeof raw, ...args: Parameters<typeof push>) {
+    timer.refresh();
+    return push.apply(this, args);
+  };
   const stop = () => {
     clearTimeout(timer);
-    source?.off("data", restart);
+    raw.push = push;
   };
-  source?.on("data", restart);
   raw.once("end", stop);
   raw.once("close", stop);
   reply.raw.once("finish", stop);
