@@ -5,6 +5,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
+import http2 from "node:http2";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -322,6 +323,35 @@ for (const backend of backends()) {
         });
         assert.match(upload, /^HTTP\/1\.1 400 /);
         assert.match(upload, /no byte of the request body arrived/);
+      });
+
+      it("is answered 400 over HTTP/2 too", async () => {
+        const session = http2.connect(slow.url);
+        try {
+          const answer = await withinHang(
+            new Promise<{ status: number; body: string }>((resolve, reject) => {
+              const req = session.request({
+                ":method": "POST",
+                ":path": "/iam/v2beta1/groups",
+                authorization: `Bearer ${slow.operatorToken}`,
+                "content-type": "application/json",
+                "content-length": "100",
+              });
+              let status = 0;
+              let body = "";
+              req.on("response", (headers) => (status = Number(headers[":status"])));
+              req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+              req.on("end", () => resolve({ status, body }));
+              req.on("error", reject);
+              req.write('{"name":"');
+            }),
+            "an HTTP/2 answer to a stalled body",
+          );
+          assert.equal(answer.status, 400, answer.body);
+          assert.match(answer.body, /no byte of the request body arrived/);
+        } finally {
+          session.destroy();
+        }
       });
     });
   });
