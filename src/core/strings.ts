@@ -50,6 +50,21 @@ export function shortenQuotedValues(message: string): string {
   return message.replace(/"((?:[^"\\]|\\.){65,})"/g, (_, value: string) => quote(value));
 }
 
+/** A decoder that refuses malformed sequences rather than replacing them with U+FFFD (Connect's JSON uses it). */
+export const STRICT_UTF8_DECODER = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A body's bytes as text, when they are valid UTF-8 (JSON must be: RFC 8259 §8.1); undefined when
+ * not. A lenient decoder would turn bad bytes into U+FFFD and store text the client never sent.
+ */
+export function strictUtf8(bytes: Uint8Array): string | undefined {
+  try {
+    return STRICT_UTF8_DECODER.decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
 /** What is wrong with a string under the rule, if anything. */
 export function stringProblem(value: string, max: number): string | undefined {
   if (value.includes("\u0000")) return "must not contain NUL (U+0000)";

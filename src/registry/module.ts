@@ -71,6 +71,31 @@ const GA = new GaTwins(
 );
 
 /** the bindings plus the v1 Registry adapter onto them */
+/** How many of the blobs touched last a replica's store is asked for at start. */
+const SHARED_STORE_SAMPLE = 5;
+
+/**
+ * Refuses to start on a blob store that holds none of the blobs the database recorded last:
+ * replicas on one database must share one store (the same directory, or the same bucket), or
+ * each would answer for blobs it never received. A database without blobs cannot tell.
+ */
+async function refuseUnsharedStore(
+  blobs: BlobsRepository,
+  store: BlobStore,
+  settings: RegistrySettings | undefined,
+): Promise<void> {
+  const sample = await blobs.lastTouched(SHARED_STORE_SAMPLE);
+  if (sample.length === 0) return;
+  for (const digest of sample) if (await store.has(digest)) return;
+  const where = settings?.objectStorage
+    ? `the bucket ${settings.objectStorage.bucket}`
+    : `the directory ${settings?.blobDirectory ?? "(default)"}`;
+  throw new Error(
+    `the registry's blob store (${where}) holds none of the ${sample.length} blobs this database recorded last: ` +
+      "every replica on one database must use the same blob store (the same --blob-dir on a shared filesystem, or the same --s3-bucket)",
+  );
+}
+
 function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBinding[] {
   return [...bindings, v1RegistryService(bindings, stores)];
 }
@@ -96,11 +121,9 @@ export const registryModule: FeatureModule<
         ? undefined
         : await mkdtemp(join(tmpdir(), "bulwark-blobs-"));
     const store = await openBlobStore(settings, temporary ?? join(ctx.dataDir ?? ".", "registry"));
-    if (!ctx.dataDir && settings?.blobDirectory && !settings.objectStorage)
-      ctx.logger.warn(
-        { blobDirectory: settings.blobDirectory },
-        "registry blobs are kept in a local directory: replicas on this database do not share it (use --s3-bucket)",
-      );
+    // On a database other processes may share (PostgreSQL), a store that holds none of the blobs
+    // the database records is not the one its other replicas use.
+    if (!ctx.dataDir && !temporary) await refuseUnsharedStore(blobs, store, settings);
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;

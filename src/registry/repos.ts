@@ -59,7 +59,7 @@ export function repoNameViolations(name: string, field = "name"): FieldViolation
   return [];
 }
 
-/** Empty REQUIRED fields of the custom overlay's entries. */
+/** Empty REQUIRED fields and negative ids of the custom overlay's entries. */
 function overlayViolations(repo: Repo): FieldViolation[] {
   const overlay = repo.customOverlay;
   if (!overlay) return [];
@@ -69,8 +69,17 @@ function overlayViolations(repo: Repo): FieldViolation[] {
     need(`custom_overlay.contents.runtime_keyring[${i}].name`, e.name);
     need(`custom_overlay.contents.runtime_keyring[${i}].content`, e.content);
   });
-  overlay.accounts?.users.forEach((u, i) => need(`custom_overlay.accounts.users[${i}].username`, u.username));
-  overlay.accounts?.groups.forEach((g, i) => need(`custom_overlay.accounts.groups[${i}].groupname`, g.groupname));
+  // User and group ids are never negative (and v1 clients read them as uint32).
+  const id = (field: string, value: number) => value < 0 && v.push({ field, description: "must not be negative" });
+  overlay.accounts?.users.forEach((u, i) => {
+    need(`custom_overlay.accounts.users[${i}].username`, u.username);
+    id(`custom_overlay.accounts.users[${i}].uid`, u.uid);
+    id(`custom_overlay.accounts.users[${i}].gid`, u.gid);
+  });
+  overlay.accounts?.groups.forEach((g, i) => {
+    need(`custom_overlay.accounts.groups[${i}].groupname`, g.groupname);
+    id(`custom_overlay.accounts.groups[${i}].gid`, g.gid);
+  });
   overlay.certificates?.additional.forEach((e, i) => {
     need(`custom_overlay.certificates.additional[${i}].name`, e.name);
     need(`custom_overlay.certificates.additional[${i}].content`, e.content);

@@ -5,10 +5,11 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import * as v1 from "../gen/platform/registry/v1/registry.platform_pb.js";
+import * as apko from "../gen/platform/registry/v1/apko.platform_pb.js";
 import * as repos from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import * as tags from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
 import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility_pb.js";
-import { invalidArgument } from "../core/errors.js";
+import { invalidArgument, type FieldViolation } from "../core/errors.js";
 import { requireUid } from "../core/validate.js";
 import { found } from "../platform/outcomes.js";
 import { bindService, type CallContext, type ServiceBinding, type ServiceHandlers } from "../core/service.js";
@@ -48,29 +49,88 @@ function syncFromV1(s: v1.SyncConfig | undefined) {
   };
 }
 
-// The overlays agree on the wire but for the certificates' field number (v1 15, v2beta1 5).
+// The overlays agree on the wire but for the certificates' field number (v1 15, v2beta1 5) and
+// the accounts: v1's numbers its fields differently and its ids are uint32 (v2beta1's int32), so
+// accounts are copied field by field, and an id v2beta1 cannot hold is the client's error.
 function overlayToV1(o: repos.CustomOverlay | undefined): v1.CustomOverlay | undefined {
   if (!o) return undefined;
-  const out = sameWire(v1.CustomOverlaySchema, repos.CustomOverlaySchema, { ...o, certificates: undefined });
+  const out = sameWire(v1.CustomOverlaySchema, repos.CustomOverlaySchema, {
+    ...o,
+    certificates: undefined,
+    accounts: undefined,
+  });
   if (o.certificates)
     out.certificates = sameWire(
       v1.CustomOverlay_CertificatesSchema,
       repos.CustomOverlay_CertificatesSchema,
       o.certificates,
     );
+  if (o.accounts) out.accounts = accountsToV1(o.accounts);
   return out;
 }
 
 function overlayFromV1(o: v1.CustomOverlay | undefined): repos.CustomOverlay | undefined {
   if (!o) return undefined;
-  const out = sameWire(repos.CustomOverlaySchema, v1.CustomOverlaySchema, { ...o, certificates: undefined });
+  const out = sameWire(repos.CustomOverlaySchema, v1.CustomOverlaySchema, {
+    ...o,
+    certificates: undefined,
+    accounts: undefined,
+  });
   if (o.certificates)
     out.certificates = sameWire(
       repos.CustomOverlay_CertificatesSchema,
       v1.CustomOverlay_CertificatesSchema,
       o.certificates,
     );
+  if (o.accounts) out.accounts = accountsFromV1(o.accounts);
   return out;
+}
+
+function accountsToV1(a: repos.CustomOverlay_Accounts): apko.ApkoConfig_Accounts {
+  // v2beta1 refuses negative ids on write; one stored before that reads as 0, not as a 500.
+  const id = (n: number) => Math.max(0, n);
+  return create(apko.ApkoConfig_AccountsSchema, {
+    runAs: a.runAs,
+    users: a.users.map((u) => ({
+      uid: id(u.uid),
+      userName: u.username,
+      gid: id(u.gid),
+      groupName: u.groupName,
+      shell: u.shell,
+      homeDir: u.homeDir,
+    })),
+    groups: a.groups.map((g) => ({ gid: id(g.gid), groupName: g.groupname, members: g.members })),
+  });
+}
+
+/** The largest id v2beta1's int32 fields hold. */
+const MAX_ACCOUNT_ID = 2 ** 31 - 1;
+
+function accountsFromV1(a: apko.ApkoConfig_Accounts): repos.CustomOverlay_Accounts {
+  const violations: FieldViolation[] = [];
+  const id = (field: string, n: number) => {
+    if (n > MAX_ACCOUNT_ID)
+      violations.push({ field: `custom_overlay.accounts.${field}`, description: `must be at most ${MAX_ACCOUNT_ID}` });
+    return n;
+  };
+  const accounts = create(repos.CustomOverlay_AccountsSchema, {
+    runAs: a.runAs,
+    users: a.users.map((u, i) => ({
+      username: u.userName,
+      uid: id(`users[${i}].uid`, u.uid),
+      gid: id(`users[${i}].gid`, u.gid ?? 0),
+      groupName: u.groupName,
+      shell: u.shell,
+      homeDir: u.homeDir,
+    })),
+    groups: a.groups.map((g, i) => ({
+      groupname: g.groupName,
+      gid: id(`groups[${i}].gid`, g.gid),
+      members: g.members,
+    })),
+  });
+  if (violations.length) throw invalidArgument(violations);
+  return accounts;
 }
 
 function repoToV1(r: repos.Repo, readme = ""): v1.Repo {

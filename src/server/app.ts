@@ -11,6 +11,7 @@ import { Code, ConnectError, clip, httpStatusFor, invalidArgument, toWireError }
 import { MAX_ECHO_LENGTH } from "../core/strings.js";
 import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceBinding } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
+import { DEFAULT_BODY_TIMEOUT_MS, limitBodyIdle } from "./body-timeout.js";
 import { registerConnectRoutes } from "./connect-routes.js";
 import { registerDocsRoutes } from "./docs-routes.js";
 import { REFLECTION_SERVICES, registerReflection } from "./reflection.js";
@@ -54,6 +55,8 @@ export interface AppOptions {
   cors?: CorsSettings;
   /** take the client's address from X-Forwarded-For (behind a reverse proxy) */
   trustProxy?: boolean;
+  /** how long a request body may send nothing before it is answered 400 (default 30 s) */
+  bodyTimeoutMs?: number;
 }
 
 /** The client's address, for handlers that only see a Connect HandlerContext. */
@@ -224,6 +227,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       reply.raw.end(answer.body);
       return;
     }
+    limitBodyIdle(request, reply, opts.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS, wireError);
     done();
   });
 

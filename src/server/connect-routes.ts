@@ -18,6 +18,7 @@ import {
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
+import { STRICT_UTF8_DECODER } from "../core/strings.js";
 
 export interface ConnectRoutesOptions {
   routes(router: ConnectRouter): void;
@@ -37,7 +38,9 @@ export async function registerConnectRoutes(fastify: FastifyInstance, opts: Conn
   const router = createConnectRouter({
     readMaxBytes: opts.readMaxBytes,
     // As the REST transcoder: an unknown JSON key is an error, not silently dropped.
-    jsonOptions: { ignoreUnknownFields: false },
+    // Bytes that are not UTF-8 are refused, not replaced with U+FFFD: the handler passes its
+    // jsonOptions on to createJsonSerialization, which takes a textDecoder (its type leaves it out).
+    jsonOptions: { ignoreUnknownFields: false, ...{ textDecoder: STRICT_UTF8_DECODER } },
     acceptCompression: [compressionGzip, compressionBrotli],
   });
   opts.routes(router);

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ConnectError } from "@connectrpc/connect";
 import type { Authorizer, CallContext } from "../core/service.js";
-import { checkParameterStrings } from "../core/strings.js";
+import { checkParameterStrings, strictUtf8 } from "../core/strings.js";
 import type { PlainRoute, PlainRouter } from "../platform/routes.js";
 import type { CallKind, RequestLimits } from "./limits.js";
 
@@ -65,9 +65,12 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
     },
     acceptJsonOfAnyType() {
       scope.removeAllContentTypeParsers();
-      scope.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => {
+      scope.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => {
+        const text = strictUtf8(body as Buffer);
+        if (text === undefined)
+          return done(Object.assign(new Error("the body is not valid UTF-8"), { statusCode: 400 }), undefined);
         try {
-          done(null, body === "" ? undefined : JSON.parse(body as string));
+          done(null, text === "" ? undefined : JSON.parse(text));
         } catch {
           done(Object.assign(new Error("the body is not JSON"), { statusCode: 400 }), undefined);
         }

@@ -52,6 +52,8 @@ export interface ServerConfig extends PlatformSettings {
   corsOrigins?: string[];
   /** behind a reverse proxy: take the client's address from X-Forwarded-For */
   trustProxy?: boolean;
+  /** how long a request body may send nothing before it is answered 400 (default 30 s) */
+  bodyTimeoutMs?: number;
   /** the features to run (default: all of them) */
   modules?: readonly FeatureModule<any, any>[];
   /** each feature's own settings, by module name (a module reads its own as `ctx.moduleSettings`) */
@@ -199,6 +201,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       limits: config.rateLimits === false ? undefined : new RequestLimits(config.rateLimits ?? DEFAULT_RATE_LIMITS),
       cors: config.corsOrigins?.length ? { origins: config.corsOrigins } : undefined,
       trustProxy: config.trustProxy,
+      bodyTimeoutMs: config.bodyTimeoutMs,
     });
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;

@@ -29,7 +29,7 @@ import type { CallContext, Dispatch, ServiceBinding } from "../core/service.js";
 import { compareSpecificity, compileTemplate, type CompiledTemplate } from "./http-template.js";
 import { toRestJson } from "./rest-json.js";
 import { outcomeOf } from "./request-log.js";
-import { MAX_ECHO_LENGTH, quote, shortenQuotedValues } from "../core/strings.js";
+import { MAX_ECHO_LENGTH, quote, shortenQuotedValues, strictUtf8 } from "../core/strings.js";
 
 type Verb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
@@ -207,8 +207,10 @@ function presentPaths(desc: DescMessage, body: JsonObject, prefix = ""): string[
 
 function parseBody(raw: Buffer | undefined): JsonValue | undefined {
   if (!raw || raw.length === 0) return undefined;
+  const text = strictUtf8(raw);
+  if (text === undefined) throw invalidArgument({ field: "body", description: "is not valid UTF-8" });
   try {
-    return JSON.parse(raw.toString("utf8")) as JsonValue;
+    return JSON.parse(text) as JsonValue;
   } catch (err) {
     throw invalidArgument({ field: "body", description: `malformed JSON: ${(err as Error).message}` });
   }

@@ -5,6 +5,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { backends } from "../support/db-templates.js";
 import { VIEWER_ROLE_UID, createIdentity, type Json } from "../support/fixtures.js";
+import { assertInvalidArgument, ok } from "../support/assertions.js";
 import { restClient } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -78,6 +79,56 @@ for (const backend of backends()) {
       assert.equal(count.status, 200, JSON.stringify(count.body));
       assert.equal(count.body.count, "1");
       assert.equal((await api.delete(`/registry/v1/repos/${synced.body.id}`)).status, 200);
+    });
+
+    test("overlay accounts: v1's field numbers and uint32 ids map onto v2beta1's, ids v2beta1 cannot hold are INVALID_ARGUMENT", async () => {
+      const accounts = {
+        run_as: "9fa7",
+        users: [
+          { uid: 65532, user_name: "nonroot", gid: 65533, group_name: "nonroot", shell: "/bin/sh", home_dir: "/home" },
+        ],
+        groups: [{ gid: 65533, group_name: "nonroot", members: ["nonroot"] }],
+      };
+      const created = await api.post(`/registry/v1/repos/${ORG}`, { name: "overlaid", custom_overlay: { accounts } });
+      assert.equal(created.status, 200, JSON.stringify(created.body));
+      assert.deepEqual(created.body.customOverlay.accounts, {
+        runAs: "9fa7",
+        users: [
+          { uid: 65532, userName: "nonroot", gid: 65533, groupName: "nonroot", shell: "/bin/sh", homeDir: "/home" },
+        ],
+        groups: [{ gid: 65533, groupName: "nonroot", members: ["nonroot"] }],
+      });
+      const beta = ok(await api.get(`/registry/v2beta1/repos/${created.body.id}`));
+      assert.deepEqual(beta.customOverlay.accounts, {
+        runAs: "9fa7",
+        users: [
+          { username: "nonroot", uid: 65532, gid: 65533, groupName: "nonroot", shell: "/bin/sh", homeDir: "/home" },
+        ],
+        groups: [{ groupname: "nonroot", gid: 65533, members: ["nonroot"] }],
+      });
+
+      // The probe's cases: a PUT without an id, and a gid past int32 over Connect.
+      const put = await api.call("PUT", `/registry/v1/repos/`, { custom_overlay: { accounts: { run_as: "9fa7" } } });
+      assert.ok(put.status < 500, JSON.stringify(put.body));
+      const tooBig = await connect("CreateRepo", {
+        parentId: ORG,
+        repo: { name: "big-gid", customOverlay: { accounts: { groups: [{ gid: 2147483648, groupName: "g" }] } } },
+      });
+      assert.equal(tooBig.status, 400, JSON.stringify(tooBig.body));
+      assert.equal(tooBig.body.code, "invalid_argument");
+      assert.deepEqual(tooBig.body.details[1].debug.fieldViolations, [
+        { field: "custom_overlay.accounts.groups[0].gid", description: "must be at most 2147483647" },
+      ]);
+      const tooBigUser = await api.call("PUT", `/registry/v1/repos/${created.body.id}`, {
+        name: "overlaid",
+        custom_overlay: { accounts: { users: [{ uid: 4294967295, user_name: "u" }] } },
+      });
+      assertInvalidArgument(tooBigUser, "custom_overlay.accounts.users[0].uid", "uid 2^32-1", { only: true });
+      const negative = await api.post(`/registry/v2beta1/repos/${ORG}`, {
+        name: "negative",
+        customOverlay: { accounts: { users: [{ username: "u", uid: -1 }] } },
+      });
+      assertInvalidArgument(negative, "custom_overlay.accounts.users[0].uid", "v2beta1 uid -1", { only: true });
     });
 
     test("tags: create, list with lastUpdated, deprecate by PUT, other changes refused, summary, history, EOL, delete", async () => {

@@ -110,6 +110,8 @@ export interface TestServerOptions {
   corsOrigins?: string[];
   /** take client addresses from X-Forwarded-For */
   trustProxy?: boolean;
+  /** how long a request body may send nothing (default: the server's) */
+  bodyTimeoutMs?: number;
   /** registry blob storage and garbage collection (default: a temporary directory per server) */
   registry?: RegistrySettings;
   /** also serve the registry on this port (0: any free one) */
@@ -145,6 +147,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     rateLimits: options.rateLimits ?? false,
     corsOrigins: options.corsOrigins,
     trustProxy: options.trustProxy,
+    bodyTimeoutMs: options.bodyTimeoutMs,
     moduleSettings: { registry: options.registry, vulnerabilities: options.advisories },
     registryPort: options.registryPort,
     preparedStatements: options.preparedStatements,

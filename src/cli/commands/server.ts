@@ -243,6 +243,11 @@ export function registerServerCommands(program: Command): void {
         .env("BULWARK_TRUST_PROXY")
         .argParser(parseSwitch),
     )
+    .addOption(
+      new Option("--body-timeout <duration>", "answer 400 to a request body that sends nothing this long (default 30s)")
+        .env("BULWARK_BODY_TIMEOUT")
+        .argParser(parseDuration),
+    )
     .addOption(new Option("--no-rate-limit", "turn every rate limit off").env("BULWARK_NO_RATE_LIMIT"))
     .addOption(
       new Option(
@@ -286,6 +291,7 @@ export function registerServerCommands(program: Command): void {
             publicAdvisories?: string[];
             corsOrigin?: string[];
             trustProxy?: boolean;
+            bodyTimeout?: number;
             rateLimit: boolean;
             preparedStatements: boolean;
             rateLimitAddress?: RateLimit | null;
@@ -366,6 +372,7 @@ export function registerServerCommands(program: Command): void {
           logger,
           rateLimits,
           corsOrigins: opts.corsOrigin,
+          bodyTimeoutMs: opts.bodyTimeout,
           moduleSettings: {
             vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
             registry: registrySettings(

@@ -21,6 +21,9 @@ async function getBlob(deps: BlobRouteDeps, { request, reply, repo, reference: d
   if (!isDigest(digest)) throw digestInvalid("unsupported or malformed digest");
   const blob = await deps.blobs.inRepo(repo.uid, digest);
   if (!blob) throw blobUnknown(digest);
+  // HEAD answers what GET would: a store that lacks the bytes (not the one the pushing replica
+  // used) is BLOB_UNKNOWN for both, never 200 then 404.
+  if (request.method === "HEAD" && !(await deps.store.has(digest))) throw blobUnknown(digest);
   const range = parseRange(request.headers.range, blob.size);
   reply
     .header("content-type", "application/octet-stream")

@@ -50,7 +50,9 @@ const byGrpcCode: Partial<Record<Code, [number, OciCode]>> = {
   [Code.Unauthenticated]: [401, "UNAUTHORIZED"],
   [Code.PermissionDenied]: [403, "DENIED"],
   [Code.NotFound]: [404, "NAME_UNKNOWN"],
-  [Code.InvalidArgument]: [400, "NAME_INVALID"],
+  // What reaches here is the text rule on a query parameter (the name is checked as NAME_INVALID
+  // by the route table itself): bad parameters answer UNSUPPORTED, as `n` and `start` do.
+  [Code.InvalidArgument]: [400, "UNSUPPORTED"],
   [Code.ResourceExhausted]: [429, "TOOMANYREQUESTS"],
   [Code.Unimplemented]: [405, "UNSUPPORTED"],
 };

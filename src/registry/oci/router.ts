@@ -181,6 +181,11 @@ export class OciRouteTable {
     return accessRule(await this.route(request));
   }
 
+  /** The repository name the request used, if its path parsed and names one. */
+  nameOf(request: FastifyRequest): string | undefined {
+    return this.routed.get(request)?.target.name;
+  }
+
   /** The scope of a 401's challenge for this request (none when its path did not parse). */
   challengeScope(request: FastifyRequest): string | undefined {
     return challengeScope(this.routed.get(request)?.target);

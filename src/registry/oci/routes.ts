@@ -5,11 +5,12 @@
 // capabilities; public repos are pulled without credentials. A registry token's `access` claim
 // further limits it to the repositories and actions granted. Errors answer in OCI's form.
 import type { FastifyReply, FastifyRequest } from "fastify";
+import { Code } from "@connectrpc/connect";
 import { unauthenticated } from "../../core/errors.js";
 import type { PublicUrls } from "../../platform/config.js";
 import type { PlainRouter } from "../../platform/routes.js";
 import { blobHandlers, type BlobRouteDeps } from "./blobs.js";
-import { bearerChallenge, sendOciError } from "./errors.js";
+import { OciError, bearerChallenge, nameUnknown, sendOciError } from "./errors.js";
 import { historyHandlers, type HistoryRouteDeps } from "./history.js";
 import { API_VERSION, sendJson } from "./http.js";
 import { manifestHandlers, type ManifestRouteDeps } from "./manifests.js";
@@ -48,7 +49,12 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       handler: (request, reply, call) => table.dispatch(request, reply, call),
       renderError: (wire, reply, thrown, request) => {
         reply.headers(API_VERSION);
-        return sendOciError(reply, wire, thrown, bearerChallenge(deps.urls, table.challengeScope(request)));
+        // A repo or group the caller may not see is answered as one that does not exist: by the
+        // name the client used, never the uid the authorizer names.
+        const name = table.nameOf(request);
+        const answer = wire.code === Code.NotFound && name !== undefined && !(thrown instanceof OciError);
+        const shown = answer ? nameUnknown(name) : thrown;
+        return sendOciError(reply, wire, shown, bearerChallenge(deps.urls, table.challengeScope(request)));
       },
     });
   }

@@ -146,21 +146,25 @@ async function cancelUpload(u: Uploading, { reply }: RepoRequest, upload: Upload
   return reply.code(204).send();
 }
 
-/** PATCH: a chunk, which must start where the upload ends (when it says where it starts). */
+/** PATCH: a chunk, which must start where the upload ends and be as long as its range says (when it says). */
 async function appendChunk(u: Uploading, r: RepoRequest, upload: UploadRow) {
   const range = r.request.headers["content-range"];
+  const refuse = (message: string, detail: unknown) =>
+    new OciError(416, "BLOB_UPLOAD_INVALID", message, detail, {
+      location: uploadLocation(r.name, upload.id),
+      range: rangeHeader(upload.size),
+    });
+  let length: number | undefined;
   if (range !== undefined) {
     const m = /^(?:bytes )?(\d+)-(\d+)$/.exec(range);
     if (!m || Number(m[1]) !== upload.size || Number(m[2]) < Number(m[1]))
-      throw new OciError(
-        416,
-        "BLOB_UPLOAD_INVALID",
-        "the chunk does not start where the upload ends",
-        { expectedStart: upload.size },
-        { location: uploadLocation(r.name, upload.id), range: rangeHeader(upload.size) },
-      );
+      throw refuse("the chunk does not start where the upload ends", { expectedStart: upload.size });
+    length = Number(m[2]) - Number(m[1]) + 1;
+    const declared = r.request.headers["content-length"];
+    if (declared !== undefined && Number(declared) !== length)
+      throw refuse("Content-Range and Content-Length disagree", { range, contentLength: declared });
   }
-  const size = await append(u, r.request, upload.id, upload.size, "sha256");
+  const size = await append(u, r.request, upload.id, upload.size, "sha256", length);
   return progress(r, { ...upload, size }, 202).send();
 }
 
@@ -180,9 +184,12 @@ async function append(
   id: string,
   offset: number,
   algorithm: Algorithm,
+  /** the chunk's length by its Content-Range, if it has one */
+  rangeLength?: number,
 ): Promise<number> {
   const body = request.body as Readable | undefined;
-  if (!body) return offset;
+  // An empty body adds nothing: the store is not asked (its staged bytes may already be in place).
+  if (!body || request.headers["content-length"] === "0") return offset;
   const hash = u.hashes.take(id, offset, algorithm);
   const counted = new HashingStream(hash ?? createHash("sha256"));
   let size: number;
@@ -201,6 +208,13 @@ async function append(
   const declared = request.headers["content-length"];
   if (declared !== undefined && Number(declared) !== counted.bytes)
     throw new OciError(400, "BLOB_UPLOAD_INVALID", "the body's length differs from Content-Length");
+  // A chunked body has no Content-Length to check up front; its range is checked once it is staged
+  // (unrecorded, so the next append drops it).
+  if (rangeLength !== undefined && counted.bytes !== rangeLength)
+    throw new OciError(416, "BLOB_UPLOAD_INVALID", "the body's length differs from Content-Range", {
+      range: `${offset}-${offset + rangeLength - 1}`,
+      received: counted.bytes,
+    });
   if (!(await u.uploads.advance(id, offset, size, u.now())))
     throw new OciError(416, "BLOB_UPLOAD_INVALID", "the upload was moved by a concurrent request");
   if (hash) u.hashes.keep(id, hash, size, algorithm);
@@ -245,9 +259,30 @@ async function digestOfUpload(u: Uploading, id: string, size: number, digest: st
   const running = u.hashes.take(id, size, algorithm);
   if (running) return `${algorithm}:${running.digest("hex")}`;
   // After a restart, on another replica, or another algorithm than the running hash: read the bytes again.
-  const hash = createHash(algorithm);
-  if (size > 0) await pipeline(u.store.readUpload(id, size), new HashingStream(hash), devNull());
-  return `${algorithm}:${hash.digest("hex")}`;
+  if (size === 0) return `${algorithm}:${createHash(algorithm).digest("hex")}`;
+  try {
+    return (await hashOf(u.store.readUpload(id, size), algorithm)).digest;
+  } catch {
+    // A crash after the bytes moved into place and before the commit leaves no staged bytes but
+    // the blob the digest names, unrecorded: those are the upload's bytes only if they hash to it
+    // and have the acknowledged size, so they are read again rather than trusted by name. A
+    // recorded blob's bytes are someone's push: naming them is no proof of having them.
+    const placed = (await u.blobs.recorded(digest)) ? undefined : await u.store.open(digest);
+    if (!placed)
+      // The store's error names its paths or keys: not for the client.
+      throw new OciError(400, "BLOB_UPLOAD_INVALID", "the upload's staged bytes cannot be read: start it again");
+    const hashed = await hashOf(placed, algorithm);
+    if (hashed.bytes !== size)
+      throw digestInvalid("the uploaded content does not match the digest", { digest, size: hashed.bytes });
+    return hashed.digest;
+  }
+}
+
+/** The digest of a stream's bytes, and how many there were. */
+async function hashOf(bytes: Readable, algorithm: Algorithm): Promise<{ digest: string; bytes: number }> {
+  const hashing = new HashingStream(createHash(algorithm));
+  await pipeline(bytes, hashing, devNull());
+  return { digest: `${algorithm}:${hashing.hash.digest("hex")}`, bytes: hashing.bytes };
 }
 
 async function discardUpload(u: Uploading, id: string) {

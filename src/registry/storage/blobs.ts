@@ -20,6 +20,23 @@ export class BlobsRepository extends RegistryRepository {
     return row && { digest: row.digest, size: Number(row.size) };
   }
 
+  /** The `limit` blobs touched last (by a push or a mount): the likeliest to be in the store. */
+  async lastTouched(limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom("blobs")
+      .select("digest")
+      .orderBy("touch_time", "desc")
+      .limit(limit)
+      .execute();
+    return rows.map((r) => r.digest);
+  }
+
+  /** Whether any repo's push recorded the blob (its bytes then belong to that push). */
+  async recorded(digest: string): Promise<boolean> {
+    const row = await this.db.selectFrom("blobs").select("digest").where("digest", "=", digest).executeTakeFirst();
+    return row !== undefined;
+  }
+
   /**
    * Records a complete blob and links it into a repo, ending the upload session if any; false when
    * the repo was deleted meanwhile. `placeBytes` moves the bytes into place last, while this
