@@ -23,6 +23,12 @@ export interface PlainRoute {
    * and device endpoints): stricter rate limits apply.
    */
   sensitive?: boolean;
+  /**
+   * The template of what this request reached, when `url` is a wildcard serving several
+   * endpoints (`/v2/{name}/manifests/{reference}` under `/v2/*`): logs name it instead of `url`,
+   * never the raw path. Undefined when the path named no endpoint.
+   */
+  templateOf?(request: FastifyRequest): string | undefined;
   /** runs after authorization; `call` carries the caller (principal, access, visibility) */
   handler(request: FastifyRequest, reply: FastifyReply, call: CallContext): unknown;
   /**

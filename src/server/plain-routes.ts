@@ -7,6 +7,7 @@ import type { Authorizer, CallContext } from "../core/service.js";
 import { checkParameterStrings, strictUtf8 } from "../core/strings.js";
 import type { PlainRoute, PlainRouter } from "../platform/routes.js";
 import type { CallKind, RequestLimits } from "./limits.js";
+import { outcomeOf } from "./request-log.js";
 
 /** Request headers as a Headers object (what services see of HTTP and gRPC metadata alike). */
 export function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
@@ -53,6 +54,9 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             const err = deps.limits ? deps.limits.afterFailure(thrown, call) : thrown;
             const wire = deps.wireError(request, err);
             return route.renderError ? route.renderError(wire, reply, err, request) : deps.sendError(reply, wire);
+          } finally {
+            const template = route.templateOf?.(request);
+            if (template) outcomeOf(request).route = template;
           }
         },
       });

@@ -47,6 +47,19 @@ const REPO_ROUTES: readonly RepoRoute[] = [
   { endpoint: "history", path: "_chainguard/history/*", decode: "MANIFEST_INVALID" },
 ];
 
+/** Each endpoint's path as logs name it: the repository name and the reference as placeholders. */
+const TEMPLATES: Record<Target["endpoint"], string> = {
+  base: "/v2/",
+  catalog: "/v2/_catalog",
+  manifest: "/v2/{name}/manifests/{reference}",
+  uploads: "/v2/{name}/blobs/uploads/",
+  upload: "/v2/{name}/blobs/uploads/{uuid}",
+  blob: "/v2/{name}/blobs/{digest}",
+  tags: "/v2/{name}/tags/list",
+  referrers: "/v2/{name}/referrers/{digest}",
+  history: "/v2/{name}/_chainguard/history/{reference}",
+};
+
 /** `/v2/<name>/<one of the routes>`: the route i matched is group e<i>, its reference r<i>. */
 const REPO_PATH = new RegExp(
   `^/v2/(?<name>.+)/(?:${REPO_ROUTES.map((r, i) => `(?<e${i}>${pattern(r.path, i)})`).join("|")})$`,
@@ -184,6 +197,12 @@ export class OciRouteTable {
   /** The repository name the request used, if its path parsed and names one. */
   nameOf(request: FastifyRequest): string | undefined {
     return this.routed.get(request)?.target.name;
+  }
+
+  /** The template of the endpoint the request's path named (`/v2/{name}/blobs/{digest}`), if it parsed. */
+  templateOf(request: FastifyRequest): string | undefined {
+    const target = this.routed.get(request)?.target;
+    return target && TEMPLATES[target.endpoint];
   }
 
   /** The scope of a 401's challenge for this request (none when its path did not parse). */

@@ -46,6 +46,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       method: url === "/v2/" ? ["GET"] : ["GET", "PUT", "POST", "PATCH", "DELETE"],
       url,
       access: (request) => table.access(request),
+      templateOf: (request) => table.templateOf(request),
       handler: (request, reply, call) => table.dispatch(request, reply, call),
       renderError: (wire, reply, thrown, request) => {
         reply.headers(API_VERSION);
