@@ -189,13 +189,21 @@ describe("OpenAPI", () => {
     const names = list.parameters.map((p: { name: string }) => p.name);
     for (const name of ["pageSize", "pageToken", "orderBy", "skip", "uidp.childrenOf", "uidp.ids"])
       assert.ok(names.includes(name), name);
+    // A query parameter carries its field's comment, and its proto name where that differs.
+    const pageSize = list.parameters.find((p: { name: string }) => p.name === "pageSize");
+    assert.match(pageSize.description, /default 50, at most 200/);
+    assert.match(pageSize.description, /Also accepted as `page_size`/);
     const create = committed.paths["/iam/v2beta1/groups/{parent}"].post;
     assert.equal(
       create.requestBody.content["application/json"].schema.$ref,
       "#/components/schemas/chainguard.platform.iam.v2beta1.Group",
     );
     const group = committed.components.schemas["chainguard.platform.iam.v2beta1.Group"];
-    assert.deepEqual(group.properties.createTime, { type: "string", format: "date-time", description: "RFC 3339" });
+    assert.deepEqual(group.properties.createTime, {
+      type: "string",
+      format: "date-time",
+      description: "Output only. When the group was created.\n\nRFC 3339",
+    });
     assert.deepEqual(committed.components.schemas["chainguard.platform.iam.v2beta1.OrgKind"].enum.slice(0, 1), [
       "ORG_KIND_UNSPECIFIED",
     ]);
