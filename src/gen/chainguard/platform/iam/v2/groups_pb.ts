@@ -284,8 +284,8 @@ export type UpdateGroupRequest = Message<"chainguard.platform.iam.v2.UpdateGroup
   group?: Group | undefined;
 
   /**
-   * Optional. The fields to change (e.g. `name,description`); without it, the fields present in
-   * `group` change.
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in `group`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */

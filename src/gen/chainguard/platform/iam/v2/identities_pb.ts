@@ -428,7 +428,9 @@ export type UpdateIdentityRequest = Message<"chainguard.platform.iam.v2.UpdateId
   identity?: Identity | undefined;
 
   /**
-   * Optional. The fields to change; without it, the fields present in `identity` change.
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in
+   * `identity` change (over gRPC and Connect only the non-empty ones, so name a field here to clear
+   * it).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */

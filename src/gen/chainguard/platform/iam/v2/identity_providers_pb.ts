@@ -451,7 +451,9 @@ export type UpdateIdentityProviderRequest = Message<"chainguard.platform.iam.v2.
   identityProvider?: IdentityProvider | undefined;
 
   /**
-   * Optional. The fields to change; without it, the fields present in `identity_provider` change.
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in
+   * `identity_provider` change (over gRPC and Connect only the non-empty ones, so name a field here
+   * to clear it).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */

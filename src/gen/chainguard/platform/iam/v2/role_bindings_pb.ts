@@ -408,7 +408,8 @@ export type UpdateRoleBindingRequest = Message<"chainguard.platform.iam.v2.Updat
   roleBinding?: RoleBinding | undefined;
 
   /**
-   * Optional. The fields to change; without it, the fields present in `role_binding` change.
+   * Optional. The fields to change, e.g. `role_uid`. Without it, the fields sent in `role_binding`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */

@@ -453,7 +453,9 @@ export type UpdateAccountAssociationRequest = Message<"chainguard.platform.iam.v
   accountAssociation?: AccountAssociation | undefined;
 
   /**
-   * Optional. The fields to change; without it, the fields present in `account_association` change.
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in
+   * `account_association` change (over gRPC and Connect only the non-empty ones, so name a field
+   * here to clear it).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */

@@ -240,7 +240,8 @@ export type UpdateRoleRequest = Message<"chainguard.platform.iam.v2beta1.UpdateR
   role?: Role | undefined;
 
   /**
-   * Optional. The fields to change; without it, the fields present in `role` change.
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in `role`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */

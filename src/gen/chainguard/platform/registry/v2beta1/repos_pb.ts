@@ -560,7 +560,8 @@ export type UpdateRepoRequest = Message<"chainguard.platform.registry.v2beta1.Up
   repo?: Repo | undefined;
 
   /**
-   * Optional. The fields to change; without it, the fields present in `repo` change.
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in `repo`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
