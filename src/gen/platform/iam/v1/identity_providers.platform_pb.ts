@@ -634,8 +634,10 @@ export const IdentityProviders: GenService<{
     output: typeof IdentityProviderSchema;
   },
   /**
-   * Replaces an identity provider's settings; fields left out become empty, except that an empty
-   * `oidc.client_secret` keeps the stored secret.
+   * Replaces an identity provider's settings.
+   *
+   * Fields left out become empty, except that an empty `oidc.client_secret` keeps the stored
+   * secret.
    *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.Update
    */

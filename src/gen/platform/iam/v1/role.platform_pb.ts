@@ -207,9 +207,10 @@ export const Roles: GenService<{
     output: typeof RoleSchema;
   },
   /**
-   * Lists the roles the caller may see, all in one answer: the built-in roles and the custom roles
-   * of the groups the caller can list roles in.
+   * Lists the roles the caller may see, all in one answer.
    *
+   * The answer holds the built-in roles and the custom roles of the groups the caller can list
+   * roles in.
    * With `id`, answers that role alone. `parent` lists the roles defined at that group. At most
    * 10,000 roles (FAILED_PRECONDITION `V1_LIST_LIMIT` beyond).
    *

@@ -333,9 +333,9 @@ export const RoleBindings: GenService<{
     output: typeof RoleBindingSchema;
   },
   /**
-   * Lists the role bindings the caller may see, all in one answer, each with its group, role and
-   * identity details.
+   * Lists the role bindings the caller may see, all in one answer.
    *
+   * Each binding comes with its group, role and identity details.
    * With `id`, answers that binding alone. At most 10,000 bindings (FAILED_PRECONDITION
    * `V1_LIST_LIMIT` beyond).
    *
