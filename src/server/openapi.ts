@@ -91,7 +91,12 @@ class Builder {
       const properties: Json = {};
       for (const field of desc.fields) {
         const comment = this.comments.get(`${desc.typeName}.${field.name}`);
-        properties[field.jsonName] = comment ? { ...this.field(field), description: comment } : this.field(field);
+        const schema = this.field(field);
+        // A well-known type's own note (a timestamp's "RFC 3339") stays after the field's comment.
+        const own = typeof schema.description === "string" ? schema.description : undefined;
+        properties[field.jsonName] = comment
+          ? { ...schema, description: [comment, own].filter(Boolean).join("\n\n") }
+          : schema;
       }
       const oneofs = desc.oneofs.map((o) => `${o.name}: one of ${o.fields.map((f) => f.jsonName).join(", ")}`);
       const description = [
@@ -150,11 +155,18 @@ class Builder {
         continue;
       }
       if (field.fieldKind === "map") continue;
+      // The field's comment, and its proto name where the JSON name differs (both are accepted).
+      const description = [
+        this.comments.get(`${desc.typeName}.${field.name}`),
+        name === prefix + field.name ? undefined : `Also accepted as \`${prefix}${field.name}\`.`,
+      ]
+        .filter(Boolean)
+        .join("\n\n");
       out.push({
         name,
         in: "query",
         required: false,
-        description: `Also accepted as \`${prefix}${field.name}\`.`,
+        ...(description ? { description } : {}),
         schema: this.field(field),
         ...(field.fieldKind === "list" ? { style: "form", explode: true } : {}),
       });

@@ -109,9 +109,19 @@ describe("OpenAPI", () => {
     assert.deepEqual(listGroups?.slice(0, 2), ["/iam/v2beta1/groups", "get"]);
     assert.deepEqual(listGroups?.[2].tags, ["GroupsService"]);
     assert.match(listGroups?.[2].description ?? "", /CAP_IAM_GROUPS_LIST/);
-    // A proto comment becomes the summary and the description (the extensions have them).
-    const imported = operationsOf(committed).find(([, , op]) => op.operationId === "ImportAdvisories")![2];
-    assert.match(imported.description ?? "", /each in its own transaction/);
+    // A proto comment's first sentence becomes the summary, the whole comment the description.
+    const operation = (document: unknown, id: string) =>
+      operationsOf(document).find(([, , op]) => op.operationId === id)![2];
+    assert.equal(listGroups?.[2].summary, "Lists the groups the caller may see, filtered and paged");
+    assert.match(operation(committed, "DeleteGroup").description ?? "", /FAILED_PRECONDITION/);
+    assert.match(
+      operation(committed, "ImportAdvisories").description ?? "",
+      /each document is imported in its own transaction/i,
+    );
+    assert.equal(
+      operation(documents.v1, "Groups_List").summary,
+      "Lists the groups the caller may see, all in one answer",
+    );
     // v1's generic names are qualified where they would repeat.
     const v1 = new Set(operationsOf(documents.v1).map(([, , op]) => op.operationId));
     assert.ok(v1.has("Groups_List") && v1.has("Roles_List"), [...v1].join(" "));
@@ -189,13 +199,21 @@ describe("OpenAPI", () => {
     const names = list.parameters.map((p: { name: string }) => p.name);
     for (const name of ["pageSize", "pageToken", "orderBy", "skip", "uidp.childrenOf", "uidp.ids"])
       assert.ok(names.includes(name), name);
+    // A query parameter carries its field's comment, and its proto name where that differs.
+    const pageSize = list.parameters.find((p: { name: string }) => p.name === "pageSize");
+    assert.match(pageSize.description, /default 50, at most 200/);
+    assert.match(pageSize.description, /Also accepted as `page_size`/);
     const create = committed.paths["/iam/v2beta1/groups/{parent}"].post;
     assert.equal(
       create.requestBody.content["application/json"].schema.$ref,
       "#/components/schemas/chainguard.platform.iam.v2beta1.Group",
     );
     const group = committed.components.schemas["chainguard.platform.iam.v2beta1.Group"];
-    assert.deepEqual(group.properties.createTime, { type: "string", format: "date-time", description: "RFC 3339" });
+    assert.deepEqual(group.properties.createTime, {
+      type: "string",
+      format: "date-time",
+      description: "Output only. When the group was created.\n\nRFC 3339",
+    });
     assert.deepEqual(committed.components.schemas["chainguard.platform.iam.v2beta1.OrgKind"].enum.slice(0, 1), [
       "ORG_KIND_UNSPECIFIED",
     ]);

@@ -40,6 +40,8 @@ export type RepoVisibility = Message<"bulwark.registry.v1.RepoVisibility"> & {
   uid: string;
 
   /**
+   * whether anyone may pull the repo without credentials; default false
+   *
    * @generated from field: bool public = 2;
    */
   public: boolean;
@@ -76,11 +78,15 @@ export const GetRepoVisibilityRequestSchema: GenMessage<GetRepoVisibilityRequest
  */
 export type UpdateRepoVisibilityRequest = Message<"bulwark.registry.v1.UpdateRepoVisibilityRequest"> & {
   /**
+   * the repo's uid (`uid`) and its new visibility
+   *
    * @generated from field: bulwark.registry.v1.RepoVisibility visibility = 1;
    */
   visibility?: RepoVisibility | undefined;
 
   /**
+   * the fields to change (`public`); without it, the fields present in `visibility`
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -132,10 +138,15 @@ export const UndeprecateTagRequestSchema: GenMessage<UndeprecateTagRequest> = /*
   messageDesc(file_bulwark_registry_v1_visibility, 4);
 
 /**
+ * What the published registry API has no RPC for: making a repo public or private, and
+ * deprecating a tag after it was created.
+ *
  * @generated from service bulwark.registry.v1.RegistryExtensionsService
  */
 export const RegistryExtensionsService: GenService<{
   /**
+   * Gets whether a repo is public.
+   *
    * @generated from rpc bulwark.registry.v1.RegistryExtensionsService.GetRepoVisibility
    */
   getRepoVisibility: {
@@ -144,6 +155,12 @@ export const RegistryExtensionsService: GenService<{
     output: typeof RepoVisibilitySchema;
   },
   /**
+   * Makes a repo public (pulled by anyone, without credentials) or private again.
+   *
+   * Name `public` in `update_mask`, or send it: over REST a sent `false` counts, over gRPC and
+   * Connect `false` needs the mask. A request that names nothing changes nothing. A public repo
+   * still needs credentials to push or delete.
+   *
    * @generated from rpc bulwark.registry.v1.RegistryExtensionsService.UpdateRepoVisibility
    */
   updateRepoVisibility: {

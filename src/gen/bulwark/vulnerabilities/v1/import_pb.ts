@@ -21,6 +21,8 @@ export const file_bulwark_vulnerabilities_v1_import: GenFile = /*@__PURE__*/
   fileDesc("CididWx3YXJrL3Z1bG5lcmFiaWxpdGllcy92MS9pbXBvcnQucHJvdG8SGmJ1bHdhcmsudnVsbmVyYWJpbGl0aWVzLnYxIqQBChdJbXBvcnRBZHZpc29yaWVzUmVxdWVzdBIZCgZwYXJlbnQYASABKAlCCeBBAZCvqNIFARJECglkb2N1bWVudHMYAiADKAsyLC5idWx3YXJrLnZ1bG5lcmFiaWxpdGllcy52MS5BZHZpc29yeURvY3VtZW50QgPgQQISEwoGYXV0aG9yGAMgASgJQgPgQQESEwoGb3JpZ2luGAQgASgJQgPgQQEiOwoQQWR2aXNvcnlEb2N1bWVudBIRCgRuYW1lGAEgASgJQgPgQQISFAoHY29udGVudBgCIAEoCUID4EECIlcKGEltcG9ydEFkdmlzb3JpZXNSZXNwb25zZRI7CgdyZXN1bHRzGAEgAygLMiouYnVsd2Fyay52dWxuZXJhYmlsaXRpZXMudjEuRG9jdW1lbnRSZXN1bHQi4AEKDkRvY3VtZW50UmVzdWx0EgwKBG5hbWUYASABKAkSGgoSYWR2aXNvcmllc19jcmVhdGVkGAIgASgFEhoKEmFkdmlzb3JpZXNfdXBkYXRlZBgDIAEoBRIcChRhZHZpc29yaWVzX3VuY2hhbmdlZBgEIAEoBRIUCgxldmVudHNfYWRkZWQYBSABKAUSFgoOZXZlbnRzX3JlbW92ZWQYBiABKAUSPAoHcHJvYmxlbRgHIAEoCzIrLmJ1bHdhcmsudnVsbmVyYWJpbGl0aWVzLnYxLkRvY3VtZW50UHJvYmxlbSIwCg9Eb2N1bWVudFByb2JsZW0SDwoHbWVzc2FnZRgBIAEoCRIMCgRsaW5lGAIgASgFMt8BChVBZHZpc29yeUltcG9ydFNlcnZpY2USxQEKEEltcG9ydEFkdmlzb3JpZXMSMy5idWx3YXJrLnZ1bG5lcmFiaWxpdGllcy52MS5JbXBvcnRBZHZpc29yaWVzUmVxdWVzdBo0LmJ1bHdhcmsudnVsbmVyYWJpbGl0aWVzLnYxLkltcG9ydEFkdmlzb3JpZXNSZXNwb25zZSJGgtPkkwIyOgEqIi0vYnVsd2Fyay92dWxuZXJhYmlsaXRpZXMvdjEvYWR2aXNvcmllczppbXBvcnSKr6jSBQgSBgoE7A7tDmIGcHJvdG8z", [file_annotations_auth, file_google_api_annotations, file_google_api_field_behavior]);
 
 /**
+ * A batch of documents for one publisher group.
+ *
  * @generated from message bulwark.vulnerabilities.v1.ImportAdvisoriesRequest
  */
 export type ImportAdvisoriesRequest = Message<"bulwark.vulnerabilities.v1.ImportAdvisoriesRequest"> & {
@@ -33,20 +35,23 @@ export type ImportAdvisoriesRequest = Message<"bulwark.vulnerabilities.v1.Import
   parent: string;
 
   /**
+   * the documents to import; at least one, each with a name
+   *
    * @generated from field: repeated bulwark.vulnerabilities.v1.AdvisoryDocument documents = 2;
    */
   documents: AdvisoryDocument[];
 
   /**
-   * Recorded as the author of the advisories and events written; default: the caller's identity.
+   * Recorded as the author of the advisories and events written (at most 256 characters);
+   * default: the caller's identity.
    *
    * @generated from field: string author = 3;
    */
   author: string;
 
   /**
-   * Recorded as the advisories' origin (ListAdvisories' `origin` filter); default: the document
-   * format ("advisory-yaml" or "osv").
+   * Recorded as the advisories' origin (ListAdvisories' `origin` filter, at most 256
+   * characters); default: the document format ("advisory-yaml" or "osv").
    *
    * @generated from field: string origin = 4;
    */
@@ -61,6 +66,8 @@ export const ImportAdvisoriesRequestSchema: GenMessage<ImportAdvisoriesRequest> 
   messageDesc(file_bulwark_vulnerabilities_v1_import, 0);
 
 /**
+ * One document to import.
+ *
  * @generated from message bulwark.vulnerabilities.v1.AdvisoryDocument
  */
 export type AdvisoryDocument = Message<"bulwark.vulnerabilities.v1.AdvisoryDocument"> & {
@@ -87,6 +94,8 @@ export const AdvisoryDocumentSchema: GenMessage<AdvisoryDocument> = /*@__PURE__*
   messageDesc(file_bulwark_vulnerabilities_v1_import, 1);
 
 /**
+ * What the import did, document by document.
+ *
  * @generated from message bulwark.vulnerabilities.v1.ImportAdvisoriesResponse
  */
 export type ImportAdvisoriesResponse = Message<"bulwark.vulnerabilities.v1.ImportAdvisoriesResponse"> & {
@@ -106,35 +115,49 @@ export const ImportAdvisoriesResponseSchema: GenMessage<ImportAdvisoriesResponse
   messageDesc(file_bulwark_vulnerabilities_v1_import, 2);
 
 /**
+ * What importing one document did.
+ *
  * @generated from message bulwark.vulnerabilities.v1.DocumentResult
  */
 export type DocumentResult = Message<"bulwark.vulnerabilities.v1.DocumentResult"> & {
   /**
+   * the document's name, as sent
+   *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
+   * advisories the document added
+   *
    * @generated from field: int32 advisories_created = 2;
    */
   advisoriesCreated: number;
 
   /**
+   * advisories it changed
+   *
    * @generated from field: int32 advisories_updated = 3;
    */
   advisoriesUpdated: number;
 
   /**
+   * advisories it left as they were
+   *
    * @generated from field: int32 advisories_unchanged = 4;
    */
   advisoriesUnchanged: number;
 
   /**
+   * events added to its advisories
+   *
    * @generated from field: int32 events_added = 5;
    */
   eventsAdded: number;
 
   /**
+   * events removed from its advisories (no longer in the document)
+   *
    * @generated from field: int32 events_removed = 6;
    */
   eventsRemoved: number;
@@ -155,10 +178,14 @@ export const DocumentResultSchema: GenMessage<DocumentResult> = /*@__PURE__*/
   messageDesc(file_bulwark_vulnerabilities_v1_import, 3);
 
 /**
+ * Why a document was skipped.
+ *
  * @generated from message bulwark.vulnerabilities.v1.DocumentProblem
  */
 export type DocumentProblem = Message<"bulwark.vulnerabilities.v1.DocumentProblem"> & {
   /**
+   * the problem, in words
+   *
    * @generated from field: string message = 1;
    */
   message: string;
@@ -179,13 +206,18 @@ export const DocumentProblemSchema: GenMessage<DocumentProblem> = /*@__PURE__*/
   messageDesc(file_bulwark_vulnerabilities_v1_import, 4);
 
 /**
+ * Writes advisories: the published API can only read them (AdvisoriesService), so `bulwark
+ * advisories import` sends documents through this service.
+ *
  * @generated from service bulwark.vulnerabilities.v1.AdvisoryImportService
  */
 export const AdvisoryImportService: GenService<{
   /**
-   * Imports documents into a group, each in its own transaction: a document that cannot be
-   * parsed or stored is reported in its result and changes nothing; the others still import.
-   * Re-importing a document changes nothing; a changed document updates its advisories in place.
+   * Imports advisory documents (advisory YAML or OSV JSON) into a publisher group.
+   *
+   * Each document is imported in its own transaction: one that cannot be parsed or stored is
+   * reported in its result and changes nothing, and the others still import. Re-importing a
+   * document changes nothing; a changed document updates its advisories in place.
    *
    * @generated from rpc bulwark.vulnerabilities.v1.AdvisoryImportService.ImportAdvisories
    */

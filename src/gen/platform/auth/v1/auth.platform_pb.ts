@@ -32,6 +32,8 @@ export const file_platform_auth_v1_auth_platform: GenFile = /*@__PURE__*/
  */
 export type DeletionRequest = Message<"chainguard.platform.auth.DeletionRequest"> & {
   /**
+   * The id of the account to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -49,11 +51,15 @@ export const DeletionRequestSchema: GenMessage<DeletionRequest> = /*@__PURE__*/
  */
 export type RegistrationRequest = Message<"chainguard.platform.auth.RegistrationRequest"> & {
   /**
+   * Optional. An invite code to redeem.
+   *
    * @generated from field: string code = 1;
    */
   code: string;
 
   /**
+   * Optional. The identity to register as.
+   *
    * @generated from field: string identity_id = 3;
    */
   identityId: string;
@@ -67,15 +73,21 @@ export const RegistrationRequestSchema: GenMessage<RegistrationRequest> = /*@__P
   messageDesc(file_platform_auth_v1_auth_platform, 1);
 
 /**
+ * The result of a registration.
+ *
  * @generated from message chainguard.platform.auth.Session
  */
 export type Session = Message<"chainguard.platform.auth.Session"> & {
   /**
+   * The registered identity's id.
+   *
    * @generated from field: string identity = 1;
    */
   identity: string;
 
   /**
+   * The group an invite placed it in.
+   *
    * @generated from field: string group = 2;
    */
   group: string;
@@ -89,45 +101,63 @@ export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
   messageDesc(file_platform_auth_v1_auth_platform, 2);
 
 /**
+ * What a token says about its bearer.
+ *
  * @generated from message chainguard.platform.auth.WhoAmI
  */
 export type WhoAmI = Message<"chainguard.platform.auth.WhoAmI"> & {
   /**
+   * The token's issuer: this server's URL.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * The token's subject: the caller's identity uid.
+   *
    * @generated from field: string subject = 2;
    */
   subject: string;
 
   /**
+   * The token's audiences.
+   *
    * @generated from field: repeated string audience = 3;
    */
   audience: string[];
 
   /**
+   * When the token expires.
+   *
    * @generated from field: google.protobuf.Timestamp expiry = 4;
    */
   expiry?: Timestamp | undefined;
 
   /**
+   * When the token was issued.
+   *
    * @generated from field: google.protobuf.Timestamp issued_at = 5;
    */
   issuedAt?: Timestamp | undefined;
 
   /**
+   * The caller's role bindings, one entry each.
+   *
    * @generated from field: repeated chainguard.platform.auth.WhoAmI.Capability capabilities = 101;
    */
   capabilities: WhoAmI_Capability[];
 
   /**
+   * The caller's e-mail address, when known.
+   *
    * @generated from field: string email = 102;
    */
   email: string;
 
   /**
+   * The caller's profile; not filled in by this server.
+   *
    * @generated from field: chainguard.platform.auth.Profile profile = 103;
    */
   profile?: Profile | undefined;
@@ -141,20 +171,28 @@ export const WhoAmISchema: GenMessage<WhoAmI> = /*@__PURE__*/
   messageDesc(file_platform_auth_v1_auth_platform, 3);
 
 /**
+ * One role binding of the caller.
+ *
  * @generated from message chainguard.platform.auth.WhoAmI.Capability
  */
 export type WhoAmI_Capability = Message<"chainguard.platform.auth.WhoAmI.Capability"> & {
   /**
+   * The group the binding grants at.
+   *
    * @generated from field: chainguard.platform.iam.Group group = 1;
    */
   group?: Group | undefined;
 
   /**
+   * The bound role.
+   *
    * @generated from field: chainguard.platform.iam.Role role = 2;
    */
   role?: Role | undefined;
 
   /**
+   * The role's capabilities by name, e.g. `groups.list`.
+   *
    * @generated from field: repeated string capabilities = 3;
    */
   capabilities: string[];
@@ -168,25 +206,35 @@ export const WhoAmI_CapabilitySchema: GenMessage<WhoAmI_Capability> = /*@__PURE_
   messageDesc(file_platform_auth_v1_auth_platform, 3, 0);
 
 /**
+ * A person's profile from their identity provider.
+ *
  * @generated from message chainguard.platform.auth.Profile
  */
 export type Profile = Message<"chainguard.platform.auth.Profile"> & {
   /**
+   * The full name.
+   *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
+   * A picture URL.
+   *
    * @generated from field: string picture = 2;
    */
   picture: string;
 
   /**
+   * The given name.
+   *
    * @generated from field: string given_name = 3;
    */
   givenName: string;
 
   /**
+   * The family name.
+   *
    * @generated from field: string family_name = 4;
    */
   familyName: string;
@@ -204,6 +252,8 @@ export const ProfileSchema: GenMessage<Profile> = /*@__PURE__*/
  */
 export type GetHeadlessSessionRequest = Message<"chainguard.platform.auth.GetHeadlessSessionRequest"> & {
   /**
+   * The headless sign-in's code.
+   *
    * @generated from field: string code = 1;
    */
   code: string;
@@ -217,15 +267,21 @@ export const GetHeadlessSessionRequestSchema: GenMessage<GetHeadlessSessionReque
   messageDesc(file_platform_auth_v1_auth_platform, 5);
 
 /**
+ * A headless sign-in's result, encrypted for the waiting client.
+ *
  * @generated from message chainguard.platform.auth.HeadlessSession
  */
 export type HeadlessSession = Message<"chainguard.platform.auth.HeadlessSession"> & {
   /**
+   * The server's ephemeral public key.
+   *
    * @generated from field: bytes ecdh_public_key = 1;
    */
   ecdhPublicKey: Uint8Array;
 
   /**
+   * The ID token, encrypted.
+   *
    * @generated from field: bytes encrypted_idtoken = 2;
    */
   encryptedIdtoken: Uint8Array;
@@ -239,10 +295,20 @@ export const HeadlessSessionSchema: GenMessage<HeadlessSession> = /*@__PURE__*/
   messageDesc(file_platform_auth_v1_auth_platform, 6);
 
 /**
+ * Who a token is, and the sign-up endpoints of the v1 API. People sign in through the OAuth
+ * endpoints (`bulwark auth login`); Register, Delete and GetHeadlessSession are not implemented
+ * here.
+ *
  * @generated from service chainguard.platform.auth.Auth
  */
 export const Auth: GenService<{
   /**
+   * Tells the caller who its token says it is, and what it may do where.
+   *
+   * Answers the token's issuer, subject, audiences, issue and expiry times, the caller's e-mail
+   * address when known, and one entry per role binding: the group, the role and its capabilities by
+   * name. Needs a bearer token (UNAUTHENTICATED without one).
+   *
    * @generated from rpc chainguard.platform.auth.Auth.Validate
    */
   validate: {
@@ -251,6 +317,11 @@ export const Auth: GenService<{
     output: typeof WhoAmISchema;
   },
   /**
+   * Registers a new user, optionally redeeming an invite.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED: people sign in with `bulwark auth
+   * login` (with `--invite-code` to redeem an invite).
+   *
    * @generated from rpc chainguard.platform.auth.Auth.Register
    */
   register: {
@@ -259,6 +330,10 @@ export const Auth: GenService<{
     output: typeof SessionSchema;
   },
   /**
+   * Fetches the result of a headless sign-in.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.auth.Auth.GetHeadlessSession
    */
   getHeadlessSession: {
@@ -267,6 +342,10 @@ export const Auth: GenService<{
     output: typeof HeadlessSessionSchema;
   },
   /**
+   * Deletes the caller's own account.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.auth.Auth.Delete
    */
   delete: {

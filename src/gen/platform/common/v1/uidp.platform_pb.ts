@@ -19,30 +19,45 @@ export const file_platform_common_v1_uidp_platform: GenFile = /*@__PURE__*/
   fileDesc("CiZwbGF0Zm9ybS9jb21tb24vdjEvdWlkcC5wbGF0Zm9ybS5wcm90bxIaY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24ibQoKVUlEUEZpbHRlchIUCgxhbmNlc3RvcnNfb2YYASABKAkSFgoOZGVzY2VuZGFudHNfb2YYAiABKAkSEwoLY2hpbGRyZW5fb2YYAyABKAkSDwoHaW5fcm9vdBgEIAEoCBILCgNpZHMYBSADKAliBnByb3RvMw");
 
 /**
+ * Narrows a listing by position in the group hierarchy. A uid extends its parent's uid by one
+ * segment (`org/group/...`), so these filters work on uids alone. The filters combine (AND); each
+ * uid given must be a well-formed uid (INVALID_ARGUMENT otherwise).
+ *
  * @generated from message chainguard.platform.common.UIDPFilter
  */
 export type UIDPFilter = Message<"chainguard.platform.common.UIDPFilter"> & {
   /**
+   * Optional: only the resource with this uid and those above it (its ancestors).
+   *
    * @generated from field: string ancestors_of = 1;
    */
   ancestorsOf: string;
 
   /**
+   * Optional: only the resource with this uid and everything beneath it, e.g. an organization's uid
+   * for the whole organization.
+   *
    * @generated from field: string descendants_of = 2;
    */
   descendantsOf: string;
 
   /**
+   * Optional: only the direct children of the group with this uid.
+   *
    * @generated from field: string children_of = 3;
    */
   childrenOf: string;
 
   /**
+   * Optional: only resources that sit at the root (no parent), such as organizations.
+   *
    * @generated from field: bool in_root = 4;
    */
   inRoot: boolean;
 
   /**
+   * Optional: only the resources with these uids.
+   *
    * @generated from field: repeated string ids = 5;
    */
   ids: string[];

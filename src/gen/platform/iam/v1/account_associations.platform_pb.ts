@@ -24,45 +24,63 @@ export const file_platform_iam_v1_account_associations_platform: GenFile = /*@__
   fileDesc("CjNwbGF0Zm9ybS9pYW0vdjEvYWNjb3VudF9hc3NvY2lhdGlvbnMucGxhdGZvcm0ucHJvdG8SF2NoYWluZ3VhcmQucGxhdGZvcm0uaWFtIvgJChNBY2NvdW50QXNzb2NpYXRpb25zEhUKBWdyb3VwGAEgASgJQgaQr6jSBQESQwoGYW1hem9uGAIgASgLMjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9ucy5BbWF6b24SQwoGZ29vZ2xlGAMgASgLMjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9ucy5Hb29nbGUSSwoKY2hhaW5ndWFyZBgHIAEoCzI3LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkFjY291bnRBc3NvY2lhdGlvbnMuQ2hhaW5ndWFyZBJBCgVhenVyZRgIIAEoCzIyLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkFjY291bnRBc3NvY2lhdGlvbnMuQXp1cmUSDAoEbmFtZRgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCRJDCgZnaXRodWIYCSABKAsyMy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5BY2NvdW50QXNzb2NpYXRpb25zLkdpdEh1YhoZCgZBbWF6b24SDwoHYWNjb3VudBgBIAEoCRo0CgZHb29nbGUSEgoKcHJvamVjdF9pZBgBIAEoCRIWCg5wcm9qZWN0X251bWJlchgCIAEoCRrsAQoGR2l0SHViEmQKEWFwcF9pbnN0YWxsYXRpb25zGAIgAygLMkkuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9ucy5HaXRIdWIuQXBwSW5zdGFsbGF0aW9uc0VudHJ5GnwKFUFwcEluc3RhbGxhdGlvbnNFbnRyeRILCgNrZXkYASABKAMSUgoFdmFsdWUYAiABKAsyQy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5BY2NvdW50QXNzb2NpYXRpb25zLkdpdEh1YkFwcEluc3RhbGxhdGlvbnM6AjgBGnAKFkdpdEh1YkFwcEluc3RhbGxhdGlvbnMSVgoNaW5zdGFsbGF0aW9ucxgBIAMoCzI/LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkFjY291bnRBc3NvY2lhdGlvbnMuR2l0SHViSW5zdGFsbGF0aW9uGjsKEkdpdEh1Ykluc3RhbGxhdGlvbhIXCg9pbnN0YWxsYXRpb25faWQYASABKAMSDAoEbmFtZRgCIAEoCRqsAQoKQ2hhaW5ndWFyZBJmChBzZXJ2aWNlX2JpbmRpbmdzGAEgAygLMkwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9ucy5DaGFpbmd1YXJkLlNlcnZpY2VCaW5kaW5nc0VudHJ5GjYKFFNlcnZpY2VCaW5kaW5nc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaowEKBUF6dXJlEhEKCXRlbmFudF9pZBgBIAEoCRJVCgpjbGllbnRfaWRzGAIgAygLMkEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9ucy5BenVyZS5DbGllbnRJZHNFbnRyeRowCg5DbGllbnRJZHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBSgQIBhAHIlYKF0FjY291bnRBc3NvY2lhdGlvbnNMaXN0EjsKBWl0ZW1zGAEgAygLMiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9ucyI4ChlBY2NvdW50QXNzb2NpYXRpb25zRmlsdGVyEg0KBWdyb3VwGAEgASgJEgwKBG5hbWUYAiABKAkiOQogRGVsZXRlQWNjb3VudEFzc29jaWF0aW9uc1JlcXVlc3QSFQoFZ3JvdXAYASABKAlCBpCvqNIFASK0AQoZQWNjb3VudEFzc29jaWF0aW9uc1N0YXR1cxJHCgVyZWFkeRgBIAEoDjI4LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkFjY291bnRBc3NvY2lhdGlvbnNTdGF0dXMuU3RhdGUSDgoGcmVhc29uGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiLQoFU3RhdGUSCwoHVU5LTk9XThAAEgkKBVJlYWR5EAESDAoITm90UmVhZHkQAiLTAQofQWNjb3VudEFzc29jaWF0aW9uc0NoZWNrUmVxdWVzdBIVCgVncm91cBgBIAEoCUIGkK+o0gUBEloKDGFjY291bnRfdHlwZRgCIAEoDjJELmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkFjY291bnRBc3NvY2lhdGlvbnNDaGVja1JlcXVlc3QuQWNjb3VudFR5cGUiPQoLQWNjb3VudFR5cGUSCwoHVU5LTk9XThAAEgoKBkdPT0dMRRABEgoKBkFNQVpPThACEgkKBUFaVVJFEAMyvwgKGEdyb3VwQWNjb3VudEFzc29jaWF0aW9ucxLsAQoGQ3JlYXRlEiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9ucxosLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkFjY291bnRBc3NvY2lhdGlvbnMihQGC0+STAiw6ASoiJy9pYW0vdjEvYWNjb3VudF9hc3NvY2lhdGlvbnMve2dyb3VwPSoqfYqvqNIFBhIECgK9BcLwjvwLQQo2ZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5hY2NvdW50X2Fzc29jaWF0aW9ucy5jcmVhdGVkLnYxEgVncm91cBgBEuwBCgZVcGRhdGUSLC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5BY2NvdW50QXNzb2NpYXRpb25zGiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9ucyKFAYLT5JMCLDoBKhonL2lhbS92MS9hY2NvdW50X2Fzc29jaWF0aW9ucy97Z3JvdXA9Kip9iq+o0gUGEgQKAr4FwvCO/AtBCjZkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmFjY291bnRfYXNzb2NpYXRpb25zLnVwZGF0ZWQudjESBWdyb3VwGAESowEKBExpc3QSMi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5BY2NvdW50QXNzb2NpYXRpb25zRmlsdGVyGjAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9uc0xpc3QiNZACAYLT5JMCHhIcL2lhbS92MS9hY2NvdW50X2Fzc29jaWF0aW9uc4qvqNIFCBIGCgK/BRABEuABCgZEZWxldGUSOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5EZWxldGVBY2NvdW50QXNzb2NpYXRpb25zUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSKCAYLT5JMCKSonL2lhbS92MS9hY2NvdW50X2Fzc29jaWF0aW9ucy97Z3JvdXA9Kip9iq+o0gUGEgQKAsAFwvCO/AtBCjZkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmFjY291bnRfYXNzb2NpYXRpb25zLmRlbGV0ZWQudjESBWdyb3VwGAESuwEKBUNoZWNrEjguY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQWNjb3VudEFzc29jaWF0aW9uc0NoZWNrUmVxdWVzdBoyLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkFjY291bnRBc3NvY2lhdGlvbnNTdGF0dXMiRILT5JMCMjoBKiItL2lhbS92MS9hY2NvdW50X2Fzc29jaWF0aW9ucy97Z3JvdXA9Kip9OmNoZWNriq+o0gUGEgQKAr8FYgZwcm90bzM", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_empty]);
 
 /**
+ * A group's links to outside accounts (v1 shape).
+ *
  * @generated from message chainguard.platform.iam.AccountAssociations
  */
 export type AccountAssociations = Message<"chainguard.platform.iam.AccountAssociations"> & {
   /**
+   * Required. The id of the group the association belongs to; also the association's own id.
+   *
    * @generated from field: string group = 1;
    */
   group: string;
 
   /**
+   * Optional. The linked AWS account.
+   *
    * @generated from field: chainguard.platform.iam.AccountAssociations.Amazon amazon = 2;
    */
   amazon?: AccountAssociations_Amazon | undefined;
 
   /**
+   * Optional. The linked Google Cloud project.
+   *
    * @generated from field: chainguard.platform.iam.AccountAssociations.Google google = 3;
    */
   google?: AccountAssociations_Google | undefined;
 
   /**
+   * Optional. The linked platform service bindings.
+   *
    * @generated from field: chainguard.platform.iam.AccountAssociations.Chainguard chainguard = 7;
    */
   chainguard?: AccountAssociations_Chainguard | undefined;
 
   /**
+   * Optional. The linked Azure tenant.
+   *
    * @generated from field: chainguard.platform.iam.AccountAssociations.Azure azure = 8;
    */
   azure?: AccountAssociations_Azure | undefined;
 
   /**
+   * Required. The association's name (`^[a-z0-9 ._-]{1,}$`).
+   *
    * @generated from field: string name = 4;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 5;
    */
   description: string;
 
   /**
+   * Optional. The linked GitHub app installations.
+   *
    * @generated from field: chainguard.platform.iam.AccountAssociations.GitHub github = 9;
    */
   github?: AccountAssociations_GitHub | undefined;
@@ -80,6 +98,8 @@ export const AccountAssociationsSchema: GenMessage<AccountAssociations> = /*@__P
  */
 export type AccountAssociations_Amazon = Message<"chainguard.platform.iam.AccountAssociations.Amazon"> & {
   /**
+   * Required. The 12-digit AWS account id.
+   *
    * @generated from field: string account = 1;
    */
   account: string;
@@ -97,11 +117,16 @@ export const AccountAssociations_AmazonSchema: GenMessage<AccountAssociations_Am
  */
 export type AccountAssociations_Google = Message<"chainguard.platform.iam.AccountAssociations.Google"> & {
   /**
+   * Required. The project id: 6 to 30 lower-case letters, digits or hyphens, starting with a
+   * letter.
+   *
    * @generated from field: string project_id = 1;
    */
   projectId: string;
 
   /**
+   * Required. The project number, decimal digits.
+   *
    * @generated from field: string project_number = 2;
    */
   projectNumber: string;
@@ -119,6 +144,8 @@ export const AccountAssociations_GoogleSchema: GenMessage<AccountAssociations_Go
  */
 export type AccountAssociations_GitHub = Message<"chainguard.platform.iam.AccountAssociations.GitHub"> & {
   /**
+   * Optional. The installations by GitHub app id (positive).
+   *
    * @generated from field: map<int64, chainguard.platform.iam.AccountAssociations.GitHubAppInstallations> app_installations = 2;
    */
   appInstallations: { [key: string]: AccountAssociations_GitHubAppInstallations };
@@ -136,6 +163,8 @@ export const AccountAssociations_GitHubSchema: GenMessage<AccountAssociations_Gi
  */
 export type AccountAssociations_GitHubAppInstallations = Message<"chainguard.platform.iam.AccountAssociations.GitHubAppInstallations"> & {
   /**
+   * Optional. The installations; ids must be distinct.
+   *
    * @generated from field: repeated chainguard.platform.iam.AccountAssociations.GitHubInstallation installations = 1;
    */
   installations: AccountAssociations_GitHubInstallation[];
@@ -153,11 +182,15 @@ export const AccountAssociations_GitHubAppInstallationsSchema: GenMessage<Accoun
  */
 export type AccountAssociations_GitHubInstallation = Message<"chainguard.platform.iam.AccountAssociations.GitHubInstallation"> & {
   /**
+   * Required. The installation id, positive.
+   *
    * @generated from field: int64 installation_id = 1;
    */
   installationId: bigint;
 
   /**
+   * Optional. A label for the installation.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
@@ -175,6 +208,8 @@ export const AccountAssociations_GitHubInstallationSchema: GenMessage<AccountAss
  */
 export type AccountAssociations_Chainguard = Message<"chainguard.platform.iam.AccountAssociations.Chainguard"> & {
   /**
+   * Required. At least one binding: a service name to what it is bound to (both non-empty).
+   *
    * @generated from field: map<string, string> service_bindings = 1;
    */
   serviceBindings: { [key: string]: string };
@@ -192,11 +227,15 @@ export const AccountAssociations_ChainguardSchema: GenMessage<AccountAssociation
  */
 export type AccountAssociations_Azure = Message<"chainguard.platform.iam.AccountAssociations.Azure"> & {
   /**
+   * Required. The tenant id, a UUID.
+   *
    * @generated from field: string tenant_id = 1;
    */
   tenantId: string;
 
   /**
+   * Required. At least one client: name to client id (a UUID).
+   *
    * @generated from field: map<string, string> client_ids = 2;
    */
   clientIds: { [key: string]: string };
@@ -210,10 +249,14 @@ export const AccountAssociations_AzureSchema: GenMessage<AccountAssociations_Azu
   messageDesc(file_platform_iam_v1_account_associations_platform, 0, 6);
 
 /**
+ * Every association that matched.
+ *
  * @generated from message chainguard.platform.iam.AccountAssociationsList
  */
 export type AccountAssociationsList = Message<"chainguard.platform.iam.AccountAssociationsList"> & {
   /**
+   * The associations.
+   *
    * @generated from field: repeated chainguard.platform.iam.AccountAssociations items = 1;
    */
   items: AccountAssociations[];
@@ -227,15 +270,21 @@ export const AccountAssociationsListSchema: GenMessage<AccountAssociationsList> 
   messageDesc(file_platform_iam_v1_account_associations_platform, 1);
 
 /**
+ * What GroupAccountAssociations.List answers.
+ *
  * @generated from message chainguard.platform.iam.AccountAssociationsFilter
  */
 export type AccountAssociationsFilter = Message<"chainguard.platform.iam.AccountAssociationsFilter"> & {
   /**
+   * Optional. Only the association of this group.
+   *
    * @generated from field: string group = 1;
    */
   group: string;
 
   /**
+   * Optional. Only associations with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
@@ -253,6 +302,8 @@ export const AccountAssociationsFilterSchema: GenMessage<AccountAssociationsFilt
  */
 export type DeleteAccountAssociationsRequest = Message<"chainguard.platform.iam.DeleteAccountAssociationsRequest"> & {
   /**
+   * Required. The id of the group whose association to delete.
+   *
    * @generated from field: string group = 1;
    */
   group: string;
@@ -266,20 +317,28 @@ export const DeleteAccountAssociationsRequestSchema: GenMessage<DeleteAccountAss
   messageDesc(file_platform_iam_v1_account_associations_platform, 3);
 
 /**
+ * Whether an association's block is usable.
+ *
  * @generated from message chainguard.platform.iam.AccountAssociationsStatus
  */
 export type AccountAssociationsStatus = Message<"chainguard.platform.iam.AccountAssociationsStatus"> & {
   /**
+   * `NotReady` on this server, always.
+   *
    * @generated from field: chainguard.platform.iam.AccountAssociationsStatus.State ready = 1;
    */
   ready: AccountAssociationsStatus_State;
 
   /**
+   * A machine-readable reason: `NOT_CONFIGURED` or `UNVERIFIABLE`.
+   *
    * @generated from field: string reason = 2;
    */
   reason: string;
 
   /**
+   * The reason in words.
+   *
    * @generated from field: string message = 3;
    */
   message: string;
@@ -323,11 +382,15 @@ export const AccountAssociationsStatus_StateSchema: GenEnum<AccountAssociationsS
  */
 export type AccountAssociationsCheckRequest = Message<"chainguard.platform.iam.AccountAssociationsCheckRequest"> & {
   /**
+   * Required. The id of the group whose association to check.
+   *
    * @generated from field: string group = 1;
    */
   group: string;
 
   /**
+   * Required. Which block to check: AWS, Google or Azure.
+   *
    * @generated from field: chainguard.platform.iam.AccountAssociationsCheckRequest.AccountType account_type = 2;
    */
   accountType: AccountAssociationsCheckRequest_AccountType;
@@ -372,10 +435,18 @@ export const AccountAssociationsCheckRequest_AccountTypeSchema: GenEnum<AccountA
   enumDesc(file_platform_iam_v1_account_associations_platform, 5, 0);
 
 /**
+ * The v1 account associations API, kept for existing clients: a group's links to outside accounts,
+ * addressed by the group's id (a group has at most one).
+ *
  * @generated from service chainguard.platform.iam.GroupAccountAssociations
  */
 export const GroupAccountAssociations: GenService<{
   /**
+   * Creates the account association of `group`.
+   *
+   * At least one provider block is required and each is checked as in v2beta1; a second association
+   * for the group is ALREADY_EXISTS.
+   *
    * @generated from rpc chainguard.platform.iam.GroupAccountAssociations.Create
    */
   create: {
@@ -384,6 +455,8 @@ export const GroupAccountAssociations: GenService<{
     output: typeof AccountAssociationsSchema;
   },
   /**
+   * Replaces a group's account association; blocks left out are removed.
+   *
    * @generated from rpc chainguard.platform.iam.GroupAccountAssociations.Update
    */
   update: {
@@ -392,6 +465,11 @@ export const GroupAccountAssociations: GenService<{
     output: typeof AccountAssociationsSchema;
   },
   /**
+   * Lists the account associations the caller may see, all in one answer.
+   *
+   * With `group`, answers that group's association alone. At most 10,000 (FAILED_PRECONDITION
+   * `V1_LIST_LIMIT` beyond).
+   *
    * @generated from rpc chainguard.platform.iam.GroupAccountAssociations.List
    */
   list: {
@@ -400,6 +478,8 @@ export const GroupAccountAssociations: GenService<{
     output: typeof AccountAssociationsListSchema;
   },
   /**
+   * Deletes a group's account association.
+   *
    * @generated from rpc chainguard.platform.iam.GroupAccountAssociations.Delete
    */
   delete: {
@@ -408,6 +488,11 @@ export const GroupAccountAssociations: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Checks whether an association's AWS, Google or Azure block is usable.
+   *
+   * This server cannot reach any cloud provider, so it answers `NotReady`, with reason
+   * `NOT_CONFIGURED` (no such block) or `UNVERIFIABLE`.
+   *
    * @generated from rpc chainguard.platform.iam.GroupAccountAssociations.Check
    */
   check: {

@@ -26,40 +26,58 @@ export const file_platform_iam_v1_group_platform: GenFile = /*@__PURE__*/
   fileDesc("CiRwbGF0Zm9ybS9pYW0vdjEvZ3JvdXAucGxhdGZvcm0ucHJvdG8SF2NoYWluZ3VhcmQucGxhdGZvcm0uaWFtIrgCCgVHcm91cBISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSSwoPcmVzb3VyY2VfbGltaXRzGAQgAygLMjIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uR3JvdXAuUmVzb3VyY2VMaW1pdHNFbnRyeRIQCgh2ZXJpZmllZBgFIAEoCBIuCgRraW5kGAYgASgOMiAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uT3JnS2luZBIyCgZzdGF0dXMYByABKA4yIi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5PcmdTdGF0dXMaNQoTUmVzb3VyY2VMaW1pdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAU6AjgBIjoKCUdyb3VwTGlzdBItCgVpdGVtcxgBIAMoCzIeLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkdyb3VwIl0KC0dyb3VwRmlsdGVyEgoKAmlkGAEgASgJEjQKBHVpZHAYAiABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyEgwKBG5hbWUYAyABKAkiUwoSQ3JlYXRlR3JvdXBSZXF1ZXN0Eg4KBnBhcmVudBgBIAEoCRItCgVncm91cBgCIAEoCzIeLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkdyb3VwIigKEkRlbGV0ZUdyb3VwUmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIhQKEkxvb2t1cEdyb3VwUmVxdWVzdCJEChNMb29rdXBHcm91cFJlc3BvbnNlEi0KBWdyb3VwGAEgASgLMh4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uR3JvdXAiLQoZUmVxdWVzdEdyb3VwQWNjZXNzUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSIcChpSZXF1ZXN0R3JvdXBBY2Nlc3NSZXNwb25zZSIZChdDaGVja0VsaWdpYmlsaXR5UmVxdWVzdCIsChhDaGVja0VsaWdpYmlsaXR5UmVzcG9uc2USEAoIZWxpZ2libGUYASABKAgqdAoJT3JnU3RhdHVzEhoKFk9SR19TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdPUkdfU1RBVFVTX0lOSVRJQUxJWklORxABEhQKEE9SR19TVEFUVVNfUkVBRFkQAhIYChRPUkdfU1RBVFVTX1NVU1BFTkRFRBADKpQBCgdPcmdLaW5kEhgKFE9SR19LSU5EX1VOU1BFQ0lGSUVEEAASFAoQT1JHX0tJTkRfU1RBUlRFUhABEhUKEU9SR19LSU5EX0NVU1RPTUVSEAISEAoMT1JHX0tJTkRfREVWEAMSEgoOT1JHX0tJTkRfSU5GUkEQBBIcChhPUkdfS0lORF9BV1NfTUFSS0VUUExBQ0UQBTLACQoGR3JvdXBzEsUBCgZDcmVhdGUSKy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5DcmVhdGVHcm91cFJlcXVlc3QaHi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Hcm91cCJugtPkkwIjOgVncm91cCIaL2lhbS92MS9ncm91cHMve3BhcmVudD0qKn2Kr6jSBQcSBQoBZRABwvCO/AsyCidkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmdyb3VwLmNyZWF0ZWQudjESBWdyb3VwGAESrgEKBlVwZGF0ZRIeLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkdyb3VwGh4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uR3JvdXAiZILT5JMCGzoBKhoWL2lhbS92MS9ncm91cHMve2lkPSoqfYqvqNIFBRIDCgFmwvCO/AsyCidkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmdyb3VwLnVwZGF0ZWQudjESBWdyb3VwGAESeAoETGlzdBIkLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkdyb3VwRmlsdGVyGiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uR3JvdXBMaXN0IiaQAgGC0+STAhASDi9pYW0vdjEvZ3JvdXBziq+o0gUHEgUKAWcQARKwAQoGRGVsZXRlEisuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uRGVsZXRlR3JvdXBSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5ImGC0+STAhgqFi9pYW0vdjEvZ3JvdXBzL3tpZD0qKn2Kr6jSBQUSAwoBaMLwjvwLMgonZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5ncm91cC5kZWxldGVkLnYxEgVncm91cBgBEpkBCgtMb29rdXBHcm91cBIrLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkxvb2t1cEdyb3VwUmVxdWVzdBosLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkxvb2t1cEdyb3VwUmVzcG9uc2UiL5ACAYLT5JMCHBIaL2lhbS92MS9ncm91cHM6bG9va3VwR3JvdXCKr6jSBQQSAhABEsMBChJSZXF1ZXN0R3JvdXBBY2Nlc3MSMi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5SZXF1ZXN0R3JvdXBBY2Nlc3NSZXF1ZXN0GjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uUmVxdWVzdEdyb3VwQWNjZXNzUmVzcG9uc2UiRILT5JMCNDoBKiIvL2lhbS92MS9ncm91cHMve2dyb3VwX2lkPSoqfTpyZXF1ZXN0R3JvdXBBY2Nlc3OKr6jSBQQSAhABEq0BChBDaGVja0VsaWdpYmlsaXR5EjAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQ2hlY2tFbGlnaWJpbGl0eVJlcXVlc3QaMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5DaGVja0VsaWdpYmlsaXR5UmVzcG9uc2UiNJACAYLT5JMCIRIfL2lhbS92MS9ncm91cHM6Y2hlY2tFbGlnaWJpbGl0eYqvqNIFBBICEAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_empty, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A group (v1 shape).
+ *
  * @generated from message chainguard.platform.iam.Group
  */
 export type Group = Message<"chainguard.platform.iam.Group"> & {
   /**
+   * The group's id (its uid): the parent's id plus one segment. Set by the server on creation;
+   * names the group on update.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Required. The group's name (`^[a-z0-9 ._-]{1,}$`, at most 256 characters).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Output only. Limits on what the group may hold (`clusters`, `idps`, `repositories`); empty when
+   * none.
+   *
    * @generated from field: map<string, int32> resource_limits = 4;
    */
   resourceLimits: { [key: string]: number };
 
   /**
+   * Whether the platform operator has verified the organization; only the operator may change it.
+   *
    * @generated from field: bool verified = 5;
    */
   verified: boolean;
 
   /**
+   * Optional. What kind of organization this is.
+   *
    * @generated from field: chainguard.platform.iam.OrgKind kind = 6;
    */
   kind: OrgKind;
 
   /**
+   * Output only. The organization's status.
+   *
    * @generated from field: chainguard.platform.iam.OrgStatus status = 7;
    */
   status: OrgStatus;
@@ -73,10 +91,14 @@ export const GroupSchema: GenMessage<Group> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_group_platform, 0);
 
 /**
+ * Every group that matched.
+ *
  * @generated from message chainguard.platform.iam.GroupList
  */
 export type GroupList = Message<"chainguard.platform.iam.GroupList"> & {
   /**
+   * The groups, in uid order.
+   *
    * @generated from field: repeated chainguard.platform.iam.Group items = 1;
    */
   items: Group[];
@@ -90,20 +112,28 @@ export const GroupListSchema: GenMessage<GroupList> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_group_platform, 1);
 
 /**
+ * What Groups.List answers.
+ *
  * @generated from message chainguard.platform.iam.GroupFilter
  */
 export type GroupFilter = Message<"chainguard.platform.iam.GroupFilter"> & {
   /**
+   * Optional. Only the group with this id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 2;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only groups with exactly this name.
+   *
    * @generated from field: string name = 3;
    */
   name: string;
@@ -121,11 +151,15 @@ export const GroupFilterSchema: GenMessage<GroupFilter> = /*@__PURE__*/
  */
 export type CreateGroupRequest = Message<"chainguard.platform.iam.CreateGroupRequest"> & {
   /**
+   * Optional. The id of the group to create the group in; empty creates an organization.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new group: `name` is required.
+   *
    * @generated from field: chainguard.platform.iam.Group group = 2;
    */
   group?: Group | undefined;
@@ -143,6 +177,8 @@ export const CreateGroupRequestSchema: GenMessage<CreateGroupRequest> = /*@__PUR
  */
 export type DeleteGroupRequest = Message<"chainguard.platform.iam.DeleteGroupRequest"> & {
   /**
+   * Required. The id of the group to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -190,6 +226,8 @@ export const LookupGroupResponseSchema: GenMessage<LookupGroupResponse> = /*@__P
  */
 export type RequestGroupAccessRequest = Message<"chainguard.platform.iam.RequestGroupAccessRequest"> & {
   /**
+   * Required. The id of the group to ask for access to.
+   *
    * @generated from field: string group_id = 1;
    */
   groupId: string;
@@ -233,6 +271,8 @@ export const CheckEligibilityRequestSchema: GenMessage<CheckEligibilityRequest> 
  */
 export type CheckEligibilityResponse = Message<"chainguard.platform.iam.CheckEligibilityResponse"> & {
   /**
+   * Whether the caller may create an organization.
+   *
    * @generated from field: bool eligible = 1;
    */
   eligible: boolean;
@@ -318,10 +358,18 @@ export const OrgKindSchema: GenEnum<OrgKind> = /*@__PURE__*/
   enumDesc(file_platform_iam_v1_group_platform, 1);
 
 /**
+ * The v1 groups API, kept for existing clients: the same groups as the v2beta1 GroupsService, with
+ * `id` for `uid`, unpaged lists and whole-resource updates.
+ *
  * @generated from service chainguard.platform.iam.Groups
  */
 export const Groups: GenService<{
   /**
+   * Creates a group inside a parent group, or a new organization.
+   *
+   * As v2beta1 CreateGroup: without `parent` a new organization is made and a human caller becomes
+   * its owner; the name must match `^[a-z0-9 ._-]{1,}$`.
+   *
    * @generated from rpc chainguard.platform.iam.Groups.Create
    */
   create: {
@@ -330,6 +378,11 @@ export const Groups: GenService<{
     output: typeof GroupSchema;
   },
   /**
+   * Replaces a group's name, description and kind.
+   *
+   * The whole group is written: fields left out become empty (v2beta1 UpdateGroup changes only what
+   * is sent). Only the platform operator may change `verified`.
+   *
    * @generated from rpc chainguard.platform.iam.Groups.Update
    */
   update: {
@@ -338,6 +391,12 @@ export const Groups: GenService<{
     output: typeof GroupSchema;
   },
   /**
+   * Lists the groups the caller may see, all in one answer.
+   *
+   * With `id`, answers that group alone (or nothing when it is missing or hidden). Otherwise every
+   * match of `uidp` and `name`, in uid order, up to 10,000: a filter matching more fails with
+   * FAILED_PRECONDITION (`V1_LIST_LIMIT`); page through v2beta1 ListGroups instead.
+   *
    * @generated from rpc chainguard.platform.iam.Groups.List
    */
   list: {
@@ -346,6 +405,12 @@ export const Groups: GenService<{
     output: typeof GroupListSchema;
   },
   /**
+   * Deletes an empty group.
+   *
+   * Fails with FAILED_PRECONDITION (`RESOURCE_NOT_EMPTY`) while the group still holds child groups,
+   * identities, roles, role bindings, identity providers, invites, an account association, repos or
+   * advisories.
+   *
    * @generated from rpc chainguard.platform.iam.Groups.Delete
    */
   delete: {
@@ -354,6 +419,10 @@ export const Groups: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Finds the caller's group without knowing its id.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.Groups.LookupGroup
    */
   lookupGroup: {
@@ -362,6 +431,10 @@ export const Groups: GenService<{
     output: typeof LookupGroupResponseSchema;
   },
   /**
+   * Asks the owners of a group for access to it.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.Groups.RequestGroupAccess
    */
   requestGroupAccess: {
@@ -370,6 +443,10 @@ export const Groups: GenService<{
     output: typeof RequestGroupAccessResponseSchema;
   },
   /**
+   * Checks whether the caller may create a new organization.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.Groups.CheckEligibility
    */
   checkEligibility: {

@@ -26,20 +26,28 @@ export const file_platform_iam_v1_group_invites_platform: GenFile = /*@__PURE__*
   fileDesc("CixwbGF0Zm9ybS9pYW0vdjEvZ3JvdXBfaW52aXRlcy5wbGF0Zm9ybS5wcm90bxIXY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0i7wEKE1JlZ2lzdHJhdGlvblJlcXVlc3QSQwoFaHVtYW4YASABKAsyMi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5SZWdpc3RyYXRpb25SZXF1ZXN0Lkh1bWFuSAASRwoHY2x1c3RlchgCIAEoCzI0LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJlZ2lzdHJhdGlvblJlcXVlc3QuQ2x1c3RlckgAGhUKBUh1bWFuEgwKBGNvZGUYASABKAkaKwoHQ2x1c3RlchIMCgRjb2RlGAEgASgJEhIKCmNsdXN0ZXJfaWQYAiABKAlCBgoEa2luZCKUAQoLR3JvdXBJbnZpdGUSCgoCaWQYASABKAkSLgoKZXhwaXJhdGlvbhgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGa2V5X2lkGAMgASgJEisKBHJvbGUYBCABKAsyHS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlEgwKBGNvZGUYBSABKAki3wEKEVN0b3JlZEdyb3VwSW52aXRlEgoKAmlkGAEgASgJEi4KCmV4cGlyYXRpb24YAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmtleV9pZBgDIAEoCRIrCgRyb2xlGAQgASgLMh0uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uUm9sZRINCgVlbWFpbBgFIAEoCRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpzaW5nbGVfdXNlGAcgASgIIkwKD0dyb3VwSW52aXRlTGlzdBI5CgVpdGVtcxgBIAMoCzIqLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlN0b3JlZEdyb3VwSW52aXRlIoQBChJHcm91cEludml0ZVJlcXVlc3QSFQoFZ3JvdXAYASABKAlCBpCvqNIFARImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEcm9sZRgDIAEoCRINCgVlbWFpbBgEIAEoCRISCgpzaW5nbGVfdXNlGAUgASgIIi4KGERlbGV0ZUdyb3VwSW52aXRlUmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIj4KEUdyb3VwSW52aXRlRmlsdGVyEg0KBWdyb3VwGAEgASgJEgoKAmlkGAIgASgJEg4KBmtleV9pZBgDIAEoCTK1BQoMR3JvdXBJbnZpdGVzEtUBCgZDcmVhdGUSKy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Hcm91cEludml0ZVJlcXVlc3QaJC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Hcm91cEludml0ZSJ4gtPkkwIlOgEqIiAvaWFtL3YxL2dyb3VwX2ludml0ZXMve2dyb3VwPSoqfYqvqNIFCBIGCgTJAZEDwvCO/As5Ci5kZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmdyb3VwX2ludml0ZS5jcmVhdGVkLnYxEgVncm91cBgBEnYKD0NyZWF0ZVdpdGhHcm91cBIrLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkdyb3VwSW52aXRlUmVxdWVzdBokLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkdyb3VwSW52aXRlIhCKr6jSBQoSCAoEyQGRAxABEowBCgRMaXN0EiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uR3JvdXBJbnZpdGVGaWx0ZXIaKC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Hcm91cEludml0ZUxpc3QiLpACAYLT5JMCFxIVL2lhbS92MS9ncm91cF9pbnZpdGVziq+o0gUIEgYKAssBEAESxQEKBkRlbGV0ZRIxLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkRlbGV0ZUdyb3VwSW52aXRlUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSJwgtPkkwIfKh0vaWFtL3YxL2dyb3VwX2ludml0ZXMve2lkPSoqfYqvqNIFBhIECgLMAcLwjvwLOQouZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5ncm91cF9pbnZpdGUuZGVsZXRlZC52MRIFZ3JvdXAYAWIGcHJvdG8z", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_iam_v1_role_platform]);
 
 /**
+ * How a sign-in redeems an invite code.
+ *
  * @generated from message chainguard.platform.iam.RegistrationRequest
  */
 export type RegistrationRequest = Message<"chainguard.platform.iam.RegistrationRequest"> & {
   /**
+   * Who is registering.
+   *
    * @generated from oneof chainguard.platform.iam.RegistrationRequest.kind
    */
   kind: {
     /**
+     * A person.
+     *
      * @generated from field: chainguard.platform.iam.RegistrationRequest.Human human = 1;
      */
     value: RegistrationRequest_Human;
     case: "human";
   } | {
     /**
+     * A cluster.
+     *
      * @generated from field: chainguard.platform.iam.RegistrationRequest.Cluster cluster = 2;
      */
     value: RegistrationRequest_Cluster;
@@ -55,10 +63,14 @@ export const RegistrationRequestSchema: GenMessage<RegistrationRequest> = /*@__P
   messageDesc(file_platform_iam_v1_group_invites_platform, 0);
 
 /**
+ * A person redeeming a code.
+ *
  * @generated from message chainguard.platform.iam.RegistrationRequest.Human
  */
 export type RegistrationRequest_Human = Message<"chainguard.platform.iam.RegistrationRequest.Human"> & {
   /**
+   * The invite code.
+   *
    * @generated from field: string code = 1;
    */
   code: string;
@@ -72,15 +84,21 @@ export const RegistrationRequest_HumanSchema: GenMessage<RegistrationRequest_Hum
   messageDesc(file_platform_iam_v1_group_invites_platform, 0, 0);
 
 /**
+ * A cluster redeeming a code.
+ *
  * @generated from message chainguard.platform.iam.RegistrationRequest.Cluster
  */
 export type RegistrationRequest_Cluster = Message<"chainguard.platform.iam.RegistrationRequest.Cluster"> & {
   /**
+   * The invite code.
+   *
    * @generated from field: string code = 1;
    */
   code: string;
 
   /**
+   * The cluster's id.
+   *
    * @generated from field: string cluster_id = 2;
    */
   clusterId: string;
@@ -94,30 +112,42 @@ export const RegistrationRequest_ClusterSchema: GenMessage<RegistrationRequest_C
   messageDesc(file_platform_iam_v1_group_invites_platform, 0, 1);
 
 /**
+ * A new invite, with its code.
+ *
  * @generated from message chainguard.platform.iam.GroupInvite
  */
 export type GroupInvite = Message<"chainguard.platform.iam.GroupInvite"> & {
   /**
+   * The invite's id (its uid).
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * When the invite stops being redeemable.
+   *
    * @generated from field: google.protobuf.Timestamp expiration = 2;
    */
   expiration?: Timestamp | undefined;
 
   /**
+   * The code's public key id.
+   *
    * @generated from field: string key_id = 3;
    */
   keyId: string;
 
   /**
+   * The role the invitee is given.
+   *
    * @generated from field: chainguard.platform.iam.Role role = 4;
    */
   role?: Role | undefined;
 
   /**
+   * The code to redeem; shown only here.
+   *
    * @generated from field: string code = 5;
    */
   code: string;
@@ -131,40 +161,56 @@ export const GroupInviteSchema: GenMessage<GroupInvite> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_group_invites_platform, 1);
 
 /**
+ * An invite as listed: without its code.
+ *
  * @generated from message chainguard.platform.iam.StoredGroupInvite
  */
 export type StoredGroupInvite = Message<"chainguard.platform.iam.StoredGroupInvite"> & {
   /**
+   * The invite's id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * When the invite stops being redeemable.
+   *
    * @generated from field: google.protobuf.Timestamp expiration = 2;
    */
   expiration?: Timestamp | undefined;
 
   /**
+   * The code's public key id.
+   *
    * @generated from field: string key_id = 3;
    */
   keyId: string;
 
   /**
+   * The role the invitee is given.
+   *
    * @generated from field: chainguard.platform.iam.Role role = 4;
    */
   role?: Role | undefined;
 
   /**
+   * The address the invite is meant for, when given.
+   *
    * @generated from field: string email = 5;
    */
   email: string;
 
   /**
+   * When the invite was created.
+   *
    * @generated from field: google.protobuf.Timestamp created_at = 6;
    */
   createdAt?: Timestamp | undefined;
 
   /**
+   * Whether the first redemption uses it up.
+   *
    * @generated from field: bool single_use = 7;
    */
   singleUse: boolean;
@@ -178,10 +224,14 @@ export const StoredGroupInviteSchema: GenMessage<StoredGroupInvite> = /*@__PURE_
   messageDesc(file_platform_iam_v1_group_invites_platform, 2);
 
 /**
+ * Every invite that matched.
+ *
  * @generated from message chainguard.platform.iam.GroupInviteList
  */
 export type GroupInviteList = Message<"chainguard.platform.iam.GroupInviteList"> & {
   /**
+   * The invites, newest first.
+   *
    * @generated from field: repeated chainguard.platform.iam.StoredGroupInvite items = 1;
    */
   items: StoredGroupInvite[];
@@ -199,26 +249,36 @@ export const GroupInviteListSchema: GenMessage<GroupInviteList> = /*@__PURE__*/
  */
 export type GroupInviteRequest = Message<"chainguard.platform.iam.GroupInviteRequest"> & {
   /**
+   * Required. The id of the group to invite to.
+   *
    * @generated from field: string group = 1;
    */
   group: string;
 
   /**
+   * Required. How long the invite is valid: positive, at most 30 days (`2592000s`).
+   *
    * @generated from field: google.protobuf.Duration ttl = 2;
    */
   ttl?: Duration | undefined;
 
   /**
+   * Required. The id of the role the invitee is given.
+   *
    * @generated from field: string role = 3;
    */
   role: string;
 
   /**
+   * Optional. The address the invite is meant for.
+   *
    * @generated from field: string email = 4;
    */
   email: string;
 
   /**
+   * Optional. Whether the first redemption uses it up; default false.
+   *
    * @generated from field: bool single_use = 5;
    */
   singleUse: boolean;
@@ -236,6 +296,8 @@ export const GroupInviteRequestSchema: GenMessage<GroupInviteRequest> = /*@__PUR
  */
 export type DeleteGroupInviteRequest = Message<"chainguard.platform.iam.DeleteGroupInviteRequest"> & {
   /**
+   * Required. The id of the invite to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -249,20 +311,28 @@ export const DeleteGroupInviteRequestSchema: GenMessage<DeleteGroupInviteRequest
   messageDesc(file_platform_iam_v1_group_invites_platform, 5);
 
 /**
+ * What GroupInvites.List answers.
+ *
  * @generated from message chainguard.platform.iam.GroupInviteFilter
  */
 export type GroupInviteFilter = Message<"chainguard.platform.iam.GroupInviteFilter"> & {
   /**
+   * Optional. Only the invites of this group.
+   *
    * @generated from field: string group = 1;
    */
   group: string;
 
   /**
+   * Optional. Only the invite with this id.
+   *
    * @generated from field: string id = 2;
    */
   id: string;
 
   /**
+   * Optional. Only the invite whose code has this key id.
+   *
    * @generated from field: string key_id = 3;
    */
   keyId: string;
@@ -276,10 +346,17 @@ export const GroupInviteFilterSchema: GenMessage<GroupInviteFilter> = /*@__PURE_
   messageDesc(file_platform_iam_v1_group_invites_platform, 6);
 
 /**
+ * The v1 group invites API, kept for existing clients: the invites of the v2beta1
+ * GroupInvitesService.
+ *
  * @generated from service chainguard.platform.iam.GroupInvites
  */
 export const GroupInvites: GenService<{
   /**
+   * Creates an invite to a group and returns its code, once.
+   *
+   * `role` (a role usable from the group) and `ttl` (positive, at most 30 days) are required.
+   *
    * @generated from rpc chainguard.platform.iam.GroupInvites.Create
    */
   create: {
@@ -288,6 +365,11 @@ export const GroupInvites: GenService<{
     output: typeof GroupInviteSchema;
   },
   /**
+   * Creates an invite to a named group (gRPC only).
+   *
+   * Like Create, but the caller must hold both the invite-create and role-binding-create
+   * capabilities on `group`.
+   *
    * @generated from rpc chainguard.platform.iam.GroupInvites.CreateWithGroup
    */
   createWithGroup: {
@@ -296,6 +378,11 @@ export const GroupInvites: GenService<{
     output: typeof GroupInviteSchema;
   },
   /**
+   * Lists the invites the caller may see, all in one answer, without their codes.
+   *
+   * With `id`, answers that invite alone; `group` lists the invites of that group; `key_id` finds
+   * the invite of a code. At most 10,000 invites (FAILED_PRECONDITION `V1_LIST_LIMIT` beyond).
+   *
    * @generated from rpc chainguard.platform.iam.GroupInvites.List
    */
   list: {
@@ -304,6 +391,8 @@ export const GroupInvites: GenService<{
     output: typeof GroupInviteListSchema;
   },
   /**
+   * Deletes an invite; its code can no longer be redeemed.
+   *
    * @generated from rpc chainguard.platform.iam.GroupInvites.Delete
    */
   delete: {

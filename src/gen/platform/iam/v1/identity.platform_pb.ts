@@ -26,62 +26,86 @@ export const file_platform_iam_v1_identity_platform: GenFile = /*@__PURE__*/
   fileDesc("CidwbGF0Zm9ybS9pYW0vdjEvaWRlbnRpdHkucGxhdGZvcm0ucHJvdG8SF2NoYWluZ3VhcmQucGxhdGZvcm0uaWFtIsUJCghJZGVudGl0eRISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSLgoKY3JlYXRlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJbGFzdF9zZWVuGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBJDCgtjbGFpbV9tYXRjaBgKIAEoCzIsLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLklkZW50aXR5LkNsYWltTWF0Y2hIABI+CgZzdGF0aWMYCyABKAsyLC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eS5TdGF0aWNLZXlzSAASRgoRc2VydmljZV9wcmluY2lwYWwYDCABKA4yKS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5TZXJ2aWNlUHJpbmNpcGFsSAASRQoMYXdzX2lkZW50aXR5GA0gASgLMi0uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uSWRlbnRpdHkuQVdTSWRlbnRpdHlIABqzAwoKQ2xhaW1NYXRjaBIQCgZpc3N1ZXIYASABKAlIABIYCg5pc3N1ZXJfcGF0dGVybhgCIAEoCUgAEhEKB3N1YmplY3QYAyABKAlIARIZCg9zdWJqZWN0X3BhdHRlcm4YBCABKAlIARISCghhdWRpZW5jZRgFIAEoCUgCEhoKEGF1ZGllbmNlX3BhdHRlcm4YBiABKAlIAhJICgZjbGFpbXMYByADKAsyOC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eS5DbGFpbU1hdGNoLkNsYWltc0VudHJ5ElcKDmNsYWltX3BhdHRlcm5zGAggAygLMj8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uSWRlbnRpdHkuQ2xhaW1NYXRjaC5DbGFpbVBhdHRlcm5zRW50cnkaLQoLQ2xhaW1zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo0ChJDbGFpbVBhdHRlcm5zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIFCgNpc3NCBQoDc3ViQgUKA2F1ZBqFAQoKU3RhdGljS2V5cxIOCgZpc3N1ZXIYASABKAkSDwoHc3ViamVjdBgCIAEoCRITCgtpc3N1ZXJfa2V5cxgEIAEoCRIuCgpleHBpcmF0aW9uGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglhdWRpZW5jZXMYBiADKAkakAEKC0FXU0lkZW50aXR5EhMKC2F3c19hY2NvdW50GAEgASgJEg0KA2FybhgDIAEoCUgAEhUKC2Fybl9wYXR0ZXJuGAQgASgJSAASEQoHdXNlcl9pZBgFIAEoCUgBEhkKD3VzZXJfaWRfcGF0dGVybhgGIAEoCUgBQgkKB2F3c19hcm5CDQoLYXdzX3VzZXJfaWRCDgoMcmVsYXRpb25zaGlwImcKFUNyZWF0ZUlkZW50aXR5UmVxdWVzdBIZCglwYXJlbnRfaWQYASABKAlCBpCvqNIFARIzCghpZGVudGl0eRgCIAEoCzIhLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLklkZW50aXR5IisKFURlbGV0ZUlkZW50aXR5UmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIkAKDElkZW50aXR5TGlzdBIwCgVpdGVtcxgBIAMoCzIhLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLklkZW50aXR5IlIKDklkZW50aXR5RmlsdGVyEjQKBHVpZHAYASABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyEgoKAmlkGAIgASgJIjAKDUxvb2t1cFJlcXVlc3QSDgoGaXNzdWVyGAEgASgJEg8KB3N1YmplY3QYAiABKAkq9gEKEFNlcnZpY2VQcmluY2lwYWwSCwoHVU5LTk9XThAAEgwKCENPU0lHTkVEEAESDAoISU5HRVNURVIQAhISCg5DQVRBTE9HX1NZTkNFUhADEhAKDEFQS09fQlVJTERFUhAEEhYKEkVOVElUTEVNRU5UX1NZTkNFUhAFEhIKDlRFTkFOVF9TQ0FOTkVSEAYSEQoNU0VESU1FTlRPTE9HWRAHEgsKB1NLSUxMVVAQCBIQCgxNQVRFUklBTElaRVIQCRINCglNSUNST0ZMT1cQChINCglHVUFSREVORVIQCxILCgdNSUNST1ZNEAwSCgoGU0tJTExTEA0y7wYKCklkZW50aXRpZXMS1wEKBkNyZWF0ZRIuLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkNyZWF0ZUlkZW50aXR5UmVxdWVzdBohLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLklkZW50aXR5InqC0+STAi06CGlkZW50aXR5IiEvaWFtL3YxL2lkZW50aXRpZXMve3BhcmVudF9pZD0qKn2Kr6jSBQYSBAoChQfC8I78CzUKKmRldi5jaGFpbmd1YXJkLmFwaS5pYW0uaWRlbnRpdHkuY3JlYXRlZC52MRIFZ3JvdXAYARK8AQoGVXBkYXRlEiEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uSWRlbnRpdHkaIS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eSJsgtPkkwIfOgEqGhovaWFtL3YxL2lkZW50aXRpZXMve2lkPSoqfYqvqNIFBhIECgKGB8LwjvwLNQoqZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eS51cGRhdGVkLnYxEgVncm91cBgBEoMBCgRMaXN0EicuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uSWRlbnRpdHlGaWx0ZXIaJS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eUxpc3QiK5ACAYLT5JMCFBISL2lhbS92MS9pZGVudGl0aWVziq+o0gUIEgYKAocHEAESgwEKBkxvb2t1cBImLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkxvb2t1cFJlcXVlc3QaIS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eSIukAIBgtPkkwIbEhkvaWFtL3YxL2lkZW50aXRpZXMvbG9va3Vwiq+o0gUEEgIQARK7AQoGRGVsZXRlEi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uRGVsZXRlSWRlbnRpdHlSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5ImmC0+STAhwqGi9pYW0vdjEvaWRlbnRpdGllcy97aWQ9Kip9iq+o0gUGEgQKAogHwvCO/As1CipkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmlkZW50aXR5LmRlbGV0ZWQudjESBWdyb3VwGAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * An identity that can be assumed (v1 shape).
+ *
  * @generated from message chainguard.platform.iam.Identity
  */
 export type Identity = Message<"chainguard.platform.iam.Identity"> & {
   /**
+   * The identity's id (its uid); set by the server on creation, names the identity on update.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Required. The identity's name (`^[a-z0-9 ._-]{1,}$`).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Output only. When the identity was created.
+   *
    * @generated from field: google.protobuf.Timestamp created_at = 4;
    */
   createdAt?: Timestamp | undefined;
 
   /**
+   * Output only. When it last changed.
+   *
    * @generated from field: google.protobuf.Timestamp updated_at = 5;
    */
   updatedAt?: Timestamp | undefined;
 
   /**
+   * Output only. When it was last used to obtain a token.
+   *
    * @generated from field: google.protobuf.Timestamp last_seen = 9;
    */
   lastSeen?: Timestamp | undefined;
 
   /**
+   * How the identity is assumed; exactly one is required.
+   *
    * @generated from oneof chainguard.platform.iam.Identity.relationship
    */
   relationship: {
     /**
+     * Assumed with an OIDC token whose issuer, subject and audience match.
+     *
      * @generated from field: chainguard.platform.iam.Identity.ClaimMatch claim_match = 10;
      */
     value: Identity_ClaimMatch;
     case: "claimMatch";
   } | {
     /**
+     * Assumed with a token signed by one of the given keys.
+     *
      * @generated from field: chainguard.platform.iam.Identity.StaticKeys static = 11;
      */
     value: Identity_StaticKeys;
     case: "static";
   } | {
     /**
+     * Assumed by one of the platform's own services.
+     *
      * @generated from field: chainguard.platform.iam.ServicePrincipal service_principal = 12;
      */
     value: ServicePrincipal;
     case: "servicePrincipal";
   } | {
     /**
+     * Assumed with AWS credentials of the given account and principal.
+     *
      * @generated from field: chainguard.platform.iam.Identity.AWSIdentity aws_identity = 13;
      */
     value: Identity_AWSIdentity;
@@ -97,6 +121,9 @@ export const IdentitySchema: GenMessage<Identity> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_identity_platform, 0);
 
 /**
+ * Which OIDC tokens may assume the identity; patterns are regular expressions matched against the
+ * whole claim.
+ *
  * @generated from message chainguard.platform.iam.Identity.ClaimMatch
  */
 export type Identity_ClaimMatch = Message<"chainguard.platform.iam.Identity.ClaimMatch"> & {
@@ -105,12 +132,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.Identity.Clai
    */
   iss: {
     /**
+     * The token's exact `iss`. One of `issuer` and `issuer_pattern` is required.
+     *
      * @generated from field: string issuer = 1;
      */
     value: string;
     case: "issuer";
   } | {
     /**
+     * A regular expression the token's `iss` must match.
+     *
      * @generated from field: string issuer_pattern = 2;
      */
     value: string;
@@ -122,12 +153,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.Identity.Clai
    */
   sub: {
     /**
+     * The token's exact `sub`. One of `subject` and `subject_pattern` is required.
+     *
      * @generated from field: string subject = 3;
      */
     value: string;
     case: "subject";
   } | {
     /**
+     * A regular expression the token's `sub` must match.
+     *
      * @generated from field: string subject_pattern = 4;
      */
     value: string;
@@ -139,12 +174,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.Identity.Clai
    */
   aud: {
     /**
+     * Optional. The audience the token must carry.
+     *
      * @generated from field: string audience = 5;
      */
     value: string;
     case: "audience";
   } | {
     /**
+     * Optional. A regular expression one of the token's audiences must match.
+     *
      * @generated from field: string audience_pattern = 6;
      */
     value: string;
@@ -152,11 +191,15 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.Identity.Clai
   } | { case: undefined; value?: undefined };
 
   /**
+   * Not accepted by this v1 API (use v2beta1); must be empty.
+   *
    * @generated from field: map<string, string> claims = 7;
    */
   claims: { [key: string]: string };
 
   /**
+   * Not accepted by this v1 API (use v2beta1); must be empty.
+   *
    * @generated from field: map<string, string> claim_patterns = 8;
    */
   claimPatterns: { [key: string]: string };
@@ -170,30 +213,42 @@ export const Identity_ClaimMatchSchema: GenMessage<Identity_ClaimMatch> = /*@__P
   messageDesc(file_platform_iam_v1_identity_platform, 0, 0);
 
 /**
+ * Verification keys given up front.
+ *
  * @generated from message chainguard.platform.iam.Identity.StaticKeys
  */
 export type Identity_StaticKeys = Message<"chainguard.platform.iam.Identity.StaticKeys"> & {
   /**
+   * Required. The tokens' `iss`.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * Required. The tokens' `sub`.
+   *
    * @generated from field: string subject = 2;
    */
   subject: string;
 
   /**
+   * Required. The issuer's public keys as a JSON Web Key Set (JSON text).
+   *
    * @generated from field: string issuer_keys = 4;
    */
   issuerKeys: string;
 
   /**
+   * Optional. When the keys stop being accepted; must be in the future.
+   *
    * @generated from field: google.protobuf.Timestamp expiration = 5;
    */
   expiration?: Timestamp | undefined;
 
   /**
+   * Optional. Audiences the tokens may carry.
+   *
    * @generated from field: repeated string audiences = 6;
    */
   audiences: string[];
@@ -207,10 +262,14 @@ export const Identity_StaticKeysSchema: GenMessage<Identity_StaticKeys> = /*@__P
   messageDesc(file_platform_iam_v1_identity_platform, 0, 1);
 
 /**
+ * An AWS principal that may assume the identity.
+ *
  * @generated from message chainguard.platform.iam.Identity.AWSIdentity
  */
 export type Identity_AWSIdentity = Message<"chainguard.platform.iam.Identity.AWSIdentity"> & {
   /**
+   * Required. The 12-digit AWS account id.
+   *
    * @generated from field: string aws_account = 1;
    */
   awsAccount: string;
@@ -220,12 +279,16 @@ export type Identity_AWSIdentity = Message<"chainguard.platform.iam.Identity.AWS
    */
   awsArn: {
     /**
+     * The principal's exact ARN. One of `arn` and `arn_pattern` is required.
+     *
      * @generated from field: string arn = 3;
      */
     value: string;
     case: "arn";
   } | {
     /**
+     * A regular expression the principal's ARN must match.
+     *
      * @generated from field: string arn_pattern = 4;
      */
     value: string;
@@ -237,12 +300,16 @@ export type Identity_AWSIdentity = Message<"chainguard.platform.iam.Identity.AWS
    */
   awsUserId: {
     /**
+     * Optional. The principal's exact AWS user id.
+     *
      * @generated from field: string user_id = 5;
      */
     value: string;
     case: "userId";
   } | {
     /**
+     * Optional. A regular expression the principal's AWS user id must match.
+     *
      * @generated from field: string user_id_pattern = 6;
      */
     value: string;
@@ -262,11 +329,15 @@ export const Identity_AWSIdentitySchema: GenMessage<Identity_AWSIdentity> = /*@_
  */
 export type CreateIdentityRequest = Message<"chainguard.platform.iam.CreateIdentityRequest"> & {
   /**
+   * Required. The id of the group to create the identity in.
+   *
    * @generated from field: string parent_id = 1;
    */
   parentId: string;
 
   /**
+   * Required. The new identity: `name` and one relationship.
+   *
    * @generated from field: chainguard.platform.iam.Identity identity = 2;
    */
   identity?: Identity | undefined;
@@ -284,6 +355,8 @@ export const CreateIdentityRequestSchema: GenMessage<CreateIdentityRequest> = /*
  */
 export type DeleteIdentityRequest = Message<"chainguard.platform.iam.DeleteIdentityRequest"> & {
   /**
+   * Required. The id of the identity to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -297,10 +370,14 @@ export const DeleteIdentityRequestSchema: GenMessage<DeleteIdentityRequest> = /*
   messageDesc(file_platform_iam_v1_identity_platform, 2);
 
 /**
+ * Every identity that matched.
+ *
  * @generated from message chainguard.platform.iam.IdentityList
  */
 export type IdentityList = Message<"chainguard.platform.iam.IdentityList"> & {
   /**
+   * The identities.
+   *
    * @generated from field: repeated chainguard.platform.iam.Identity items = 1;
    */
   items: Identity[];
@@ -314,15 +391,21 @@ export const IdentityListSchema: GenMessage<IdentityList> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_identity_platform, 3);
 
 /**
+ * What Identities.List answers.
+ *
  * @generated from message chainguard.platform.iam.IdentityFilter
  */
 export type IdentityFilter = Message<"chainguard.platform.iam.IdentityFilter"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only the identity with this id.
+   *
    * @generated from field: string id = 2;
    */
   id: string;
@@ -340,11 +423,15 @@ export const IdentityFilterSchema: GenMessage<IdentityFilter> = /*@__PURE__*/
  */
 export type LookupRequest = Message<"chainguard.platform.iam.LookupRequest"> & {
   /**
+   * Required. The token issuer to look up.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * Required. The token subject to look up.
+   *
    * @generated from field: string subject = 2;
    */
   subject: string;
@@ -439,10 +526,20 @@ export const ServicePrincipalSchema: GenEnum<ServicePrincipal> = /*@__PURE__*/
   enumDesc(file_platform_iam_v1_identity_platform, 0);
 
 /**
+ * The v1 identities API, kept for existing clients: the identities of the v2beta1
+ * IdentitiesService, with `id` for `uid`, `static` for `static_keys`, unpaged lists and
+ * whole-resource updates.
+ *
  * @generated from service chainguard.platform.iam.Identities
  */
 export const Identities: GenService<{
   /**
+   * Creates an identity in a group.
+   *
+   * Exactly one relationship is required (`claim_match`, `static`, `aws_identity` or
+   * `service_principal`), validated as in v2beta1. `claim_match.claims` and
+   * `claim_match.claim_patterns` are refused here (INVALID_ARGUMENT).
+   *
    * @generated from rpc chainguard.platform.iam.Identities.Create
    */
   create: {
@@ -451,6 +548,8 @@ export const Identities: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Replaces an identity's name, description and relationship; fields left out become empty.
+   *
    * @generated from rpc chainguard.platform.iam.Identities.Update
    */
   update: {
@@ -459,6 +558,11 @@ export const Identities: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Lists the identities the caller may see, all in one answer.
+   *
+   * With `id`, answers that identity alone. At most 10,000 identities (FAILED_PRECONDITION
+   * `V1_LIST_LIMIT` beyond).
+   *
    * @generated from rpc chainguard.platform.iam.Identities.List
    */
   list: {
@@ -467,6 +571,11 @@ export const Identities: GenService<{
     output: typeof IdentityListSchema;
   },
   /**
+   * Finds the identity that an issuer and subject select.
+   *
+   * Answers the whole identity when the caller may read it, and only its `id` when the caller is
+   * looking itself up without the right to list identities; anything else is NOT_FOUND.
+   *
    * @generated from rpc chainguard.platform.iam.Identities.Lookup
    */
   lookup: {
@@ -475,6 +584,11 @@ export const Identities: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Deletes an identity.
+   *
+   * Fails with FAILED_PRECONDITION (`RESOURCE_NOT_EMPTY`) while role bindings still grant it a
+   * role.
+   *
    * @generated from rpc chainguard.platform.iam.Identities.Delete
    */
   delete: {

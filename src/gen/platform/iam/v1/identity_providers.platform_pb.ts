@@ -26,34 +26,48 @@ export const file_platform_iam_v1_identity_providers_platform: GenFile = /*@__PU
   fileDesc("CjFwbGF0Zm9ybS9pYW0vdjEvaWRlbnRpdHlfcHJvdmlkZXJzLnBsYXRmb3JtLnByb3RvEhdjaGFpbmd1YXJkLnBsYXRmb3JtLmlhbSLSCAoQSWRlbnRpdHlQcm92aWRlchISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSFAoMZGVmYXVsdF9yb2xlGAQgASgJEj4KBG9pZGMYFCABKAsyLi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eVByb3ZpZGVyLk9JRENIABI8CgRzY2ltGBUgASgLMi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uSWRlbnRpdHlQcm92aWRlci5TQ0lNGvECCgRPSURDEg4KBmlzc3VlchgBIAEoCRIRCgljbGllbnRfaWQYAiABKAkSFQoNY2xpZW50X3NlY3JldBgDIAEoCRIZChFhZGRpdGlvbmFsX3Njb3BlcxgEIAMoCRIUCgxncm91cHNfY2xhaW0YBSABKAkSWAoQY29ycmVsYXRpb25fcnVsZRgGIAEoDjI+LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLklkZW50aXR5UHJvdmlkZXIuT0lEQy5Db3JyZWxhdGlvblJ1bGUSFAoMcGtjZV9lbmFibGVkGAcgASgIIo0BCg9Db3JyZWxhdGlvblJ1bGUSIAocQ09SUkVMQVRJT05fUlVMRV9VTlNQRUNJRklFRBAAEisKJ0NPUlJFTEFUSU9OX1JVTEVfU1VCX0VRVUFMU19FWFRFUk5BTF9JRBABEisKJ0NPUlJFTEFUSU9OX1JVTEVfT0lEX0VRVUFMU19FWFRFUk5BTF9JRBACGu0DCgRTQ0lNEg8KB2VuYWJsZWQYASABKAgSFAoMZW5kcG9pbnRfdXJsGAMgASgJEjUKEXRva2VuX2V4cGlyZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI+ChpwcmV2aW91c190b2tlbl9leHBpcmVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASWAoQY3JlZGVudGlhbF9zdGF0ZRgGIAEoDjI+LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLklkZW50aXR5UHJvdmlkZXIuU0NJTS5DcmVkZW50aWFsU3RhdGUSDAoEZXRhZxgHIAEoCSLKAQoPQ3JlZGVudGlhbFN0YXRlEiAKHENSRURFTlRJQUxfU1RBVEVfVU5TUEVDSUZJRUQQABIfChtDUkVERU5USUFMX1NUQVRFX05PVF9JU1NVRUQQARIZChVDUkVERU5USUFMX1NUQVRFX0xJVkUQAhIcChhDUkVERU5USUFMX1NUQVRFX0VYUElSRUQQAxIcChhDUkVERU5USUFMX1NUQVRFX1JFVk9LRUQQBBIdChlDUkVERU5USUFMX1NUQVRFX1JPVEFUSU5HEAVKBAgCEANSDGJlYXJlcl90b2tlbkIPCg1jb25maWd1cmF0aW9uIoABCh1DcmVhdGVJZGVudGl0eVByb3ZpZGVyUmVxdWVzdBIZCglwYXJlbnRfaWQYASABKAlCBpCvqNIFARJEChFpZGVudGl0eV9wcm92aWRlchgCIAEoCzIpLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLklkZW50aXR5UHJvdmlkZXIiMwodRGVsZXRlSWRlbnRpdHlQcm92aWRlclJlcXVlc3QSEgoCaWQYASABKAlCBpCvqNIFASJoChZJZGVudGl0eVByb3ZpZGVyRmlsdGVyEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSNAoEdWlkcBgDIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXIiUAoUSWRlbnRpdHlQcm92aWRlckxpc3QSOAoFaXRlbXMYASADKAsyKS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eVByb3ZpZGVyIogBChhHZW5lcmF0ZVNjaW1Ub2tlblJlcXVlc3QSJAoUaWRlbnRpdHlfcHJvdmlkZXJfaWQYASABKAlCBpCvqNIFARIvCgtleHBpcmVfdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbmV2ZXJfZXhwaXJlcxgDIAEoCCKdAQoZR2VuZXJhdGVTY2ltVG9rZW5SZXNwb25zZRINCgV0b2tlbhgBIAEoCRIUCgxlbmRwb2ludF91cmwYAiABKAkSLwoLZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhwKFGlkZW50aXR5X3Byb3ZpZGVyX2lkGAQgASgJEgwKBGV0YWcYBSABKAkixAEKGlJlZ2VuZXJhdGVTY2ltVG9rZW5SZXF1ZXN0EiQKFGlkZW50aXR5X3Byb3ZpZGVyX2lkGAEgASgJQgaQr6jSBQESKgoHb3ZlcmxhcBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgtleHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEZXRhZxgEIAEoCRIVCg1uZXZlcl9leHBpcmVzGAUgASgIIpUCChtSZWdlbmVyYXRlU2NpbVRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSFAoMZW5kcG9pbnRfdXJsGAIgASgJEi8KC2V4cGlyZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIcChRpZGVudGl0eV9wcm92aWRlcl9pZBgEIAEoCRIMCgRldGFnGAUgASgJEj4KGnByZXZpb3VzX3Rva2VuX2V4cGlyZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI0ChFyZXF1ZXN0ZWRfb3ZlcmxhcBgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJKChZSZXZva2VTY2ltVG9rZW5SZXF1ZXN0EiQKFGlkZW50aXR5X3Byb3ZpZGVyX2lkGAEgASgJQgaQr6jSBQFKBAgCEANSBGV0YWcihwEKF1Jldm9rZVNjaW1Ub2tlblJlc3BvbnNlEhwKFGlkZW50aXR5X3Byb3ZpZGVyX2lkGAEgASgJEgwKBGV0YWcYAiABKAkSDwoHZW5hYmxlZBgDIAEoCBIvCgtyZXZva2VfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXAoVU2V0U2NpbUVuYWJsZWRSZXF1ZXN0EiQKFGlkZW50aXR5X3Byb3ZpZGVyX2lkGAEgASgJQgaQr6jSBQESDwoHZW5hYmxlZBgCIAEoCBIMCgRldGFnGAMgASgJIlUKFlNldFNjaW1FbmFibGVkUmVzcG9uc2USHAoUaWRlbnRpdHlfcHJvdmlkZXJfaWQYASABKAkSDwoHZW5hYmxlZBgCIAEoCBIMCgRldGFnGAMgASgJMqQQChFJZGVudGl0eVByb3ZpZGVycxKEAgoGQ3JlYXRlEjYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uQ3JlYXRlSWRlbnRpdHlQcm92aWRlclJlcXVlc3QaKS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eVByb3ZpZGVyIpYBgtPkkwI9OhFpZGVudGl0eV9wcm92aWRlciIoL2lhbS92MS9pZGVudGl0eVByb3ZpZGVycy97cGFyZW50X2lkPSoqfYqvqNIFCBIGCgSVCpEDwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmlkZW50aXR5X3Byb3ZpZGVycy5jcmVhdGVkLnYxEgVncm91cBgBEt8BCgZVcGRhdGUSKS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eVByb3ZpZGVyGikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uSWRlbnRpdHlQcm92aWRlciJ/gtPkkwImOgEqGiEvaWFtL3YxL2lkZW50aXR5UHJvdmlkZXJzL3tpZD0qKn2Kr6jSBQgSBgoElgqRA8LwjvwLPwo0ZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eV9wcm92aWRlcnMudXBkYXRlZC52MRIFZ3JvdXAYARKaAQoETGlzdBIvLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLklkZW50aXR5UHJvdmlkZXJGaWx0ZXIaLS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5JZGVudGl0eVByb3ZpZGVyTGlzdCIykAIBgtPkkwIbEhkvaWFtL3YxL2lkZW50aXR5UHJvdmlkZXJziq+o0gUIEgYKApcKEAES1AEKBkRlbGV0ZRI2LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkRlbGV0ZUlkZW50aXR5UHJvdmlkZXJSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5InqC0+STAiMqIS9pYW0vdjEvaWRlbnRpdHlQcm92aWRlcnMve2lkPSoqfYqvqNIFBhIECgKYCsLwjvwLPwo0ZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eV9wcm92aWRlcnMuZGVsZXRlZC52MRIFZ3JvdXAYARKtAgoRR2VuZXJhdGVTY2ltVG9rZW4SMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5HZW5lcmF0ZVNjaW1Ub2tlblJlcXVlc3QaMi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5HZW5lcmF0ZVNjaW1Ub2tlblJlc3BvbnNlIrABgtPkkwJKOgEqIkUvaWFtL3YxL2lkZW50aXR5UHJvdmlkZXJzL3tpZGVudGl0eV9wcm92aWRlcl9pZD0qKn06Z2VuZXJhdGVTY2ltVG9rZW6Kr6jSBQgSBgoEmQqXCsLwjvwLTApBZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eV9wcm92aWRlcnMuc2NpbV90b2tlbi5nZW5lcmF0ZWQudjESBWdyb3VwGAEStwIKE1JlZ2VuZXJhdGVTY2ltVG9rZW4SMy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5SZWdlbmVyYXRlU2NpbVRva2VuUmVxdWVzdBo0LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJlZ2VuZXJhdGVTY2ltVG9rZW5SZXNwb25zZSK0AYLT5JMCTDoBKiJHL2lhbS92MS9pZGVudGl0eVByb3ZpZGVycy97aWRlbnRpdHlfcHJvdmlkZXJfaWQ9Kip9OnJlZ2VuZXJhdGVTY2ltVG9rZW6Kr6jSBQgSBgoEmQqXCsLwjvwLTgpDZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eV9wcm92aWRlcnMuc2NpbV90b2tlbi5yZWdlbmVyYXRlZC52MRIFZ3JvdXAYARKjAgoPUmV2b2tlU2NpbVRva2VuEi8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uUmV2b2tlU2NpbVRva2VuUmVxdWVzdBowLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJldm9rZVNjaW1Ub2tlblJlc3BvbnNlIqwBgtPkkwJIOgEqIkMvaWFtL3YxL2lkZW50aXR5UHJvdmlkZXJzL3tpZGVudGl0eV9wcm92aWRlcl9pZD0qKn06cmV2b2tlU2NpbVRva2Vuiq+o0gUIEgYKBJkKlwrC8I78C0oKP2Rldi5jaGFpbmd1YXJkLmFwaS5pYW0uaWRlbnRpdHlfcHJvdmlkZXJzLnNjaW1fdG9rZW4ucmV2b2tlZC52MRIFZ3JvdXAYARKhAgoOU2V0U2NpbUVuYWJsZWQSLi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5TZXRTY2ltRW5hYmxlZFJlcXVlc3QaLy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5TZXRTY2ltRW5hYmxlZFJlc3BvbnNlIq0BgtPkkwJHOgEqIkIvaWFtL3YxL2lkZW50aXR5UHJvdmlkZXJzL3tpZGVudGl0eV9wcm92aWRlcl9pZD0qKn06c2V0U2NpbUVuYWJsZWSKr6jSBQgSBgoEmQqXCsLwjvwLTApBZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eV9wcm92aWRlcnMuc2NpbV9lbmFibGVkLnVwZGF0ZWQudjESBWdyb3VwGAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * An identity provider (v1 shape).
+ *
  * @generated from message chainguard.platform.iam.IdentityProvider
  */
 export type IdentityProvider = Message<"chainguard.platform.iam.IdentityProvider"> & {
   /**
+   * The provider's id (its uid); set by the server on creation, names the provider on update.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Required. The provider's name (`^[a-z0-9 ._-]{1,}$`).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Required. The id of the role people signing in through the provider are given.
+   *
    * @generated from field: string default_role = 4;
    */
   defaultRole: string;
 
   /**
+   * How to talk to the provider; `oidc` is required.
+   *
    * @generated from oneof chainguard.platform.iam.IdentityProvider.configuration
    */
   configuration: {
     /**
+     * The provider's OIDC settings.
+     *
      * @generated from field: chainguard.platform.iam.IdentityProvider.OIDC oidc = 20;
      */
     value: IdentityProvider_OIDC;
@@ -61,6 +75,8 @@ export type IdentityProvider = Message<"chainguard.platform.iam.IdentityProvider
   } | { case: undefined; value?: undefined };
 
   /**
+   * Output only. SCIM state; never set by this server.
+   *
    * @generated from field: chainguard.platform.iam.IdentityProvider.SCIM scim = 21;
    */
   scim?: IdentityProvider_SCIM | undefined;
@@ -74,40 +90,56 @@ export const IdentityProviderSchema: GenMessage<IdentityProvider> = /*@__PURE__*
   messageDesc(file_platform_iam_v1_identity_providers_platform, 0);
 
 /**
+ * An OIDC provider's client registration.
+ *
  * @generated from message chainguard.platform.iam.IdentityProvider.OIDC
  */
 export type IdentityProvider_OIDC = Message<"chainguard.platform.iam.IdentityProvider.OIDC"> & {
   /**
+   * Required. The issuer URL: https (http only on a loopback host), no query or fragment.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * Required. The client id registered with the provider.
+   *
    * @generated from field: string client_id = 2;
    */
   clientId: string;
 
   /**
+   * Optional, write-only. The client secret; never returned.
+   *
    * @generated from field: string client_secret = 3;
    */
   clientSecret: string;
 
   /**
+   * Optional. Scopes to ask for besides `openid`.
+   *
    * @generated from field: repeated string additional_scopes = 4;
    */
   additionalScopes: string[];
 
   /**
+   * Optional. The ID token claim that carries the user's groups.
+   *
    * @generated from field: string groups_claim = 5;
    */
   groupsClaim: string;
 
   /**
+   * Optional, immutable. How a signed-in user is matched to an existing identity.
+   *
    * @generated from field: chainguard.platform.iam.IdentityProvider.OIDC.CorrelationRule correlation_rule = 6;
    */
   correlationRule: IdentityProvider_OIDC_CorrelationRule;
 
   /**
+   * Optional. Whether sign-ins use PKCE.
+   *
    * @generated from field: bool pkce_enabled = 7;
    */
   pkceEnabled: boolean;
@@ -234,11 +266,15 @@ export const IdentityProvider_SCIM_CredentialStateSchema: GenEnum<IdentityProvid
  */
 export type CreateIdentityProviderRequest = Message<"chainguard.platform.iam.CreateIdentityProviderRequest"> & {
   /**
+   * Required. The id of the group to create the provider in.
+   *
    * @generated from field: string parent_id = 1;
    */
   parentId: string;
 
   /**
+   * Required. The new provider.
+   *
    * @generated from field: chainguard.platform.iam.IdentityProvider identity_provider = 2;
    */
   identityProvider?: IdentityProvider | undefined;
@@ -256,6 +292,8 @@ export const CreateIdentityProviderRequestSchema: GenMessage<CreateIdentityProvi
  */
 export type DeleteIdentityProviderRequest = Message<"chainguard.platform.iam.DeleteIdentityProviderRequest"> & {
   /**
+   * Required. The id of the provider to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -269,20 +307,28 @@ export const DeleteIdentityProviderRequestSchema: GenMessage<DeleteIdentityProvi
   messageDesc(file_platform_iam_v1_identity_providers_platform, 2);
 
 /**
+ * What IdentityProviders.List answers.
+ *
  * @generated from message chainguard.platform.iam.IdentityProviderFilter
  */
 export type IdentityProviderFilter = Message<"chainguard.platform.iam.IdentityProviderFilter"> & {
   /**
+   * Optional. Only the provider with this id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Optional. Only providers with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 3;
    */
   uidp?: UIDPFilter | undefined;
@@ -296,10 +342,14 @@ export const IdentityProviderFilterSchema: GenMessage<IdentityProviderFilter> = 
   messageDesc(file_platform_iam_v1_identity_providers_platform, 3);
 
 /**
+ * Every provider that matched.
+ *
  * @generated from message chainguard.platform.iam.IdentityProviderList
  */
 export type IdentityProviderList = Message<"chainguard.platform.iam.IdentityProviderList"> & {
   /**
+   * The providers.
+   *
    * @generated from field: repeated chainguard.platform.iam.IdentityProvider items = 1;
    */
   items: IdentityProvider[];
@@ -564,10 +614,18 @@ export const SetScimEnabledResponseSchema: GenMessage<SetScimEnabledResponse> = 
   messageDesc(file_platform_iam_v1_identity_providers_platform, 12);
 
 /**
+ * The v1 identity providers API, kept for existing clients: the providers of the v2beta1
+ * IdentityProvidersService, with `id` for `uid`, unpaged lists and whole-resource updates.
+ *
  * @generated from service chainguard.platform.iam.IdentityProviders
  */
 export const IdentityProviders: GenService<{
   /**
+   * Creates an OIDC identity provider in a group.
+   *
+   * `oidc` (with `issuer` and `client_id`) and `default_role` are required; the client secret is
+   * stored encrypted and never returned.
+   *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.Create
    */
   create: {
@@ -576,6 +634,11 @@ export const IdentityProviders: GenService<{
     output: typeof IdentityProviderSchema;
   },
   /**
+   * Replaces an identity provider's settings.
+   *
+   * Fields left out become empty, except that an empty `oidc.client_secret` keeps the stored
+   * secret.
+   *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.Update
    */
   update: {
@@ -584,6 +647,11 @@ export const IdentityProviders: GenService<{
     output: typeof IdentityProviderSchema;
   },
   /**
+   * Lists the identity providers the caller may see, all in one answer, without client secrets.
+   *
+   * With `id`, answers that provider alone. At most 10,000 providers (FAILED_PRECONDITION
+   * `V1_LIST_LIMIT` beyond).
+   *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.List
    */
   list: {
@@ -592,6 +660,8 @@ export const IdentityProviders: GenService<{
     output: typeof IdentityProviderListSchema;
   },
   /**
+   * Deletes an identity provider.
+   *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.Delete
    */
   delete: {
@@ -600,6 +670,10 @@ export const IdentityProviders: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Creates a SCIM token for the provider.
+   *
+   * This server does not implement SCIM and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.GenerateScimToken
    */
   generateScimToken: {
@@ -608,6 +682,10 @@ export const IdentityProviders: GenService<{
     output: typeof GenerateScimTokenResponseSchema;
   },
   /**
+   * Replaces the provider's SCIM token.
+   *
+   * This server does not implement SCIM and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.RegenerateScimToken
    */
   regenerateScimToken: {
@@ -616,6 +694,10 @@ export const IdentityProviders: GenService<{
     output: typeof RegenerateScimTokenResponseSchema;
   },
   /**
+   * Revokes the provider's SCIM token.
+   *
+   * This server does not implement SCIM and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.RevokeScimToken
    */
   revokeScimToken: {
@@ -624,6 +706,10 @@ export const IdentityProviders: GenService<{
     output: typeof RevokeScimTokenResponseSchema;
   },
   /**
+   * Turns SCIM provisioning on or off.
+   *
+   * This server does not implement SCIM and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.IdentityProviders.SetScimEnabled
    */
   setScimEnabled: {

@@ -26,25 +26,35 @@ export const file_platform_iam_v1_role_platform: GenFile = /*@__PURE__*/
   fileDesc("CiNwbGF0Zm9ybS9pYW0vdjEvcm9sZS5wbGF0Zm9ybS5wcm90bxIXY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0iUwoEUm9sZRISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSFAoMY2FwYWJpbGl0aWVzGAQgAygJIjgKCFJvbGVMaXN0EiwKBWl0ZW1zGAEgAygLMh0uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uUm9sZSJsCgpSb2xlRmlsdGVyEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGcGFyZW50GAMgASgJEjQKBHVpZHAYBCABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyIlsKEUNyZWF0ZVJvbGVSZXF1ZXN0EhkKCXBhcmVudF9pZBgBIAEoCUIGkK+o0gUBEisKBHJvbGUYAiABKAsyHS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlIicKEURlbGV0ZVJvbGVSZXF1ZXN0EhIKAmlkGAEgASgJQgaQr6jSBQEypgUKBVJvbGVzEsMBCgZDcmVhdGUSKi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5DcmVhdGVSb2xlUmVxdWVzdBodLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJvbGUiboLT5JMCJDoEcm9sZSIcL2lhbS92MS9yb2xlcy97cGFyZW50X2lkPSoqfYqvqNIFBhIECgKtAsLwjvwLMgonZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlcy5jcmVhdGVkLnYxEgVncm91cBgBEqwBCgZVcGRhdGUSHS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlGh0uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uUm9sZSJkgtPkkwIaOgEqGhUvaWFtL3YxL3JvbGVzL3tpZD0qKn2Kr6jSBQYSBAoCrgLC8I78CzIKJ2Rldi5jaGFpbmd1YXJkLmFwaS5pYW0ucm9sZXMudXBkYXRlZC52MRIFZ3JvdXAYARJ2CgRMaXN0EiMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uUm9sZUZpbHRlchohLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJvbGVMaXN0IiaQAgGC0+STAg8SDS9pYW0vdjEvcm9sZXOKr6jSBQgSBgoCrwIQARKvAQoGRGVsZXRlEiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uRGVsZXRlUm9sZVJlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkiYYLT5JMCFyoVL2lhbS92MS9yb2xlcy97aWQ9Kip9iq+o0gUGEgQKArACwvCO/AsyCidkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLnJvbGVzLmRlbGV0ZWQudjESBWdyb3VwGAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_empty, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A role (v1 shape).
+ *
  * @generated from message chainguard.platform.iam.Role
  */
 export type Role = Message<"chainguard.platform.iam.Role"> & {
   /**
+   * The role's id (its uid); set by the server on creation, names the role on update.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Required. The role's name (`^[a-z0-9 ._-]{1,}$`).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * The capabilities the role grants, by name, e.g. `groups.list`, `repo.create`.
+   *
    * @generated from field: repeated string capabilities = 4;
    */
   capabilities: string[];
@@ -58,10 +68,14 @@ export const RoleSchema: GenMessage<Role> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_role_platform, 0);
 
 /**
+ * Every role that matched.
+ *
  * @generated from message chainguard.platform.iam.RoleList
  */
 export type RoleList = Message<"chainguard.platform.iam.RoleList"> & {
   /**
+   * The roles.
+   *
    * @generated from field: repeated chainguard.platform.iam.Role items = 1;
    */
   items: Role[];
@@ -75,25 +89,35 @@ export const RoleListSchema: GenMessage<RoleList> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_role_platform, 1);
 
 /**
+ * What Roles.List answers.
+ *
  * @generated from message chainguard.platform.iam.RoleFilter
  */
 export type RoleFilter = Message<"chainguard.platform.iam.RoleFilter"> & {
   /**
+   * Optional. Only the role with this id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Optional. Only roles with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Only the roles defined at this group (ignored when `uidp` is set).
+   *
    * @generated from field: string parent = 3;
    */
   parent: string;
 
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 4;
    */
   uidp?: UIDPFilter | undefined;
@@ -111,11 +135,15 @@ export const RoleFilterSchema: GenMessage<RoleFilter> = /*@__PURE__*/
  */
 export type CreateRoleRequest = Message<"chainguard.platform.iam.CreateRoleRequest"> & {
   /**
+   * Required. The id of the group to create the role in.
+   *
    * @generated from field: string parent_id = 1;
    */
   parentId: string;
 
   /**
+   * Required. The new role: `name` is required.
+   *
    * @generated from field: chainguard.platform.iam.Role role = 2;
    */
   role?: Role | undefined;
@@ -133,6 +161,8 @@ export const CreateRoleRequestSchema: GenMessage<CreateRoleRequest> = /*@__PURE_
  */
 export type DeleteRoleRequest = Message<"chainguard.platform.iam.DeleteRoleRequest"> & {
   /**
+   * Required. The id of the role to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -146,10 +176,17 @@ export const DeleteRoleRequestSchema: GenMessage<DeleteRoleRequest> = /*@__PURE_
   messageDesc(file_platform_iam_v1_role_platform, 4);
 
 /**
+ * The v1 roles API, kept for existing clients: the roles of the v2beta1 RolesService, with
+ * capabilities named as strings (`groups.list`) and whole-resource updates.
+ *
  * @generated from service chainguard.platform.iam.Roles
  */
 export const Roles: GenService<{
   /**
+   * Creates a custom role in a group.
+   *
+   * Capabilities are given by name; an unknown name is INVALID_ARGUMENT naming it.
+   *
    * @generated from rpc chainguard.platform.iam.Roles.Create
    */
   create: {
@@ -158,6 +195,10 @@ export const Roles: GenService<{
     output: typeof RoleSchema;
   },
   /**
+   * Replaces a custom role's name, description and capabilities.
+   *
+   * Fields left out become empty. Built-in roles cannot be changed (FAILED_PRECONDITION).
+   *
    * @generated from rpc chainguard.platform.iam.Roles.Update
    */
   update: {
@@ -166,6 +207,13 @@ export const Roles: GenService<{
     output: typeof RoleSchema;
   },
   /**
+   * Lists the roles the caller may see, all in one answer.
+   *
+   * The answer holds the built-in roles and the custom roles of the groups the caller can list
+   * roles in.
+   * With `id`, answers that role alone. `parent` lists the roles defined at that group. At most
+   * 10,000 roles (FAILED_PRECONDITION `V1_LIST_LIMIT` beyond).
+   *
    * @generated from rpc chainguard.platform.iam.Roles.List
    */
   list: {
@@ -174,6 +222,11 @@ export const Roles: GenService<{
     output: typeof RoleListSchema;
   },
   /**
+   * Deletes a custom role.
+   *
+   * Fails with FAILED_PRECONDITION while role bindings, identity providers or invites use it, and
+   * for built-in roles.
+   *
    * @generated from rpc chainguard.platform.iam.Roles.Delete
    */
   delete: {

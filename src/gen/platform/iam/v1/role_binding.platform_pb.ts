@@ -30,26 +30,36 @@ export const file_platform_iam_v1_role_binding_platform: GenFile = /*@__PURE__*/
   fileDesc("CitwbGF0Zm9ybS9pYW0vdjEvcm9sZV9iaW5kaW5nLnBsYXRmb3JtLnByb3RvEhdjaGFpbmd1YXJkLnBsYXRmb3JtLmlhbSJUCgtSb2xlQmluZGluZxISCgJpZBgBIAEoCUIGkK+o0gUBEhAKCGlkZW50aXR5GAIgASgJEhEKBWdyb3VwGAMgASgJQgIYARIMCgRyb2xlGAQgASgJIuoCCg9Sb2xlQmluZGluZ0xpc3QSPwoFaXRlbXMYASADKAsyMC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlQmluZGluZ0xpc3QuQmluZGluZxqVAgoHQmluZGluZxIKCgJpZBgBIAEoCRItCgVncm91cBgCIAEoCzIeLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLkdyb3VwEhAKCGlkZW50aXR5GAMgASgJEisKBHJvbGUYBCABKAsyHS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlEg0KBWVtYWlsGAUgASgJEhoKEmNsYWltX21hdGNoX2lzc3VlchgGIAEoCRIbChNjbGFpbV9tYXRjaF9zdWJqZWN0GAcgASgJEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEGVtYWlsX3VudmVyaWZpZWQYCSABKAkiVQoRUm9sZUJpbmRpbmdGaWx0ZXISCgoCaWQYASABKAkSNAoEdWlkcBgCIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXIibgoYQ3JlYXRlUm9sZUJpbmRpbmdSZXF1ZXN0EhYKBnBhcmVudBgBIAEoCUIGkK+o0gUBEjoKDHJvbGVfYmluZGluZxgCIAEoCzIkLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJvbGVCaW5kaW5nInQKHUNyZWF0ZVJvbGVCaW5kaW5nQmF0Y2hSZXF1ZXN0EhYKBnBhcmVudBgBIAEoCUIGkK+o0gUBEjsKDXJvbGVfYmluZGluZ3MYAiADKAsyJC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlQmluZGluZyJPChBSb2xlQmluZGluZ0JhdGNoEjsKDXJvbGVfYmluZGluZ3MYASADKAsyJC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlQmluZGluZyIuChhEZWxldGVSb2xlQmluZGluZ1JlcXVlc3QSEgoCaWQYASABKAlCBpCvqNIFATKaCAoMUm9sZUJpbmRpbmdzEuUBCgZDcmVhdGUSMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5DcmVhdGVSb2xlQmluZGluZ1JlcXVlc3QaJC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlQmluZGluZyKBAYLT5JMCMDoMcm9sZV9iaW5kaW5nIiAvaWFtL3YxL3JvbGViaW5kaW5ncy97cGFyZW50PSoqfYqvqNIFBhIECgKRA8LwjvwLOQouZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlYmluZGluZ3MuY3JlYXRlZC52MRIFZ3JvdXAYARKBAgoLQ3JlYXRlQmF0Y2gSNi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5DcmVhdGVSb2xlQmluZGluZ0JhdGNoUmVxdWVzdBopLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJvbGVCaW5kaW5nQmF0Y2gijgGC0+STAjc6DXJvbGVfYmluZGluZ3MiJi9pYW0vdjEvcm9sZWJpbmRpbmdzL2JhdGNoL3twYXJlbnQ9Kip9iq+o0gUGEgQKApEDwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLnJvbGViaW5kaW5ncy5jcmVhdGVkLmJhdGNoLnYxEgVncm91cBgBEsgBCgZVcGRhdGUSJC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlQmluZGluZxokLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJvbGVCaW5kaW5nInKC0+STAiE6ASoaHC9pYW0vdjEvcm9sZWJpbmRpbmdzL3tpZD0qKn2Kr6jSBQYSBAoCkgPC8I78CzkKLmRldi5jaGFpbmd1YXJkLmFwaS5pYW0ucm9sZWJpbmRpbmdzLnVwZGF0ZWQudjESBWdyb3VwGAESiwEKBExpc3QSKi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5Sb2xlQmluZGluZ0ZpbHRlchooLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLlJvbGVCaW5kaW5nTGlzdCItkAIBgtPkkwIWEhQvaWFtL3YxL3JvbGViaW5kaW5nc4qvqNIFCBIGCgKTAxABEsQBCgZEZWxldGUSMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS5EZWxldGVSb2xlQmluZGluZ1JlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkib4LT5JMCHiocL2lhbS92MS9yb2xlYmluZGluZ3Mve2lkPSoqfYqvqNIFBhIECgKUA8LwjvwLOQouZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlYmluZGluZ3MuZGVsZXRlZC52MRIFZ3JvdXAYAWIGcHJvdG8z", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform, file_platform_iam_v1_group_platform, file_platform_iam_v1_role_platform]);
 
 /**
+ * A role binding (v1 shape).
+ *
  * @generated from message chainguard.platform.iam.RoleBinding
  */
 export type RoleBinding = Message<"chainguard.platform.iam.RoleBinding"> & {
   /**
+   * The binding's id (its uid); set by the server on creation, names the binding on update.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Required. The id of the bound identity.
+   *
    * @generated from field: string identity = 2;
    */
   identity: string;
 
   /**
+   * Deprecated and ignored on input: a binding's group is its parent. Answers carry it.
+   *
    * @generated from field: string group = 3 [deprecated = true];
    * @deprecated
    */
   group: string;
 
   /**
+   * Required. The id of the bound role.
+   *
    * @generated from field: string role = 4;
    */
   role: string;
@@ -63,10 +73,14 @@ export const RoleBindingSchema: GenMessage<RoleBinding> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_role_binding_platform, 0);
 
 /**
+ * Every binding that matched.
+ *
  * @generated from message chainguard.platform.iam.RoleBindingList
  */
 export type RoleBindingList = Message<"chainguard.platform.iam.RoleBindingList"> & {
   /**
+   * The bindings.
+   *
    * @generated from field: repeated chainguard.platform.iam.RoleBindingList.Binding items = 1;
    */
   items: RoleBindingList_Binding[];
@@ -80,50 +94,72 @@ export const RoleBindingListSchema: GenMessage<RoleBindingList> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_role_binding_platform, 1);
 
 /**
+ * A binding with what it names filled in.
+ *
  * @generated from message chainguard.platform.iam.RoleBindingList.Binding
  */
 export type RoleBindingList_Binding = Message<"chainguard.platform.iam.RoleBindingList.Binding"> & {
   /**
+   * The binding's id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * The group the binding grants at.
+   *
    * @generated from field: chainguard.platform.iam.Group group = 2;
    */
   group?: Group | undefined;
 
   /**
+   * The id of the bound identity.
+   *
    * @generated from field: string identity = 3;
    */
   identity: string;
 
   /**
+   * The bound role, with its capabilities by name.
+   *
    * @generated from field: chainguard.platform.iam.Role role = 4;
    */
   role?: Role | undefined;
 
   /**
+   * The identity's e-mail address, when known.
+   *
    * @generated from field: string email = 5;
    */
   email: string;
 
   /**
+   * The token issuer (or pattern) the identity matches, when it is matched by claims or static
+   * keys.
+   *
    * @generated from field: string claim_match_issuer = 6;
    */
   claimMatchIssuer: string;
 
   /**
+   * The token subject (or pattern) the identity matches, when it is matched by claims or static
+   * keys.
+   *
    * @generated from field: string claim_match_subject = 7;
    */
   claimMatchSubject: string;
 
   /**
+   * When the binding was created.
+   *
    * @generated from field: google.protobuf.Timestamp created_at = 8;
    */
   createdAt?: Timestamp | undefined;
 
   /**
+   * An e-mail address the identity provider reported without verifying it.
+   *
    * @generated from field: string email_unverified = 9;
    */
   emailUnverified: string;
@@ -137,15 +173,21 @@ export const RoleBindingList_BindingSchema: GenMessage<RoleBindingList_Binding> 
   messageDesc(file_platform_iam_v1_role_binding_platform, 1, 0);
 
 /**
+ * What RoleBindings.List answers.
+ *
  * @generated from message chainguard.platform.iam.RoleBindingFilter
  */
 export type RoleBindingFilter = Message<"chainguard.platform.iam.RoleBindingFilter"> & {
   /**
+   * Optional. Only the binding with this id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 2;
    */
   uidp?: UIDPFilter | undefined;
@@ -163,11 +205,15 @@ export const RoleBindingFilterSchema: GenMessage<RoleBindingFilter> = /*@__PURE_
  */
 export type CreateRoleBindingRequest = Message<"chainguard.platform.iam.CreateRoleBindingRequest"> & {
   /**
+   * Required. The id of the group to grant at.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The binding: `identity` and `role`.
+   *
    * @generated from field: chainguard.platform.iam.RoleBinding role_binding = 2;
    */
   roleBinding?: RoleBinding | undefined;
@@ -185,11 +231,15 @@ export const CreateRoleBindingRequestSchema: GenMessage<CreateRoleBindingRequest
  */
 export type CreateRoleBindingBatchRequest = Message<"chainguard.platform.iam.CreateRoleBindingBatchRequest"> & {
   /**
+   * Required. The id of the group every binding grants at.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The bindings to create: 1 to 100.
+   *
    * @generated from field: repeated chainguard.platform.iam.RoleBinding role_bindings = 2;
    */
   roleBindings: RoleBinding[];
@@ -203,10 +253,14 @@ export const CreateRoleBindingBatchRequestSchema: GenMessage<CreateRoleBindingBa
   messageDesc(file_platform_iam_v1_role_binding_platform, 4);
 
 /**
+ * The bindings a batch created.
+ *
  * @generated from message chainguard.platform.iam.RoleBindingBatch
  */
 export type RoleBindingBatch = Message<"chainguard.platform.iam.RoleBindingBatch"> & {
   /**
+   * The created bindings, in request order.
+   *
    * @generated from field: repeated chainguard.platform.iam.RoleBinding role_bindings = 1;
    */
   roleBindings: RoleBinding[];
@@ -224,6 +278,8 @@ export const RoleBindingBatchSchema: GenMessage<RoleBindingBatch> = /*@__PURE__*
  */
 export type DeleteRoleBindingRequest = Message<"chainguard.platform.iam.DeleteRoleBindingRequest"> & {
   /**
+   * Required. The id of the binding to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -237,10 +293,18 @@ export const DeleteRoleBindingRequestSchema: GenMessage<DeleteRoleBindingRequest
   messageDesc(file_platform_iam_v1_role_binding_platform, 6);
 
 /**
+ * The v1 role bindings API, kept for existing clients: the bindings of the v2beta1
+ * RoleBindingsService, with `id` for `uid`, unpaged lists and whole-resource updates.
+ *
  * @generated from service chainguard.platform.iam.RoleBindings
  */
 export const RoleBindings: GenService<{
   /**
+   * Binds a role to an identity at a group.
+   *
+   * `role_binding.identity` and `role_binding.role` are required; the role must be usable from the
+   * group. The same binding twice is ALREADY_EXISTS.
+   *
    * @generated from rpc chainguard.platform.iam.RoleBindings.Create
    */
   create: {
@@ -249,6 +313,8 @@ export const RoleBindings: GenService<{
     output: typeof RoleBindingSchema;
   },
   /**
+   * Creates up to 100 role bindings in one group at once, all or none.
+   *
    * @generated from rpc chainguard.platform.iam.RoleBindings.CreateBatch
    */
   createBatch: {
@@ -257,6 +323,8 @@ export const RoleBindings: GenService<{
     output: typeof RoleBindingBatchSchema;
   },
   /**
+   * Replaces the identity and role a binding names; fields left out become empty.
+   *
    * @generated from rpc chainguard.platform.iam.RoleBindings.Update
    */
   update: {
@@ -265,6 +333,12 @@ export const RoleBindings: GenService<{
     output: typeof RoleBindingSchema;
   },
   /**
+   * Lists the role bindings the caller may see, all in one answer.
+   *
+   * Each binding comes with its group, role and identity details.
+   * With `id`, answers that binding alone. At most 10,000 bindings (FAILED_PRECONDITION
+   * `V1_LIST_LIMIT` beyond).
+   *
    * @generated from rpc chainguard.platform.iam.RoleBindings.List
    */
   list: {
@@ -273,6 +347,8 @@ export const RoleBindings: GenService<{
     output: typeof RoleBindingListSchema;
   },
   /**
+   * Deletes a role binding; the identity loses what it granted.
+   *
    * @generated from rpc chainguard.platform.iam.RoleBindings.Delete
    */
   delete: {

@@ -19,20 +19,28 @@ export const file_platform_iam_v1_terms_platform: GenFile = /*@__PURE__*/
   fileDesc("CiRwbGF0Zm9ybS9pYW0vdjEvdGVybXMucGxhdGZvcm0ucHJvdG8SF2NoYWluZ3VhcmQucGxhdGZvcm0uaWFtIjkKD01pc3NpbmdEb2N1bWVudBIKCgJpZBgBIAEoCRINCgVsYWJlbBgCIAEoCRILCgN1cmwYAyABKAkiUwoWVGVybXNOb3RBY2NlcHRlZERldGFpbBI5CgdtaXNzaW5nGAEgAygLMiguY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0uTWlzc2luZ0RvY3VtZW50YgZwcm90bzM");
 
 /**
+ * A terms document the caller has not accepted yet.
+ *
  * @generated from message chainguard.platform.iam.MissingDocument
  */
 export type MissingDocument = Message<"chainguard.platform.iam.MissingDocument"> & {
   /**
+   * The document's id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * The document's title.
+   *
    * @generated from field: string label = 2;
    */
   label: string;
 
   /**
+   * Where to read the document.
+   *
    * @generated from field: string url = 3;
    */
   url: string;
@@ -46,10 +54,15 @@ export const MissingDocumentSchema: GenMessage<MissingDocument> = /*@__PURE__*/
   messageDesc(file_platform_iam_v1_terms_platform, 0);
 
 /**
+ * An error detail listing the terms documents the caller must accept first. This server never sends
+ * it.
+ *
  * @generated from message chainguard.platform.iam.TermsNotAcceptedDetail
  */
 export type TermsNotAcceptedDetail = Message<"chainguard.platform.iam.TermsNotAcceptedDetail"> & {
   /**
+   * The documents still to accept.
+   *
    * @generated from field: repeated chainguard.platform.iam.MissingDocument missing = 1;
    */
   missing: MissingDocument[];

@@ -27,22 +27,30 @@ export const file_platform_oidc_v1_oidc_platform: GenFile = /*@__PURE__*/
  */
 export type ExchangeRefreshTokenRequest = Message<"chainguard.platform.oidc.ExchangeRefreshTokenRequest"> & {
   /**
+   * The audiences for the new token.
+   *
    * @generated from field: repeated string aud = 1;
    */
   aud: string[];
 
   /**
+   * Deprecated; use `scopes`.
+   *
    * @generated from field: string scope = 2 [deprecated = true];
    * @deprecated
    */
   scope: string;
 
   /**
+   * Capabilities to narrow the new token to, by name.
+   *
    * @generated from field: repeated string cap = 3;
    */
   cap: string[];
 
   /**
+   * Group uids to narrow the new token to.
+   *
    * @generated from field: repeated string scopes = 4;
    */
   scopes: string[];
@@ -60,32 +68,46 @@ export const ExchangeRefreshTokenRequestSchema: GenMessage<ExchangeRefreshTokenR
  */
 export type ExchangeRequest = Message<"chainguard.platform.oidc.ExchangeRequest"> & {
   /**
+   * Optional. The new token's audiences: this server's API URL (the default) or its registry host;
+   * anything else is INVALID_ARGUMENT.
+   *
    * @generated from field: repeated string aud = 1;
    */
   aud: string[];
 
   /**
+   * Deprecated and refused (INVALID_ARGUMENT); use `scopes`.
+   *
    * @generated from field: string scope = 2 [deprecated = true];
    * @deprecated
    */
   scope: string;
 
   /**
+   * Optional. The uid of the identity to assume with a workload's OIDC token; empty to re-issue an
+   * API token.
+   *
    * @generated from field: string identity = 4;
    */
   identity: string;
 
   /**
+   * Optional. Capabilities to narrow the new token to, by enum name (e.g. `CAP_IAM_GROUPS_LIST`).
+   *
    * @generated from field: repeated string cap = 5;
    */
   cap: string[];
 
   /**
+   * Not supported by this server (UNIMPLEMENTED when set).
+   *
    * @generated from field: string identity_provider = 7;
    */
   identityProvider: string;
 
   /**
+   * Optional. Group uids to narrow the new token to: it acts only there and beneath.
+   *
    * @generated from field: repeated string scopes = 8;
    */
   scopes: string[];
@@ -99,20 +121,28 @@ export const ExchangeRequestSchema: GenMessage<ExchangeRequest> = /*@__PURE__*/
   messageDesc(file_platform_oidc_v1_oidc_platform, 1);
 
 /**
+ * An issued token.
+ *
  * @generated from message chainguard.platform.oidc.RawToken
  */
 export type RawToken = Message<"chainguard.platform.oidc.RawToken"> & {
   /**
+   * The token (a JWT), to send as `Authorization: Bearer`.
+   *
    * @generated from field: string token = 1;
    */
   token: string;
 
   /**
+   * A refresh token; never issued by this server.
+   *
    * @generated from field: string refresh_token = 2;
    */
   refreshToken: string;
 
   /**
+   * When the token expires.
+   *
    * @generated from field: google.protobuf.Timestamp expiry = 3;
    */
   expiry?: Timestamp | undefined;
@@ -126,15 +156,21 @@ export const RawTokenSchema: GenMessage<RawToken> = /*@__PURE__*/
   messageDesc(file_platform_oidc_v1_oidc_platform, 2);
 
 /**
+ * An access token and its refresh token.
+ *
  * @generated from message chainguard.platform.oidc.TokenPair
  */
 export type TokenPair = Message<"chainguard.platform.oidc.TokenPair"> & {
   /**
+   * The access token.
+   *
    * @generated from field: chainguard.platform.oidc.RawToken token = 1;
    */
   token?: RawToken | undefined;
 
   /**
+   * The refresh token.
+   *
    * @generated from field: chainguard.platform.oidc.RawToken refresh_token = 2;
    */
   refreshToken?: RawToken | undefined;
@@ -148,10 +184,24 @@ export const TokenPairSchema: GenMessage<TokenPair> = /*@__PURE__*/
   messageDesc(file_platform_oidc_v1_oidc_platform, 3);
 
 /**
+ * The token exchange: trade a workload's OIDC token, or one of this server's API tokens, for an API
+ * or registry token of this server.
+ *
  * @generated from service chainguard.platform.oidc.SecurityTokenService
  */
 export const SecurityTokenService: GenService<{
   /**
+   * Exchanges the bearer token for a token of this server.
+   *
+   * With `identity`: the bearer token (a workload's OIDC token) must match that identity's claim
+   * match or static keys, and the answer is a token for the identity, valid for at most 1 hour (and
+   * never past the static keys' expiry). Every mismatch, including an unknown identity, is the same
+   * PERMISSION_DENIED, so nothing about the identity leaks. Without `identity`: the bearer token
+   * must be an API token of this server, and the answer is a new token for the same subject, only
+   * ever narrower (`cap` and `scopes` must lie within the presented token's) and never outliving
+   * it. `aud` defaults to the API audience and may name the registry instead. `identity_provider`
+   * is not supported (UNIMPLEMENTED).
+   *
    * @generated from rpc chainguard.platform.oidc.SecurityTokenService.Exchange
    */
   exchange: {
@@ -160,6 +210,10 @@ export const SecurityTokenService: GenService<{
     output: typeof RawTokenSchema;
   },
   /**
+   * Exchanges a refresh token for a new token pair.
+   *
+   * This server issues no refresh tokens and answers UNIMPLEMENTED: call Exchange again.
+   *
    * @generated from rpc chainguard.platform.oidc.SecurityTokenService.ExchangeRefreshToken
    */
   exchangeRefreshToken: {

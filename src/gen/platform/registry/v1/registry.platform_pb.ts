@@ -28,60 +28,85 @@ export const file_platform_registry_v1_registry_platform: GenFile = /*@__PURE__*
   fileDesc("CixwbGF0Zm9ybS9yZWdpc3RyeS92MS9yZWdpc3RyeS5wbGF0Zm9ybS5wcm90bxIcY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeSKHAwoEUmVwbxISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSPwoMY2F0YWxvZ190aWVyGAMgASgOMikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DYXRhbG9nVGllchIPCgdidW5kbGVzGAQgAygJEg4KBnJlYWRtZRgFIAEoCRJKCgtzeW5jX2NvbmZpZxgGIAEoCzIoLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuU3luY0NvbmZpZ1ILc3luY19jb25maWcSQwoOY3VzdG9tX292ZXJsYXkYByABKAsyKy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkSDwoHYWxpYXNlcxgIIAMoCRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLYWN0aXZlX3RhZ3MYCiADKAkSEwoLZGVzY3JpcHRpb24YCyABKAki0wEKClN5bmNDb25maWcSDgoGc291cmNlGAEgASgJEhMKC3VuaXF1ZV90YWdzGAIgASgIEi4KCmV4cGlyYXRpb24YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmdvb2dsZRgEIAEoCRIOCgZhbWF6b24YBSABKAkSDQoFYXp1cmUYBiABKAkSFQoJc3luY19hcGtzGAcgASgIQgIYARIUCgxhcGtvX292ZXJsYXkYCCABKAkSFAoMZ3JhY2VfcGVyaW9kGAkgASgIIqUFCg1DdXN0b21PdmVybGF5Ej0KCGNvbnRlbnRzGAEgASgLMisuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5JbWFnZUNvbnRlbnRzElEKC2Vudmlyb25tZW50GAIgAygLMjwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DdXN0b21PdmVybGF5LkVudmlyb25tZW50RW50cnkSUQoLYW5ub3RhdGlvbnMYAyADKAsyPC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkuQW5ub3RhdGlvbnNFbnRyeRJDCghhY2NvdW50cxgEIAEoCzIxLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuQXBrb0NvbmZpZy5BY2NvdW50cxJOCgxjZXJ0aWZpY2F0ZXMYDyABKAsyOC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkuQ2VydGlmaWNhdGVzGjIKEEVudmlyb25tZW50RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoyChBBbm5vdGF0aW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEasQEKDENlcnRpZmljYXRlcxJcCgphZGRpdGlvbmFsGAEgAygLMkguY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DdXN0b21PdmVybGF5LkNlcnRpZmljYXRlcy5BZGRpdGlvbmFsRW50cnkSEQoJcHJvdmlkZXJzGAIgAygJGjAKD0FkZGl0aW9uYWxFbnRyeRIMCgRuYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAkizwEKDUltYWdlQ29udGVudHMSEAoIcGFja2FnZXMYASADKAkSHAoUcnVudGltZV9yZXBvc2l0b3JpZXMYAiADKAkSWAoPcnVudGltZV9rZXlyaW5nGAMgAygLMj8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5JbWFnZUNvbnRlbnRzLlJ1bnRpbWVLZXlyaW5nRW50cnkaNAoTUnVudGltZUtleXJpbmdFbnRyeRIMCgRuYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAkiegoRQ3JlYXRlUmVwb1JlcXVlc3QSGQoJcGFyZW50X2lkGAEgASgJQgaQr6jSBQESMAoEcmVwbxgCIAEoCzIiLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmVwbxIYChBwcmV2ZW50X2V4aXN0aW5nGAMgASgIIjEKG0dldFJlcG9Db3VudEJ5U291cmNlUmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIhoKCVJlcG9Db3VudBINCgVjb3VudBgBIAEoAyInChFEZWxldGVSZXBvUmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIj0KCFJlcG9MaXN0EjEKBWl0ZW1zGAEgAygLMiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvIlwKClJlcG9GaWx0ZXISNAoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXISDAoEbmFtZRgCIAEoCRIKCgJpZBgDIAEoCSJbChBDcmVhdGVUYWdSZXF1ZXN0EhcKB3JlcG9faWQYASABKAlCBpCvqNIFARIuCgN0YWcYAiABKAsyIS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZyImChBEZWxldGVUYWdSZXF1ZXN0EhIKAmlkGAEgASgJQgaQr6jSBQEijgEKA1RhZxISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSDgoGZGlnZXN0GAMgASgJEjAKDGxhc3RfdXBkYXRlZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVwcmVjYXRlZBgFIAEoCBIPCgdidW5kbGVzGAYgAygJIuMCCgZFb2xUYWcSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIZChFtYWluX3BhY2thZ2VfbmFtZRgHIAEoCRI+Cgp0YWdfc3RhdHVzGA4gASgOMiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5Fb2xUYWdTdGF0dXMSSgoUbWFpbl9wYWNrYWdlX3ZlcnNpb24YDSABKAsyLC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlBhY2thZ2VWZXJzaW9uEkgKDGdyYWNlX3N0YXR1cxgJIAEoDjIyLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuRW9sR3JhY2VQZXJpb2RTdGF0dXMSPAoYZ3JhY2VfcGVyaW9kX2V4cGlyeV9kYXRlGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEoECAMQB0oECAgQCUoECAoQDCLoAQoJVGFnRmlsdGVyEjQKBHVpZHAYASABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyEgwKBG5hbWUYAiABKAkSMQoNdXBkYXRlZF9zaW5jZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRZXhjbHVkZV9yZWZlcnJlcnMYBiABKAgSFQoNZXhjbHVkZV9kYXRlcxgHIAEoCBIWCg5leGNsdWRlX2Vwb2NocxgIIAEoCBIKCgJpZBgJIAEoCRIOCgZkaWdlc3QYCiABKAkiqAEKDEVvbFRhZ0ZpbHRlchI0CgR1aWRwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24uVUlEUEZpbHRlchIMCgRuYW1lGAIgASgJEhIKCnBhZ2VfdG9rZW4YAyABKAkSEQoJcGFnZV9zaXplGAQgASgDEhUKDWV4Y2x1ZGVfZGF0ZXMYBSABKAgSFgoOZXhjbHVkZV9lcG9jaHMYBiABKAgiOwoHVGFnTGlzdBIwCgVpdGVtcxgBIAMoCzIhLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnIrkBCg9SZXBvVGFnc1N1bW1hcnkSEgoCaWQYASABKAlCBpCvqNIFARIRCgl0YWdfY291bnQYAiABKAMSMAoMbGFzdF91cGRhdGVkGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1CgpsYXRlc3RfdGFnGAQgASgLMiEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWcSFgoObGF0ZXN0X3ZlcnNpb24YBSABKAkifgoZR2V0UmVwb1RhZ3NTdW1tYXJ5UmVxdWVzdBIXCgdyZXBvX2lkGAEgASgJQgaQr6jSBQESGQoRZXhjbHVkZV9yZWZlcnJlcnMYAiABKAgSFQoNZXhjbHVkZV9kYXRlcxgDIAEoCBIWCg5leGNsdWRlX2Vwb2NocxgEIAEoCCJaCgpFb2xUYWdMaXN0EjMKBWl0ZW1zGAEgAygLMiQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5Fb2xUYWcSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoEBChBUYWdIaXN0b3J5RmlsdGVyEhkKCXBhcmVudF9pZBgBIAEoCUIGkK+o0gUBEikKBXN0YXJ0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgNlbmQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkkKDlRhZ0hpc3RvcnlMaXN0EjcKBWl0ZW1zGAEgAygLMiguY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWdIaXN0b3J5IlIKClRhZ0hpc3RvcnkSNAoQdXBkYXRlX3RpbWVzdGFtcBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGlnZXN0GAIgASgJIq4CCg5QYWNrYWdlVmVyc2lvbhIPCgdlb2xEYXRlGAEgASgJEg4KBmV4aXN0cxgCIAEoCBIMCgRmaXBzGAMgASgIEhIKCmxlZ2FjeV9sdHMYBCABKAkSCwoDbHRzGAkgASgIEhMKC3JlbGVhc2VEYXRlGAUgASgJEg8KB3ZlcnNpb24YBiABKAkSEQoJZW9sQnJva2VuGAcgASgIEhUKDWxhdGVzdFZlcnNpb24YCCABKAkSUQoNdmVyc2lvblNvdXJjZRgKIAEoCzI6LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUGFja2FnZVZlcnNpb24uVmVyc2lvblNvdXJjZRopCg1WZXJzaW9uU291cmNlEgsKA3JlZhgBIAEoCRILCgNzaGEYAiABKAkqawoLQ2F0YWxvZ1RpZXISCwoHVU5LTk9XThAAEg8KC0FQUExJQ0FUSU9OEAQSCAoEQkFTRRAFEggKBEZJUFMQBhIGCgJBSRAHEgwKCERFVlRPT0xTEAgSDgoKQ09NTUVSQ0lBTBAJIgQIARADKkIKDEVvbFRhZ1N0YXR1cxIOCgpUQUdfQUNUSVZFEAASEAoMVEFHX0lOX0dSQUNFEAESEAoMVEFHX0lOQUNUSVZFEAIqeQoURW9sR3JhY2VQZXJpb2RTdGF0dXMSFgoSR1JBQ0VfTk9UX0VMSUdJQkxFEAASEgoOR1JBQ0VfRUxJR0lCTEUQARIQCgxHUkFDRV9BQ1RJVkUQAhIQCgxHUkFDRV9CUk9LRU4QAxIRCg1HUkFDRV9FWFBJUkVEEAQy2BEKCFJlZ2lzdHJ5EuQBCgpDcmVhdGVSZXBvEi8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DcmVhdGVSZXBvUmVxdWVzdBoiLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmVwbyKAAYLT5JMCKToEcmVwbyIhL3JlZ2lzdHJ5L3YxL3JlcG9zL3twYXJlbnRfaWQ9Kip9iq+o0gUGEgQKAsMMwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkucGxhdGZvcm0ucmVnaXN0cnkucmVwby5jcmVhdGVkLnYxEgVncm91cBgBEswBCgpVcGRhdGVSZXBvEiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvGiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvInaC0+STAh86ASoaGi9yZWdpc3RyeS92MS9yZXBvcy97aWQ9Kip9iq+o0gUGEgQKAsQMwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkucGxhdGZvcm0ucmVnaXN0cnkucmVwby51cGRhdGVkLnYxEgVncm91cBgBEooBCglMaXN0UmVwb3MSKC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG9GaWx0ZXIaJi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG9MaXN0IiuQAgGC0+STAhQSEi9yZWdpc3RyeS92MS9yZXBvc4qvqNIFCBIGCgLFDBABErkBChRHZXRSZXBvQ291bnRCeVNvdXJjZRI5LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuR2V0UmVwb0NvdW50QnlTb3VyY2VSZXF1ZXN0GicuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvQ291bnQiPZACAYLT5JMCKBImL3JlZ2lzdHJ5L3YxL3JlcG9jb3VudGJ5c291cmNlL3tpZD0qKn2Kr6jSBQYSBAoCxQwSygEKCkRlbGV0ZVJlcG8SLy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkRlbGV0ZVJlcG9SZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5InOC0+STAhwqGi9yZWdpc3RyeS92MS9yZXBvcy97aWQ9Kip9iq+o0gUGEgQKAsYMwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkucGxhdGZvcm0ucmVnaXN0cnkucmVwby5kZWxldGVkLnYxEgVncm91cBgBEtsBCglDcmVhdGVUYWcSLi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkNyZWF0ZVRhZ1JlcXVlc3QaIS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZyJ7gtPkkwIlOgN0YWciHi9yZWdpc3RyeS92MS90YWdzL3tyZXBvX2lkPSoqfYqvqNIFBhIECgLLDMLwjvwLPgozZGV2LmNoYWluZ3VhcmQuYXBpLnBsYXRmb3JtLnJlZ2lzdHJ5LnRhZy5jcmVhdGVkLnYxEgVncm91cBgBEscBCglVcGRhdGVUYWcSIS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZxohLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnInSC0+STAh46ASoaGS9yZWdpc3RyeS92MS90YWdzL3tpZD0qKn2Kr6jSBQYSBAoCzAzC8I78Cz4KM2Rldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS50YWcudXBkYXRlZC52MRIFZ3JvdXAYARLGAQoJRGVsZXRlVGFnEi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5EZWxldGVUYWdSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5InGC0+STAhsqGS9yZWdpc3RyeS92MS90YWdzL3tpZD0qKn2Kr6jSBQYSBAoCzgzC8I78Cz4KM2Rldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS50YWcuZGVsZXRlZC52MRIFZ3JvdXAYARKGAQoITGlzdFRhZ3MSJy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZ0ZpbHRlcholLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnTGlzdCIqkAIBgtPkkwITEhEvcmVnaXN0cnkvdjEvdGFnc4qvqNIFCBIGCgLNDBABEr4BChJHZXRSZXBvVGFnc1N1bW1hcnkSNy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkdldFJlcG9UYWdzU3VtbWFyeVJlcXVlc3QaLS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG9UYWdzU3VtbWFyeSJAkAIBgtPkkwIrEikvcmVnaXN0cnkvdjEvcmVwb3RhZ3NzdW1tYXJ5L3tyZXBvX2lkPSoqfYqvqNIFBhIECgLNDBKSAQoLTGlzdEVvbFRhZ3MSKi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkVvbFRhZ0ZpbHRlchooLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuRW9sVGFnTGlzdCItkAIBgtPkkwIWEhQvcmVnaXN0cnkvdjEvZW9sdGFnc4qvqNIFCBIGCgLNDBABEq8BCg5MaXN0VGFnSGlzdG9yeRIuLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnSGlzdG9yeUZpbHRlchosLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnSGlzdG9yeUxpc3QiP5ACAYLT5JMCKhIoL3JlZ2lzdHJ5L3YxL3RhZ3Mve3BhcmVudF9pZD0qKn0vaGlzdG9yeYqvqNIFBhIECgLNDGIGcHJvdG8z", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform, file_platform_registry_v1_apko_platform]);
 
 /**
+ * A repo (v1 shape).
+ *
  * @generated from message chainguard.platform.registry.Repo
  */
 export type Repo = Message<"chainguard.platform.registry.Repo"> & {
   /**
+   * The repo's id (its uid); set by the server on creation, names the repo on update.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Required. The repo's name within its group: path components matching
+   * `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*` joined by `/`, at most 255 characters.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. The repo's catalog tier.
+   *
    * @generated from field: chainguard.platform.registry.CatalogTier catalog_tier = 3;
    */
   catalogTier: CatalogTier;
 
   /**
+   * Optional. Bundles the repo belongs to (labels).
+   *
    * @generated from field: repeated string bundles = 4;
    */
   bundles: string[];
 
   /**
+   * Optional. The README as Markdown, at most 262,144 characters; not filled in by ListRepos.
+   *
    * @generated from field: string readme = 5;
    */
   readme: string;
 
   /**
+   * Optional. Mirroring settings (stored; this server does not mirror).
+   *
    * @generated from field: chainguard.platform.registry.SyncConfig sync_config = 6 [json_name = "sync_config"];
    */
   syncConfig?: SyncConfig | undefined;
 
   /**
+   * Optional. Changes to apply when the image is built (stored, not acted on by this server).
+   *
    * @generated from field: chainguard.platform.registry.CustomOverlay custom_overlay = 7;
    */
   customOverlay?: CustomOverlay | undefined;
 
   /**
+   * Optional. Other names the image is known by.
+   *
    * @generated from field: repeated string aliases = 8;
    */
   aliases: string[];
 
   /**
+   * Output only. When the repo was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 9;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Optional. The tags considered current.
+   *
    * @generated from field: repeated string active_tags = 10;
    */
   activeTags: string[];
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 11;
    */
   description: string;
@@ -95,51 +120,71 @@ export const RepoSchema: GenMessage<Repo> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 0);
 
 /**
+ * Where a repo's images are mirrored from and to (stored; this server does not mirror).
+ *
  * @generated from message chainguard.platform.registry.SyncConfig
  */
 export type SyncConfig = Message<"chainguard.platform.registry.SyncConfig"> & {
   /**
+   * Required. The id of the repo to mirror from.
+   *
    * @generated from field: string source = 1;
    */
   source: string;
 
   /**
+   * Output only. Set by the platform.
+   *
    * @generated from field: bool unique_tags = 2;
    */
   uniqueTags: boolean;
 
   /**
+   * Output only. When mirroring stops.
+   *
    * @generated from field: google.protobuf.Timestamp expiration = 3;
    */
   expiration?: Timestamp | undefined;
 
   /**
+   * Optional. A Google Artifact Registry location to mirror to.
+   *
    * @generated from field: string google = 4;
    */
   google: string;
 
   /**
+   * Optional. An Amazon ECR location to mirror to.
+   *
    * @generated from field: string amazon = 5;
    */
   amazon: string;
 
   /**
+   * Optional. An Azure Container Registry location to mirror to.
+   *
    * @generated from field: string azure = 6;
    */
   azure: string;
 
   /**
+   * Deprecated and refused (INVALID_ARGUMENT when set).
+   *
    * @generated from field: bool sync_apks = 7 [deprecated = true];
    * @deprecated
    */
   syncApks: boolean;
 
   /**
+   * Output only. Set by the platform.
+   *
    * @generated from field: string apko_overlay = 8;
    */
   apkoOverlay: string;
 
   /**
+   * Output only. Set by the platform.
+   *
    * @generated from field: bool grace_period = 9;
    */
   gracePeriod: boolean;
@@ -153,30 +198,42 @@ export const SyncConfigSchema: GenMessage<SyncConfig> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 1);
 
 /**
+ * Customizations of an image build.
+ *
  * @generated from message chainguard.platform.registry.CustomOverlay
  */
 export type CustomOverlay = Message<"chainguard.platform.registry.CustomOverlay"> & {
   /**
+   * Optional. Extra packages and where they come from.
+   *
    * @generated from field: chainguard.platform.registry.ImageContents contents = 1;
    */
   contents?: ImageContents | undefined;
 
   /**
+   * Optional. Environment variables to set, by name.
+   *
    * @generated from field: map<string, string> environment = 2;
    */
   environment: { [key: string]: string };
 
   /**
+   * Optional. Image annotations to set, by key.
+   *
    * @generated from field: map<string, string> annotations = 3;
    */
   annotations: { [key: string]: string };
 
   /**
+   * Optional. The user and groups to create and run as.
+   *
    * @generated from field: chainguard.platform.registry.ApkoConfig.Accounts accounts = 4;
    */
   accounts?: ApkoConfig_Accounts | undefined;
 
   /**
+   * Optional. Extra CA certificates to trust.
+   *
    * @generated from field: chainguard.platform.registry.CustomOverlay.Certificates certificates = 15;
    */
   certificates?: CustomOverlay_Certificates | undefined;
@@ -287,16 +344,22 @@ export const ImageContents_RuntimeKeyringEntrySchema: GenMessage<ImageContents_R
  */
 export type CreateRepoRequest = Message<"chainguard.platform.registry.CreateRepoRequest"> & {
   /**
+   * Required. The id of the group to create the repo in.
+   *
    * @generated from field: string parent_id = 1;
    */
   parentId: string;
 
   /**
+   * Required. The new repo: `name` is required.
+   *
    * @generated from field: chainguard.platform.registry.Repo repo = 2;
    */
   repo?: Repo | undefined;
 
   /**
+   * Optional. Refuse (ALREADY_EXISTS) instead of answering an existing repo of the same name.
+   *
    * @generated from field: bool prevent_existing = 3;
    */
   preventExisting: boolean;
@@ -314,6 +377,8 @@ export const CreateRepoRequestSchema: GenMessage<CreateRepoRequest> = /*@__PURE_
  */
 export type GetRepoCountBySourceRequest = Message<"chainguard.platform.registry.GetRepoCountBySourceRequest"> & {
   /**
+   * Required. The id of the source repo.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -331,6 +396,8 @@ export const GetRepoCountBySourceRequestSchema: GenMessage<GetRepoCountBySourceR
  */
 export type RepoCount = Message<"chainguard.platform.registry.RepoCount"> & {
   /**
+   * How many repos sync from it.
+   *
    * @generated from field: int64 count = 1;
    */
   count: bigint;
@@ -348,6 +415,8 @@ export const RepoCountSchema: GenMessage<RepoCount> = /*@__PURE__*/
  */
 export type DeleteRepoRequest = Message<"chainguard.platform.registry.DeleteRepoRequest"> & {
   /**
+   * Required. The id of the repo to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -361,10 +430,14 @@ export const DeleteRepoRequestSchema: GenMessage<DeleteRepoRequest> = /*@__PURE_
   messageDesc(file_platform_registry_v1_registry_platform, 7);
 
 /**
+ * Every repo that matched.
+ *
  * @generated from message chainguard.platform.registry.RepoList
  */
 export type RepoList = Message<"chainguard.platform.registry.RepoList"> & {
   /**
+   * The repos.
+   *
    * @generated from field: repeated chainguard.platform.registry.Repo items = 1;
    */
   items: Repo[];
@@ -378,20 +451,28 @@ export const RepoListSchema: GenMessage<RepoList> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 8);
 
 /**
+ * What Registry.ListRepos answers.
+ *
  * @generated from message chainguard.platform.registry.RepoFilter
  */
 export type RepoFilter = Message<"chainguard.platform.registry.RepoFilter"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only repos with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Only the repo with this id.
+   *
    * @generated from field: string id = 3;
    */
   id: string;
@@ -409,11 +490,15 @@ export const RepoFilterSchema: GenMessage<RepoFilter> = /*@__PURE__*/
  */
 export type CreateTagRequest = Message<"chainguard.platform.registry.CreateTagRequest"> & {
   /**
+   * Required. The id of the repo to create the tag in.
+   *
    * @generated from field: string repo_id = 1;
    */
   repoId: string;
 
   /**
+   * Required. The new tag: `name` and `digest`.
+   *
    * @generated from field: chainguard.platform.registry.Tag tag = 2;
    */
   tag?: Tag | undefined;
@@ -431,6 +516,8 @@ export const CreateTagRequestSchema: GenMessage<CreateTagRequest> = /*@__PURE__*
  */
 export type DeleteTagRequest = Message<"chainguard.platform.registry.DeleteTagRequest"> & {
   /**
+   * Required. The id of the tag to delete.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -444,35 +531,49 @@ export const DeleteTagRequestSchema: GenMessage<DeleteTagRequest> = /*@__PURE__*
   messageDesc(file_platform_registry_v1_registry_platform, 11);
 
 /**
+ * A tag (v1 shape).
+ *
  * @generated from message chainguard.platform.registry.Tag
  */
 export type Tag = Message<"chainguard.platform.registry.Tag"> & {
   /**
+   * The tag's id (its uid).
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * Required. The tag, e.g. `latest` (`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Required. The manifest digest the tag points at.
+   *
    * @generated from field: string digest = 3;
    */
   digest: string;
 
   /**
+   * Output only. When the tag last moved.
+   *
    * @generated from field: google.protobuf.Timestamp last_updated = 4;
    */
   lastUpdated?: Timestamp | undefined;
 
   /**
+   * Whether the tag is deprecated.
+   *
    * @generated from field: bool deprecated = 5;
    */
   deprecated: boolean;
 
   /**
+   * Optional. Bundles the tag belongs to (labels).
+   *
    * @generated from field: repeated string bundles = 6;
    */
   bundles: string[];
@@ -533,45 +634,63 @@ export const EolTagSchema: GenMessage<EolTag> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 13);
 
 /**
+ * What Registry.ListTags answers.
+ *
  * @generated from message chainguard.platform.registry.TagFilter
  */
 export type TagFilter = Message<"chainguard.platform.registry.TagFilter"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy, e.g. `children_of` a repo.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only tags with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Only tags that moved at or after this time.
+   *
    * @generated from field: google.protobuf.Timestamp updated_since = 3;
    */
   updatedSince?: Timestamp | undefined;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool exclude_referrers = 6;
    */
   excludeReferrers: boolean;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool exclude_dates = 7;
    */
   excludeDates: boolean;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool exclude_epochs = 8;
    */
   excludeEpochs: boolean;
 
   /**
+   * Optional. Only the tag with this id.
+   *
    * @generated from field: string id = 9;
    */
   id: string;
 
   /**
+   * Optional. Only tags pointing at this digest.
+   *
    * @generated from field: string digest = 10;
    */
   digest: string;
@@ -585,6 +704,8 @@ export const TagFilterSchema: GenMessage<TagFilter> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 14);
 
 /**
+ * What Registry.ListEolTags answers (always nothing here).
+ *
  * @generated from message chainguard.platform.registry.EolTagFilter
  */
 export type EolTagFilter = Message<"chainguard.platform.registry.EolTagFilter"> & {
@@ -627,10 +748,14 @@ export const EolTagFilterSchema: GenMessage<EolTagFilter> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 15);
 
 /**
+ * Every tag that matched.
+ *
  * @generated from message chainguard.platform.registry.TagList
  */
 export type TagList = Message<"chainguard.platform.registry.TagList"> & {
   /**
+   * The tags.
+   *
    * @generated from field: repeated chainguard.platform.registry.Tag items = 1;
    */
   items: Tag[];
@@ -644,30 +769,43 @@ export const TagListSchema: GenMessage<TagList> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 16);
 
 /**
+ * A summary of a repo's tags.
+ *
  * @generated from message chainguard.platform.registry.RepoTagsSummary
  */
 export type RepoTagsSummary = Message<"chainguard.platform.registry.RepoTagsSummary"> & {
   /**
+   * The repo's id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * How many tags the caller can see in the repo.
+   *
    * @generated from field: int64 tag_count = 2;
    */
   tagCount: bigint;
 
   /**
+   * When the most recently moved tag moved.
+   *
    * @generated from field: google.protobuf.Timestamp last_updated = 3;
    */
   lastUpdated?: Timestamp | undefined;
 
   /**
+   * The most recently moved tag.
+   *
    * @generated from field: chainguard.platform.registry.Tag latest_tag = 4;
    */
   latestTag?: Tag | undefined;
 
   /**
+   * The highest dotted version among the tag names (`1.2.10` above `1.2.9`); empty when none looks
+   * like one.
+   *
    * @generated from field: string latest_version = 5;
    */
   latestVersion: string;
@@ -685,21 +823,29 @@ export const RepoTagsSummarySchema: GenMessage<RepoTagsSummary> = /*@__PURE__*/
  */
 export type GetRepoTagsSummaryRequest = Message<"chainguard.platform.registry.GetRepoTagsSummaryRequest"> & {
   /**
+   * Required. The id of the repo.
+   *
    * @generated from field: string repo_id = 1;
    */
   repoId: string;
 
   /**
+   * Optional. Accepted for compatibility.
+   *
    * @generated from field: bool exclude_referrers = 2;
    */
   excludeReferrers: boolean;
 
   /**
+   * Optional. Accepted for compatibility.
+   *
    * @generated from field: bool exclude_dates = 3;
    */
   excludeDates: boolean;
 
   /**
+   * Optional. Accepted for compatibility.
+   *
    * @generated from field: bool exclude_epochs = 4;
    */
   excludeEpochs: boolean;
@@ -713,6 +859,8 @@ export const GetRepoTagsSummaryRequestSchema: GenMessage<GetRepoTagsSummaryReque
   messageDesc(file_platform_registry_v1_registry_platform, 18);
 
 /**
+ * End-of-life tags; always empty on this server.
+ *
  * @generated from message chainguard.platform.registry.EolTagList
  */
 export type EolTagList = Message<"chainguard.platform.registry.EolTagList"> & {
@@ -735,20 +883,28 @@ export const EolTagListSchema: GenMessage<EolTagList> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 19);
 
 /**
+ * What Registry.ListTagHistory answers.
+ *
  * @generated from message chainguard.platform.registry.TagHistoryFilter
  */
 export type TagHistoryFilter = Message<"chainguard.platform.registry.TagHistoryFilter"> & {
   /**
+   * Required. The id of the tag.
+   *
    * @generated from field: string parent_id = 1;
    */
   parentId: string;
 
   /**
+   * Optional. Only moves at or after this time.
+   *
    * @generated from field: google.protobuf.Timestamp start = 2;
    */
   start?: Timestamp | undefined;
 
   /**
+   * Optional. Only moves at or before this time.
+   *
    * @generated from field: google.protobuf.Timestamp end = 3;
    */
   end?: Timestamp | undefined;
@@ -762,10 +918,14 @@ export const TagHistoryFilterSchema: GenMessage<TagHistoryFilter> = /*@__PURE__*
   messageDesc(file_platform_registry_v1_registry_platform, 20);
 
 /**
+ * A tag's moves, oldest first (at most 1,000).
+ *
  * @generated from message chainguard.platform.registry.TagHistoryList
  */
 export type TagHistoryList = Message<"chainguard.platform.registry.TagHistoryList"> & {
   /**
+   * The moves.
+   *
    * @generated from field: repeated chainguard.platform.registry.TagHistory items = 1;
    */
   items: TagHistory[];
@@ -779,15 +939,21 @@ export const TagHistoryListSchema: GenMessage<TagHistoryList> = /*@__PURE__*/
   messageDesc(file_platform_registry_v1_registry_platform, 21);
 
 /**
+ * One move of a tag.
+ *
  * @generated from message chainguard.platform.registry.TagHistory
  */
 export type TagHistory = Message<"chainguard.platform.registry.TagHistory"> & {
   /**
+   * When the tag moved.
+   *
    * @generated from field: google.protobuf.Timestamp update_timestamp = 1;
    */
   updateTimestamp?: Timestamp | undefined;
 
   /**
+   * The digest it pointed at from then on.
+   *
    * @generated from field: string digest = 2;
    */
   digest: string;
@@ -993,10 +1159,20 @@ export const EolGracePeriodStatusSchema: GenEnum<EolGracePeriodStatus> = /*@__PU
   enumDesc(file_platform_registry_v1_registry_platform, 2);
 
 /**
+ * The v1 registry API, kept for existing clients: the repos and tags of the v2beta1 ReposService
+ * and TagsService as v1 shows them (`id` for `uid`, a repo's README inline, unpaged lists), plus
+ * the summaries v1 offered.
+ *
  * @generated from service chainguard.platform.registry.Registry
  */
 export const Registry: GenService<{
   /**
+   * Creates a repo in a group, or answers the one that already has the name.
+   *
+   * Name rules as in v2beta1 CreateRepo. When a repo of that name already exists in the group it is
+   * answered as it is, unless `prevent_existing` is set (then ALREADY_EXISTS).
+   * `sync_config.sync_apks` is refused.
+   *
    * @generated from rpc chainguard.platform.registry.Registry.CreateRepo
    */
   createRepo: {
@@ -1005,6 +1181,8 @@ export const Registry: GenService<{
     output: typeof RepoSchema;
   },
   /**
+   * Replaces a repo's settings and README; fields left out become empty.
+   *
    * @generated from rpc chainguard.platform.registry.Registry.UpdateRepo
    */
   updateRepo: {
@@ -1013,6 +1191,11 @@ export const Registry: GenService<{
     output: typeof RepoSchema;
   },
   /**
+   * Lists the repos the caller may see, all in one answer, without their READMEs.
+   *
+   * With `id`, answers that repo alone. At most 10,000 repos (FAILED_PRECONDITION `V1_LIST_LIMIT`
+   * beyond).
+   *
    * @generated from rpc chainguard.platform.registry.Registry.ListRepos
    */
   listRepos: {
@@ -1021,6 +1204,8 @@ export const Registry: GenService<{
     output: typeof RepoListSchema;
   },
   /**
+   * Counts the repos the caller can see that sync from the repo `id`.
+   *
    * @generated from rpc chainguard.platform.registry.Registry.GetRepoCountBySource
    */
   getRepoCountBySource: {
@@ -1029,6 +1214,8 @@ export const Registry: GenService<{
     output: typeof RepoCountSchema;
   },
   /**
+   * Deletes a repo and everything in it (its tags and manifests).
+   *
    * @generated from rpc chainguard.platform.registry.Registry.DeleteRepo
    */
   deleteRepo: {
@@ -1037,6 +1224,8 @@ export const Registry: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Creates a tag in a repo, pointing at a digest (which need not be in the repo yet).
+   *
    * @generated from rpc chainguard.platform.registry.Registry.CreateTag
    */
   createTag: {
@@ -1045,6 +1234,11 @@ export const Registry: GenService<{
     output: typeof TagSchema;
   },
   /**
+   * Marks a tag deprecated or lifts that.
+   *
+   * Only `deprecated` can change: a different `name`, `digest` or `bundles` is INVALID_ARGUMENT
+   * (push the image to move a tag).
+   *
    * @generated from rpc chainguard.platform.registry.Registry.UpdateTag
    */
   updateTag: {
@@ -1053,6 +1247,8 @@ export const Registry: GenService<{
     output: typeof TagSchema;
   },
   /**
+   * Deletes a tag.
+   *
    * @generated from rpc chainguard.platform.registry.Registry.DeleteTag
    */
   deleteTag: {
@@ -1061,6 +1257,12 @@ export const Registry: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the tags the caller may see, all in one answer.
+   *
+   * With `id`, answers that tag alone; otherwise filtered by `uidp` (e.g. `children_of` a repo),
+   * `name`, `digest` and `updated_since`. At most 10,000 tags (FAILED_PRECONDITION `V1_LIST_LIMIT`
+   * beyond).
+   *
    * @generated from rpc chainguard.platform.registry.Registry.ListTags
    */
   listTags: {
@@ -1069,6 +1271,8 @@ export const Registry: GenService<{
     output: typeof TagListSchema;
   },
   /**
+   * Summarizes a repo's tags: how many, the one that moved last, and the highest version.
+   *
    * @generated from rpc chainguard.platform.registry.Registry.GetRepoTagsSummary
    */
   getRepoTagsSummary: {
@@ -1077,6 +1281,10 @@ export const Registry: GenService<{
     output: typeof RepoTagsSummarySchema;
   },
   /**
+   * Lists a repo's end-of-life tags.
+   *
+   * This server keeps no end-of-life data about packages, so the list is always empty.
+   *
    * @generated from rpc chainguard.platform.registry.Registry.ListEolTags
    */
   listEolTags: {
@@ -1085,6 +1293,10 @@ export const Registry: GenService<{
     output: typeof EolTagListSchema;
   },
   /**
+   * Lists the digests a tag pointed at, oldest first.
+   *
+   * At most 1,000 entries, optionally between `start` and `end`.
+   *
    * @generated from rpc chainguard.platform.registry.Registry.ListTagHistory
    */
   listTagHistory: {

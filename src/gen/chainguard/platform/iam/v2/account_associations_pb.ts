@@ -30,55 +30,77 @@ export const file_chainguard_platform_iam_v2_account_associations: GenFile = /*@
   fileDesc("CjVjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92Mi9hY2NvdW50X2Fzc29jaWF0aW9ucy5wcm90bxIaY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIizQwKEkFjY291bnRBc3NvY2lhdGlvbhIWCgN1aWQYASABKAlCCeBBA5CvqNIFARIRCgRuYW1lGAIgASgJQgPgQQISGAoLZGVzY3JpcHRpb24YAyABKAlCA+BBARJKCgZhbWF6b24YBCABKAsyNS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5BY2NvdW50QXNzb2NpYXRpb24uQW1hem9uQgPgQQESSgoGZ29vZ2xlGAUgASgLMjUuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuQWNjb3VudEFzc29jaWF0aW9uLkdvb2dsZUID4EEBElIKCmNoYWluZ3VhcmQYByABKAsyOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5BY2NvdW50QXNzb2NpYXRpb24uQ2hhaW5ndWFyZEID4EEBEkgKBWF6dXJlGAggASgLMjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuQWNjb3VudEFzc29jaWF0aW9uLkF6dXJlQgPgQQESNAoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNAoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSSgoGZ2l0aHViGAsgASgLMjUuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuQWNjb3VudEFzc29jaWF0aW9uLkdpdEh1YkID4EEBGh4KBkFtYXpvbhIUCgdhY2NvdW50GAEgASgJQgPgQQIaPgoGR29vZ2xlEhcKCnByb2plY3RfaWQYASABKAlCA+BBAhIbCg5wcm9qZWN0X251bWJlchgCIAEoCUID4EECGvUBCgZHaXRIdWISawoRYXBwX2luc3RhbGxhdGlvbnMYAiADKAsySy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5BY2NvdW50QXNzb2NpYXRpb24uR2l0SHViLkFwcEluc3RhbGxhdGlvbnNFbnRyeUID4EEBGn4KFUFwcEluc3RhbGxhdGlvbnNFbnRyeRILCgNrZXkYASABKAMSVAoFdmFsdWUYAiABKAsyRS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5BY2NvdW50QXNzb2NpYXRpb24uR2l0SHViQXBwSW5zdGFsbGF0aW9uczoCOAEadwoWR2l0SHViQXBwSW5zdGFsbGF0aW9ucxJdCg1pbnN0YWxsYXRpb25zGAEgAygLMkEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuQWNjb3VudEFzc29jaWF0aW9uLkdpdEh1Ykluc3RhbGxhdGlvbkID4EEBGkUKEkdpdEh1Ykluc3RhbGxhdGlvbhIcCg9pbnN0YWxsYXRpb25faWQYASABKANCA+BBAhIRCgRuYW1lGAIgASgJQgPgQQEaswEKCkNoYWluZ3VhcmQSbQoQc2VydmljZV9iaW5kaW5ncxgBIAMoCzJOLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkFjY291bnRBc3NvY2lhdGlvbi5DaGFpbmd1YXJkLlNlcnZpY2VCaW5kaW5nc0VudHJ5QgPgQQIaNgoUU2VydmljZUJpbmRpbmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARqvAQoFQXp1cmUSFgoJdGVuYW50X2lkGAEgASgJQgPgQQISXAoKY2xpZW50X2lkcxgCIAMoCzJDLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkFjY291bnRBc3NvY2lhdGlvbi5BenVyZS5DbGllbnRJZHNFbnRyeUID4EECGjAKDkNsaWVudElkc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAE6fupBewolaWFtLmNoYWluZ3VhcmQuZGV2L0FjY291bnRBc3NvY2lhdGlvbhIpYWNjb3VudEFzc29jaWF0aW9ucy97YWNjb3VudF9hc3NvY2lhdGlvbn0qE2FjY291bnRBc3NvY2lhdGlvbnMyEmFjY291bnRBc3NvY2lhdGlvbkoECAYQByI2ChxHZXRBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIskBCh5MaXN0QWNjb3VudEFzc29jaWF0aW9uc1JlcXVlc3QSOQoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXJCA+BBARIRCgRuYW1lGAIgASgJQgPgQQESFgoJcGFnZV9zaXplGAMgASgFQgPgQQESFwoKcGFnZV90b2tlbhgEIAEoCUID4EEBEhUKCG9yZGVyX2J5GAUgASgJQgPgQQESEQoEc2tpcBgGIAEoBUID4EEBIo4BCh9DcmVhdGVBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0EhkKBnBhcmVudBgBIAEoCUIJ4EECkK+o0gUBElAKE2FjY291bnRfYXNzb2NpYXRpb24YAiABKAsyLi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5BY2NvdW50QXNzb2NpYXRpb25CA+BBAiI5Ch9EZWxldGVBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIsMBCh9MaXN0QWNjb3VudEFzc29jaWF0aW9uc1Jlc3BvbnNlEkwKFGFjY291bnRfYXNzb2NpYXRpb25zGAEgAygLMi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuQWNjb3VudEFzc29jaWF0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50Iq8BCh9VcGRhdGVBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0ElYKE2FjY291bnRfYXNzb2NpYXRpb24YASABKAsyLi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5BY2NvdW50QXNzb2NpYXRpb25CCeBBApCvqNIFARI0Cgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASKFAQoeQ2hlY2tBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBEksKDXByb3ZpZGVyX3R5cGUYAiABKA4yLy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5BY2NvdW50UHJvdmlkZXJUeXBlQgPgQQIiewofQ2hlY2tBY2NvdW50QXNzb2NpYXRpb25SZXNwb25zZRI3CgZzdGF0dXMYASABKA4yJy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5DaGVja1N0YXR1cxIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCSqhAQoTQWNjb3VudFByb3ZpZGVyVHlwZRIlCiFBQ0NPVU5UX1BST1ZJREVSX1RZUEVfVU5TUEVDSUZJRUQQABIgChxBQ0NPVU5UX1BST1ZJREVSX1RZUEVfR09PR0xFEAESIAocQUNDT1VOVF9QUk9WSURFUl9UWVBFX0FNQVpPThACEh8KG0FDQ09VTlRfUFJPVklERVJfVFlQRV9BWlVSRRADKl8KC0NoZWNrU3RhdHVzEhwKGENIRUNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKEkNIRUNLX1NUQVRVU19SRUFEWRABEhoKFkNIRUNLX1NUQVRVU19OT1RfUkVBRFkQAjLeCwoaQWNjb3VudEFzc29jaWF0aW9uc1NlcnZpY2USvgEKFUdldEFjY291bnRBc3NvY2lhdGlvbhI4LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdldEFjY291bnRBc3NvY2lhdGlvblJlcXVlc3QaLi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5BY2NvdW50QXNzb2NpYXRpb24iO5ACAYLT5JMCJhIkL2lhbS92Mi9hY2NvdW50QXNzb2NpYXRpb25zL3t1aWQ9Kip9iq+o0gUGEgQKAr8FEqECChhDcmVhdGVBY2NvdW50QXNzb2NpYXRpb24SOy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5DcmVhdGVBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0Gi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuQWNjb3VudEFzc29jaWF0aW9uIpcBgtPkkwI+OhNhY2NvdW50X2Fzc29jaWF0aW9uIicvaWFtL3YyL2FjY291bnRBc3NvY2lhdGlvbnMve3BhcmVudD0qKn2Kr6jSBQYSBAoCvQXC8I78C0EKNmRldi5jaGFpbmd1YXJkLmFwaS5pYW0uYWNjb3VudF9hc3NvY2lhdGlvbnMuY3JlYXRlZC52MRIFZ3JvdXAYARLwAQoYRGVsZXRlQWNjb3VudEFzc29jaWF0aW9uEjsuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuRGVsZXRlQWNjb3VudEFzc29jaWF0aW9uUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSJ/gtPkkwImKiQvaWFtL3YyL2FjY291bnRBc3NvY2lhdGlvbnMve3VpZD0qKn2Kr6jSBQYSBAoCwAXC8I78C0EKNmRldi5jaGFpbmd1YXJkLmFwaS5pYW0uYWNjb3VudF9hc3NvY2lhdGlvbnMuZGVsZXRlZC52MRIFZ3JvdXAYARLIAQoXTGlzdEFjY291bnRBc3NvY2lhdGlvbnMSOi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5MaXN0QWNjb3VudEFzc29jaWF0aW9uc1JlcXVlc3QaOy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5MaXN0QWNjb3VudEFzc29jaWF0aW9uc1Jlc3BvbnNlIjSQAgGC0+STAh0SGy9pYW0vdjIvYWNjb3VudEFzc29jaWF0aW9uc4qvqNIFCBIGCgK/BRABErICChhVcGRhdGVBY2NvdW50QXNzb2NpYXRpb24SOy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5VcGRhdGVBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0Gi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuQWNjb3VudEFzc29jaWF0aW9uIqgBgtPkkwJPOhNhY2NvdW50X2Fzc29jaWF0aW9uMjgvaWFtL3YyL2FjY291bnRBc3NvY2lhdGlvbnMve2FjY291bnRfYXNzb2NpYXRpb24udWlkPSoqfYqvqNIFBhIECgK+BcLwjvwLQQo2ZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5hY2NvdW50X2Fzc29jaWF0aW9ucy51cGRhdGVkLnYxEgVncm91cBgBEucBChdDaGVja0FjY291bnRBc3NvY2lhdGlvbhI6LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkNoZWNrQWNjb3VudEFzc29jaWF0aW9uUmVxdWVzdBo7LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkNoZWNrQWNjb3VudEFzc29jaWF0aW9uUmVzcG9uc2UiU4LT5JMCQToBKiI8L2lhbS92Mi9hY2NvdW50QXNzb2NpYXRpb25zL3t1aWQ9Kip9OmNoZWNrQWNjb3VudEFzc29jaWF0aW9uiq+o0gUGEgQKAr8FYgZwcm90bzM", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * The outside accounts a group is linked to.
+ *
  * @generated from message chainguard.platform.iam.v2.AccountAssociation
  */
 export type AccountAssociation = Message<"chainguard.platform.iam.v2.AccountAssociation"> & {
   /**
+   * Output only. The association's uid, which is its group's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The association's name (`^[a-z0-9 ._-]{1,}$`, at most 256 characters).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Optional. The linked AWS account.
+   *
    * @generated from field: chainguard.platform.iam.v2.AccountAssociation.Amazon amazon = 4;
    */
   amazon?: AccountAssociation_Amazon | undefined;
 
   /**
+   * Optional. The linked Google Cloud project.
+   *
    * @generated from field: chainguard.platform.iam.v2.AccountAssociation.Google google = 5;
    */
   google?: AccountAssociation_Google | undefined;
 
   /**
+   * Optional. The linked platform service bindings.
+   *
    * @generated from field: chainguard.platform.iam.v2.AccountAssociation.Chainguard chainguard = 7;
    */
   chainguard?: AccountAssociation_Chainguard | undefined;
 
   /**
+   * Optional. The linked Azure tenant.
+   *
    * @generated from field: chainguard.platform.iam.v2.AccountAssociation.Azure azure = 8;
    */
   azure?: AccountAssociation_Azure | undefined;
 
   /**
+   * Output only. When the association was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 9;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the association last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 10;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * Optional. The linked GitHub app installations.
+   *
    * @generated from field: chainguard.platform.iam.v2.AccountAssociation.GitHub github = 11;
    */
   github?: AccountAssociation_GitHub | undefined;
@@ -92,10 +114,14 @@ export const AccountAssociationSchema: GenMessage<AccountAssociation> = /*@__PUR
   messageDesc(file_chainguard_platform_iam_v2_account_associations, 0);
 
 /**
+ * An AWS account.
+ *
  * @generated from message chainguard.platform.iam.v2.AccountAssociation.Amazon
  */
 export type AccountAssociation_Amazon = Message<"chainguard.platform.iam.v2.AccountAssociation.Amazon"> & {
   /**
+   * Required. The 12-digit AWS account id.
+   *
    * @generated from field: string account = 1;
    */
   account: string;
@@ -109,15 +135,22 @@ export const AccountAssociation_AmazonSchema: GenMessage<AccountAssociation_Amaz
   messageDesc(file_chainguard_platform_iam_v2_account_associations, 0, 0);
 
 /**
+ * A Google Cloud project.
+ *
  * @generated from message chainguard.platform.iam.v2.AccountAssociation.Google
  */
 export type AccountAssociation_Google = Message<"chainguard.platform.iam.v2.AccountAssociation.Google"> & {
   /**
+   * Required. The project id: 6 to 30 lower-case letters, digits or hyphens, starting with a
+   * letter.
+   *
    * @generated from field: string project_id = 1;
    */
   projectId: string;
 
   /**
+   * Required. The project number, decimal digits.
+   *
    * @generated from field: string project_number = 2;
    */
   projectNumber: string;
@@ -131,10 +164,14 @@ export const AccountAssociation_GoogleSchema: GenMessage<AccountAssociation_Goog
   messageDesc(file_chainguard_platform_iam_v2_account_associations, 0, 1);
 
 /**
+ * GitHub app installations.
+ *
  * @generated from message chainguard.platform.iam.v2.AccountAssociation.GitHub
  */
 export type AccountAssociation_GitHub = Message<"chainguard.platform.iam.v2.AccountAssociation.GitHub"> & {
   /**
+   * Optional. The installations by GitHub app id (positive).
+   *
    * @generated from field: map<int64, chainguard.platform.iam.v2.AccountAssociation.GitHubAppInstallations> app_installations = 2;
    */
   appInstallations: { [key: string]: AccountAssociation_GitHubAppInstallations };
@@ -148,10 +185,14 @@ export const AccountAssociation_GitHubSchema: GenMessage<AccountAssociation_GitH
   messageDesc(file_chainguard_platform_iam_v2_account_associations, 0, 2);
 
 /**
+ * The installations of one GitHub app.
+ *
  * @generated from message chainguard.platform.iam.v2.AccountAssociation.GitHubAppInstallations
  */
 export type AccountAssociation_GitHubAppInstallations = Message<"chainguard.platform.iam.v2.AccountAssociation.GitHubAppInstallations"> & {
   /**
+   * Optional. The installations; ids must be distinct.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.AccountAssociation.GitHubInstallation installations = 1;
    */
   installations: AccountAssociation_GitHubInstallation[];
@@ -165,15 +206,21 @@ export const AccountAssociation_GitHubAppInstallationsSchema: GenMessage<Account
   messageDesc(file_chainguard_platform_iam_v2_account_associations, 0, 3);
 
 /**
+ * One installation of a GitHub app.
+ *
  * @generated from message chainguard.platform.iam.v2.AccountAssociation.GitHubInstallation
  */
 export type AccountAssociation_GitHubInstallation = Message<"chainguard.platform.iam.v2.AccountAssociation.GitHubInstallation"> & {
   /**
+   * Required. The installation id, positive.
+   *
    * @generated from field: int64 installation_id = 1;
    */
   installationId: bigint;
 
   /**
+   * Optional. A label for the installation.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
@@ -187,10 +234,14 @@ export const AccountAssociation_GitHubInstallationSchema: GenMessage<AccountAsso
   messageDesc(file_chainguard_platform_iam_v2_account_associations, 0, 4);
 
 /**
+ * Platform service bindings.
+ *
  * @generated from message chainguard.platform.iam.v2.AccountAssociation.Chainguard
  */
 export type AccountAssociation_Chainguard = Message<"chainguard.platform.iam.v2.AccountAssociation.Chainguard"> & {
   /**
+   * Required. At least one binding: a service name to what it is bound to (both non-empty).
+   *
    * @generated from field: map<string, string> service_bindings = 1;
    */
   serviceBindings: { [key: string]: string };
@@ -204,15 +255,21 @@ export const AccountAssociation_ChainguardSchema: GenMessage<AccountAssociation_
   messageDesc(file_chainguard_platform_iam_v2_account_associations, 0, 5);
 
 /**
+ * An Azure tenant.
+ *
  * @generated from message chainguard.platform.iam.v2.AccountAssociation.Azure
  */
 export type AccountAssociation_Azure = Message<"chainguard.platform.iam.v2.AccountAssociation.Azure"> & {
   /**
+   * Required. The tenant id, a UUID.
+   *
    * @generated from field: string tenant_id = 1;
    */
   tenantId: string;
 
   /**
+   * Required. At least one client: name to client id (a UUID).
+   *
    * @generated from field: map<string, string> client_ids = 2;
    */
   clientIds: { [key: string]: string };
@@ -230,6 +287,8 @@ export const AccountAssociation_AzureSchema: GenMessage<AccountAssociation_Azure
  */
 export type GetAccountAssociationRequest = Message<"chainguard.platform.iam.v2.GetAccountAssociationRequest"> & {
   /**
+   * Required. The group's uid (the association's uid).
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -247,31 +306,46 @@ export const GetAccountAssociationRequestSchema: GenMessage<GetAccountAssociatio
  */
 export type ListAccountAssociationsRequest = Message<"chainguard.platform.iam.v2.ListAccountAssociationsRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only associations with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Account associations per page: default 50, at most 200 (larger values are lowered to
+   * 200); negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 3;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time` or `update_time` (default: by uid), each optionally
+   * followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 5;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 6;
    */
   skip: number;
@@ -289,11 +363,15 @@ export const ListAccountAssociationsRequestSchema: GenMessage<ListAccountAssocia
  */
 export type CreateAccountAssociationRequest = Message<"chainguard.platform.iam.v2.CreateAccountAssociationRequest"> & {
   /**
+   * Required. The uid of the group to link.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The association: `name` and at least one provider block.
+   *
    * @generated from field: chainguard.platform.iam.v2.AccountAssociation account_association = 2;
    */
   accountAssociation?: AccountAssociation | undefined;
@@ -311,6 +389,8 @@ export const CreateAccountAssociationRequestSchema: GenMessage<CreateAccountAsso
  */
 export type DeleteAccountAssociationRequest = Message<"chainguard.platform.iam.v2.DeleteAccountAssociationRequest"> & {
   /**
+   * Required. The group's uid (the association's uid).
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -328,21 +408,29 @@ export const DeleteAccountAssociationRequestSchema: GenMessage<DeleteAccountAsso
  */
 export type ListAccountAssociationsResponse = Message<"chainguard.platform.iam.v2.ListAccountAssociationsResponse"> & {
   /**
+   * The account associations on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.AccountAssociation account_associations = 1;
    */
   accountAssociations: AccountAssociation[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -360,11 +448,17 @@ export const ListAccountAssociationsResponseSchema: GenMessage<ListAccountAssoci
  */
 export type UpdateAccountAssociationRequest = Message<"chainguard.platform.iam.v2.UpdateAccountAssociationRequest"> & {
   /**
+   * Required. The association to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2.AccountAssociation account_association = 1;
    */
   accountAssociation?: AccountAssociation | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in
+   * `account_association` change (over gRPC and Connect only the non-empty ones, so name a field
+   * here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -382,11 +476,15 @@ export const UpdateAccountAssociationRequestSchema: GenMessage<UpdateAccountAsso
  */
 export type CheckAccountAssociationRequest = Message<"chainguard.platform.iam.v2.CheckAccountAssociationRequest"> & {
   /**
+   * Required. The group's uid (the association's uid).
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. Which block to check: AWS, Google or Azure.
+   *
    * @generated from field: chainguard.platform.iam.v2.AccountProviderType provider_type = 2;
    */
   providerType: AccountProviderType;
@@ -404,16 +502,22 @@ export const CheckAccountAssociationRequestSchema: GenMessage<CheckAccountAssoci
  */
 export type CheckAccountAssociationResponse = Message<"chainguard.platform.iam.v2.CheckAccountAssociationResponse"> & {
   /**
+   * Whether the block is usable; always NOT_READY on this server.
+   *
    * @generated from field: chainguard.platform.iam.v2.CheckStatus status = 1;
    */
   status: CheckStatus;
 
   /**
+   * A machine-readable reason: `NOT_CONFIGURED` or `UNVERIFIABLE`.
+   *
    * @generated from field: string reason = 2;
    */
   reason: string;
 
   /**
+   * The reason in words.
+   *
    * @generated from field: string message = 3;
    */
   message: string;
@@ -484,10 +588,16 @@ export const CheckStatusSchema: GenEnum<CheckStatus> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_iam_v2_account_associations, 1);
 
 /**
+ * Manages a group's links to outside accounts: AWS accounts, Google Cloud projects, Azure tenants,
+ * GitHub app installations and platform service bindings. A group has at most one association; its
+ * uid is the group's uid.
+ *
  * @generated from service chainguard.platform.iam.v2.AccountAssociationsService
  */
 export const AccountAssociationsService: GenService<{
   /**
+   * Gets a group's account association by the group's uid.
+   *
    * @generated from rpc chainguard.platform.iam.v2.AccountAssociationsService.GetAccountAssociation
    */
   getAccountAssociation: {
@@ -496,6 +606,13 @@ export const AccountAssociationsService: GenService<{
     output: typeof AccountAssociationSchema;
   },
   /**
+   * Creates the account association of a group.
+   *
+   * At least one provider block is required, and each is checked (a 12-digit AWS account, a Google
+   * project id and number, an Azure tenant UUID with at least one client id, positive GitHub app
+   * and installation ids, non-empty service bindings); problems are INVALID_ARGUMENT naming the
+   * field. A second association for the same group is ALREADY_EXISTS.
+   *
    * @generated from rpc chainguard.platform.iam.v2.AccountAssociationsService.CreateAccountAssociation
    */
   createAccountAssociation: {
@@ -504,6 +621,8 @@ export const AccountAssociationsService: GenService<{
     output: typeof AccountAssociationSchema;
   },
   /**
+   * Deletes a group's account association.
+   *
    * @generated from rpc chainguard.platform.iam.v2.AccountAssociationsService.DeleteAccountAssociation
    */
   deleteAccountAssociation: {
@@ -512,6 +631,11 @@ export const AccountAssociationsService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the account associations the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`) and exact `name`. Pages hold 50 associations by default (at most
+   * 200); the default order is by uid.
+   *
    * @generated from rpc chainguard.platform.iam.v2.AccountAssociationsService.ListAccountAssociations
    */
   listAccountAssociations: {
@@ -520,6 +644,11 @@ export const AccountAssociationsService: GenService<{
     output: typeof ListAccountAssociationsResponseSchema;
   },
   /**
+   * Changes a group's account association.
+   *
+   * Only the fields present (or named in `update_mask`) change; the result is validated as on
+   * creation.
+   *
    * @generated from rpc chainguard.platform.iam.v2.AccountAssociationsService.UpdateAccountAssociation
    */
   updateAccountAssociation: {
@@ -528,6 +657,12 @@ export const AccountAssociationsService: GenService<{
     output: typeof AccountAssociationSchema;
   },
   /**
+   * Checks whether an association's AWS, Google or Azure block is usable.
+   *
+   * This server cannot reach any cloud provider, so it never answers READY: it answers NOT_READY
+   * with reason `NOT_CONFIGURED` when the association has no block for the provider, and
+   * `UNVERIFIABLE` when it has one. `provider_type` is required.
+   *
    * @generated from rpc chainguard.platform.iam.v2.AccountAssociationsService.CheckAccountAssociation
    */
   checkAccountAssociation: {

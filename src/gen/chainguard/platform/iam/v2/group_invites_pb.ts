@@ -32,55 +32,78 @@ export const file_chainguard_platform_iam_v2_group_invites: GenFile = /*@__PURE_
   fileDesc("Ci5jaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92Mi9ncm91cF9pbnZpdGVzLnByb3RvEhpjaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MiLOAwoLR3JvdXBJbnZpdGUSFgoDdWlkGAEgASgJQgngQQOQr6jSBQESFQoIcm9sZV91aWQYAiABKAlCA+BBAhI+CgRyb2xlGAogASgLMisuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuR3JvdXBJbnZpdGVSb2xlQgPgQQMSEgoFZW1haWwYAyABKAlCA+BBARIuCgN0dGwYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb25CBuBBAuBBBBI4Cg9leHBpcmF0aW9uX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSFwoKc2luZ2xlX3VzZRgGIAEoCEID4EEBEhEKBGNvZGUYByABKAlCA+BBAxITCgZrZXlfaWQYCCABKAlCA+BBAxI0CgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAzpb6kFYCh5pYW0uY2hhaW5ndWFyZC5kZXYvR3JvdXBJbnZpdGUSG2dyb3VwSW52aXRlcy97Z3JvdXBfaW52aXRlfSoMZ3JvdXBJbnZpdGVzMgtncm91cEludml0ZSKQAQoPR3JvdXBJbnZpdGVSb2xlEhAKA3VpZBgBIAEoCUID4EEDEhEKBG5hbWUYAiABKAlCA+BBAxIYCgtkZXNjcmlwdGlvbhgDIAEoCUID4EEDEj4KDGNhcGFiaWxpdGllcxgEIAMoDjIjLmNoYWluZ3VhcmQuY2FwYWJpbGl0aWVzLkNhcGFiaWxpdHlCA+BBAyJ5ChhDcmVhdGVHcm91cEludml0ZVJlcXVlc3QSGQoGcGFyZW50GAEgASgJQgngQQKQr6jSBQESQgoMZ3JvdXBfaW52aXRlGAIgASgLMicuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuR3JvdXBJbnZpdGVCA+BBAiIvChVHZXRHcm91cEludml0ZVJlcXVlc3QSFgoDdWlkGAEgASgJQgngQQKQr6jSBQEiMgoYRGVsZXRlR3JvdXBJbnZpdGVSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIsQBChdMaXN0R3JvdXBJbnZpdGVzUmVxdWVzdBI5CgR1aWRwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24uVUlEUEZpbHRlckID4EEBEhMKBmtleV9pZBgCIAEoCUID4EEBEhYKCXBhZ2Vfc2l6ZRgDIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YBCABKAlCA+BBARIVCghvcmRlcl9ieRgFIAEoCUID4EEBEhEKBHNraXAYBiABKAVCA+BBASKuAQoYTGlzdEdyb3VwSW52aXRlc1Jlc3BvbnNlEj4KDWdyb3VwX2ludml0ZXMYASADKAsyJy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Hcm91cEludml0ZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSGAoLdG90YWxfY291bnQYAyABKANIAIgBARIPCgdza2lwcGVkGAQgASgFQg4KDF90b3RhbF9jb3VudDK6BgoTR3JvdXBJbnZpdGVzU2VydmljZRL4AQoRQ3JlYXRlR3JvdXBJbnZpdGUSNC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5DcmVhdGVHcm91cEludml0ZVJlcXVlc3QaJy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Hcm91cEludml0ZSKDAYLT5JMCMDoMZ3JvdXBfaW52aXRlIiAvaWFtL3YyL2dyb3VwSW52aXRlcy97cGFyZW50PSoqfYqvqNIFCBIGCgTJAZEDwvCO/As5Ci5kZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmdyb3VwX2ludml0ZS5jcmVhdGVkLnYxEgVncm91cBgBEqIBCg5HZXRHcm91cEludml0ZRIxLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdldEdyb3VwSW52aXRlUmVxdWVzdBonLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdyb3VwSW52aXRlIjSQAgGC0+STAh8SHS9pYW0vdjIvZ3JvdXBJbnZpdGVzL3t1aWQ9Kip9iq+o0gUGEgQKAssBEtMBChFEZWxldGVHcm91cEludml0ZRI0LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkRlbGV0ZUdyb3VwSW52aXRlUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSJwgtPkkwIfKh0vaWFtL3YyL2dyb3VwSW52aXRlcy97dWlkPSoqfYqvqNIFBhIECgLMAcLwjvwLOQouZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5ncm91cF9pbnZpdGUuZGVsZXRlZC52MRIFZ3JvdXAYARKsAQoQTGlzdEdyb3VwSW52aXRlcxIzLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkxpc3RHcm91cEludml0ZXNSZXF1ZXN0GjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuTGlzdEdyb3VwSW52aXRlc1Jlc3BvbnNlIi2QAgGC0+STAhYSFC9pYW0vdjIvZ3JvdXBJbnZpdGVziq+o0gUIEgYKAssBEAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_capabilities_capabilities, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_duration, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * An invitation to join a group with a role.
+ *
  * @generated from message chainguard.platform.iam.v2.GroupInvite
  */
 export type GroupInvite = Message<"chainguard.platform.iam.v2.GroupInvite"> & {
   /**
+   * Output only. The invite's uid: its group's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The uid of the role the invitee is given: built-in, or a custom role of the group or
+   * one above it.
+   *
    * @generated from field: string role_uid = 2;
    */
   roleUid: string;
 
   /**
+   * Output only. The role the invitee is given.
+   *
    * @generated from field: chainguard.platform.iam.v2.GroupInviteRole role = 10;
    */
   role?: GroupInviteRole | undefined;
 
   /**
+   * Optional. The address the invite is meant for (at most 254 characters).
+   *
    * @generated from field: string email = 3;
    */
   email: string;
 
   /**
+   * Required on creation. How long the invite is valid: positive, at most 30 days (`2592000s`).
+   *
    * @generated from field: google.protobuf.Duration ttl = 4;
    */
   ttl?: Duration | undefined;
 
   /**
+   * Output only. When the invite stops being redeemable.
+   *
    * @generated from field: google.protobuf.Timestamp expiration_time = 5;
    */
   expirationTime?: Timestamp | undefined;
 
   /**
+   * Optional. Whether the invite is used up by its first redemption; default false.
+   *
    * @generated from field: bool single_use = 6;
    */
   singleUse: boolean;
 
   /**
+   * Output only. The code to redeem; set only in CreateGroupInvite's answer.
+   *
    * @generated from field: string code = 7;
    */
   code: string;
 
   /**
+   * Output only. The code's public key id, which identifies the invite without revealing the code.
+   *
    * @generated from field: string key_id = 8;
    */
   keyId: string;
 
   /**
+   * Output only. When the invite was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 9;
    */
   createTime?: Timestamp | undefined;
@@ -94,25 +117,35 @@ export const GroupInviteSchema: GenMessage<GroupInvite> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_iam_v2_group_invites, 0);
 
 /**
+ * The role of an invite, as answers show it.
+ *
  * @generated from message chainguard.platform.iam.v2.GroupInviteRole
  */
 export type GroupInviteRole = Message<"chainguard.platform.iam.v2.GroupInviteRole"> & {
   /**
+   * The role's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * The role's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * The role's description.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * The role's capabilities.
+   *
    * @generated from field: repeated chainguard.capabilities.Capability capabilities = 4;
    */
   capabilities: Capability[];
@@ -130,11 +163,15 @@ export const GroupInviteRoleSchema: GenMessage<GroupInviteRole> = /*@__PURE__*/
  */
 export type CreateGroupInviteRequest = Message<"chainguard.platform.iam.v2.CreateGroupInviteRequest"> & {
   /**
+   * Required. The uid of the group to invite to.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The invite: `role_uid` and `ttl` are required.
+   *
    * @generated from field: chainguard.platform.iam.v2.GroupInvite group_invite = 2;
    */
   groupInvite?: GroupInvite | undefined;
@@ -152,6 +189,8 @@ export const CreateGroupInviteRequestSchema: GenMessage<CreateGroupInviteRequest
  */
 export type GetGroupInviteRequest = Message<"chainguard.platform.iam.v2.GetGroupInviteRequest"> & {
   /**
+   * Required. The uid of the invite to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -169,6 +208,8 @@ export const GetGroupInviteRequestSchema: GenMessage<GetGroupInviteRequest> = /*
  */
 export type DeleteGroupInviteRequest = Message<"chainguard.platform.iam.v2.DeleteGroupInviteRequest"> & {
   /**
+   * Required. The uid of the invite to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -186,31 +227,46 @@ export const DeleteGroupInviteRequestSchema: GenMessage<DeleteGroupInviteRequest
  */
 export type ListGroupInvitesRequest = Message<"chainguard.platform.iam.v2.ListGroupInvitesRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only the invite whose code has this key id.
+   *
    * @generated from field: string key_id = 2;
    */
   keyId: string;
 
   /**
+   * Optional. Invites per page: default 50, at most 200 (larger values are lowered to 200);
+   * negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 3;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `create_time` or `expiration_time` (default: `create_time desc`), each
+   * optionally followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 5;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 6;
    */
   skip: number;
@@ -228,21 +284,29 @@ export const ListGroupInvitesRequestSchema: GenMessage<ListGroupInvitesRequest> 
  */
 export type ListGroupInvitesResponse = Message<"chainguard.platform.iam.v2.ListGroupInvitesResponse"> & {
   /**
+   * The invites on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.GroupInvite group_invites = 1;
    */
   groupInvites: GroupInvite[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -256,10 +320,20 @@ export const ListGroupInvitesResponseSchema: GenMessage<ListGroupInvitesResponse
   messageDesc(file_chainguard_platform_iam_v2_group_invites, 6);
 
 /**
+ * Manages invitations to join a group with a role. The invite code is a bearer credential: it is
+ * shown once, by CreateGroupInvite, and redeemed when signing in (`bulwark auth login
+ * --invite-code`).
+ *
  * @generated from service chainguard.platform.iam.v2.GroupInvitesService
  */
 export const GroupInvitesService: GenService<{
   /**
+   * Creates an invite to a group and returns its code, once.
+   *
+   * `role_uid` (a role usable from the group, else NOT_FOUND) and `ttl` (positive, at most 30 days)
+   * are required; `email` is optional and must be a valid address. Later reads show only the code's
+   * `key_id`.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupInvitesService.CreateGroupInvite
    */
   createGroupInvite: {
@@ -268,6 +342,8 @@ export const GroupInvitesService: GenService<{
     output: typeof GroupInviteSchema;
   },
   /**
+   * Gets one invite by its uid, without its code.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupInvitesService.GetGroupInvite
    */
   getGroupInvite: {
@@ -276,6 +352,8 @@ export const GroupInvitesService: GenService<{
     output: typeof GroupInviteSchema;
   },
   /**
+   * Deletes an invite; its code can no longer be redeemed.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupInvitesService.DeleteGroupInvite
    */
   deleteGroupInvite: {
@@ -284,6 +362,12 @@ export const GroupInvitesService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the invites the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`) and by `key_id`. Pages hold 50 invites by default (at most 200);
+   * the default order is newest first (`create_time desc`), and `order_by` accepts `create_time`
+   * and `expiration_time`. Codes are never listed.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupInvitesService.ListGroupInvites
    */
   listGroupInvites: {

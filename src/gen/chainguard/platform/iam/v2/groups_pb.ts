@@ -30,50 +30,74 @@ export const file_chainguard_platform_iam_v2_groups: GenFile = /*@__PURE__*/
   fileDesc("CidjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92Mi9ncm91cHMucHJvdG8SGmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyIo0ECgVHcm91cBIWCgN1aWQYASABKAlCCeBBA5CvqNIFARIRCgRuYW1lGAIgASgJQgPgQQISGAoLZGVzY3JpcHRpb24YAyABKAlCA+BBARJTCg9yZXNvdXJjZV9saW1pdHMYBCADKAsyNS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Hcm91cC5SZXNvdXJjZUxpbWl0c0VudHJ5QgPgQQMSFQoIdmVyaWZpZWQYBSABKAhCA+BBARI0CgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI0Cgt1cGRhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI2CgRraW5kGAggASgOMiMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuT3JnS2luZEID4EEBEjoKBnN0YXR1cxgJIAEoDjIlLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLk9yZ1N0YXR1c0ID4EEDGjUKE1Jlc291cmNlTGltaXRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ATo86kE5ChhpYW0uY2hhaW5ndWFyZC5kZXYvR3JvdXASDmdyb3Vwcy97Z3JvdXB9KgZncm91cHMyBWdyb3VwIikKD0dldEdyb3VwUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASIsChJEZWxldGVHcm91cFJlcXVlc3QSFgoDdWlkGAEgASgJQgngQQKQr6jSBQEivAEKEUxpc3RHcm91cHNSZXF1ZXN0EjkKBHVpZHAYASABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyQgPgQQESEQoEbmFtZRgCIAEoCUID4EEBEhYKCXBhZ2Vfc2l6ZRgDIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YBCABKAlCA+BBARIVCghvcmRlcl9ieRgFIAEoCUID4EEBEhEKBHNraXAYBiABKAVCA+BBASKbAQoSTGlzdEdyb3Vwc1Jlc3BvbnNlEjEKBmdyb3VwcxgBIAMoCzIhLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdyb3VwEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50ImAKEkNyZWF0ZUdyb3VwUmVxdWVzdBITCgZwYXJlbnQYASABKAlCA+BBARI1CgVncm91cBgCIAEoCzIhLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdyb3VwQgPgQQIihwEKElVwZGF0ZUdyb3VwUmVxdWVzdBI7CgVncm91cBgBIAEoCzIhLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdyb3VwQgngQQKQr6jSBQESNAoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgPgQQEiFAoSTG9va3VwR3JvdXBSZXF1ZXN0IkcKE0xvb2t1cEdyb3VwUmVzcG9uc2USMAoFZ3JvdXAYASABKAsyIS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Hcm91cCIzChlSZXF1ZXN0R3JvdXBBY2Nlc3NSZXF1ZXN0EhYKCWdyb3VwX3VpZBgBIAEoCUID4EECIhwKGlJlcXVlc3RHcm91cEFjY2Vzc1Jlc3BvbnNlIhkKF0NoZWNrRWxpZ2liaWxpdHlSZXF1ZXN0IiwKGENoZWNrRWxpZ2liaWxpdHlSZXNwb25zZRIQCghlbGlnaWJsZRgBIAEoCCqUAQoHT3JnS2luZBIYChRPUkdfS0lORF9VTlNQRUNJRklFRBAAEhQKEE9SR19LSU5EX1NUQVJURVIQARIVChFPUkdfS0lORF9DVVNUT01FUhACEhAKDE9SR19LSU5EX0RFVhADEhIKDk9SR19LSU5EX0lORlJBEAQSHAoYT1JHX0tJTkRfQVdTX01BUktFVFBMQUNFEAUqdAoJT3JnU3RhdHVzEhoKFk9SR19TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdPUkdfU1RBVFVTX0lOSVRJQUxJWklORxABEhQKEE9SR19TVEFUVVNfUkVBRFkQAhIYChRPUkdfU1RBVFVTX1NVU1BFTkRFRBADMrkLCg1Hcm91cHNTZXJ2aWNlEokBCghHZXRHcm91cBIrLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdldEdyb3VwUmVxdWVzdBohLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdyb3VwIi2QAgGC0+STAhkSFy9pYW0vdjIvZ3JvdXBzL3t1aWQ9Kip9iq+o0gUFEgMKAWcSuQEKC0RlbGV0ZUdyb3VwEi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuRGVsZXRlR3JvdXBSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5ImKC0+STAhkqFy9pYW0vdjIvZ3JvdXBzL3t1aWQ9Kip9iq+o0gUFEgMKAWjC8I78CzIKJ2Rldi5jaGFpbmd1YXJkLmFwaS5pYW0uZ3JvdXAuZGVsZXRlZC52MRIFZ3JvdXAYARKTAQoKTGlzdEdyb3VwcxItLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkxpc3RHcm91cHNSZXF1ZXN0Gi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuTGlzdEdyb3Vwc1Jlc3BvbnNlIiaQAgGC0+STAhASDi9pYW0vdjIvZ3JvdXBziq+o0gUHEgUKAWcQARLQAQoLQ3JlYXRlR3JvdXASLi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5DcmVhdGVHcm91cFJlcXVlc3QaIS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Hcm91cCJugtPkkwIjOgVncm91cCIaL2lhbS92Mi9ncm91cHMve3BhcmVudD0qKn2Kr6jSBQcSBQoBZRABwvCO/AsyCidkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmdyb3VwLmNyZWF0ZWQudjESBWdyb3VwGAES0QEKC1VwZGF0ZUdyb3VwEi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuVXBkYXRlR3JvdXBSZXF1ZXN0GiEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuR3JvdXAib4LT5JMCJjoFZ3JvdXAyHS9pYW0vdjIvZ3JvdXBzL3tncm91cC51aWQ9Kip9iq+o0gUFEgMKAWbC8I78CzIKJ2Rldi5jaGFpbmd1YXJkLmFwaS5pYW0uZ3JvdXAudXBkYXRlZC52MRIFZ3JvdXAYARKfAQoLTG9va3VwR3JvdXASLi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Mb29rdXBHcm91cFJlcXVlc3QaLy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Mb29rdXBHcm91cFJlc3BvbnNlIi+QAgGC0+STAhwSGi9pYW0vdjIvZ3JvdXBzOmxvb2t1cEdyb3Vwiq+o0gUEEgIQARLKAQoSUmVxdWVzdEdyb3VwQWNjZXNzEjUuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuUmVxdWVzdEdyb3VwQWNjZXNzUmVxdWVzdBo2LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJlcXVlc3RHcm91cEFjY2Vzc1Jlc3BvbnNlIkWC0+STAjU6ASoiMC9pYW0vdjIvZ3JvdXBzL3tncm91cF91aWQ9Kip9OnJlcXVlc3RHcm91cEFjY2Vzc4qvqNIFBBICEAESswEKEENoZWNrRWxpZ2liaWxpdHkSMy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5DaGVja0VsaWdpYmlsaXR5UmVxdWVzdBo0LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkNoZWNrRWxpZ2liaWxpdHlSZXNwb25zZSI0kAIBgtPkkwIhEh8vaWFtL3YyL2dyb3VwczpjaGVja0VsaWdpYmlsaXR5iq+o0gUEEgIQAWIGcHJvdG8z", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A group: an organization (a root group) or a group nested inside one.
+ *
  * @generated from message chainguard.platform.iam.v2.Group
  */
 export type Group = Message<"chainguard.platform.iam.v2.Group"> & {
   /**
+   * Output only. The group's uid, assigned by the server: the parent's uid plus one segment, or a
+   * single segment for an organization.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The group's name: lower-case letters, digits, space, `.`, `_` and `-` (`^[a-z0-9
+   * ._-]{1,}$`), at most 256 characters.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Output only. Limits on what the group may hold, by resource name; empty when the group has
+   * none.
+   *
    * @generated from field: map<string, int32> resource_limits = 4;
    */
   resourceLimits: { [key: string]: number };
 
   /**
+   * Whether the platform operator has verified the organization. False for new groups; only the
+   * operator may change it.
+   *
    * @generated from field: bool verified = 5;
    */
   verified: boolean;
 
   /**
+   * Output only. When the group was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 6;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the group last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 7;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * Optional. What kind of organization this is; unspecified by default.
+   *
    * @generated from field: chainguard.platform.iam.v2.OrgKind kind = 8;
    */
   kind: OrgKind;
 
   /**
+   * Output only. The organization's status.
+   *
    * @generated from field: chainguard.platform.iam.v2.OrgStatus status = 9;
    */
   status: OrgStatus;
@@ -91,6 +115,8 @@ export const GroupSchema: GenMessage<Group> = /*@__PURE__*/
  */
 export type GetGroupRequest = Message<"chainguard.platform.iam.v2.GetGroupRequest"> & {
   /**
+   * Required. The uid of the group to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -108,6 +134,8 @@ export const GetGroupRequestSchema: GenMessage<GetGroupRequest> = /*@__PURE__*/
  */
 export type DeleteGroupRequest = Message<"chainguard.platform.iam.v2.DeleteGroupRequest"> & {
   /**
+   * Required. The uid of the group to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -125,31 +153,46 @@ export const DeleteGroupRequestSchema: GenMessage<DeleteGroupRequest> = /*@__PUR
  */
 export type ListGroupsRequest = Message<"chainguard.platform.iam.v2.ListGroupsRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy (children of, descendants of, ...).
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only groups with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Groups per page: default 50, at most 200 (larger values are lowered to 200); negative
+   * is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 3;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time` or `update_time` (or `created_at`, `updated_at`),
+   * each optionally followed by ` desc`, comma-separated; default by uid. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 5;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 6;
    */
   skip: number;
@@ -167,21 +210,29 @@ export const ListGroupsRequestSchema: GenMessage<ListGroupsRequest> = /*@__PURE_
  */
 export type ListGroupsResponse = Message<"chainguard.platform.iam.v2.ListGroupsResponse"> & {
   /**
+   * The groups on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.Group groups = 1;
    */
   groups: Group[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many groups match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -199,11 +250,16 @@ export const ListGroupsResponseSchema: GenMessage<ListGroupsResponse> = /*@__PUR
  */
 export type CreateGroupRequest = Message<"chainguard.platform.iam.v2.CreateGroupRequest"> & {
   /**
+   * Optional. The uid of the group to create the new group in; empty creates an organization.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new group: `name` is required, `description` and `kind` are optional; output-only
+   * fields are ignored.
+   *
    * @generated from field: chainguard.platform.iam.v2.Group group = 2;
    */
   group?: Group | undefined;
@@ -221,11 +277,16 @@ export const CreateGroupRequestSchema: GenMessage<CreateGroupRequest> = /*@__PUR
  */
 export type UpdateGroupRequest = Message<"chainguard.platform.iam.v2.UpdateGroupRequest"> & {
   /**
+   * Required. The group to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2.Group group = 1;
    */
   group?: Group | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in `group`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -256,6 +317,8 @@ export const LookupGroupRequestSchema: GenMessage<LookupGroupRequest> = /*@__PUR
  */
 export type LookupGroupResponse = Message<"chainguard.platform.iam.v2.LookupGroupResponse"> & {
   /**
+   * The caller's group.
+   *
    * @generated from field: chainguard.platform.iam.v2.Group group = 1;
    */
   group?: Group | undefined;
@@ -273,6 +336,8 @@ export const LookupGroupResponseSchema: GenMessage<LookupGroupResponse> = /*@__P
  */
 export type RequestGroupAccessRequest = Message<"chainguard.platform.iam.v2.RequestGroupAccessRequest"> & {
   /**
+   * Required. The uid of the group to ask for access to.
+   *
    * @generated from field: string group_uid = 1;
    */
   groupUid: string;
@@ -316,6 +381,8 @@ export const CheckEligibilityRequestSchema: GenMessage<CheckEligibilityRequest> 
  */
 export type CheckEligibilityResponse = Message<"chainguard.platform.iam.v2.CheckEligibilityResponse"> & {
   /**
+   * Whether the caller may create an organization.
+   *
    * @generated from field: bool eligible = 1;
    */
   eligible: boolean;
@@ -401,10 +468,19 @@ export const OrgStatusSchema: GenEnum<OrgStatus> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_iam_v2_groups, 1);
 
 /**
+ * Manages groups: organizations (root groups) and the groups nested inside them. Every other
+ * resource (identities, roles, role bindings, repos, advisories) lives in a group, and access
+ * granted on a group reaches everything beneath it.
+ *
  * @generated from service chainguard.platform.iam.v2.GroupsService
  */
 export const GroupsService: GenService<{
   /**
+   * Gets one group by its uid.
+   *
+   * Answers NOT_FOUND when the group does not exist or lies outside every group the caller can see,
+   * and PERMISSION_DENIED when the caller can see it but may not list groups there.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupsService.GetGroup
    */
   getGroup: {
@@ -413,6 +489,14 @@ export const GroupsService: GenService<{
     output: typeof GroupSchema;
   },
   /**
+   * Deletes an empty group.
+   *
+   * A group is deleted only when nothing lives in it any more: while it still holds child groups,
+   * identities, roles, role bindings, identity providers, invites, an account association, repos or
+   * advisories, the call fails with FAILED_PRECONDITION (violation type `RESOURCE_NOT_EMPTY`,
+   * naming what is left) and nothing changes. Delete the contents first, in reverse order of
+   * creation. Answers an empty object on success and NOT_FOUND for an unknown uid.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupsService.DeleteGroup
    */
   deleteGroup: {
@@ -421,6 +505,15 @@ export const GroupsService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the groups the caller may see, filtered and paged.
+   *
+   * Only groups on which the caller holds the groups-list capability are returned. Filter by
+   * position with `uidp` (for example `uidp.descendants_of` an organization) and by exact name with
+   * `name`. Pages hold 50 groups by default (at most 200); the default order is by uid, and
+   * `order_by` accepts `name`, `create_time` and `update_time` (also `created_at`/`updated_at`),
+   * each optionally followed by `desc`. The order holds across pages. `total_count` counts every
+   * match.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupsService.ListGroups
    */
   listGroups: {
@@ -429,6 +522,14 @@ export const GroupsService: GenService<{
     output: typeof ListGroupsResponseSchema;
   },
   /**
+   * Creates a group inside a parent group, or a new organization.
+   *
+   * With a `parent`, the caller needs the groups-create capability on it and the new group's uid
+   * extends the parent's. Without one, a new root group (an organization) is made: a human caller
+   * becomes its owner in the same step; workload identities and narrowed tokens may not create
+   * organizations (PERMISSION_DENIED). The name must match `^[a-z0-9 ._-]{1,}$` (at most 256
+   * characters), else INVALID_ARGUMENT.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupsService.CreateGroup
    */
   createGroup: {
@@ -437,6 +538,12 @@ export const GroupsService: GenService<{
     output: typeof GroupSchema;
   },
   /**
+   * Changes a group's name, description or kind.
+   *
+   * Only the fields present in the request (or named in `update_mask`) change; the rest keep their
+   * values. `verified` is set by the platform operator only (PERMISSION_DENIED for anyone else).
+   * The same name and description rules as on creation apply.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupsService.UpdateGroup
    */
   updateGroup: {
@@ -445,6 +552,10 @@ export const GroupsService: GenService<{
     output: typeof GroupSchema;
   },
   /**
+   * Finds the caller's group without knowing its uid.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED; use ListGroups.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupsService.LookupGroup
    */
   lookupGroup: {
@@ -453,6 +564,11 @@ export const GroupsService: GenService<{
     output: typeof LookupGroupResponseSchema;
   },
   /**
+   * Asks the owners of a group for access to it.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED; access is granted with role
+   * bindings or group invites.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupsService.RequestGroupAccess
    */
   requestGroupAccess: {
@@ -461,6 +577,10 @@ export const GroupsService: GenService<{
     output: typeof RequestGroupAccessResponseSchema;
   },
   /**
+   * Checks whether the caller may create a new organization.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.v2.GroupsService.CheckEligibility
    */
   checkEligibility: {

@@ -30,77 +30,108 @@ export const file_chainguard_platform_iam_v2_identities: GenFile = /*@__PURE__*/
   fileDesc("CitjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92Mi9pZGVudGl0aWVzLnByb3RvEhpjaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MiLWCwoISWRlbnRpdHkSFgoDdWlkGAEgASgJQgngQQOQr6jSBQESEQoEbmFtZRgCIAEoCUID4EECEhgKC2Rlc2NyaXB0aW9uGAMgASgJQgPgQQESEgoFZW1haWwYBCABKAlCA+BBAxIdChBlbWFpbF91bnZlcmlmaWVkGAUgASgJQgPgQQMSFAoHY29tcGFueRgGIAEoCUID4EEBEjcKDmxhc3Rfc2Vlbl90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjQKC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjQKC3VwZGF0ZV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEkYKC2NsYWltX21hdGNoGBQgASgLMi8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuSWRlbnRpdHkuQ2xhaW1NYXRjaEgAEkYKC3N0YXRpY19rZXlzGBUgASgLMi8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuSWRlbnRpdHkuU3RhdGljS2V5c0gAEkgKDGF3c19pZGVudGl0eRgWIAEoCzIwLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5LkFXU0lkZW50aXR5SAASSQoRc2VydmljZV9wcmluY2lwYWwYFyABKA4yLC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5TZXJ2aWNlUHJpbmNpcGFsSAAawwMKCkNsYWltTWF0Y2gSEAoGaXNzdWVyGAEgASgJSAASGAoOaXNzdWVyX3BhdHRlcm4YAiABKAlIABIRCgdzdWJqZWN0GAMgASgJSAESGQoPc3ViamVjdF9wYXR0ZXJuGAQgASgJSAESEgoIYXVkaWVuY2UYBSABKAlIAhIaChBhdWRpZW5jZV9wYXR0ZXJuGAYgASgJSAISUAoGY2xhaW1zGAcgAygLMjsuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuSWRlbnRpdHkuQ2xhaW1NYXRjaC5DbGFpbXNFbnRyeUID4EEBEl8KDmNsYWltX3BhdHRlcm5zGAggAygLMkIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuSWRlbnRpdHkuQ2xhaW1NYXRjaC5DbGFpbVBhdHRlcm5zRW50cnlCA+BBARotCgtDbGFpbXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjQKEkNsYWltUGF0dGVybnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgUKA2lzc0IFCgNzdWJCBQoDYXVkGqMBCgpTdGF0aWNLZXlzEhMKBmlzc3VlchgBIAEoCUID4EECEhQKB3N1YmplY3QYAiABKAlCA+BBAhIYCgtpc3N1ZXJfa2V5cxgDIAEoCUID4EECEjgKD2V4cGlyYXRpb25fdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBARIWCglhdWRpZW5jZXMYBSADKAlCA+BBARqVAQoLQVdTSWRlbnRpdHkSGAoLYXdzX2FjY291bnQYASABKAlCA+BBAhINCgNhcm4YAiABKAlIABIVCgthcm5fcGF0dGVybhgDIAEoCUgAEhEKB3VzZXJfaWQYBCABKAlIARIZCg91c2VyX2lkX3BhdHRlcm4YBSABKAlIAUIJCgdhd3NfYXJuQg0KC2F3c191c2VyX2lkOk3qQUoKG2lhbS5jaGFpbmd1YXJkLmRldi9JZGVudGl0eRIVaWRlbnRpdGllcy97aWRlbnRpdHl9KgppZGVudGl0aWVzMghpZGVudGl0eUIOCgxyZWxhdGlvbnNoaXBKBAgHEAhSCXByb3ZpZGVycyJvChVDcmVhdGVJZGVudGl0eVJlcXVlc3QSGQoGcGFyZW50GAEgASgJQgngQQKQr6jSBQESOwoIaWRlbnRpdHkYAiABKAsyJC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5JZGVudGl0eUID4EECIiwKEkdldElkZW50aXR5UmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASIvChVEZWxldGVJZGVudGl0eVJlcXVlc3QSFgoDdWlkGAEgASgJQgngQQKQr6jSBQEikAEKFVVwZGF0ZUlkZW50aXR5UmVxdWVzdBJBCghpZGVudGl0eRgBIAEoCzIkLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5QgngQQKQr6jSBQESNAoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgPgQQEijgIKFUxpc3RJZGVudGl0aWVzUmVxdWVzdBI5CgR1aWRwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24uVUlEUEZpbHRlckID4EEBEhEKBG5hbWUYAiABKAlCA+BBARJMChFyZWxhdGlvbnNoaXBfdHlwZRgDIAEoDjIsLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJlbGF0aW9uc2hpcFR5cGVCA+BBARIWCglwYWdlX3NpemUYBCABKAVCA+BBARIXCgpwYWdlX3Rva2VuGAUgASgJQgPgQQESFQoIb3JkZXJfYnkYBiABKAlCA+BBARIRCgRza2lwGAcgASgFQgPgQQEipgEKFkxpc3RJZGVudGl0aWVzUmVzcG9uc2USOAoKaWRlbnRpdGllcxgBIAMoCzIkLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50IkIKFUxvb2t1cElkZW50aXR5UmVxdWVzdBITCgZpc3N1ZXIYASABKAlCA+BBAhIUCgdzdWJqZWN0GAIgASgJQgPgQQIiKgoWTG9va3VwSWRlbnRpdHlSZXNwb25zZRIQCgN1aWQYASABKAlCA+BBAyLNAwoQSWRlbnRpdHlNZXRhZGF0YRIQCgN1aWQYASABKAlCA+BBAxIRCgRuYW1lGAIgASgJQgPgQQMSFwoKZ2l2ZW5fbmFtZRgDIAEoCUID4EEDEhgKC2ZhbWlseV9uYW1lGAQgASgJQgPgQQMSFAoHY29tcGFueRgFIAEoCUID4EEBEhsKDnVwZGF0ZXNfb3B0X2luGAYgASgIQgPgQQESFAoHcHJvZHVjdBgHIAEoCUID4EEBEhYKCWpvYl90aXRsZRgIIAEoCUID4EEBEhkKDHV0bV9jYW1wYWlnbhgJIAEoCUID4EEBEhgKC3V0bV9jb250ZW50GAogASgJQgPgQQESFwoKdXRtX21lZGl1bRgLIAEoCUID4EEBEhcKCnV0bV9zb3VyY2UYDCABKAlCA+BBARIVCgh1dG1fdGVybRgNIAEoCUID4EEBEiMKFmxhdGVzdF9mb3JtX3N1Ym1pdF91cmwYDiABKAlCA+BBARIqCh1sYXRlc3RfaW50ZXJuYWxfcmVmZXJyaW5nX3VybBgPIAEoCUID4EEBEhgKC2h1YnNwb3RfdXRrGBAgASgJQgPgQQESFwoKc2VsZl9zZXJ2ZRgRIAEoCEID4EEBIqMBCh1VcGRhdGVJZGVudGl0eU1ldGFkYXRhUmVxdWVzdBJMChFpZGVudGl0eV9tZXRhZGF0YRgBIAEoCzIsLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5TWV0YWRhdGFCA+BBAhI0Cgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASrDAQoQUmVsYXRpb25zaGlwVHlwZRIhCh1SRUxBVElPTlNISVBfVFlQRV9VTlNQRUNJRklFRBAAEiEKHVJFTEFUSU9OU0hJUF9UWVBFX0NMQUlNX01BVENIEAESHAoYUkVMQVRJT05TSElQX1RZUEVfU1RBVElDEAISIgoeUkVMQVRJT05TSElQX1RZUEVfQVdTX0lERU5USVRZEAMSJwojUkVMQVRJT05TSElQX1RZUEVfU0VSVklDRV9QUklOQ0lQQUwQBCr2AwoQU2VydmljZVByaW5jaXBhbBIhCh1TRVJWSUNFX1BSSU5DSVBBTF9VTlNQRUNJRklFRBAAEh4KGlNFUlZJQ0VfUFJJTkNJUEFMX0NPU0lHTkVEEAESHgoaU0VSVklDRV9QUklOQ0lQQUxfSU5HRVNURVIQAhIkCiBTRVJWSUNFX1BSSU5DSVBBTF9DQVRBTE9HX1NZTkNFUhADEiIKHlNFUlZJQ0VfUFJJTkNJUEFMX0FQS09fQlVJTERFUhAEEigKJFNFUlZJQ0VfUFJJTkNJUEFMX0VOVElUTEVNRU5UX1NZTkNFUhAFEiQKIFNFUlZJQ0VfUFJJTkNJUEFMX1RFTkFOVF9TQ0FOTkVSEAYSIwofU0VSVklDRV9QUklOQ0lQQUxfU0VESU1FTlRPTE9HWRAHEh0KGVNFUlZJQ0VfUFJJTkNJUEFMX1NLSUxMVVAQCBIiCh5TRVJWSUNFX1BSSU5DSVBBTF9NQVRFUklBTElaRVIQCRIfChtTRVJWSUNFX1BSSU5DSVBBTF9NSUNST0ZMT1cQChIfChtTRVJWSUNFX1BSSU5DSVBBTF9HVUFSREVORVIQCxIdChlTRVJWSUNFX1BSSU5DSVBBTF9NSUNST1ZNEAwSHAoYU0VSVklDRV9QUklOQ0lQQUxfU0tJTExTEA0ynwsKEUlkZW50aXRpZXNTZXJ2aWNlEuIBCg5DcmVhdGVJZGVudGl0eRIxLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkNyZWF0ZUlkZW50aXR5UmVxdWVzdBokLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5IneC0+STAio6CGlkZW50aXR5Ih4vaWFtL3YyL2lkZW50aXRpZXMve3BhcmVudD0qKn2Kr6jSBQYSBAoChQfC8I78CzUKKmRldi5jaGFpbmd1YXJkLmFwaS5pYW0uaWRlbnRpdHkuY3JlYXRlZC52MRIFZ3JvdXAYARKXAQoLR2V0SWRlbnRpdHkSLi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5HZXRJZGVudGl0eVJlcXVlc3QaJC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5JZGVudGl0eSIykAIBgtPkkwIdEhsvaWFtL3YyL2lkZW50aXRpZXMve3VpZD0qKn2Kr6jSBQYSBAoChwcSxwEKDkRlbGV0ZUlkZW50aXR5EjEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuRGVsZXRlSWRlbnRpdHlSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5ImqC0+STAh0qGy9pYW0vdjIvaWRlbnRpdGllcy97dWlkPSoqfYqvqNIFBhIECgKIB8LwjvwLNQoqZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eS5kZWxldGVkLnYxEgVncm91cBgBEugBCg5VcGRhdGVJZGVudGl0eRIxLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlVwZGF0ZUlkZW50aXR5UmVxdWVzdBokLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5In2C0+STAjA6CGlkZW50aXR5MiQvaWFtL3YyL2lkZW50aXRpZXMve2lkZW50aXR5LnVpZD0qKn2Kr6jSBQYSBAoChgfC8I78CzUKKmRldi5jaGFpbmd1YXJkLmFwaS5pYW0uaWRlbnRpdHkudXBkYXRlZC52MRIFZ3JvdXAYARKkAQoOTGlzdElkZW50aXRpZXMSMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5MaXN0SWRlbnRpdGllc1JlcXVlc3QaMi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5MaXN0SWRlbnRpdGllc1Jlc3BvbnNlIiuQAgGC0+STAhQSEi9pYW0vdjIvaWRlbnRpdGllc4qvqNIFCBIGCgKHBxABEq8BCg5Mb29rdXBJZGVudGl0eRIxLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkxvb2t1cElkZW50aXR5UmVxdWVzdBoyLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkxvb2t1cElkZW50aXR5UmVzcG9uc2UiNpACAYLT5JMCIxIhL2lhbS92Mi9pZGVudGl0aWVzOmxvb2t1cElkZW50aXR5iq+o0gUEEgIQARL8AQoWVXBkYXRlSWRlbnRpdHlNZXRhZGF0YRI5LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlVwZGF0ZUlkZW50aXR5TWV0YWRhdGFSZXF1ZXN0GiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuSWRlbnRpdHlNZXRhZGF0YSJ5gtPkkwIuOgEqMikvaWFtL3YyL2lkZW50aXRpZXM6dXBkYXRlSWRlbnRpdHlNZXRhZGF0YYqvqNIFBBICEAHC8I78CzUKM2Rldi5jaGFpbmd1YXJkLmFwaS5pYW0uaWRlbnRpdHkubWV0YWRhdGEudXBkYXRlZC52MWIGcHJvdG8z", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * An identity that can be assumed, and how.
+ *
  * @generated from message chainguard.platform.iam.v2.Identity
  */
 export type Identity = Message<"chainguard.platform.iam.v2.Identity"> & {
   /**
+   * Output only. The identity's uid: its group's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The identity's name (`^[a-z0-9 ._-]{1,}$`, at most 256 characters).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Output only. The verified e-mail address of a human identity, when known.
+   *
    * @generated from field: string email = 4;
    */
   email: string;
 
   /**
+   * Output only. An e-mail address the identity provider reported without verifying it.
+   *
    * @generated from field: string email_unverified = 5;
    */
   emailUnverified: string;
 
   /**
+   * Optional. The company the identity belongs to, at most 256 characters.
+   *
    * @generated from field: string company = 6;
    */
   company: string;
 
   /**
+   * Output only. When the identity was last used to obtain a token.
+   *
    * @generated from field: google.protobuf.Timestamp last_seen_time = 8;
    */
   lastSeenTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the identity was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 9;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the identity last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 10;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * How the identity is assumed; exactly one is required.
+   *
    * @generated from oneof chainguard.platform.iam.v2.Identity.relationship
    */
   relationship: {
     /**
+     * Assumed with an OIDC token whose claims match: issuer and subject (exactly or by pattern),
+     * optionally audience and further claims.
+     *
      * @generated from field: chainguard.platform.iam.v2.Identity.ClaimMatch claim_match = 20;
      */
     value: Identity_ClaimMatch;
     case: "claimMatch";
   } | {
     /**
+     * Assumed with a token signed by one of the given keys, for issuers the server cannot reach.
+     *
      * @generated from field: chainguard.platform.iam.v2.Identity.StaticKeys static_keys = 21;
      */
     value: Identity_StaticKeys;
     case: "staticKeys";
   } | {
     /**
+     * Assumed with AWS credentials of the given account and principal.
+     *
      * @generated from field: chainguard.platform.iam.v2.Identity.AWSIdentity aws_identity = 22;
      */
     value: Identity_AWSIdentity;
     case: "awsIdentity";
   } | {
     /**
+     * Assumed by one of the platform's own services.
+     *
      * @generated from field: chainguard.platform.iam.v2.ServicePrincipal service_principal = 23;
      */
     value: ServicePrincipal;
@@ -116,6 +147,9 @@ export const IdentitySchema: GenMessage<Identity> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_iam_v2_identities, 0);
 
 /**
+ * Which OIDC tokens may assume the identity. Every pattern is a regular expression matched
+ * against the whole claim.
+ *
  * @generated from message chainguard.platform.iam.v2.Identity.ClaimMatch
  */
 export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2.Identity.ClaimMatch"> & {
@@ -124,12 +158,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2.Identity.C
    */
   iss: {
     /**
+     * The token's exact `iss`, an absolute URL. One of `issuer` and `issuer_pattern` is required.
+     *
      * @generated from field: string issuer = 1;
      */
     value: string;
     case: "issuer";
   } | {
     /**
+     * A regular expression the token's `iss` must match.
+     *
      * @generated from field: string issuer_pattern = 2;
      */
     value: string;
@@ -141,12 +179,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2.Identity.C
    */
   sub: {
     /**
+     * The token's exact `sub`. One of `subject` and `subject_pattern` is required.
+     *
      * @generated from field: string subject = 3;
      */
     value: string;
     case: "subject";
   } | {
     /**
+     * A regular expression the token's `sub` must match.
+     *
      * @generated from field: string subject_pattern = 4;
      */
     value: string;
@@ -158,12 +200,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2.Identity.C
    */
   aud: {
     /**
+     * Optional. The audience the token must carry.
+     *
      * @generated from field: string audience = 5;
      */
     value: string;
     case: "audience";
   } | {
     /**
+     * Optional. A regular expression one of the token's audiences must match.
+     *
      * @generated from field: string audience_pattern = 6;
      */
     value: string;
@@ -171,11 +217,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2.Identity.C
   } | { case: undefined; value?: undefined };
 
   /**
+   * Optional. Further claims the token must carry with exactly these values, by claim name.
+   *
    * @generated from field: map<string, string> claims = 7;
    */
   claims: { [key: string]: string };
 
   /**
+   * Optional. Further claims the token must carry matching these regular expressions, by claim
+   * name.
+   *
    * @generated from field: map<string, string> claim_patterns = 8;
    */
   claimPatterns: { [key: string]: string };
@@ -189,30 +240,42 @@ export const Identity_ClaimMatchSchema: GenMessage<Identity_ClaimMatch> = /*@__P
   messageDesc(file_chainguard_platform_iam_v2_identities, 0, 0);
 
 /**
+ * Verification keys given up front, for an issuer whose keys cannot be fetched.
+ *
  * @generated from message chainguard.platform.iam.v2.Identity.StaticKeys
  */
 export type Identity_StaticKeys = Message<"chainguard.platform.iam.v2.Identity.StaticKeys"> & {
   /**
+   * Required. The tokens' `iss`, an absolute URL.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * Required. The tokens' `sub`.
+   *
    * @generated from field: string subject = 2;
    */
   subject: string;
 
   /**
+   * Required. The issuer's public keys as a JSON Web Key Set (JSON text).
+   *
    * @generated from field: string issuer_keys = 3;
    */
   issuerKeys: string;
 
   /**
+   * Optional. When the keys stop being accepted; must be in the future.
+   *
    * @generated from field: google.protobuf.Timestamp expiration_time = 4;
    */
   expirationTime?: Timestamp | undefined;
 
   /**
+   * Optional. Audiences the tokens may carry; none may be empty.
+   *
    * @generated from field: repeated string audiences = 5;
    */
   audiences: string[];
@@ -226,10 +289,14 @@ export const Identity_StaticKeysSchema: GenMessage<Identity_StaticKeys> = /*@__P
   messageDesc(file_chainguard_platform_iam_v2_identities, 0, 1);
 
 /**
+ * An AWS principal that may assume the identity.
+ *
  * @generated from message chainguard.platform.iam.v2.Identity.AWSIdentity
  */
 export type Identity_AWSIdentity = Message<"chainguard.platform.iam.v2.Identity.AWSIdentity"> & {
   /**
+   * Required. The 12-digit AWS account id.
+   *
    * @generated from field: string aws_account = 1;
    */
   awsAccount: string;
@@ -239,12 +306,16 @@ export type Identity_AWSIdentity = Message<"chainguard.platform.iam.v2.Identity.
    */
   awsArn: {
     /**
+     * The principal's exact ARN (starts with `arn:`). One of `arn` and `arn_pattern` is required.
+     *
      * @generated from field: string arn = 2;
      */
     value: string;
     case: "arn";
   } | {
     /**
+     * A regular expression the principal's ARN must match.
+     *
      * @generated from field: string arn_pattern = 3;
      */
     value: string;
@@ -256,12 +327,16 @@ export type Identity_AWSIdentity = Message<"chainguard.platform.iam.v2.Identity.
    */
   awsUserId: {
     /**
+     * Optional. The principal's exact AWS user id.
+     *
      * @generated from field: string user_id = 4;
      */
     value: string;
     case: "userId";
   } | {
     /**
+     * Optional. A regular expression the principal's AWS user id must match.
+     *
      * @generated from field: string user_id_pattern = 5;
      */
     value: string;
@@ -281,11 +356,16 @@ export const Identity_AWSIdentitySchema: GenMessage<Identity_AWSIdentity> = /*@_
  */
 export type CreateIdentityRequest = Message<"chainguard.platform.iam.v2.CreateIdentityRequest"> & {
   /**
+   * Required. The uid of the group to create the identity in (empty only for the platform
+   * operator).
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new identity: `name` and one relationship are required.
+   *
    * @generated from field: chainguard.platform.iam.v2.Identity identity = 2;
    */
   identity?: Identity | undefined;
@@ -303,6 +383,8 @@ export const CreateIdentityRequestSchema: GenMessage<CreateIdentityRequest> = /*
  */
 export type GetIdentityRequest = Message<"chainguard.platform.iam.v2.GetIdentityRequest"> & {
   /**
+   * Required. The uid of the identity to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -320,6 +402,8 @@ export const GetIdentityRequestSchema: GenMessage<GetIdentityRequest> = /*@__PUR
  */
 export type DeleteIdentityRequest = Message<"chainguard.platform.iam.v2.DeleteIdentityRequest"> & {
   /**
+   * Required. The uid of the identity to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -337,11 +421,17 @@ export const DeleteIdentityRequestSchema: GenMessage<DeleteIdentityRequest> = /*
  */
 export type UpdateIdentityRequest = Message<"chainguard.platform.iam.v2.UpdateIdentityRequest"> & {
   /**
+   * Required. The identity to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2.Identity identity = 1;
    */
   identity?: Identity | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in
+   * `identity` change (over gRPC and Connect only the non-empty ones, so name a field here to clear
+   * it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -359,36 +449,53 @@ export const UpdateIdentityRequestSchema: GenMessage<UpdateIdentityRequest> = /*
  */
 export type ListIdentitiesRequest = Message<"chainguard.platform.iam.v2.ListIdentitiesRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only identities with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Only identities assumed this way; unspecified means any.
+   *
    * @generated from field: chainguard.platform.iam.v2.RelationshipType relationship_type = 3;
    */
   relationshipType: RelationshipType;
 
   /**
+   * Optional. Identities per page: default 50, at most 200 (larger values are lowered to 200);
+   * negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 4;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 5;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time`, `update_time` or `last_seen_time` (default: by
+   * uid), each optionally followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 6;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 7;
    */
   skip: number;
@@ -406,21 +513,29 @@ export const ListIdentitiesRequestSchema: GenMessage<ListIdentitiesRequest> = /*
  */
 export type ListIdentitiesResponse = Message<"chainguard.platform.iam.v2.ListIdentitiesResponse"> & {
   /**
+   * The identities on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.Identity identities = 1;
    */
   identities: Identity[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -438,11 +553,15 @@ export const ListIdentitiesResponseSchema: GenMessage<ListIdentitiesResponse> = 
  */
 export type LookupIdentityRequest = Message<"chainguard.platform.iam.v2.LookupIdentityRequest"> & {
   /**
+   * Required. The token issuer to look up.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * Required. The token subject to look up.
+   *
    * @generated from field: string subject = 2;
    */
   subject: string;
@@ -460,6 +579,8 @@ export const LookupIdentityRequestSchema: GenMessage<LookupIdentityRequest> = /*
  */
 export type LookupIdentityResponse = Message<"chainguard.platform.iam.v2.LookupIdentityResponse"> & {
   /**
+   * The uid of the matching identity.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -574,11 +695,15 @@ export const IdentityMetadataSchema: GenMessage<IdentityMetadata> = /*@__PURE__*
  */
 export type UpdateIdentityMetadataRequest = Message<"chainguard.platform.iam.v2.UpdateIdentityMetadataRequest"> & {
   /**
+   * Required. The new metadata.
+   *
    * @generated from field: chainguard.platform.iam.v2.IdentityMetadata identity_metadata = 1;
    */
   identityMetadata?: IdentityMetadata | undefined;
 
   /**
+   * Optional. The fields to change.
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -709,10 +834,23 @@ export const ServicePrincipalSchema: GenEnum<ServicePrincipal> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_iam_v2_identities, 1);
 
 /**
+ * Manages identities: the principals a workload (or another system) can assume. An identity says
+ * which outside credentials may act as it (OIDC token claims, a static key set, an AWS principal or
+ * a platform service principal); role bindings then say what it may do.
+ *
  * @generated from service chainguard.platform.iam.v2.IdentitiesService
  */
 export const IdentitiesService: GenService<{
   /**
+   * Creates an identity in a group.
+   *
+   * Exactly one way of assuming it must be given (`claim_match`, `static_keys`, `aws_identity` or
+   * `service_principal`), and each is checked: issuers must be absolute URLs, patterns must be
+   * valid regular expressions, static keys must be a JWKS whose expiry is in the future, an AWS
+   * account has 12 digits. Problems are answered as INVALID_ARGUMENT naming the field; the name
+   * follows the group name rule. An empty `parent` (a root-level identity) is for the platform
+   * operator only.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentitiesService.CreateIdentity
    */
   createIdentity: {
@@ -721,6 +859,10 @@ export const IdentitiesService: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Gets one identity by its uid.
+   *
+   * Answers NOT_FOUND when it does not exist or lies outside what the caller can see.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentitiesService.GetIdentity
    */
   getIdentity: {
@@ -729,6 +871,11 @@ export const IdentitiesService: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Deletes an identity.
+   *
+   * Fails with FAILED_PRECONDITION (`RESOURCE_NOT_EMPTY`) while role bindings still grant it a
+   * role; delete those first.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentitiesService.DeleteIdentity
    */
   deleteIdentity: {
@@ -737,6 +884,12 @@ export const IdentitiesService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Changes an identity's name, description, company or how it is assumed.
+   *
+   * Only the fields present in the request (or named in `update_mask`) change. The result is
+   * validated as on creation; replacing the relationship (for example `claim_match` with
+   * `static_keys`) is allowed.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentitiesService.UpdateIdentity
    */
   updateIdentity: {
@@ -745,6 +898,12 @@ export const IdentitiesService: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Lists the identities the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`), exact `name` and `relationship_type`. Pages hold 50 identities by
+   * default (at most 200); the default order is by uid, and `order_by` accepts `name`,
+   * `create_time`, `update_time` and `last_seen_time`.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentitiesService.ListIdentities
    */
   listIdentities: {
@@ -753,6 +912,11 @@ export const IdentitiesService: GenService<{
     output: typeof ListIdentitiesResponseSchema;
   },
   /**
+   * Finds the uid of the identity that an issuer and subject select.
+   *
+   * Both `issuer` and `subject` are required. Only an identity the caller may list (or the caller
+   * itself) is answered; anything else is NOT_FOUND.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentitiesService.LookupIdentity
    */
   lookupIdentity: {
@@ -761,6 +925,10 @@ export const IdentitiesService: GenService<{
     output: typeof LookupIdentityResponseSchema;
   },
   /**
+   * Changes the calling user's profile metadata.
+   *
+   * This server keeps no identity metadata and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentitiesService.UpdateIdentityMetadata
    */
   updateIdentityMetadata: {

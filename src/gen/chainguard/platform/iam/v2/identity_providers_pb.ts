@@ -30,44 +30,63 @@ export const file_chainguard_platform_iam_v2_identity_providers: GenFile = /*@__
   fileDesc("CjNjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92Mi9pZGVudGl0eV9wcm92aWRlcnMucHJvdG8SGmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyIqELChBJZGVudGl0eVByb3ZpZGVyEhYKA3VpZBgBIAEoCUIJ4EEDkK+o0gUBEhEKBG5hbWUYAiABKAlCA+BBAhIYCgtkZXNjcmlwdGlvbhgDIAEoCUID4EEBEjQKC2NyZWF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjQKC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEhkKDGRlZmF1bHRfcm9sZRgGIAEoCUID4EECEkYKBG9pZGMYFCABKAsyMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5JZGVudGl0eVByb3ZpZGVyLk9JRENCA+BBAUgAEkQKBHNjaW0YFSABKAsyMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5JZGVudGl0eVByb3ZpZGVyLlNDSU1CA+BBAxqaAwoET0lEQxITCgZpc3N1ZXIYASABKAlCA+BBAhIWCgljbGllbnRfaWQYAiABKAlCA+BBAhIaCg1jbGllbnRfc2VjcmV0GAMgASgJQgPgQQESHgoRYWRkaXRpb25hbF9zY29wZXMYBCADKAlCA+BBARIZCgxncm91cHNfY2xhaW0YBSABKAlCA+BBARJjChBjb3JyZWxhdGlvbl9ydWxlGAYgASgOMkEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuSWRlbnRpdHlQcm92aWRlci5PSURDLkNvcnJlbGF0aW9uUnVsZUIG4EEB4EEFEhkKDHBrY2VfZW5hYmxlZBgHIAEoCEID4EEBIo0BCg9Db3JyZWxhdGlvblJ1bGUSIAocQ09SUkVMQVRJT05fUlVMRV9VTlNQRUNJRklFRBAAEisKJ0NPUlJFTEFUSU9OX1JVTEVfU1VCX0VRVUFMU19FWFRFUk5BTF9JRBABEisKJ0NPUlJFTEFUSU9OX1JVTEVfT0lEX0VRVUFMU19FWFRFUk5BTF9JRBACGo4ECgRTQ0lNEhQKB2VuYWJsZWQYASABKAhCA+BBAxIZCgxlbmRwb2ludF91cmwYAyABKAlCA+BBAxI6ChF0b2tlbl9leHBpcmVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxJDChpwcmV2aW91c190b2tlbl9leHBpcmVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxJgChBjcmVkZW50aWFsX3N0YXRlGAYgASgOMkEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuSWRlbnRpdHlQcm92aWRlci5TQ0lNLkNyZWRlbnRpYWxTdGF0ZUID4EEDEhEKBGV0YWcYByABKAlCA+BBAyLKAQoPQ3JlZGVudGlhbFN0YXRlEiAKHENSRURFTlRJQUxfU1RBVEVfVU5TUEVDSUZJRUQQABIfChtDUkVERU5USUFMX1NUQVRFX05PVF9JU1NVRUQQARIZChVDUkVERU5USUFMX1NUQVRFX0xJVkUQAhIcChhDUkVERU5USUFMX1NUQVRFX0VYUElSRUQQAxIcChhDUkVERU5USUFMX1NUQVRFX1JFVk9LRUQQBBIdChlDUkVERU5USUFMX1NUQVRFX1JPVEFUSU5HEAVKBAgCEANSDGJlYXJlcl90b2tlbjp06kFxCiNpYW0uY2hhaW5ndWFyZC5kZXYvSWRlbnRpdHlQcm92aWRlchIlaWRlbnRpdHlQcm92aWRlcnMve2lkZW50aXR5X3Byb3ZpZGVyfSoRaWRlbnRpdHlQcm92aWRlcnMyEGlkZW50aXR5UHJvdmlkZXJCDwoNY29uZmlndXJhdGlvbiLHAQocTGlzdElkZW50aXR5UHJvdmlkZXJzUmVxdWVzdBI5CgR1aWRwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24uVUlEUEZpbHRlckID4EEBEhEKBG5hbWUYAiABKAlCA+BBARIWCglwYWdlX3NpemUYCiABKAVCA+BBARIXCgpwYWdlX3Rva2VuGAsgASgJQgPgQQESFQoIb3JkZXJfYnkYDCABKAlCA+BBARIRCgRza2lwGA0gASgFQgPgQQEivQEKHUxpc3RJZGVudGl0eVByb3ZpZGVyc1Jlc3BvbnNlEkgKEmlkZW50aXR5X3Byb3ZpZGVycxgBIAMoCzIsLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5UHJvdmlkZXISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhgKC3RvdGFsX2NvdW50GAMgASgDSACIAQESDwoHc2tpcHBlZBgEIAEoBUIOCgxfdG90YWxfY291bnQiNAoaR2V0SWRlbnRpdHlQcm92aWRlclJlcXVlc3QSFgoDdWlkGAEgASgJQgngQQKQr6jSBQEiiAEKHUNyZWF0ZUlkZW50aXR5UHJvdmlkZXJSZXF1ZXN0EhkKBnBhcmVudBgBIAEoCUIJ4EECkK+o0gUBEkwKEWlkZW50aXR5X3Byb3ZpZGVyGAIgASgLMiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuSWRlbnRpdHlQcm92aWRlckID4EECIqkBCh1VcGRhdGVJZGVudGl0eVByb3ZpZGVyUmVxdWVzdBJSChFpZGVudGl0eV9wcm92aWRlchgBIAEoCzIsLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5UHJvdmlkZXJCCeBBApCvqNIFARI0Cgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASI3Ch1EZWxldGVJZGVudGl0eVByb3ZpZGVyUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASKWAQoYR2VuZXJhdGVTY2ltVG9rZW5SZXF1ZXN0EigKFWlkZW50aXR5X3Byb3ZpZGVyX3VpZBgBIAEoCUIJ4EECkK+o0gUBEjQKC2V4cGlyZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEBEhoKDW5ldmVyX2V4cGlyZXMYAyABKAhCA+BBASKeAQoZR2VuZXJhdGVTY2ltVG9rZW5SZXNwb25zZRINCgV0b2tlbhgBIAEoCRIUCgxlbmRwb2ludF91cmwYAiABKAkSLwoLZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KFWlkZW50aXR5X3Byb3ZpZGVyX3VpZBgEIAEoCRIMCgRldGFnGAUgASgJItwBChpSZWdlbmVyYXRlU2NpbVRva2VuUmVxdWVzdBIoChVpZGVudGl0eV9wcm92aWRlcl91aWQYASABKAlCCeBBApCvqNIFARIvCgdvdmVybGFwGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uQgPgQQESNAoLZXhwaXJlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQESEQoEZXRhZxgEIAEoCUID4EECEhoKDW5ldmVyX2V4cGlyZXMYBSABKAhCA+BBASKWAgobUmVnZW5lcmF0ZVNjaW1Ub2tlblJlc3BvbnNlEg0KBXRva2VuGAEgASgJEhQKDGVuZHBvaW50X3VybBgCIAEoCRIvCgtleHBpcmVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASHQoVaWRlbnRpdHlfcHJvdmlkZXJfdWlkGAQgASgJEgwKBGV0YWcYBSABKAkSPgoacHJldmlvdXNfdG9rZW5fZXhwaXJlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEXJlcXVlc3RlZF9vdmVybGFwGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIk4KFlJldm9rZVNjaW1Ub2tlblJlcXVlc3QSKAoVaWRlbnRpdHlfcHJvdmlkZXJfdWlkGAEgASgJQgngQQKQr6jSBQFKBAgCEANSBGV0YWciiAEKF1Jldm9rZVNjaW1Ub2tlblJlc3BvbnNlEh0KFWlkZW50aXR5X3Byb3ZpZGVyX3VpZBgBIAEoCRIMCgRldGFnGAIgASgJEg8KB2VuYWJsZWQYAyABKAgSLwoLcmV2b2tlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImoKFVNldFNjaW1FbmFibGVkUmVxdWVzdBIoChVpZGVudGl0eV9wcm92aWRlcl91aWQYASABKAlCCeBBApCvqNIFARIUCgdlbmFibGVkGAIgASgIQgPgQQISEQoEZXRhZxgDIAEoCUID4EECIlYKFlNldFNjaW1FbmFibGVkUmVzcG9uc2USHQoVaWRlbnRpdHlfcHJvdmlkZXJfdWlkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgSDAoEZXRhZxgDIAEoCTKUEwoYSWRlbnRpdHlQcm92aWRlcnNTZXJ2aWNlEsABChVMaXN0SWRlbnRpdHlQcm92aWRlcnMSOC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5MaXN0SWRlbnRpdHlQcm92aWRlcnNSZXF1ZXN0GjkuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuTGlzdElkZW50aXR5UHJvdmlkZXJzUmVzcG9uc2UiMpACAYLT5JMCGxIZL2lhbS92Mi9pZGVudGl0eVByb3ZpZGVyc4qvqNIFCBIGCgKXChABErYBChNHZXRJZGVudGl0eVByb3ZpZGVyEjYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuR2V0SWRlbnRpdHlQcm92aWRlclJlcXVlc3QaLC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5JZGVudGl0eVByb3ZpZGVyIjmQAgGC0+STAiQSIi9pYW0vdjIvaWRlbnRpdHlQcm92aWRlcnMve3VpZD0qKn2Kr6jSBQYSBAoClwoSlwIKFkNyZWF0ZUlkZW50aXR5UHJvdmlkZXISOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5DcmVhdGVJZGVudGl0eVByb3ZpZGVyUmVxdWVzdBosLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5UHJvdmlkZXIikwGC0+STAjo6EWlkZW50aXR5X3Byb3ZpZGVyIiUvaWFtL3YyL2lkZW50aXR5UHJvdmlkZXJzL3twYXJlbnQ9Kip9iq+o0gUIEgYKBJUKkQPC8I78Cz8KNGRldi5jaGFpbmd1YXJkLmFwaS5pYW0uaWRlbnRpdHlfcHJvdmlkZXJzLmNyZWF0ZWQudjESBWdyb3VwGAESpgIKFlVwZGF0ZUlkZW50aXR5UHJvdmlkZXISOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5VcGRhdGVJZGVudGl0eVByb3ZpZGVyUmVxdWVzdBosLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLklkZW50aXR5UHJvdmlkZXIiogGC0+STAkk6EWlkZW50aXR5X3Byb3ZpZGVyMjQvaWFtL3YyL2lkZW50aXR5UHJvdmlkZXJzL3tpZGVudGl0eV9wcm92aWRlci51aWQ9Kip9iq+o0gUIEgYKBJYKkQPC8I78Cz8KNGRldi5jaGFpbmd1YXJkLmFwaS5pYW0uaWRlbnRpdHlfcHJvdmlkZXJzLnVwZGF0ZWQudjESBWdyb3VwGAES6AEKFkRlbGV0ZUlkZW50aXR5UHJvdmlkZXISOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5EZWxldGVJZGVudGl0eVByb3ZpZGVyUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSJ7gtPkkwIkKiIvaWFtL3YyL2lkZW50aXR5UHJvdmlkZXJzL3t1aWQ9Kip9iq+o0gUGEgQKApgKwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmlkZW50aXR5X3Byb3ZpZGVycy5kZWxldGVkLnYxEgVncm91cBgBErQCChFHZW5lcmF0ZVNjaW1Ub2tlbhI0LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdlbmVyYXRlU2NpbVRva2VuUmVxdWVzdBo1LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdlbmVyYXRlU2NpbVRva2VuUmVzcG9uc2UisQGC0+STAks6ASoiRi9pYW0vdjIvaWRlbnRpdHlQcm92aWRlcnMve2lkZW50aXR5X3Byb3ZpZGVyX3VpZD0qKn06Z2VuZXJhdGVTY2ltVG9rZW6Kr6jSBQgSBgoEmQqXCsLwjvwLTApBZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eV9wcm92aWRlcnMuc2NpbV90b2tlbi5nZW5lcmF0ZWQudjESBWdyb3VwGAESvgIKE1JlZ2VuZXJhdGVTY2ltVG9rZW4SNi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5SZWdlbmVyYXRlU2NpbVRva2VuUmVxdWVzdBo3LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJlZ2VuZXJhdGVTY2ltVG9rZW5SZXNwb25zZSK1AYLT5JMCTToBKiJIL2lhbS92Mi9pZGVudGl0eVByb3ZpZGVycy97aWRlbnRpdHlfcHJvdmlkZXJfdWlkPSoqfTpyZWdlbmVyYXRlU2NpbVRva2Vuiq+o0gUIEgYKBJkKlwrC8I78C04KQ2Rldi5jaGFpbmd1YXJkLmFwaS5pYW0uaWRlbnRpdHlfcHJvdmlkZXJzLnNjaW1fdG9rZW4ucmVnZW5lcmF0ZWQudjESBWdyb3VwGAESqgIKD1Jldm9rZVNjaW1Ub2tlbhIyLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJldm9rZVNjaW1Ub2tlblJlcXVlc3QaMy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5SZXZva2VTY2ltVG9rZW5SZXNwb25zZSKtAYLT5JMCSToBKiJEL2lhbS92Mi9pZGVudGl0eVByb3ZpZGVycy97aWRlbnRpdHlfcHJvdmlkZXJfdWlkPSoqfTpyZXZva2VTY2ltVG9rZW6Kr6jSBQgSBgoEmQqXCsLwjvwLSgo/ZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eV9wcm92aWRlcnMuc2NpbV90b2tlbi5yZXZva2VkLnYxEgVncm91cBgBEqgCCg5TZXRTY2ltRW5hYmxlZBIxLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlNldFNjaW1FbmFibGVkUmVxdWVzdBoyLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlNldFNjaW1FbmFibGVkUmVzcG9uc2UirgGC0+STAkg6ASoiQy9pYW0vdjIvaWRlbnRpdHlQcm92aWRlcnMve2lkZW50aXR5X3Byb3ZpZGVyX3VpZD0qKn06c2V0U2NpbUVuYWJsZWSKr6jSBQgSBgoEmQqXCsLwjvwLTApBZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eV9wcm92aWRlcnMuc2NpbV9lbmFibGVkLnVwZGF0ZWQudjESBWdyb3VwGAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_duration, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * An identity provider people of a group sign in with.
+ *
  * @generated from message chainguard.platform.iam.v2.IdentityProvider
  */
 export type IdentityProvider = Message<"chainguard.platform.iam.v2.IdentityProvider"> & {
   /**
+   * Output only. The provider's uid: its group's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The provider's name (`^[a-z0-9 ._-]{1,}$`, at most 256 characters).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Output only. When the provider was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 4;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the provider last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 5;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * Required. The uid of the role people signing in through the provider are given: a built-in role
+   * or a custom role of the group or one above it.
+   *
    * @generated from field: string default_role = 6;
    */
   defaultRole: string;
 
   /**
+   * How to talk to the provider; `oidc` is the only kind and is required.
+   *
    * @generated from oneof chainguard.platform.iam.v2.IdentityProvider.configuration
    */
   configuration: {
     /**
+     * The provider's OIDC settings.
+     *
      * @generated from field: chainguard.platform.iam.v2.IdentityProvider.OIDC oidc = 20;
      */
     value: IdentityProvider_OIDC;
@@ -75,6 +94,8 @@ export type IdentityProvider = Message<"chainguard.platform.iam.v2.IdentityProvi
   } | { case: undefined; value?: undefined };
 
   /**
+   * Output only. SCIM provisioning state; never set by this server.
+   *
    * @generated from field: chainguard.platform.iam.v2.IdentityProvider.SCIM scim = 21;
    */
   scim?: IdentityProvider_SCIM | undefined;
@@ -88,40 +109,59 @@ export const IdentityProviderSchema: GenMessage<IdentityProvider> = /*@__PURE__*
   messageDesc(file_chainguard_platform_iam_v2_identity_providers, 0);
 
 /**
+ * An OIDC provider's client registration.
+ *
  * @generated from message chainguard.platform.iam.v2.IdentityProvider.OIDC
  */
 export type IdentityProvider_OIDC = Message<"chainguard.platform.iam.v2.IdentityProvider.OIDC"> & {
   /**
+   * Required. The issuer URL, compared byte for byte with tokens' `iss`: https (http only on
+   * 127.0.0.1, localhost or [::1]), no query or fragment.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * Required. The client id registered with the provider.
+   *
    * @generated from field: string client_id = 2;
    */
   clientId: string;
 
   /**
+   * Optional, write-only. The client secret; stored encrypted and never returned. Empty on update
+   * keeps the stored one.
+   *
    * @generated from field: string client_secret = 3;
    */
   clientSecret: string;
 
   /**
+   * Optional. Scopes to ask for besides `openid`; each a scope token without spaces.
+   *
    * @generated from field: repeated string additional_scopes = 4;
    */
   additionalScopes: string[];
 
   /**
+   * Optional. The ID token claim that carries the user's groups.
+   *
    * @generated from field: string groups_claim = 5;
    */
   groupsClaim: string;
 
   /**
+   * Optional, immutable. How a signed-in user is matched to an existing identity; cannot change
+   * after creation.
+   *
    * @generated from field: chainguard.platform.iam.v2.IdentityProvider.OIDC.CorrelationRule correlation_rule = 6;
    */
   correlationRule: IdentityProvider_OIDC_CorrelationRule;
 
   /**
+   * Optional. Whether sign-ins use PKCE.
+   *
    * @generated from field: bool pkce_enabled = 7;
    */
   pkceEnabled: boolean;
@@ -161,35 +201,49 @@ export const IdentityProvider_OIDC_CorrelationRuleSchema: GenEnum<IdentityProvid
   enumDesc(file_chainguard_platform_iam_v2_identity_providers, 0, 0, 0);
 
 /**
+ * SCIM provisioning state (not supported by this server).
+ *
  * @generated from message chainguard.platform.iam.v2.IdentityProvider.SCIM
  */
 export type IdentityProvider_SCIM = Message<"chainguard.platform.iam.v2.IdentityProvider.SCIM"> & {
   /**
+   * Whether SCIM provisioning is on.
+   *
    * @generated from field: bool enabled = 1;
    */
   enabled: boolean;
 
   /**
+   * The SCIM endpoint to configure in the provider.
+   *
    * @generated from field: string endpoint_url = 3;
    */
   endpointUrl: string;
 
   /**
+   * When the current SCIM token expires.
+   *
    * @generated from field: google.protobuf.Timestamp token_expire_time = 4;
    */
   tokenExpireTime?: Timestamp | undefined;
 
   /**
+   * When the previous SCIM token stops working, during an overlap.
+   *
    * @generated from field: google.protobuf.Timestamp previous_token_expire_time = 5;
    */
   previousTokenExpireTime?: Timestamp | undefined;
 
   /**
+   * The state of the SCIM credentials.
+   *
    * @generated from field: chainguard.platform.iam.v2.IdentityProvider.SCIM.CredentialState credential_state = 6;
    */
   credentialState: IdentityProvider_SCIM_CredentialState;
 
   /**
+   * The version of the SCIM state, for conditional changes.
+   *
    * @generated from field: string etag = 7;
    */
   etag: string;
@@ -248,31 +302,46 @@ export const IdentityProvider_SCIM_CredentialStateSchema: GenEnum<IdentityProvid
  */
 export type ListIdentityProvidersRequest = Message<"chainguard.platform.iam.v2.ListIdentityProvidersRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only providers with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Identity providers per page: default 50, at most 200 (larger values are lowered to
+   * 200); negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 10;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 11;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time` or `update_time` (default: by uid), each optionally
+   * followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 12;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 13;
    */
   skip: number;
@@ -290,21 +359,29 @@ export const ListIdentityProvidersRequestSchema: GenMessage<ListIdentityProvider
  */
 export type ListIdentityProvidersResponse = Message<"chainguard.platform.iam.v2.ListIdentityProvidersResponse"> & {
   /**
+   * The identity providers on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.IdentityProvider identity_providers = 1;
    */
   identityProviders: IdentityProvider[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -322,6 +399,8 @@ export const ListIdentityProvidersResponseSchema: GenMessage<ListIdentityProvide
  */
 export type GetIdentityProviderRequest = Message<"chainguard.platform.iam.v2.GetIdentityProviderRequest"> & {
   /**
+   * Required. The uid of the provider to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -339,11 +418,15 @@ export const GetIdentityProviderRequestSchema: GenMessage<GetIdentityProviderReq
  */
 export type CreateIdentityProviderRequest = Message<"chainguard.platform.iam.v2.CreateIdentityProviderRequest"> & {
   /**
+   * Required. The uid of the group to create the provider in.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new provider: `name`, `default_role` and `oidc` are required.
+   *
    * @generated from field: chainguard.platform.iam.v2.IdentityProvider identity_provider = 2;
    */
   identityProvider?: IdentityProvider | undefined;
@@ -361,11 +444,17 @@ export const CreateIdentityProviderRequestSchema: GenMessage<CreateIdentityProvi
  */
 export type UpdateIdentityProviderRequest = Message<"chainguard.platform.iam.v2.UpdateIdentityProviderRequest"> & {
   /**
+   * Required. The provider to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2.IdentityProvider identity_provider = 1;
    */
   identityProvider?: IdentityProvider | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in
+   * `identity_provider` change (over gRPC and Connect only the non-empty ones, so name a field here
+   * to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -383,6 +472,8 @@ export const UpdateIdentityProviderRequestSchema: GenMessage<UpdateIdentityProvi
  */
 export type DeleteIdentityProviderRequest = Message<"chainguard.platform.iam.v2.DeleteIdentityProviderRequest"> & {
   /**
+   * Required. The uid of the provider to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -400,16 +491,22 @@ export const DeleteIdentityProviderRequestSchema: GenMessage<DeleteIdentityProvi
  */
 export type GenerateScimTokenRequest = Message<"chainguard.platform.iam.v2.GenerateScimTokenRequest"> & {
   /**
+   * Required. The provider's uid.
+   *
    * @generated from field: string identity_provider_uid = 1;
    */
   identityProviderUid: string;
 
   /**
+   * Optional. When the token expires.
+   *
    * @generated from field: google.protobuf.Timestamp expire_time = 2;
    */
   expireTime?: Timestamp | undefined;
 
   /**
+   * Optional. Whether the token never expires.
+   *
    * @generated from field: bool never_expires = 3;
    */
   neverExpires: boolean;
@@ -464,26 +561,36 @@ export const GenerateScimTokenResponseSchema: GenMessage<GenerateScimTokenRespon
  */
 export type RegenerateScimTokenRequest = Message<"chainguard.platform.iam.v2.RegenerateScimTokenRequest"> & {
   /**
+   * Required. The provider's uid.
+   *
    * @generated from field: string identity_provider_uid = 1;
    */
   identityProviderUid: string;
 
   /**
+   * Optional. How long the old token stays valid.
+   *
    * @generated from field: google.protobuf.Duration overlap = 2;
    */
   overlap?: Duration | undefined;
 
   /**
+   * Optional. When the new token expires.
+   *
    * @generated from field: google.protobuf.Timestamp expire_time = 3;
    */
   expireTime?: Timestamp | undefined;
 
   /**
+   * Required. The SCIM state's etag, to detect concurrent changes.
+   *
    * @generated from field: string etag = 4;
    */
   etag: string;
 
   /**
+   * Optional. Whether the new token never expires.
+   *
    * @generated from field: bool never_expires = 5;
    */
   neverExpires: boolean;
@@ -548,6 +655,8 @@ export const RegenerateScimTokenResponseSchema: GenMessage<RegenerateScimTokenRe
  */
 export type RevokeScimTokenRequest = Message<"chainguard.platform.iam.v2.RevokeScimTokenRequest"> & {
   /**
+   * Required. The provider's uid.
+   *
    * @generated from field: string identity_provider_uid = 1;
    */
   identityProviderUid: string;
@@ -597,16 +706,22 @@ export const RevokeScimTokenResponseSchema: GenMessage<RevokeScimTokenResponse> 
  */
 export type SetScimEnabledRequest = Message<"chainguard.platform.iam.v2.SetScimEnabledRequest"> & {
   /**
+   * Required. The provider's uid.
+   *
    * @generated from field: string identity_provider_uid = 1;
    */
   identityProviderUid: string;
 
   /**
+   * Required. Whether SCIM provisioning should be on.
+   *
    * @generated from field: bool enabled = 2;
    */
   enabled: boolean;
 
   /**
+   * Required. The SCIM state's etag, to detect concurrent changes.
+   *
    * @generated from field: string etag = 3;
    */
   etag: string;
@@ -647,10 +762,18 @@ export const SetScimEnabledResponseSchema: GenMessage<SetScimEnabledResponse> = 
   messageDesc(file_chainguard_platform_iam_v2_identity_providers, 14);
 
 /**
+ * Manages a group's own OIDC identity providers: people then sign in through the organization's IdP
+ * instead of the server's default one, and are given the provider's default role.
+ *
  * @generated from service chainguard.platform.iam.v2.IdentityProvidersService
  */
 export const IdentityProvidersService: GenService<{
   /**
+   * Lists the identity providers the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`) and exact `name`. Pages hold 50 providers by default (at most 200);
+   * the default order is by uid. The client secret is never returned.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.ListIdentityProviders
    */
   listIdentityProviders: {
@@ -659,6 +782,8 @@ export const IdentityProvidersService: GenService<{
     output: typeof ListIdentityProvidersResponseSchema;
   },
   /**
+   * Gets one identity provider by its uid (without its client secret).
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.GetIdentityProvider
    */
   getIdentityProvider: {
@@ -667,6 +792,13 @@ export const IdentityProvidersService: GenService<{
     output: typeof IdentityProviderSchema;
   },
   /**
+   * Creates an OIDC identity provider in a group.
+   *
+   * `oidc` is required (the only supported configuration) with an `issuer` (https, or http on a
+   * loopback host; no query, fragment or credentials) and a `client_id`. `default_role` must name a
+   * role usable from the group, else NOT_FOUND. The client secret is stored encrypted and never
+   * returned, not even by this call.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.CreateIdentityProvider
    */
   createIdentityProvider: {
@@ -675,6 +807,12 @@ export const IdentityProvidersService: GenService<{
     output: typeof IdentityProviderSchema;
   },
   /**
+   * Changes an identity provider.
+   *
+   * Only the fields present (or named in `update_mask`) change, validated as on creation. An empty
+   * `oidc.client_secret` keeps the stored secret, a non-empty one replaces it.
+   * `oidc.correlation_rule` cannot change once set (INVALID_ARGUMENT).
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.UpdateIdentityProvider
    */
   updateIdentityProvider: {
@@ -683,6 +821,8 @@ export const IdentityProvidersService: GenService<{
     output: typeof IdentityProviderSchema;
   },
   /**
+   * Deletes an identity provider; sign-ins in progress through it are abandoned.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.DeleteIdentityProvider
    */
   deleteIdentityProvider: {
@@ -691,6 +831,10 @@ export const IdentityProvidersService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Creates a SCIM token for provisioning users through the provider.
+   *
+   * This server does not implement SCIM and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.GenerateScimToken
    */
   generateScimToken: {
@@ -699,6 +843,10 @@ export const IdentityProvidersService: GenService<{
     output: typeof GenerateScimTokenResponseSchema;
   },
   /**
+   * Replaces a provider's SCIM token, optionally keeping the old one valid for an overlap.
+   *
+   * This server does not implement SCIM and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.RegenerateScimToken
    */
   regenerateScimToken: {
@@ -707,6 +855,10 @@ export const IdentityProvidersService: GenService<{
     output: typeof RegenerateScimTokenResponseSchema;
   },
   /**
+   * Revokes a provider's SCIM token.
+   *
+   * This server does not implement SCIM and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.RevokeScimToken
    */
   revokeScimToken: {
@@ -715,6 +867,10 @@ export const IdentityProvidersService: GenService<{
     output: typeof RevokeScimTokenResponseSchema;
   },
   /**
+   * Turns SCIM provisioning for a provider on or off.
+   *
+   * This server does not implement SCIM and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.v2.IdentityProvidersService.SetScimEnabled
    */
   setScimEnabled: {

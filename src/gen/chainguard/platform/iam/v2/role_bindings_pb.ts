@@ -30,40 +30,56 @@ export const file_chainguard_platform_iam_v2_role_bindings: GenFile = /*@__PURE_
   fileDesc("Ci5jaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92Mi9yb2xlX2JpbmRpbmdzLnByb3RvEhpjaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MiK0AwoLUm9sZUJpbmRpbmcSFgoDdWlkGAEgASgJQgngQQOQr6jSBQESRgoIaWRlbnRpdHkYAiABKAsyLy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Sb2xlQmluZGluZ0lkZW50aXR5QgPgQQMSQAoFZ3JvdXAYAyABKAsyLC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Sb2xlQmluZGluZ0dyb3VwQgPgQQMSPgoEcm9sZRgEIAEoCzIrLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJvbGVCaW5kaW5nUm9sZUID4EEDEjQKC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEhkKDGlkZW50aXR5X3VpZBgGIAEoCUID4EEBEhUKCHJvbGVfdWlkGAcgASgJQgPgQQE6W+pBWAoeaWFtLmNoYWluZ3VhcmQuZGV2L1JvbGVCaW5kaW5nEhtyb2xlQmluZGluZ3Mve3JvbGVfYmluZGluZ30qDHJvbGVCaW5kaW5nczILcm9sZUJpbmRpbmcikwEKE1JvbGVCaW5kaW5nSWRlbnRpdHkSEAoDdWlkGAEgASgJQgPgQQMSEQoEbmFtZRgCIAEoCUID4EEDEhgKC2Rlc2NyaXB0aW9uGAMgASgJQgPgQQMSFAoHc3ViamVjdBgEIAEoCUID4EEDEhMKBmlzc3VlchgFIAEoCUID4EEDEhIKBWVtYWlsGAYgASgJQgPgQQMiUQoQUm9sZUJpbmRpbmdHcm91cBIQCgN1aWQYASABKAlCA+BBAxIRCgRuYW1lGAIgASgJQgPgQQMSGAoLZGVzY3JpcHRpb24YAyABKAlCA+BBAyJQCg9Sb2xlQmluZGluZ1JvbGUSEAoDdWlkGAEgASgJQgPgQQMSEQoEbmFtZRgCIAEoCUID4EEDEhgKC2Rlc2NyaXB0aW9uGAMgASgJQgPgQQMieQoYQ3JlYXRlUm9sZUJpbmRpbmdSZXF1ZXN0EhkKBnBhcmVudBgBIAEoCUIJ4EECkK+o0gUBEkIKDHJvbGVfYmluZGluZxgCIAEoCzInLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJvbGVCaW5kaW5nQgPgQQIiMgoYRGVsZXRlUm9sZUJpbmRpbmdSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIi8KFUdldFJvbGVCaW5kaW5nUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASLtAQoXTGlzdFJvbGVCaW5kaW5nc1JlcXVlc3QSOQoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXJCA+BBARIVCghpZGVudGl0eRgCIAEoCUID4EEBEhIKBWdyb3VwGAMgASgJQgPgQQESEQoEcm9sZRgEIAEoCUID4EEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YBiABKAlCA+BBARIVCghvcmRlcl9ieRgHIAEoCUID4EEBEhEKBHNraXAYCCABKAVCA+BBASKuAQoYTGlzdFJvbGVCaW5kaW5nc1Jlc3BvbnNlEj4KDXJvbGVfYmluZGluZ3MYASADKAsyJy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Sb2xlQmluZGluZxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSGAoLdG90YWxfY291bnQYAyABKANIAIgBARIPCgdza2lwcGVkGAQgASgFQg4KDF90b3RhbF9jb3VudCKaAQoYVXBkYXRlUm9sZUJpbmRpbmdSZXF1ZXN0EkgKDHJvbGVfYmluZGluZxgBIAEoCzInLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJvbGVCaW5kaW5nQgngQQKQr6jSBQESNAoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgPgQQEinwEKHkJhdGNoQ3JlYXRlUm9sZUJpbmRpbmdzUmVxdWVzdBIZCgZwYXJlbnQYASABKAlCCeBBApCvqNIFARJLCghyZXF1ZXN0cxgCIAMoCzI0LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkNyZWF0ZVJvbGVCaW5kaW5nUmVxdWVzdEID4EECEhUKCHJvbGVfdWlkGAMgASgJQgPgQQEiYQofQmF0Y2hDcmVhdGVSb2xlQmluZGluZ3NSZXNwb25zZRI+Cg1yb2xlX2JpbmRpbmdzGAEgAygLMicuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuUm9sZUJpbmRpbmcyzgoKE1JvbGVCaW5kaW5nc1NlcnZpY2USogEKDkdldFJvbGVCaW5kaW5nEjEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuR2V0Um9sZUJpbmRpbmdSZXF1ZXN0GicuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuUm9sZUJpbmRpbmciNJACAYLT5JMCHxIdL2lhbS92Mi9yb2xlQmluZGluZ3Mve3VpZD0qKn2Kr6jSBQYSBAoCkwMS9gEKEUNyZWF0ZVJvbGVCaW5kaW5nEjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuQ3JlYXRlUm9sZUJpbmRpbmdSZXF1ZXN0GicuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuUm9sZUJpbmRpbmcigQGC0+STAjA6DHJvbGVfYmluZGluZyIgL2lhbS92Mi9yb2xlQmluZGluZ3Mve3BhcmVudD0qKn2Kr6jSBQYSBAoCkQPC8I78CzkKLmRldi5jaGFpbmd1YXJkLmFwaS5pYW0ucm9sZWJpbmRpbmdzLmNyZWF0ZWQudjESBWdyb3VwGAES0wEKEURlbGV0ZVJvbGVCaW5kaW5nEjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuRGVsZXRlUm9sZUJpbmRpbmdSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5InCC0+STAh8qHS9pYW0vdjIvcm9sZUJpbmRpbmdzL3t1aWQ9Kip9iq+o0gUGEgQKApQDwvCO/As5Ci5kZXYuY2hhaW5ndWFyZC5hcGkuaWFtLnJvbGViaW5kaW5ncy5kZWxldGVkLnYxEgVncm91cBgBEqwBChBMaXN0Um9sZUJpbmRpbmdzEjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuTGlzdFJvbGVCaW5kaW5nc1JlcXVlc3QaNC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5MaXN0Um9sZUJpbmRpbmdzUmVzcG9uc2UiLZACAYLT5JMCFhIUL2lhbS92Mi9yb2xlQmluZGluZ3OKr6jSBQgSBgoCkwMQARKQAgoXQmF0Y2hDcmVhdGVSb2xlQmluZGluZ3MSOi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5CYXRjaENyZWF0ZVJvbGVCaW5kaW5nc1JlcXVlc3QaOy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5CYXRjaENyZWF0ZVJvbGVCaW5kaW5nc1Jlc3BvbnNlInyC0+STAiU6ASoiIC9pYW0vdjIvcm9sZUJpbmRpbmdzOmJhdGNoQ3JlYXRliq+o0gUGEgQKApEDwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLnJvbGViaW5kaW5ncy5jcmVhdGVkLmJhdGNoLnYxEgVncm91cBgBEoACChFVcGRhdGVSb2xlQmluZGluZxI0LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlVwZGF0ZVJvbGVCaW5kaW5nUmVxdWVzdBonLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJvbGVCaW5kaW5nIosBgtPkkwI6Ogxyb2xlX2JpbmRpbmcyKi9pYW0vdjIvcm9sZUJpbmRpbmdzL3tyb2xlX2JpbmRpbmcudWlkPSoqfYqvqNIFBhIECgKSA8LwjvwLOQouZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlYmluZGluZ3MudXBkYXRlZC52MRIFZ3JvdXAYAWIGcHJvdG8z", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A grant of a role to an identity at a group, with the three filled in on answers.
+ *
  * @generated from message chainguard.platform.iam.v2.RoleBinding
  */
 export type RoleBinding = Message<"chainguard.platform.iam.v2.RoleBinding"> & {
   /**
+   * Output only. The binding's uid: its group's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Output only. The bound identity.
+   *
    * @generated from field: chainguard.platform.iam.v2.RoleBindingIdentity identity = 2;
    */
   identity?: RoleBindingIdentity | undefined;
 
   /**
+   * Output only. The group the binding grants at.
+   *
    * @generated from field: chainguard.platform.iam.v2.RoleBindingGroup group = 3;
    */
   group?: RoleBindingGroup | undefined;
 
   /**
+   * Output only. The bound role.
+   *
    * @generated from field: chainguard.platform.iam.v2.RoleBindingRole role = 4;
    */
   role?: RoleBindingRole | undefined;
 
   /**
+   * Output only. When the binding was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 5;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * The uid of the identity to bind; required on creation.
+   *
    * @generated from field: string identity_uid = 6;
    */
   identityUid: string;
 
   /**
+   * The uid of the role to bind; required on creation.
+   *
    * @generated from field: string role_uid = 7;
    */
   roleUid: string;
@@ -77,35 +93,51 @@ export const RoleBindingSchema: GenMessage<RoleBinding> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_iam_v2_role_bindings, 0);
 
 /**
+ * The identity of a role binding, as answers show it.
+ *
  * @generated from message chainguard.platform.iam.v2.RoleBindingIdentity
  */
 export type RoleBindingIdentity = Message<"chainguard.platform.iam.v2.RoleBindingIdentity"> & {
   /**
+   * The identity's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * The identity's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * The identity's description.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * The token subject (or subject pattern) the identity matches; empty for AWS and
+   * service-principal identities.
+   *
    * @generated from field: string subject = 4;
    */
   subject: string;
 
   /**
+   * The token issuer (or issuer pattern) the identity matches; empty for AWS and service-principal
+   * identities.
+   *
    * @generated from field: string issuer = 5;
    */
   issuer: string;
 
   /**
+   * The identity's e-mail address, when known.
+   *
    * @generated from field: string email = 6;
    */
   email: string;
@@ -119,20 +151,28 @@ export const RoleBindingIdentitySchema: GenMessage<RoleBindingIdentity> = /*@__P
   messageDesc(file_chainguard_platform_iam_v2_role_bindings, 1);
 
 /**
+ * The group of a role binding, as answers show it.
+ *
  * @generated from message chainguard.platform.iam.v2.RoleBindingGroup
  */
 export type RoleBindingGroup = Message<"chainguard.platform.iam.v2.RoleBindingGroup"> & {
   /**
+   * The group's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * The group's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * The group's description.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
@@ -146,20 +186,28 @@ export const RoleBindingGroupSchema: GenMessage<RoleBindingGroup> = /*@__PURE__*
   messageDesc(file_chainguard_platform_iam_v2_role_bindings, 2);
 
 /**
+ * The role of a role binding, as answers show it.
+ *
  * @generated from message chainguard.platform.iam.v2.RoleBindingRole
  */
 export type RoleBindingRole = Message<"chainguard.platform.iam.v2.RoleBindingRole"> & {
   /**
+   * The role's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * The role's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * The role's description.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
@@ -177,11 +225,15 @@ export const RoleBindingRoleSchema: GenMessage<RoleBindingRole> = /*@__PURE__*/
  */
 export type CreateRoleBindingRequest = Message<"chainguard.platform.iam.v2.CreateRoleBindingRequest"> & {
   /**
+   * Required. The uid of the group to grant at.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The binding: `identity_uid` and `role_uid`.
+   *
    * @generated from field: chainguard.platform.iam.v2.RoleBinding role_binding = 2;
    */
   roleBinding?: RoleBinding | undefined;
@@ -199,6 +251,8 @@ export const CreateRoleBindingRequestSchema: GenMessage<CreateRoleBindingRequest
  */
 export type DeleteRoleBindingRequest = Message<"chainguard.platform.iam.v2.DeleteRoleBindingRequest"> & {
   /**
+   * Required. The uid of the binding to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -216,6 +270,8 @@ export const DeleteRoleBindingRequestSchema: GenMessage<DeleteRoleBindingRequest
  */
 export type GetRoleBindingRequest = Message<"chainguard.platform.iam.v2.GetRoleBindingRequest"> & {
   /**
+   * Required. The uid of the binding to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -233,41 +289,60 @@ export const GetRoleBindingRequestSchema: GenMessage<GetRoleBindingRequest> = /*
  */
 export type ListRoleBindingsRequest = Message<"chainguard.platform.iam.v2.ListRoleBindingsRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only bindings of the identity with this uid.
+   *
    * @generated from field: string identity = 2;
    */
   identity: string;
 
   /**
+   * Optional. Only bindings at the group with this uid.
+   *
    * @generated from field: string group = 3;
    */
   group: string;
 
   /**
+   * Optional. Only bindings of the role with this uid.
+   *
    * @generated from field: string role = 4;
    */
   role: string;
 
   /**
+   * Optional. Role bindings per page: default 50, at most 200 (larger values are lowered to 200);
+   * negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 5;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 6;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `create_time` (default: by uid), each optionally followed by ` desc`,
+   * comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 7;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 8;
    */
   skip: number;
@@ -285,21 +360,29 @@ export const ListRoleBindingsRequestSchema: GenMessage<ListRoleBindingsRequest> 
  */
 export type ListRoleBindingsResponse = Message<"chainguard.platform.iam.v2.ListRoleBindingsResponse"> & {
   /**
+   * The role bindings on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.RoleBinding role_bindings = 1;
    */
   roleBindings: RoleBinding[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -317,11 +400,17 @@ export const ListRoleBindingsResponseSchema: GenMessage<ListRoleBindingsResponse
  */
 export type UpdateRoleBindingRequest = Message<"chainguard.platform.iam.v2.UpdateRoleBindingRequest"> & {
   /**
+   * Required. The binding to change, addressed by its `uid`, with the new `identity_uid` or
+   * `role_uid`.
+   *
    * @generated from field: chainguard.platform.iam.v2.RoleBinding role_binding = 1;
    */
   roleBinding?: RoleBinding | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `role_uid`. Without it, the fields sent in `role_binding`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -339,16 +428,22 @@ export const UpdateRoleBindingRequestSchema: GenMessage<UpdateRoleBindingRequest
  */
 export type BatchCreateRoleBindingsRequest = Message<"chainguard.platform.iam.v2.BatchCreateRoleBindingsRequest"> & {
   /**
+   * Required. The uid of the group every binding grants at.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The bindings to create: 1 to 100.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.CreateRoleBindingRequest requests = 2;
    */
   requests: CreateRoleBindingRequest[];
 
   /**
+   * Optional. The role for every request that names none.
+   *
    * @generated from field: string role_uid = 3;
    */
   roleUid: string;
@@ -366,6 +461,8 @@ export const BatchCreateRoleBindingsRequestSchema: GenMessage<BatchCreateRoleBin
  */
 export type BatchCreateRoleBindingsResponse = Message<"chainguard.platform.iam.v2.BatchCreateRoleBindingsResponse"> & {
   /**
+   * The created bindings, in request order.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.RoleBinding role_bindings = 1;
    */
   roleBindings: RoleBinding[];
@@ -379,10 +476,15 @@ export const BatchCreateRoleBindingsResponseSchema: GenMessage<BatchCreateRoleBi
   messageDesc(file_chainguard_platform_iam_v2_role_bindings, 11);
 
 /**
+ * Manages role bindings: grants of a role to an identity at a group. A binding's capabilities hold
+ * at its group and every group beneath it.
+ *
  * @generated from service chainguard.platform.iam.v2.RoleBindingsService
  */
 export const RoleBindingsService: GenService<{
   /**
+   * Gets one role binding by its uid, with its identity, group and role filled in.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RoleBindingsService.GetRoleBinding
    */
   getRoleBinding: {
@@ -391,6 +493,13 @@ export const RoleBindingsService: GenService<{
     output: typeof RoleBindingSchema;
   },
   /**
+   * Binds a role to an identity at a group.
+   *
+   * `role_binding.identity_uid` and `role_binding.role_uid` are required and must be uids; the role
+   * must be usable from the group (built-in, or a custom role of the group or one above it), else
+   * NOT_FOUND. The same role for the same identity at the same group twice is ALREADY_EXISTS. The
+   * answer carries the identity, group and role filled in.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RoleBindingsService.CreateRoleBinding
    */
   createRoleBinding: {
@@ -399,6 +508,8 @@ export const RoleBindingsService: GenService<{
     output: typeof RoleBindingSchema;
   },
   /**
+   * Deletes a role binding; the identity loses what it granted.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RoleBindingsService.DeleteRoleBinding
    */
   deleteRoleBinding: {
@@ -407,6 +518,12 @@ export const RoleBindingsService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the role bindings the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`), by `identity`, `group` or `role` uid. Each binding comes with its
+   * identity, group and role filled in. Pages hold 50 bindings by default (at most 200); the
+   * default order is by uid, and `order_by` accepts `create_time`.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RoleBindingsService.ListRoleBindings
    */
   listRoleBindings: {
@@ -415,6 +532,11 @@ export const RoleBindingsService: GenService<{
     output: typeof ListRoleBindingsResponseSchema;
   },
   /**
+   * Creates up to 100 role bindings in one group at once, all or none.
+   *
+   * Each request's `parent` must be empty or the batch's `parent`; a request without `role_uid`
+   * takes the batch's `role_uid`. If any binding is invalid, none is created.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RoleBindingsService.BatchCreateRoleBindings
    */
   batchCreateRoleBindings: {
@@ -423,6 +545,10 @@ export const RoleBindingsService: GenService<{
     output: typeof BatchCreateRoleBindingsResponseSchema;
   },
   /**
+   * Changes which identity or role a binding names.
+   *
+   * Only the fields present (or named in `update_mask`) change; the binding stays in its group.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RoleBindingsService.UpdateRoleBinding
    */
   updateRoleBinding: {

@@ -32,35 +32,50 @@ export const file_chainguard_platform_iam_v2_roles: GenFile = /*@__PURE__*/
   fileDesc("CiZjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92Mi9yb2xlcy5wcm90bxIaY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIisAIKBFJvbGUSFgoDdWlkGAEgASgJQgngQQOQr6jSBQESEQoEbmFtZRgCIAEoCUID4EECEhgKC2Rlc2NyaXB0aW9uGAMgASgJQgPgQQESPgoMY2FwYWJpbGl0aWVzGAQgAygOMiMuY2hhaW5ndWFyZC5jYXBhYmlsaXRpZXMuQ2FwYWJpbGl0eUID4EEBEjQKC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEjQKC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDOjfqQTQKF2lhbS5jaGFpbmd1YXJkLmRldi9Sb2xlEgxyb2xlcy97cm9sZX0qBXJvbGVzMgRyb2xlIigKDkdldFJvbGVSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIrsBChBMaXN0Um9sZXNSZXF1ZXN0EjkKBHVpZHAYASABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyQgPgQQESEQoEbmFtZRgCIAEoCUID4EEBEhYKCXBhZ2Vfc2l6ZRgDIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YBCABKAlCA+BBARIVCghvcmRlcl9ieRgFIAEoCUID4EEBEhEKBHNraXAYBiABKAVCA+BBASKYAQoRTGlzdFJvbGVzUmVzcG9uc2USLwoFcm9sZXMYASADKAsyIC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Sb2xlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50ImMKEUNyZWF0ZVJvbGVSZXF1ZXN0EhkKBnBhcmVudBgBIAEoCUIJ4EECkK+o0gUBEjMKBHJvbGUYAiABKAsyIC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Sb2xlQgPgQQIihAEKEVVwZGF0ZVJvbGVSZXF1ZXN0EjkKBHJvbGUYASABKAsyIC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Sb2xlQgngQQKQr6jSBQESNAoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgPgQQEiKwoRRGVsZXRlUm9sZVJlcXVlc3QSFgoDdWlkGAEgASgJQgngQQKQr6jSBQEyggcKDFJvbGVzU2VydmljZRKIAQoHR2V0Um9sZRIqLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkdldFJvbGVSZXF1ZXN0GiAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuUm9sZSIvkAIBgtPkkwIYEhYvaWFtL3YyL3JvbGVzL3t1aWQ9Kip9iq+o0gUIEgYKAq8CEAESkAEKCUxpc3RSb2xlcxIsLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLkxpc3RSb2xlc1JlcXVlc3QaLS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5MaXN0Um9sZXNSZXNwb25zZSImkAIBgtPkkwIPEg0vaWFtL3YyL3JvbGVziq+o0gUIEgYKAq8CEAESygEKCkNyZWF0ZVJvbGUSLS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5DcmVhdGVSb2xlUmVxdWVzdBogLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyLlJvbGUia4LT5JMCIToEcm9sZSIZL2lhbS92Mi9yb2xlcy97cGFyZW50PSoqfYqvqNIFBhIECgKtAsLwjvwLMgonZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlcy5jcmVhdGVkLnYxEgVncm91cBgBEswBCgpVcGRhdGVSb2xlEi0uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuVXBkYXRlUm9sZVJlcXVlc3QaIC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5Sb2xlIm2C0+STAiM6BHJvbGUyGy9pYW0vdjIvcm9sZXMve3JvbGUudWlkPSoqfYqvqNIFBhIECgKuAsLwjvwLMgonZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlcy51cGRhdGVkLnYxEgVncm91cBgBErcBCgpEZWxldGVSb2xlEi0uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIuRGVsZXRlUm9sZVJlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkiYoLT5JMCGCoWL2lhbS92Mi9yb2xlcy97dWlkPSoqfYqvqNIFBhIECgKwAsLwjvwLMgonZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlcy5kZWxldGVkLnYxEgVncm91cBgBYgZwcm90bzM", [file_annotations_auth, file_annotations_events, file_capabilities_capabilities, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A role: a named set of capabilities.
+ *
  * @generated from message chainguard.platform.iam.v2.Role
  */
 export type Role = Message<"chainguard.platform.iam.v2.Role"> & {
   /**
+   * Output only. The role's uid: for a custom role its group's uid plus one segment, for a built-in
+   * role a 40-character hexadecimal string.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The role's name (`^[a-z0-9 ._-]{1,}$`, at most 256 characters).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Optional. What the role allows; unknown values are INVALID_ARGUMENT.
+   *
    * @generated from field: repeated chainguard.capabilities.Capability capabilities = 4;
    */
   capabilities: Capability[];
 
   /**
+   * Output only. When the role was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 5;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the role last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 6;
    */
   updateTime?: Timestamp | undefined;
@@ -78,6 +93,8 @@ export const RoleSchema: GenMessage<Role> = /*@__PURE__*/
  */
 export type GetRoleRequest = Message<"chainguard.platform.iam.v2.GetRoleRequest"> & {
   /**
+   * Required. The uid of the role to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -95,31 +112,46 @@ export const GetRoleRequestSchema: GenMessage<GetRoleRequest> = /*@__PURE__*/
  */
 export type ListRolesRequest = Message<"chainguard.platform.iam.v2.ListRolesRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy (built-in roles have no place in it).
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only roles with exactly this name, e.g. `viewer`.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Roles per page: default 50, at most 200 (larger values are lowered to 200); negative
+   * is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 3;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time` or `update_time` (default: by uid), each optionally
+   * followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 5;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 6;
    */
   skip: number;
@@ -137,21 +169,29 @@ export const ListRolesRequestSchema: GenMessage<ListRolesRequest> = /*@__PURE__*
  */
 export type ListRolesResponse = Message<"chainguard.platform.iam.v2.ListRolesResponse"> & {
   /**
+   * The roles on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.Role roles = 1;
    */
   roles: Role[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -169,11 +209,15 @@ export const ListRolesResponseSchema: GenMessage<ListRolesResponse> = /*@__PURE_
  */
 export type CreateRoleRequest = Message<"chainguard.platform.iam.v2.CreateRoleRequest"> & {
   /**
+   * Required. The uid of the group to create the role in.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new role: `name` is required.
+   *
    * @generated from field: chainguard.platform.iam.v2.Role role = 2;
    */
   role?: Role | undefined;
@@ -191,11 +235,16 @@ export const CreateRoleRequestSchema: GenMessage<CreateRoleRequest> = /*@__PURE_
  */
 export type UpdateRoleRequest = Message<"chainguard.platform.iam.v2.UpdateRoleRequest"> & {
   /**
+   * Required. The role to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2.Role role = 1;
    */
   role?: Role | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in `role`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -213,6 +262,8 @@ export const UpdateRoleRequestSchema: GenMessage<UpdateRoleRequest> = /*@__PURE_
  */
 export type DeleteRoleRequest = Message<"chainguard.platform.iam.v2.DeleteRoleRequest"> & {
   /**
+   * Required. The uid of the role to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -226,10 +277,19 @@ export const DeleteRoleRequestSchema: GenMessage<DeleteRoleRequest> = /*@__PURE_
   messageDesc(file_chainguard_platform_iam_v2_roles, 6);
 
 /**
+ * Manages roles: named sets of capabilities. Built-in roles (such as `owner`, `editor` and
+ * `viewer`) belong to no group and cannot be changed; custom roles live in a group and can be bound
+ * anywhere beneath it.
+ *
  * @generated from service chainguard.platform.iam.v2.RolesService
  */
 export const RolesService: GenService<{
   /**
+   * Gets one role by its uid.
+   *
+   * A built-in role can be read by anyone who may list roles somewhere; a custom role by those who
+   * may list roles where it lives. Otherwise NOT_FOUND.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RolesService.GetRole
    */
   getRole: {
@@ -238,6 +298,12 @@ export const RolesService: GenService<{
     output: typeof RoleSchema;
   },
   /**
+   * Lists the roles the caller may see, filtered and paged.
+   *
+   * The answer includes the built-in roles for every caller who may list roles somewhere, and the
+   * custom roles of the groups the caller can list roles in. Filter by position (`uidp`) and exact
+   * `name`. Pages hold 50 roles by default (at most 200); the default order is by uid.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RolesService.ListRoles
    */
   listRoles: {
@@ -246,6 +312,11 @@ export const RolesService: GenService<{
     output: typeof ListRolesResponseSchema;
   },
   /**
+   * Creates a custom role in a group.
+   *
+   * Every capability must be a known one (INVALID_ARGUMENT otherwise); duplicates are dropped and
+   * the list is stored sorted. The name follows the group name rule.
+   *
    * @generated from rpc chainguard.platform.iam.v2.RolesService.CreateRole
    */
   createRole: {
@@ -254,6 +325,11 @@ export const RolesService: GenService<{
     output: typeof RoleSchema;
   },
   /**
+   * Changes a custom role's name, description or capabilities.
+   *
+   * Only the fields present (or named in `update_mask`) change. Built-in roles cannot be changed
+   * (FAILED_PRECONDITION, `BUILT_IN_ROLE`).
+   *
    * @generated from rpc chainguard.platform.iam.v2.RolesService.UpdateRole
    */
   updateRole: {
@@ -262,6 +338,11 @@ export const RolesService: GenService<{
     output: typeof RoleSchema;
   },
   /**
+   * Deletes a custom role.
+   *
+   * Fails with FAILED_PRECONDITION while role bindings, identity providers or invites still use it
+   * (`RESOURCE_NOT_EMPTY`), and for built-in roles (`BUILT_IN_ROLE`).
+   *
    * @generated from rpc chainguard.platform.iam.v2.RolesService.DeleteRole
    */
   deleteRole: {

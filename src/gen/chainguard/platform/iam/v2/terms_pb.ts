@@ -22,20 +22,28 @@ export const file_chainguard_platform_iam_v2_terms: GenFile = /*@__PURE__*/
   fileDesc("CiZjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92Mi90ZXJtcy5wcm90bxIaY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjIiSAoPTWlzc2luZ0RvY3VtZW50Eg8KAmlkGAEgASgJQgPgQQMSEgoFbGFiZWwYAiABKAlCA+BBAxIQCgN1cmwYAyABKAlCA+BBAyJbChZUZXJtc05vdEFjY2VwdGVkRGV0YWlsEkEKB21pc3NpbmcYASADKAsyKy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52Mi5NaXNzaW5nRG9jdW1lbnRCA+BBA2IGcHJvdG8z", [file_google_api_field_behavior]);
 
 /**
+ * A terms document the caller has not accepted yet.
+ *
  * @generated from message chainguard.platform.iam.v2.MissingDocument
  */
 export type MissingDocument = Message<"chainguard.platform.iam.v2.MissingDocument"> & {
   /**
+   * The document's id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * The document's title.
+   *
    * @generated from field: string label = 2;
    */
   label: string;
 
   /**
+   * Where to read the document.
+   *
    * @generated from field: string url = 3;
    */
   url: string;
@@ -49,10 +57,15 @@ export const MissingDocumentSchema: GenMessage<MissingDocument> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_iam_v2_terms, 0);
 
 /**
+ * An error detail listing the terms documents the caller must accept before the call can succeed.
+ * This server never sends it.
+ *
  * @generated from message chainguard.platform.iam.v2.TermsNotAcceptedDetail
  */
 export type TermsNotAcceptedDetail = Message<"chainguard.platform.iam.v2.TermsNotAcceptedDetail"> & {
   /**
+   * The documents still to accept.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2.MissingDocument missing = 1;
    */
   missing: MissingDocument[];

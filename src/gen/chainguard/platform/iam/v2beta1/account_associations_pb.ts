@@ -28,55 +28,77 @@ export const file_chainguard_platform_iam_v2beta1_account_associations: GenFile 
   fileDesc("CjpjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92MmJldGExL2FjY291bnRfYXNzb2NpYXRpb25zLnByb3RvEh9jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExIoANChJBY2NvdW50QXNzb2NpYXRpb24SFgoDdWlkGAEgASgJQgngQQOQr6jSBQESEQoEbmFtZRgCIAEoCUID4EECEhgKC2Rlc2NyaXB0aW9uGAMgASgJQgPgQQESTwoGYW1hem9uGAQgASgLMjouY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5BY2NvdW50QXNzb2NpYXRpb24uQW1hem9uQgPgQQESTwoGZ29vZ2xlGAUgASgLMjouY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5BY2NvdW50QXNzb2NpYXRpb24uR29vZ2xlQgPgQQESVwoKY2hhaW5ndWFyZBgHIAEoCzI+LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uLkNoYWluZ3VhcmRCA+BBARJNCgVhenVyZRgIIAEoCzI5LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uLkF6dXJlQgPgQQESNAoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNAoLdXBkYXRlX3RpbWUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSTwoGZ2l0aHViGAsgASgLMjouY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5BY2NvdW50QXNzb2NpYXRpb24uR2l0SHViQgPgQQEaHgoGQW1hem9uEhQKB2FjY291bnQYASABKAlCA+BBAho+CgZHb29nbGUSFwoKcHJvamVjdF9pZBgBIAEoCUID4EECEhsKDnByb2plY3RfbnVtYmVyGAIgASgJQgPgQQIagAIKBkdpdEh1YhJwChFhcHBfaW5zdGFsbGF0aW9ucxgCIAMoCzJQLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uLkdpdEh1Yi5BcHBJbnN0YWxsYXRpb25zRW50cnlCA+BBARqDAQoVQXBwSW5zdGFsbGF0aW9uc0VudHJ5EgsKA2tleRgBIAEoAxJZCgV2YWx1ZRgCIAEoCzJKLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uLkdpdEh1YkFwcEluc3RhbGxhdGlvbnM6AjgBGnwKFkdpdEh1YkFwcEluc3RhbGxhdGlvbnMSYgoNaW5zdGFsbGF0aW9ucxgBIAMoCzJGLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uLkdpdEh1Ykluc3RhbGxhdGlvbkID4EEBGkUKEkdpdEh1Ykluc3RhbGxhdGlvbhIcCg9pbnN0YWxsYXRpb25faWQYASABKANCA+BBAhIRCgRuYW1lGAIgASgJQgPgQQEauAEKCkNoYWluZ3VhcmQScgoQc2VydmljZV9iaW5kaW5ncxgBIAMoCzJTLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uLkNoYWluZ3VhcmQuU2VydmljZUJpbmRpbmdzRW50cnlCA+BBAho2ChRTZXJ2aWNlQmluZGluZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGrQBCgVBenVyZRIWCgl0ZW5hbnRfaWQYASABKAlCA+BBAhJhCgpjbGllbnRfaWRzGAIgAygLMkguY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5BY2NvdW50QXNzb2NpYXRpb24uQXp1cmUuQ2xpZW50SWRzRW50cnlCA+BBAhowCg5DbGllbnRJZHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBOn7qQXsKJWlhbS5jaGFpbmd1YXJkLmRldi9BY2NvdW50QXNzb2NpYXRpb24SKWFjY291bnRBc3NvY2lhdGlvbnMve2FjY291bnRfYXNzb2NpYXRpb259KhNhY2NvdW50QXNzb2NpYXRpb25zMhJhY2NvdW50QXNzb2NpYXRpb25KBAgGEAciNgocR2V0QWNjb3VudEFzc29jaWF0aW9uUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASLJAQoeTGlzdEFjY291bnRBc3NvY2lhdGlvbnNSZXF1ZXN0EjkKBHVpZHAYASABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyQgPgQQESEQoEbmFtZRgCIAEoCUID4EEBEhYKCXBhZ2Vfc2l6ZRgDIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YBCABKAlCA+BBARIVCghvcmRlcl9ieRgFIAEoCUID4EEBEhEKBHNraXAYBiABKAVCA+BBASKTAQofQ3JlYXRlQWNjb3VudEFzc29jaWF0aW9uUmVxdWVzdBIZCgZwYXJlbnQYASABKAlCCeBBApCvqNIFARJVChNhY2NvdW50X2Fzc29jaWF0aW9uGAIgASgLMjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5BY2NvdW50QXNzb2NpYXRpb25CA+BBAiI5Ch9EZWxldGVBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIsgBCh9MaXN0QWNjb3VudEFzc29jaWF0aW9uc1Jlc3BvbnNlElEKFGFjY291bnRfYXNzb2NpYXRpb25zGAEgAygLMjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5BY2NvdW50QXNzb2NpYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhgKC3RvdGFsX2NvdW50GAMgASgDSACIAQESDwoHc2tpcHBlZBgEIAEoBUIOCgxfdG90YWxfY291bnQitAEKH1VwZGF0ZUFjY291bnRBc3NvY2lhdGlvblJlcXVlc3QSWwoTYWNjb3VudF9hc3NvY2lhdGlvbhgBIAEoCzIzLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uQgngQQKQr6jSBQESNAoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgPgQQEiigEKHkNoZWNrQWNjb3VudEFzc29jaWF0aW9uUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFARJQCg1wcm92aWRlcl90eXBlGAIgASgOMjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5BY2NvdW50UHJvdmlkZXJUeXBlQgPgQQIigAEKH0NoZWNrQWNjb3VudEFzc29jaWF0aW9uUmVzcG9uc2USPAoGc3RhdHVzGAEgASgOMiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5DaGVja1N0YXR1cxIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCSqhAQoTQWNjb3VudFByb3ZpZGVyVHlwZRIlCiFBQ0NPVU5UX1BST1ZJREVSX1RZUEVfVU5TUEVDSUZJRUQQABIgChxBQ0NPVU5UX1BST1ZJREVSX1RZUEVfR09PR0xFEAESIAocQUNDT1VOVF9QUk9WSURFUl9UWVBFX0FNQVpPThACEh8KG0FDQ09VTlRfUFJPVklERVJfVFlQRV9BWlVSRRADKl8KC0NoZWNrU3RhdHVzEhwKGENIRUNLX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKEkNIRUNLX1NUQVRVU19SRUFEWRABEhoKFkNIRUNLX1NUQVRVU19OT1RfUkVBRFkQAjK0DAoaQWNjb3VudEFzc29jaWF0aW9uc1NlcnZpY2USzQEKFUdldEFjY291bnRBc3NvY2lhdGlvbhI9LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuR2V0QWNjb3VudEFzc29jaWF0aW9uUmVxdWVzdBozLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uIkCQAgGC0+STAisSKS9pYW0vdjJiZXRhMS9hY2NvdW50QXNzb2NpYXRpb25zL3t1aWQ9Kip9iq+o0gUGEgQKAr8FErACChhDcmVhdGVBY2NvdW50QXNzb2NpYXRpb24SQC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkNyZWF0ZUFjY291bnRBc3NvY2lhdGlvblJlcXVlc3QaMy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkFjY291bnRBc3NvY2lhdGlvbiKcAYLT5JMCQzoTYWNjb3VudF9hc3NvY2lhdGlvbiIsL2lhbS92MmJldGExL2FjY291bnRBc3NvY2lhdGlvbnMve3BhcmVudD0qKn2Kr6jSBQYSBAoCvQXC8I78C0EKNmRldi5jaGFpbmd1YXJkLmFwaS5pYW0uYWNjb3VudF9hc3NvY2lhdGlvbnMuY3JlYXRlZC52MRIFZ3JvdXAYARL7AQoYRGVsZXRlQWNjb3VudEFzc29jaWF0aW9uEkAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5EZWxldGVBY2NvdW50QXNzb2NpYXRpb25SZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5IoQBgtPkkwIrKikvaWFtL3YyYmV0YTEvYWNjb3VudEFzc29jaWF0aW9ucy97dWlkPSoqfYqvqNIFBhIECgLABcLwjvwLQQo2ZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5hY2NvdW50X2Fzc29jaWF0aW9ucy5kZWxldGVkLnYxEgVncm91cBgBEtcBChdMaXN0QWNjb3VudEFzc29jaWF0aW9ucxI/LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuTGlzdEFjY291bnRBc3NvY2lhdGlvbnNSZXF1ZXN0GkAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5MaXN0QWNjb3VudEFzc29jaWF0aW9uc1Jlc3BvbnNlIjmQAgGC0+STAiISIC9pYW0vdjJiZXRhMS9hY2NvdW50QXNzb2NpYXRpb25ziq+o0gUIEgYKAr8FEAESwQIKGFVwZGF0ZUFjY291bnRBc3NvY2lhdGlvbhJALmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuVXBkYXRlQWNjb3VudEFzc29jaWF0aW9uUmVxdWVzdBozLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQWNjb3VudEFzc29jaWF0aW9uIq0BgtPkkwJUOhNhY2NvdW50X2Fzc29jaWF0aW9uMj0vaWFtL3YyYmV0YTEvYWNjb3VudEFzc29jaWF0aW9ucy97YWNjb3VudF9hc3NvY2lhdGlvbi51aWQ9Kip9iq+o0gUGEgQKAr4FwvCO/AtBCjZkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmFjY291bnRfYXNzb2NpYXRpb25zLnVwZGF0ZWQudjESBWdyb3VwGAES9gEKF0NoZWNrQWNjb3VudEFzc29jaWF0aW9uEj8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5DaGVja0FjY291bnRBc3NvY2lhdGlvblJlcXVlc3QaQC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkNoZWNrQWNjb3VudEFzc29jaWF0aW9uUmVzcG9uc2UiWILT5JMCRjoBKiJBL2lhbS92MmJldGExL2FjY291bnRBc3NvY2lhdGlvbnMve3VpZD0qKn06Y2hlY2tBY2NvdW50QXNzb2NpYXRpb26Kr6jSBQYSBAoCvwViBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * The outside accounts a group is linked to.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.AccountAssociation
  */
 export type AccountAssociation = Message<"chainguard.platform.iam.v2beta1.AccountAssociation"> & {
   /**
+   * Output only. The association's uid, which is its group's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The association's name (`^[a-z0-9 ._-]{1,}$`, at most 256 characters).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Optional. The linked AWS account.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.AccountAssociation.Amazon amazon = 4;
    */
   amazon?: AccountAssociation_Amazon | undefined;
 
   /**
+   * Optional. The linked Google Cloud project.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.AccountAssociation.Google google = 5;
    */
   google?: AccountAssociation_Google | undefined;
 
   /**
+   * Optional. The linked platform service bindings.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.AccountAssociation.Chainguard chainguard = 7;
    */
   chainguard?: AccountAssociation_Chainguard | undefined;
 
   /**
+   * Optional. The linked Azure tenant.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.AccountAssociation.Azure azure = 8;
    */
   azure?: AccountAssociation_Azure | undefined;
 
   /**
+   * Output only. When the association was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 9;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the association last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 10;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * Optional. The linked GitHub app installations.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.AccountAssociation.GitHub github = 11;
    */
   github?: AccountAssociation_GitHub | undefined;
@@ -90,10 +112,14 @@ export const AccountAssociationSchema: GenMessage<AccountAssociation> = /*@__PUR
   messageDesc(file_chainguard_platform_iam_v2beta1_account_associations, 0);
 
 /**
+ * An AWS account.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.AccountAssociation.Amazon
  */
 export type AccountAssociation_Amazon = Message<"chainguard.platform.iam.v2beta1.AccountAssociation.Amazon"> & {
   /**
+   * Required. The 12-digit AWS account id.
+   *
    * @generated from field: string account = 1;
    */
   account: string;
@@ -107,15 +133,22 @@ export const AccountAssociation_AmazonSchema: GenMessage<AccountAssociation_Amaz
   messageDesc(file_chainguard_platform_iam_v2beta1_account_associations, 0, 0);
 
 /**
+ * A Google Cloud project.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.AccountAssociation.Google
  */
 export type AccountAssociation_Google = Message<"chainguard.platform.iam.v2beta1.AccountAssociation.Google"> & {
   /**
+   * Required. The project id: 6 to 30 lower-case letters, digits or hyphens, starting with a
+   * letter.
+   *
    * @generated from field: string project_id = 1;
    */
   projectId: string;
 
   /**
+   * Required. The project number, decimal digits.
+   *
    * @generated from field: string project_number = 2;
    */
   projectNumber: string;
@@ -129,10 +162,14 @@ export const AccountAssociation_GoogleSchema: GenMessage<AccountAssociation_Goog
   messageDesc(file_chainguard_platform_iam_v2beta1_account_associations, 0, 1);
 
 /**
+ * GitHub app installations.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.AccountAssociation.GitHub
  */
 export type AccountAssociation_GitHub = Message<"chainguard.platform.iam.v2beta1.AccountAssociation.GitHub"> & {
   /**
+   * Optional. The installations by GitHub app id (positive).
+   *
    * @generated from field: map<int64, chainguard.platform.iam.v2beta1.AccountAssociation.GitHubAppInstallations> app_installations = 2;
    */
   appInstallations: { [key: string]: AccountAssociation_GitHubAppInstallations };
@@ -146,10 +183,14 @@ export const AccountAssociation_GitHubSchema: GenMessage<AccountAssociation_GitH
   messageDesc(file_chainguard_platform_iam_v2beta1_account_associations, 0, 2);
 
 /**
+ * The installations of one GitHub app.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.AccountAssociation.GitHubAppInstallations
  */
 export type AccountAssociation_GitHubAppInstallations = Message<"chainguard.platform.iam.v2beta1.AccountAssociation.GitHubAppInstallations"> & {
   /**
+   * Optional. The installations; ids must be distinct.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.AccountAssociation.GitHubInstallation installations = 1;
    */
   installations: AccountAssociation_GitHubInstallation[];
@@ -163,15 +204,21 @@ export const AccountAssociation_GitHubAppInstallationsSchema: GenMessage<Account
   messageDesc(file_chainguard_platform_iam_v2beta1_account_associations, 0, 3);
 
 /**
+ * One installation of a GitHub app.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.AccountAssociation.GitHubInstallation
  */
 export type AccountAssociation_GitHubInstallation = Message<"chainguard.platform.iam.v2beta1.AccountAssociation.GitHubInstallation"> & {
   /**
+   * Required. The installation id, positive.
+   *
    * @generated from field: int64 installation_id = 1;
    */
   installationId: bigint;
 
   /**
+   * Optional. A label for the installation.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
@@ -185,10 +232,14 @@ export const AccountAssociation_GitHubInstallationSchema: GenMessage<AccountAsso
   messageDesc(file_chainguard_platform_iam_v2beta1_account_associations, 0, 4);
 
 /**
+ * Platform service bindings.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.AccountAssociation.Chainguard
  */
 export type AccountAssociation_Chainguard = Message<"chainguard.platform.iam.v2beta1.AccountAssociation.Chainguard"> & {
   /**
+   * Required. At least one binding: a service name to what it is bound to (both non-empty).
+   *
    * @generated from field: map<string, string> service_bindings = 1;
    */
   serviceBindings: { [key: string]: string };
@@ -202,15 +253,21 @@ export const AccountAssociation_ChainguardSchema: GenMessage<AccountAssociation_
   messageDesc(file_chainguard_platform_iam_v2beta1_account_associations, 0, 5);
 
 /**
+ * An Azure tenant.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.AccountAssociation.Azure
  */
 export type AccountAssociation_Azure = Message<"chainguard.platform.iam.v2beta1.AccountAssociation.Azure"> & {
   /**
+   * Required. The tenant id, a UUID.
+   *
    * @generated from field: string tenant_id = 1;
    */
   tenantId: string;
 
   /**
+   * Required. At least one client: name to client id (a UUID).
+   *
    * @generated from field: map<string, string> client_ids = 2;
    */
   clientIds: { [key: string]: string };
@@ -228,6 +285,8 @@ export const AccountAssociation_AzureSchema: GenMessage<AccountAssociation_Azure
  */
 export type GetAccountAssociationRequest = Message<"chainguard.platform.iam.v2beta1.GetAccountAssociationRequest"> & {
   /**
+   * Required. The group's uid (the association's uid).
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -245,31 +304,46 @@ export const GetAccountAssociationRequestSchema: GenMessage<GetAccountAssociatio
  */
 export type ListAccountAssociationsRequest = Message<"chainguard.platform.iam.v2beta1.ListAccountAssociationsRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only associations with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Account associations per page: default 50, at most 200 (larger values are lowered to
+   * 200); negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 3;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time` or `update_time` (default: by uid), each optionally
+   * followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 5;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 6;
    */
   skip: number;
@@ -287,11 +361,15 @@ export const ListAccountAssociationsRequestSchema: GenMessage<ListAccountAssocia
  */
 export type CreateAccountAssociationRequest = Message<"chainguard.platform.iam.v2beta1.CreateAccountAssociationRequest"> & {
   /**
+   * Required. The uid of the group to link.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The association: `name` and at least one provider block.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.AccountAssociation account_association = 2;
    */
   accountAssociation?: AccountAssociation | undefined;
@@ -309,6 +387,8 @@ export const CreateAccountAssociationRequestSchema: GenMessage<CreateAccountAsso
  */
 export type DeleteAccountAssociationRequest = Message<"chainguard.platform.iam.v2beta1.DeleteAccountAssociationRequest"> & {
   /**
+   * Required. The group's uid (the association's uid).
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -326,21 +406,29 @@ export const DeleteAccountAssociationRequestSchema: GenMessage<DeleteAccountAsso
  */
 export type ListAccountAssociationsResponse = Message<"chainguard.platform.iam.v2beta1.ListAccountAssociationsResponse"> & {
   /**
+   * The account associations on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.AccountAssociation account_associations = 1;
    */
   accountAssociations: AccountAssociation[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -358,11 +446,17 @@ export const ListAccountAssociationsResponseSchema: GenMessage<ListAccountAssoci
  */
 export type UpdateAccountAssociationRequest = Message<"chainguard.platform.iam.v2beta1.UpdateAccountAssociationRequest"> & {
   /**
+   * Required. The association to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.AccountAssociation account_association = 1;
    */
   accountAssociation?: AccountAssociation | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in
+   * `account_association` change (over gRPC and Connect only the non-empty ones, so name a field
+   * here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -380,11 +474,15 @@ export const UpdateAccountAssociationRequestSchema: GenMessage<UpdateAccountAsso
  */
 export type CheckAccountAssociationRequest = Message<"chainguard.platform.iam.v2beta1.CheckAccountAssociationRequest"> & {
   /**
+   * Required. The group's uid (the association's uid).
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. Which block to check: AWS, Google or Azure.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.AccountProviderType provider_type = 2;
    */
   providerType: AccountProviderType;
@@ -402,16 +500,22 @@ export const CheckAccountAssociationRequestSchema: GenMessage<CheckAccountAssoci
  */
 export type CheckAccountAssociationResponse = Message<"chainguard.platform.iam.v2beta1.CheckAccountAssociationResponse"> & {
   /**
+   * Whether the block is usable; always NOT_READY on this server.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.CheckStatus status = 1;
    */
   status: CheckStatus;
 
   /**
+   * A machine-readable reason: `NOT_CONFIGURED` or `UNVERIFIABLE`.
+   *
    * @generated from field: string reason = 2;
    */
   reason: string;
 
   /**
+   * The reason in words.
+   *
    * @generated from field: string message = 3;
    */
   message: string;
@@ -482,10 +586,16 @@ export const CheckStatusSchema: GenEnum<CheckStatus> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_iam_v2beta1_account_associations, 1);
 
 /**
+ * Manages a group's links to outside accounts: AWS accounts, Google Cloud projects, Azure tenants,
+ * GitHub app installations and platform service bindings. A group has at most one association; its
+ * uid is the group's uid.
+ *
  * @generated from service chainguard.platform.iam.v2beta1.AccountAssociationsService
  */
 export const AccountAssociationsService: GenService<{
   /**
+   * Gets a group's account association by the group's uid.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.AccountAssociationsService.GetAccountAssociation
    */
   getAccountAssociation: {
@@ -494,6 +604,13 @@ export const AccountAssociationsService: GenService<{
     output: typeof AccountAssociationSchema;
   },
   /**
+   * Creates the account association of a group.
+   *
+   * At least one provider block is required, and each is checked (a 12-digit AWS account, a Google
+   * project id and number, an Azure tenant UUID with at least one client id, positive GitHub app
+   * and installation ids, non-empty service bindings); problems are INVALID_ARGUMENT naming the
+   * field. A second association for the same group is ALREADY_EXISTS.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.AccountAssociationsService.CreateAccountAssociation
    */
   createAccountAssociation: {
@@ -502,6 +619,8 @@ export const AccountAssociationsService: GenService<{
     output: typeof AccountAssociationSchema;
   },
   /**
+   * Deletes a group's account association.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.AccountAssociationsService.DeleteAccountAssociation
    */
   deleteAccountAssociation: {
@@ -510,6 +629,11 @@ export const AccountAssociationsService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the account associations the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`) and exact `name`. Pages hold 50 associations by default (at most
+   * 200); the default order is by uid.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.AccountAssociationsService.ListAccountAssociations
    */
   listAccountAssociations: {
@@ -518,6 +642,11 @@ export const AccountAssociationsService: GenService<{
     output: typeof ListAccountAssociationsResponseSchema;
   },
   /**
+   * Changes a group's account association.
+   *
+   * Only the fields present (or named in `update_mask`) change; the result is validated as on
+   * creation.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.AccountAssociationsService.UpdateAccountAssociation
    */
   updateAccountAssociation: {
@@ -526,6 +655,12 @@ export const AccountAssociationsService: GenService<{
     output: typeof AccountAssociationSchema;
   },
   /**
+   * Checks whether an association's AWS, Google or Azure block is usable.
+   *
+   * This server cannot reach any cloud provider, so it never answers READY: it answers NOT_READY
+   * with reason `NOT_CONFIGURED` when the association has no block for the provider, and
+   * `UNVERIFIABLE` when it has one. `provider_type` is required.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.AccountAssociationsService.CheckAccountAssociation
    */
   checkAccountAssociation: {

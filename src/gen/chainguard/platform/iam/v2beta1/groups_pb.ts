@@ -28,50 +28,74 @@ export const file_chainguard_platform_iam_v2beta1_groups: GenFile = /*@__PURE__*
   fileDesc("CixjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92MmJldGExL2dyb3Vwcy5wcm90bxIfY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMSKcBAoFR3JvdXASFgoDdWlkGAEgASgJQgngQQOQr6jSBQESEQoEbmFtZRgCIAEoCUID4EECEhgKC2Rlc2NyaXB0aW9uGAMgASgJQgPgQQESWAoPcmVzb3VyY2VfbGltaXRzGAQgAygLMjouY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Hcm91cC5SZXNvdXJjZUxpbWl0c0VudHJ5QgPgQQMSFQoIdmVyaWZpZWQYBSABKAhCA+BBARI0CgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI0Cgt1cGRhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI7CgRraW5kGAggASgOMiguY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5PcmdLaW5kQgPgQQESPwoGc3RhdHVzGAkgASgOMiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5PcmdTdGF0dXNCA+BBAxo1ChNSZXNvdXJjZUxpbWl0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAE6POpBOQoYaWFtLmNoYWluZ3VhcmQuZGV2L0dyb3VwEg5ncm91cHMve2dyb3VwfSoGZ3JvdXBzMgVncm91cCIpCg9HZXRHcm91cFJlcXVlc3QSFgoDdWlkGAEgASgJQgngQQKQr6jSBQEiLAoSRGVsZXRlR3JvdXBSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIrwBChFMaXN0R3JvdXBzUmVxdWVzdBI5CgR1aWRwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24uVUlEUEZpbHRlckID4EEBEhEKBG5hbWUYAiABKAlCA+BBARIWCglwYWdlX3NpemUYAyABKAVCA+BBARIXCgpwYWdlX3Rva2VuGAQgASgJQgPgQQESFQoIb3JkZXJfYnkYBSABKAlCA+BBARIRCgRza2lwGAYgASgFQgPgQQEioAEKEkxpc3RHcm91cHNSZXNwb25zZRI2CgZncm91cHMYASADKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkdyb3VwEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50ImUKEkNyZWF0ZUdyb3VwUmVxdWVzdBITCgZwYXJlbnQYASABKAlCA+BBARI6CgVncm91cBgCIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuR3JvdXBCA+BBAiKMAQoSVXBkYXRlR3JvdXBSZXF1ZXN0EkAKBWdyb3VwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Hcm91cEIJ4EECkK+o0gUBEjQKC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0ID4EEBIhQKEkxvb2t1cEdyb3VwUmVxdWVzdCJMChNMb29rdXBHcm91cFJlc3BvbnNlEjUKBWdyb3VwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Hcm91cCIzChlSZXF1ZXN0R3JvdXBBY2Nlc3NSZXF1ZXN0EhYKCWdyb3VwX3VpZBgBIAEoCUID4EECIhwKGlJlcXVlc3RHcm91cEFjY2Vzc1Jlc3BvbnNlIhkKF0NoZWNrRWxpZ2liaWxpdHlSZXF1ZXN0IiwKGENoZWNrRWxpZ2liaWxpdHlSZXNwb25zZRIQCghlbGlnaWJsZRgBIAEoCCqUAQoHT3JnS2luZBIYChRPUkdfS0lORF9VTlNQRUNJRklFRBAAEhQKEE9SR19LSU5EX1NUQVJURVIQARIVChFPUkdfS0lORF9DVVNUT01FUhACEhAKDE9SR19LSU5EX0RFVhADEhIKDk9SR19LSU5EX0lORlJBEAQSHAoYT1JHX0tJTkRfQVdTX01BUktFVFBMQUNFEAUqdAoJT3JnU3RhdHVzEhoKFk9SR19TVEFUVVNfVU5TUEVDSUZJRUQQABIbChdPUkdfU1RBVFVTX0lOSVRJQUxJWklORxABEhQKEE9SR19TVEFUVVNfUkVBRFkQAhIYChRPUkdfU1RBVFVTX1NVU1BFTkRFRBADMqwMCg1Hcm91cHNTZXJ2aWNlEpgBCghHZXRHcm91cBIwLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuR2V0R3JvdXBSZXF1ZXN0GiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Hcm91cCIykAIBgtPkkwIeEhwvaWFtL3YyYmV0YTEvZ3JvdXBzL3t1aWQ9Kip9iq+o0gUFEgMKAWcSwwEKC0RlbGV0ZUdyb3VwEjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5EZWxldGVHcm91cFJlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkiZ4LT5JMCHiocL2lhbS92MmJldGExL2dyb3Vwcy97dWlkPSoqfYqvqNIFBRIDCgFowvCO/AsyCidkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmdyb3VwLmRlbGV0ZWQudjESBWdyb3VwGAESogEKCkxpc3RHcm91cHMSMi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkxpc3RHcm91cHNSZXF1ZXN0GjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5MaXN0R3JvdXBzUmVzcG9uc2UiK5ACAYLT5JMCFRITL2lhbS92MmJldGExL2dyb3Vwc4qvqNIFBxIFCgFnEAES3wEKC0NyZWF0ZUdyb3VwEjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5DcmVhdGVHcm91cFJlcXVlc3QaJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkdyb3VwInOC0+STAig6BWdyb3VwIh8vaWFtL3YyYmV0YTEvZ3JvdXBzL3twYXJlbnQ9Kip9iq+o0gUHEgUKAWUQAcLwjvwLMgonZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5ncm91cC5jcmVhdGVkLnYxEgVncm91cBgBEuABCgtVcGRhdGVHcm91cBIzLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuVXBkYXRlR3JvdXBSZXF1ZXN0GiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Hcm91cCJ0gtPkkwIrOgVncm91cDIiL2lhbS92MmJldGExL2dyb3Vwcy97Z3JvdXAudWlkPSoqfYqvqNIFBRIDCgFmwvCO/AsyCidkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmdyb3VwLnVwZGF0ZWQudjESBWdyb3VwGAESrgEKC0xvb2t1cEdyb3VwEjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Mb29rdXBHcm91cFJlcXVlc3QaNC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkxvb2t1cEdyb3VwUmVzcG9uc2UiNJACAYLT5JMCIRIfL2lhbS92MmJldGExL2dyb3Vwczpsb29rdXBHcm91cIqvqNIFBBICEAES2QEKElJlcXVlc3RHcm91cEFjY2VzcxI6LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuUmVxdWVzdEdyb3VwQWNjZXNzUmVxdWVzdBo7LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuUmVxdWVzdEdyb3VwQWNjZXNzUmVzcG9uc2UiSoLT5JMCOjoBKiI1L2lhbS92MmJldGExL2dyb3Vwcy97Z3JvdXBfdWlkPSoqfTpyZXF1ZXN0R3JvdXBBY2Nlc3OKr6jSBQQSAhABEsIBChBDaGVja0VsaWdpYmlsaXR5EjguY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5DaGVja0VsaWdpYmlsaXR5UmVxdWVzdBo5LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQ2hlY2tFbGlnaWJpbGl0eVJlc3BvbnNlIjmQAgGC0+STAiYSJC9pYW0vdjJiZXRhMS9ncm91cHM6Y2hlY2tFbGlnaWJpbGl0eYqvqNIFBBICEAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A group: an organization (a root group) or a group nested inside one.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.Group
  */
 export type Group = Message<"chainguard.platform.iam.v2beta1.Group"> & {
   /**
+   * Output only. The group's uid, assigned by the server: the parent's uid plus one segment, or a
+   * single segment for an organization.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The group's name: lower-case letters, digits, space, `.`, `_` and `-` (`^[a-z0-9
+   * ._-]{1,}$`), at most 256 characters.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Output only. Limits on what the group may hold, by resource name; empty when the group has
+   * none.
+   *
    * @generated from field: map<string, int32> resource_limits = 4;
    */
   resourceLimits: { [key: string]: number };
 
   /**
+   * Whether the platform operator has verified the organization. False for new groups; only the
+   * operator may change it.
+   *
    * @generated from field: bool verified = 5;
    */
   verified: boolean;
 
   /**
+   * Output only. When the group was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 6;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the group last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 7;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * Optional. What kind of organization this is; unspecified by default.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.OrgKind kind = 8;
    */
   kind: OrgKind;
 
   /**
+   * Output only. The organization's status.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.OrgStatus status = 9;
    */
   status: OrgStatus;
@@ -89,6 +113,8 @@ export const GroupSchema: GenMessage<Group> = /*@__PURE__*/
  */
 export type GetGroupRequest = Message<"chainguard.platform.iam.v2beta1.GetGroupRequest"> & {
   /**
+   * Required. The uid of the group to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -106,6 +132,8 @@ export const GetGroupRequestSchema: GenMessage<GetGroupRequest> = /*@__PURE__*/
  */
 export type DeleteGroupRequest = Message<"chainguard.platform.iam.v2beta1.DeleteGroupRequest"> & {
   /**
+   * Required. The uid of the group to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -123,31 +151,46 @@ export const DeleteGroupRequestSchema: GenMessage<DeleteGroupRequest> = /*@__PUR
  */
 export type ListGroupsRequest = Message<"chainguard.platform.iam.v2beta1.ListGroupsRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy (children of, descendants of, ...).
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only groups with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Groups per page: default 50, at most 200 (larger values are lowered to 200); negative
+   * is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 3;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time` or `update_time` (or `created_at`, `updated_at`),
+   * each optionally followed by ` desc`, comma-separated; default by uid. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 5;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 6;
    */
   skip: number;
@@ -165,21 +208,29 @@ export const ListGroupsRequestSchema: GenMessage<ListGroupsRequest> = /*@__PURE_
  */
 export type ListGroupsResponse = Message<"chainguard.platform.iam.v2beta1.ListGroupsResponse"> & {
   /**
+   * The groups on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.Group groups = 1;
    */
   groups: Group[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many groups match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -197,11 +248,16 @@ export const ListGroupsResponseSchema: GenMessage<ListGroupsResponse> = /*@__PUR
  */
 export type CreateGroupRequest = Message<"chainguard.platform.iam.v2beta1.CreateGroupRequest"> & {
   /**
+   * Optional. The uid of the group to create the new group in; empty creates an organization.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new group: `name` is required, `description` and `kind` are optional; output-only
+   * fields are ignored.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.Group group = 2;
    */
   group?: Group | undefined;
@@ -219,11 +275,16 @@ export const CreateGroupRequestSchema: GenMessage<CreateGroupRequest> = /*@__PUR
  */
 export type UpdateGroupRequest = Message<"chainguard.platform.iam.v2beta1.UpdateGroupRequest"> & {
   /**
+   * Required. The group to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.Group group = 1;
    */
   group?: Group | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in `group`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -254,6 +315,8 @@ export const LookupGroupRequestSchema: GenMessage<LookupGroupRequest> = /*@__PUR
  */
 export type LookupGroupResponse = Message<"chainguard.platform.iam.v2beta1.LookupGroupResponse"> & {
   /**
+   * The caller's group.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.Group group = 1;
    */
   group?: Group | undefined;
@@ -271,6 +334,8 @@ export const LookupGroupResponseSchema: GenMessage<LookupGroupResponse> = /*@__P
  */
 export type RequestGroupAccessRequest = Message<"chainguard.platform.iam.v2beta1.RequestGroupAccessRequest"> & {
   /**
+   * Required. The uid of the group to ask for access to.
+   *
    * @generated from field: string group_uid = 1;
    */
   groupUid: string;
@@ -314,6 +379,8 @@ export const CheckEligibilityRequestSchema: GenMessage<CheckEligibilityRequest> 
  */
 export type CheckEligibilityResponse = Message<"chainguard.platform.iam.v2beta1.CheckEligibilityResponse"> & {
   /**
+   * Whether the caller may create an organization.
+   *
    * @generated from field: bool eligible = 1;
    */
   eligible: boolean;
@@ -399,10 +466,19 @@ export const OrgStatusSchema: GenEnum<OrgStatus> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_iam_v2beta1_groups, 1);
 
 /**
+ * Manages groups: organizations (root groups) and the groups nested inside them. Every other
+ * resource (identities, roles, role bindings, repos, advisories) lives in a group, and access
+ * granted on a group reaches everything beneath it.
+ *
  * @generated from service chainguard.platform.iam.v2beta1.GroupsService
  */
 export const GroupsService: GenService<{
   /**
+   * Gets one group by its uid.
+   *
+   * Answers NOT_FOUND when the group does not exist or lies outside every group the caller can see,
+   * and PERMISSION_DENIED when the caller can see it but may not list groups there.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.GroupsService.GetGroup
    */
   getGroup: {
@@ -411,6 +487,14 @@ export const GroupsService: GenService<{
     output: typeof GroupSchema;
   },
   /**
+   * Deletes an empty group.
+   *
+   * A group is deleted only when nothing lives in it any more: while it still holds child groups,
+   * identities, roles, role bindings, identity providers, invites, an account association, repos or
+   * advisories, the call fails with FAILED_PRECONDITION (violation type `RESOURCE_NOT_EMPTY`,
+   * naming what is left) and nothing changes. Delete the contents first, in reverse order of
+   * creation. Answers an empty object on success and NOT_FOUND for an unknown uid.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.GroupsService.DeleteGroup
    */
   deleteGroup: {
@@ -419,6 +503,15 @@ export const GroupsService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the groups the caller may see, filtered and paged.
+   *
+   * Only groups on which the caller holds the groups-list capability are returned. Filter by
+   * position with `uidp` (for example `uidp.descendants_of` an organization) and by exact name with
+   * `name`. Pages hold 50 groups by default (at most 200); the default order is by uid, and
+   * `order_by` accepts `name`, `create_time` and `update_time` (also `created_at`/`updated_at`),
+   * each optionally followed by `desc`. The order holds across pages. `total_count` counts every
+   * match.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.GroupsService.ListGroups
    */
   listGroups: {
@@ -427,6 +520,14 @@ export const GroupsService: GenService<{
     output: typeof ListGroupsResponseSchema;
   },
   /**
+   * Creates a group inside a parent group, or a new organization.
+   *
+   * With a `parent`, the caller needs the groups-create capability on it and the new group's uid
+   * extends the parent's. Without one, a new root group (an organization) is made: a human caller
+   * becomes its owner in the same step; workload identities and narrowed tokens may not create
+   * organizations (PERMISSION_DENIED). The name must match `^[a-z0-9 ._-]{1,}$` (at most 256
+   * characters), else INVALID_ARGUMENT.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.GroupsService.CreateGroup
    */
   createGroup: {
@@ -435,6 +536,12 @@ export const GroupsService: GenService<{
     output: typeof GroupSchema;
   },
   /**
+   * Changes a group's name, description or kind.
+   *
+   * Only the fields present in the request (or named in `update_mask`) change; the rest keep their
+   * values. `verified` is set by the platform operator only (PERMISSION_DENIED for anyone else).
+   * The same name and description rules as on creation apply.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.GroupsService.UpdateGroup
    */
   updateGroup: {
@@ -443,6 +550,10 @@ export const GroupsService: GenService<{
     output: typeof GroupSchema;
   },
   /**
+   * Finds the caller's group without knowing its uid.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED; use ListGroups.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.GroupsService.LookupGroup
    */
   lookupGroup: {
@@ -451,6 +562,11 @@ export const GroupsService: GenService<{
     output: typeof LookupGroupResponseSchema;
   },
   /**
+   * Asks the owners of a group for access to it.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED; access is granted with role
+   * bindings or group invites.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.GroupsService.RequestGroupAccess
    */
   requestGroupAccess: {
@@ -459,6 +575,10 @@ export const GroupsService: GenService<{
     output: typeof RequestGroupAccessResponseSchema;
   },
   /**
+   * Checks whether the caller may create a new organization.
+   *
+   * This server does not implement it and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.GroupsService.CheckEligibility
    */
   checkEligibility: {

@@ -28,77 +28,108 @@ export const file_chainguard_platform_iam_v2beta1_identities: GenFile = /*@__PUR
   fileDesc("CjBjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92MmJldGExL2lkZW50aXRpZXMucHJvdG8SH2NoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEi9AsKCElkZW50aXR5EhYKA3VpZBgBIAEoCUIJ4EEDkK+o0gUBEhEKBG5hbWUYAiABKAlCA+BBAhIYCgtkZXNjcmlwdGlvbhgDIAEoCUID4EEBEhIKBWVtYWlsGAQgASgJQgPgQQMSHQoQZW1haWxfdW52ZXJpZmllZBgFIAEoCUID4EEDEhQKB2NvbXBhbnkYBiABKAlCA+BBARI3Cg5sYXN0X3NlZW5fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI0CgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI0Cgt1cGRhdGVfdGltZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxJLCgtjbGFpbV9tYXRjaBgUIAEoCzI0LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuSWRlbnRpdHkuQ2xhaW1NYXRjaEgAEksKC3N0YXRpY19rZXlzGBUgASgLMjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5JZGVudGl0eS5TdGF0aWNLZXlzSAASTQoMYXdzX2lkZW50aXR5GBYgASgLMjUuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5JZGVudGl0eS5BV1NJZGVudGl0eUgAEk4KEXNlcnZpY2VfcHJpbmNpcGFsGBcgASgOMjEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5TZXJ2aWNlUHJpbmNpcGFsSAAazQMKCkNsYWltTWF0Y2gSEAoGaXNzdWVyGAEgASgJSAASGAoOaXNzdWVyX3BhdHRlcm4YAiABKAlIABIRCgdzdWJqZWN0GAMgASgJSAESGQoPc3ViamVjdF9wYXR0ZXJuGAQgASgJSAESEgoIYXVkaWVuY2UYBSABKAlIAhIaChBhdWRpZW5jZV9wYXR0ZXJuGAYgASgJSAISVQoGY2xhaW1zGAcgAygLMkAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5JZGVudGl0eS5DbGFpbU1hdGNoLkNsYWltc0VudHJ5QgPgQQESZAoOY2xhaW1fcGF0dGVybnMYCCADKAsyRy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLklkZW50aXR5LkNsYWltTWF0Y2guQ2xhaW1QYXR0ZXJuc0VudHJ5QgPgQQEaLQoLQ2xhaW1zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo0ChJDbGFpbVBhdHRlcm5zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIFCgNpc3NCBQoDc3ViQgUKA2F1ZBqjAQoKU3RhdGljS2V5cxITCgZpc3N1ZXIYASABKAlCA+BBAhIUCgdzdWJqZWN0GAIgASgJQgPgQQISGAoLaXNzdWVyX2tleXMYAyABKAlCA+BBAhI4Cg9leHBpcmF0aW9uX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQESFgoJYXVkaWVuY2VzGAUgAygJQgPgQQEalQEKC0FXU0lkZW50aXR5EhgKC2F3c19hY2NvdW50GAEgASgJQgPgQQISDQoDYXJuGAIgASgJSAASFQoLYXJuX3BhdHRlcm4YAyABKAlIABIRCgd1c2VyX2lkGAQgASgJSAESGQoPdXNlcl9pZF9wYXR0ZXJuGAUgASgJSAFCCQoHYXdzX2FybkINCgthd3NfdXNlcl9pZDpN6kFKChtpYW0uY2hhaW5ndWFyZC5kZXYvSWRlbnRpdHkSFWlkZW50aXRpZXMve2lkZW50aXR5fSoKaWRlbnRpdGllczIIaWRlbnRpdHlCDgoMcmVsYXRpb25zaGlwSgQIBxAIUglwcm92aWRlcnMidAoVQ3JlYXRlSWRlbnRpdHlSZXF1ZXN0EhkKBnBhcmVudBgBIAEoCUIJ4EECkK+o0gUBEkAKCGlkZW50aXR5GAIgASgLMikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5JZGVudGl0eUID4EECIiwKEkdldElkZW50aXR5UmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASIvChVEZWxldGVJZGVudGl0eVJlcXVlc3QSFgoDdWlkGAEgASgJQgngQQKQr6jSBQEilQEKFVVwZGF0ZUlkZW50aXR5UmVxdWVzdBJGCghpZGVudGl0eRgBIAEoCzIpLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuSWRlbnRpdHlCCeBBApCvqNIFARI0Cgt1cGRhdGVfbWFzaxgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2tCA+BBASKTAgoVTGlzdElkZW50aXRpZXNSZXF1ZXN0EjkKBHVpZHAYASABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyQgPgQQESEQoEbmFtZRgCIAEoCUID4EEBElEKEXJlbGF0aW9uc2hpcF90eXBlGAMgASgOMjEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5SZWxhdGlvbnNoaXBUeXBlQgPgQQESFgoJcGFnZV9zaXplGAQgASgFQgPgQQESFwoKcGFnZV90b2tlbhgFIAEoCUID4EEBEhUKCG9yZGVyX2J5GAYgASgJQgPgQQESEQoEc2tpcBgHIAEoBUID4EEBIqsBChZMaXN0SWRlbnRpdGllc1Jlc3BvbnNlEj0KCmlkZW50aXRpZXMYASADKAsyKS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLklkZW50aXR5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50IkIKFUxvb2t1cElkZW50aXR5UmVxdWVzdBITCgZpc3N1ZXIYASABKAlCA+BBAhIUCgdzdWJqZWN0GAIgASgJQgPgQQIiKgoWTG9va3VwSWRlbnRpdHlSZXNwb25zZRIQCgN1aWQYASABKAlCA+BBAyLNAwoQSWRlbnRpdHlNZXRhZGF0YRIQCgN1aWQYASABKAlCA+BBAxIRCgRuYW1lGAIgASgJQgPgQQMSFwoKZ2l2ZW5fbmFtZRgDIAEoCUID4EEDEhgKC2ZhbWlseV9uYW1lGAQgASgJQgPgQQMSFAoHY29tcGFueRgFIAEoCUID4EEBEhsKDnVwZGF0ZXNfb3B0X2luGAYgASgIQgPgQQESFAoHcHJvZHVjdBgHIAEoCUID4EEBEhYKCWpvYl90aXRsZRgIIAEoCUID4EEBEhkKDHV0bV9jYW1wYWlnbhgJIAEoCUID4EEBEhgKC3V0bV9jb250ZW50GAogASgJQgPgQQESFwoKdXRtX21lZGl1bRgLIAEoCUID4EEBEhcKCnV0bV9zb3VyY2UYDCABKAlCA+BBARIVCgh1dG1fdGVybRgNIAEoCUID4EEBEiMKFmxhdGVzdF9mb3JtX3N1Ym1pdF91cmwYDiABKAlCA+BBARIqCh1sYXRlc3RfaW50ZXJuYWxfcmVmZXJyaW5nX3VybBgPIAEoCUID4EEBEhgKC2h1YnNwb3RfdXRrGBAgASgJQgPgQQESFwoKc2VsZl9zZXJ2ZRgRIAEoCEID4EEBIqgBCh1VcGRhdGVJZGVudGl0eU1ldGFkYXRhUmVxdWVzdBJRChFpZGVudGl0eV9tZXRhZGF0YRgBIAEoCzIxLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuSWRlbnRpdHlNZXRhZGF0YUID4EECEjQKC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0ID4EEBKsMBChBSZWxhdGlvbnNoaXBUeXBlEiEKHVJFTEFUSU9OU0hJUF9UWVBFX1VOU1BFQ0lGSUVEEAASIQodUkVMQVRJT05TSElQX1RZUEVfQ0xBSU1fTUFUQ0gQARIcChhSRUxBVElPTlNISVBfVFlQRV9TVEFUSUMQAhIiCh5SRUxBVElPTlNISVBfVFlQRV9BV1NfSURFTlRJVFkQAxInCiNSRUxBVElPTlNISVBfVFlQRV9TRVJWSUNFX1BSSU5DSVBBTBAEKvYDChBTZXJ2aWNlUHJpbmNpcGFsEiEKHVNFUlZJQ0VfUFJJTkNJUEFMX1VOU1BFQ0lGSUVEEAASHgoaU0VSVklDRV9QUklOQ0lQQUxfQ09TSUdORUQQARIeChpTRVJWSUNFX1BSSU5DSVBBTF9JTkdFU1RFUhACEiQKIFNFUlZJQ0VfUFJJTkNJUEFMX0NBVEFMT0dfU1lOQ0VSEAMSIgoeU0VSVklDRV9QUklOQ0lQQUxfQVBLT19CVUlMREVSEAQSKAokU0VSVklDRV9QUklOQ0lQQUxfRU5USVRMRU1FTlRfU1lOQ0VSEAUSJAogU0VSVklDRV9QUklOQ0lQQUxfVEVOQU5UX1NDQU5ORVIQBhIjCh9TRVJWSUNFX1BSSU5DSVBBTF9TRURJTUVOVE9MT0dZEAcSHQoZU0VSVklDRV9QUklOQ0lQQUxfU0tJTExVUBAIEiIKHlNFUlZJQ0VfUFJJTkNJUEFMX01BVEVSSUFMSVpFUhAJEh8KG1NFUlZJQ0VfUFJJTkNJUEFMX01JQ1JPRkxPVxAKEh8KG1NFUlZJQ0VfUFJJTkNJUEFMX0dVQVJERU5FUhALEh0KGVNFUlZJQ0VfUFJJTkNJUEFMX01JQ1JPVk0QDBIcChhTRVJWSUNFX1BSSU5DSVBBTF9TS0lMTFMQDTKEDAoRSWRlbnRpdGllc1NlcnZpY2US8QEKDkNyZWF0ZUlkZW50aXR5EjYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5DcmVhdGVJZGVudGl0eVJlcXVlc3QaKS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLklkZW50aXR5InyC0+STAi86CGlkZW50aXR5IiMvaWFtL3YyYmV0YTEvaWRlbnRpdGllcy97cGFyZW50PSoqfYqvqNIFBhIECgKFB8LwjvwLNQoqZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eS5jcmVhdGVkLnYxEgVncm91cBgBEqYBCgtHZXRJZGVudGl0eRIzLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuR2V0SWRlbnRpdHlSZXF1ZXN0GikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5JZGVudGl0eSI3kAIBgtPkkwIiEiAvaWFtL3YyYmV0YTEvaWRlbnRpdGllcy97dWlkPSoqfYqvqNIFBhIECgKHBxLRAQoORGVsZXRlSWRlbnRpdHkSNi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkRlbGV0ZUlkZW50aXR5UmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSJvgtPkkwIiKiAvaWFtL3YyYmV0YTEvaWRlbnRpdGllcy97dWlkPSoqfYqvqNIFBhIECgKIB8LwjvwLNQoqZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5pZGVudGl0eS5kZWxldGVkLnYxEgVncm91cBgBEvgBCg5VcGRhdGVJZGVudGl0eRI2LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuVXBkYXRlSWRlbnRpdHlSZXF1ZXN0GikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5JZGVudGl0eSKCAYLT5JMCNToIaWRlbnRpdHkyKS9pYW0vdjJiZXRhMS9pZGVudGl0aWVzL3tpZGVudGl0eS51aWQ9Kip9iq+o0gUGEgQKAoYHwvCO/As1CipkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmlkZW50aXR5LnVwZGF0ZWQudjESBWdyb3VwGAESswEKDkxpc3RJZGVudGl0aWVzEjYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5MaXN0SWRlbnRpdGllc1JlcXVlc3QaNy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkxpc3RJZGVudGl0aWVzUmVzcG9uc2UiMJACAYLT5JMCGRIXL2lhbS92MmJldGExL2lkZW50aXRpZXOKr6jSBQgSBgoChwcQARK+AQoOTG9va3VwSWRlbnRpdHkSNi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkxvb2t1cElkZW50aXR5UmVxdWVzdBo3LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuTG9va3VwSWRlbnRpdHlSZXNwb25zZSI7kAIBgtPkkwIoEiYvaWFtL3YyYmV0YTEvaWRlbnRpdGllczpsb29rdXBJZGVudGl0eYqvqNIFBBICEAESiwIKFlVwZGF0ZUlkZW50aXR5TWV0YWRhdGESPi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLlVwZGF0ZUlkZW50aXR5TWV0YWRhdGFSZXF1ZXN0GjEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5JZGVudGl0eU1ldGFkYXRhIn6C0+STAjM6ASoyLi9pYW0vdjJiZXRhMS9pZGVudGl0aWVzOnVwZGF0ZUlkZW50aXR5TWV0YWRhdGGKr6jSBQQSAhABwvCO/As1CjNkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLmlkZW50aXR5Lm1ldGFkYXRhLnVwZGF0ZWQudjFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * An identity that can be assumed, and how.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.Identity
  */
 export type Identity = Message<"chainguard.platform.iam.v2beta1.Identity"> & {
   /**
+   * Output only. The identity's uid: its group's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The identity's name (`^[a-z0-9 ._-]{1,}$`, at most 256 characters).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Output only. The verified e-mail address of a human identity, when known.
+   *
    * @generated from field: string email = 4;
    */
   email: string;
 
   /**
+   * Output only. An e-mail address the identity provider reported without verifying it.
+   *
    * @generated from field: string email_unverified = 5;
    */
   emailUnverified: string;
 
   /**
+   * Optional. The company the identity belongs to, at most 256 characters.
+   *
    * @generated from field: string company = 6;
    */
   company: string;
 
   /**
+   * Output only. When the identity was last used to obtain a token.
+   *
    * @generated from field: google.protobuf.Timestamp last_seen_time = 8;
    */
   lastSeenTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the identity was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 9;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the identity last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 10;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * How the identity is assumed; exactly one is required.
+   *
    * @generated from oneof chainguard.platform.iam.v2beta1.Identity.relationship
    */
   relationship: {
     /**
+     * Assumed with an OIDC token whose claims match: issuer and subject (exactly or by pattern),
+     * optionally audience and further claims.
+     *
      * @generated from field: chainguard.platform.iam.v2beta1.Identity.ClaimMatch claim_match = 20;
      */
     value: Identity_ClaimMatch;
     case: "claimMatch";
   } | {
     /**
+     * Assumed with a token signed by one of the given keys, for issuers the server cannot reach.
+     *
      * @generated from field: chainguard.platform.iam.v2beta1.Identity.StaticKeys static_keys = 21;
      */
     value: Identity_StaticKeys;
     case: "staticKeys";
   } | {
     /**
+     * Assumed with AWS credentials of the given account and principal.
+     *
      * @generated from field: chainguard.platform.iam.v2beta1.Identity.AWSIdentity aws_identity = 22;
      */
     value: Identity_AWSIdentity;
     case: "awsIdentity";
   } | {
     /**
+     * Assumed by one of the platform's own services.
+     *
      * @generated from field: chainguard.platform.iam.v2beta1.ServicePrincipal service_principal = 23;
      */
     value: ServicePrincipal;
@@ -114,6 +145,9 @@ export const IdentitySchema: GenMessage<Identity> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_iam_v2beta1_identities, 0);
 
 /**
+ * Which OIDC tokens may assume the identity. Every pattern is a regular expression matched
+ * against the whole claim.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.Identity.ClaimMatch
  */
 export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2beta1.Identity.ClaimMatch"> & {
@@ -122,12 +156,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2beta1.Ident
    */
   iss: {
     /**
+     * The token's exact `iss`, an absolute URL. One of `issuer` and `issuer_pattern` is required.
+     *
      * @generated from field: string issuer = 1;
      */
     value: string;
     case: "issuer";
   } | {
     /**
+     * A regular expression the token's `iss` must match.
+     *
      * @generated from field: string issuer_pattern = 2;
      */
     value: string;
@@ -139,12 +177,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2beta1.Ident
    */
   sub: {
     /**
+     * The token's exact `sub`. One of `subject` and `subject_pattern` is required.
+     *
      * @generated from field: string subject = 3;
      */
     value: string;
     case: "subject";
   } | {
     /**
+     * A regular expression the token's `sub` must match.
+     *
      * @generated from field: string subject_pattern = 4;
      */
     value: string;
@@ -156,12 +198,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2beta1.Ident
    */
   aud: {
     /**
+     * Optional. The audience the token must carry.
+     *
      * @generated from field: string audience = 5;
      */
     value: string;
     case: "audience";
   } | {
     /**
+     * Optional. A regular expression one of the token's audiences must match.
+     *
      * @generated from field: string audience_pattern = 6;
      */
     value: string;
@@ -169,11 +215,16 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.v2beta1.Ident
   } | { case: undefined; value?: undefined };
 
   /**
+   * Optional. Further claims the token must carry with exactly these values, by claim name.
+   *
    * @generated from field: map<string, string> claims = 7;
    */
   claims: { [key: string]: string };
 
   /**
+   * Optional. Further claims the token must carry matching these regular expressions, by claim
+   * name.
+   *
    * @generated from field: map<string, string> claim_patterns = 8;
    */
   claimPatterns: { [key: string]: string };
@@ -187,30 +238,42 @@ export const Identity_ClaimMatchSchema: GenMessage<Identity_ClaimMatch> = /*@__P
   messageDesc(file_chainguard_platform_iam_v2beta1_identities, 0, 0);
 
 /**
+ * Verification keys given up front, for an issuer whose keys cannot be fetched.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.Identity.StaticKeys
  */
 export type Identity_StaticKeys = Message<"chainguard.platform.iam.v2beta1.Identity.StaticKeys"> & {
   /**
+   * Required. The tokens' `iss`, an absolute URL.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * Required. The tokens' `sub`.
+   *
    * @generated from field: string subject = 2;
    */
   subject: string;
 
   /**
+   * Required. The issuer's public keys as a JSON Web Key Set (JSON text).
+   *
    * @generated from field: string issuer_keys = 3;
    */
   issuerKeys: string;
 
   /**
+   * Optional. When the keys stop being accepted; must be in the future.
+   *
    * @generated from field: google.protobuf.Timestamp expiration_time = 4;
    */
   expirationTime?: Timestamp | undefined;
 
   /**
+   * Optional. Audiences the tokens may carry; none may be empty.
+   *
    * @generated from field: repeated string audiences = 5;
    */
   audiences: string[];
@@ -224,10 +287,14 @@ export const Identity_StaticKeysSchema: GenMessage<Identity_StaticKeys> = /*@__P
   messageDesc(file_chainguard_platform_iam_v2beta1_identities, 0, 1);
 
 /**
+ * An AWS principal that may assume the identity.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.Identity.AWSIdentity
  */
 export type Identity_AWSIdentity = Message<"chainguard.platform.iam.v2beta1.Identity.AWSIdentity"> & {
   /**
+   * Required. The 12-digit AWS account id.
+   *
    * @generated from field: string aws_account = 1;
    */
   awsAccount: string;
@@ -237,12 +304,16 @@ export type Identity_AWSIdentity = Message<"chainguard.platform.iam.v2beta1.Iden
    */
   awsArn: {
     /**
+     * The principal's exact ARN (starts with `arn:`). One of `arn` and `arn_pattern` is required.
+     *
      * @generated from field: string arn = 2;
      */
     value: string;
     case: "arn";
   } | {
     /**
+     * A regular expression the principal's ARN must match.
+     *
      * @generated from field: string arn_pattern = 3;
      */
     value: string;
@@ -254,12 +325,16 @@ export type Identity_AWSIdentity = Message<"chainguard.platform.iam.v2beta1.Iden
    */
   awsUserId: {
     /**
+     * Optional. The principal's exact AWS user id.
+     *
      * @generated from field: string user_id = 4;
      */
     value: string;
     case: "userId";
   } | {
     /**
+     * Optional. A regular expression the principal's AWS user id must match.
+     *
      * @generated from field: string user_id_pattern = 5;
      */
     value: string;
@@ -279,11 +354,16 @@ export const Identity_AWSIdentitySchema: GenMessage<Identity_AWSIdentity> = /*@_
  */
 export type CreateIdentityRequest = Message<"chainguard.platform.iam.v2beta1.CreateIdentityRequest"> & {
   /**
+   * Required. The uid of the group to create the identity in (empty only for the platform
+   * operator).
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new identity: `name` and one relationship are required.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.Identity identity = 2;
    */
   identity?: Identity | undefined;
@@ -301,6 +381,8 @@ export const CreateIdentityRequestSchema: GenMessage<CreateIdentityRequest> = /*
  */
 export type GetIdentityRequest = Message<"chainguard.platform.iam.v2beta1.GetIdentityRequest"> & {
   /**
+   * Required. The uid of the identity to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -318,6 +400,8 @@ export const GetIdentityRequestSchema: GenMessage<GetIdentityRequest> = /*@__PUR
  */
 export type DeleteIdentityRequest = Message<"chainguard.platform.iam.v2beta1.DeleteIdentityRequest"> & {
   /**
+   * Required. The uid of the identity to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -335,11 +419,17 @@ export const DeleteIdentityRequestSchema: GenMessage<DeleteIdentityRequest> = /*
  */
 export type UpdateIdentityRequest = Message<"chainguard.platform.iam.v2beta1.UpdateIdentityRequest"> & {
   /**
+   * Required. The identity to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.Identity identity = 1;
    */
   identity?: Identity | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in
+   * `identity` change (over gRPC and Connect only the non-empty ones, so name a field here to clear
+   * it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -357,36 +447,53 @@ export const UpdateIdentityRequestSchema: GenMessage<UpdateIdentityRequest> = /*
  */
 export type ListIdentitiesRequest = Message<"chainguard.platform.iam.v2beta1.ListIdentitiesRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only identities with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Only identities assumed this way; unspecified means any.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.RelationshipType relationship_type = 3;
    */
   relationshipType: RelationshipType;
 
   /**
+   * Optional. Identities per page: default 50, at most 200 (larger values are lowered to 200);
+   * negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 4;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 5;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time`, `update_time` or `last_seen_time` (default: by
+   * uid), each optionally followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 6;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 7;
    */
   skip: number;
@@ -404,21 +511,29 @@ export const ListIdentitiesRequestSchema: GenMessage<ListIdentitiesRequest> = /*
  */
 export type ListIdentitiesResponse = Message<"chainguard.platform.iam.v2beta1.ListIdentitiesResponse"> & {
   /**
+   * The identities on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.Identity identities = 1;
    */
   identities: Identity[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -436,11 +551,15 @@ export const ListIdentitiesResponseSchema: GenMessage<ListIdentitiesResponse> = 
  */
 export type LookupIdentityRequest = Message<"chainguard.platform.iam.v2beta1.LookupIdentityRequest"> & {
   /**
+   * Required. The token issuer to look up.
+   *
    * @generated from field: string issuer = 1;
    */
   issuer: string;
 
   /**
+   * Required. The token subject to look up.
+   *
    * @generated from field: string subject = 2;
    */
   subject: string;
@@ -458,6 +577,8 @@ export const LookupIdentityRequestSchema: GenMessage<LookupIdentityRequest> = /*
  */
 export type LookupIdentityResponse = Message<"chainguard.platform.iam.v2beta1.LookupIdentityResponse"> & {
   /**
+   * The uid of the matching identity.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -572,11 +693,15 @@ export const IdentityMetadataSchema: GenMessage<IdentityMetadata> = /*@__PURE__*
  */
 export type UpdateIdentityMetadataRequest = Message<"chainguard.platform.iam.v2beta1.UpdateIdentityMetadataRequest"> & {
   /**
+   * Required. The new metadata.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.IdentityMetadata identity_metadata = 1;
    */
   identityMetadata?: IdentityMetadata | undefined;
 
   /**
+   * Optional. The fields to change.
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -707,10 +832,23 @@ export const ServicePrincipalSchema: GenEnum<ServicePrincipal> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_iam_v2beta1_identities, 1);
 
 /**
+ * Manages identities: the principals a workload (or another system) can assume. An identity says
+ * which outside credentials may act as it (OIDC token claims, a static key set, an AWS principal or
+ * a platform service principal); role bindings then say what it may do.
+ *
  * @generated from service chainguard.platform.iam.v2beta1.IdentitiesService
  */
 export const IdentitiesService: GenService<{
   /**
+   * Creates an identity in a group.
+   *
+   * Exactly one way of assuming it must be given (`claim_match`, `static_keys`, `aws_identity` or
+   * `service_principal`), and each is checked: issuers must be absolute URLs, patterns must be
+   * valid regular expressions, static keys must be a JWKS whose expiry is in the future, an AWS
+   * account has 12 digits. Problems are answered as INVALID_ARGUMENT naming the field; the name
+   * follows the group name rule. An empty `parent` (a root-level identity) is for the platform
+   * operator only.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.IdentitiesService.CreateIdentity
    */
   createIdentity: {
@@ -719,6 +857,10 @@ export const IdentitiesService: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Gets one identity by its uid.
+   *
+   * Answers NOT_FOUND when it does not exist or lies outside what the caller can see.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.IdentitiesService.GetIdentity
    */
   getIdentity: {
@@ -727,6 +869,11 @@ export const IdentitiesService: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Deletes an identity.
+   *
+   * Fails with FAILED_PRECONDITION (`RESOURCE_NOT_EMPTY`) while role bindings still grant it a
+   * role; delete those first.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.IdentitiesService.DeleteIdentity
    */
   deleteIdentity: {
@@ -735,6 +882,12 @@ export const IdentitiesService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Changes an identity's name, description, company or how it is assumed.
+   *
+   * Only the fields present in the request (or named in `update_mask`) change. The result is
+   * validated as on creation; replacing the relationship (for example `claim_match` with
+   * `static_keys`) is allowed.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.IdentitiesService.UpdateIdentity
    */
   updateIdentity: {
@@ -743,6 +896,12 @@ export const IdentitiesService: GenService<{
     output: typeof IdentitySchema;
   },
   /**
+   * Lists the identities the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`), exact `name` and `relationship_type`. Pages hold 50 identities by
+   * default (at most 200); the default order is by uid, and `order_by` accepts `name`,
+   * `create_time`, `update_time` and `last_seen_time`.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.IdentitiesService.ListIdentities
    */
   listIdentities: {
@@ -751,6 +910,11 @@ export const IdentitiesService: GenService<{
     output: typeof ListIdentitiesResponseSchema;
   },
   /**
+   * Finds the uid of the identity that an issuer and subject select.
+   *
+   * Both `issuer` and `subject` are required. Only an identity the caller may list (or the caller
+   * itself) is answered; anything else is NOT_FOUND.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.IdentitiesService.LookupIdentity
    */
   lookupIdentity: {
@@ -759,6 +923,10 @@ export const IdentitiesService: GenService<{
     output: typeof LookupIdentityResponseSchema;
   },
   /**
+   * Changes the calling user's profile metadata.
+   *
+   * This server keeps no identity metadata and answers UNIMPLEMENTED.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.IdentitiesService.UpdateIdentityMetadata
    */
   updateIdentityMetadata: {

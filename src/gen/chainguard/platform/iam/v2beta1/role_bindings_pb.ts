@@ -28,40 +28,56 @@ export const file_chainguard_platform_iam_v2beta1_role_bindings: GenFile = /*@__
   fileDesc("CjNjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92MmJldGExL3JvbGVfYmluZGluZ3MucHJvdG8SH2NoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEiwwMKC1JvbGVCaW5kaW5nEhYKA3VpZBgBIAEoCUIJ4EEDkK+o0gUBEksKCGlkZW50aXR5GAIgASgLMjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Sb2xlQmluZGluZ0lkZW50aXR5QgPgQQMSRQoFZ3JvdXAYAyABKAsyMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLlJvbGVCaW5kaW5nR3JvdXBCA+BBAxJDCgRyb2xlGAQgASgLMjAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Sb2xlQmluZGluZ1JvbGVCA+BBAxI0CgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxIZCgxpZGVudGl0eV91aWQYBiABKAlCA+BBARIVCghyb2xlX3VpZBgHIAEoCUID4EEBOlvqQVgKHmlhbS5jaGFpbmd1YXJkLmRldi9Sb2xlQmluZGluZxIbcm9sZUJpbmRpbmdzL3tyb2xlX2JpbmRpbmd9Kgxyb2xlQmluZGluZ3MyC3JvbGVCaW5kaW5nIpMBChNSb2xlQmluZGluZ0lkZW50aXR5EhAKA3VpZBgBIAEoCUID4EEDEhEKBG5hbWUYAiABKAlCA+BBAxIYCgtkZXNjcmlwdGlvbhgDIAEoCUID4EEDEhQKB3N1YmplY3QYBCABKAlCA+BBAxITCgZpc3N1ZXIYBSABKAlCA+BBAxISCgVlbWFpbBgGIAEoCUID4EEDIlEKEFJvbGVCaW5kaW5nR3JvdXASEAoDdWlkGAEgASgJQgPgQQMSEQoEbmFtZRgCIAEoCUID4EEDEhgKC2Rlc2NyaXB0aW9uGAMgASgJQgPgQQMiUAoPUm9sZUJpbmRpbmdSb2xlEhAKA3VpZBgBIAEoCUID4EEDEhEKBG5hbWUYAiABKAlCA+BBAxIYCgtkZXNjcmlwdGlvbhgDIAEoCUID4EEDIn4KGENyZWF0ZVJvbGVCaW5kaW5nUmVxdWVzdBIZCgZwYXJlbnQYASABKAlCCeBBApCvqNIFARJHCgxyb2xlX2JpbmRpbmcYAiABKAsyLC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLlJvbGVCaW5kaW5nQgPgQQIiMgoYRGVsZXRlUm9sZUJpbmRpbmdSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIi8KFUdldFJvbGVCaW5kaW5nUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASLtAQoXTGlzdFJvbGVCaW5kaW5nc1JlcXVlc3QSOQoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXJCA+BBARIVCghpZGVudGl0eRgCIAEoCUID4EEBEhIKBWdyb3VwGAMgASgJQgPgQQESEQoEcm9sZRgEIAEoCUID4EEBEhYKCXBhZ2Vfc2l6ZRgFIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YBiABKAlCA+BBARIVCghvcmRlcl9ieRgHIAEoCUID4EEBEhEKBHNraXAYCCABKAVCA+BBASKzAQoYTGlzdFJvbGVCaW5kaW5nc1Jlc3BvbnNlEkMKDXJvbGVfYmluZGluZ3MYASADKAsyLC5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLlJvbGVCaW5kaW5nEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50Ip8BChhVcGRhdGVSb2xlQmluZGluZ1JlcXVlc3QSTQoMcm9sZV9iaW5kaW5nGAEgASgLMiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Sb2xlQmluZGluZ0IJ4EECkK+o0gUBEjQKC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0ID4EEBIqQBCh5CYXRjaENyZWF0ZVJvbGVCaW5kaW5nc1JlcXVlc3QSGQoGcGFyZW50GAEgASgJQgngQQKQr6jSBQESUAoIcmVxdWVzdHMYAiADKAsyOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkNyZWF0ZVJvbGVCaW5kaW5nUmVxdWVzdEID4EECEhUKCHJvbGVfdWlkGAMgASgJQgPgQQEiZgofQmF0Y2hDcmVhdGVSb2xlQmluZGluZ3NSZXNwb25zZRJDCg1yb2xlX2JpbmRpbmdzGAEgAygLMiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Sb2xlQmluZGluZzKkCwoTUm9sZUJpbmRpbmdzU2VydmljZRKxAQoOR2V0Um9sZUJpbmRpbmcSNi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkdldFJvbGVCaW5kaW5nUmVxdWVzdBosLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuUm9sZUJpbmRpbmciOZACAYLT5JMCJBIiL2lhbS92MmJldGExL3JvbGVCaW5kaW5ncy97dWlkPSoqfYqvqNIFBhIECgKTAxKFAgoRQ3JlYXRlUm9sZUJpbmRpbmcSOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkNyZWF0ZVJvbGVCaW5kaW5nUmVxdWVzdBosLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuUm9sZUJpbmRpbmcihgGC0+STAjU6DHJvbGVfYmluZGluZyIlL2lhbS92MmJldGExL3JvbGVCaW5kaW5ncy97cGFyZW50PSoqfYqvqNIFBhIECgKRA8LwjvwLOQouZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlYmluZGluZ3MuY3JlYXRlZC52MRIFZ3JvdXAYARLdAQoRRGVsZXRlUm9sZUJpbmRpbmcSOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkRlbGV0ZVJvbGVCaW5kaW5nUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSJ1gtPkkwIkKiIvaWFtL3YyYmV0YTEvcm9sZUJpbmRpbmdzL3t1aWQ9Kip9iq+o0gUGEgQKApQDwvCO/As5Ci5kZXYuY2hhaW5ndWFyZC5hcGkuaWFtLnJvbGViaW5kaW5ncy5kZWxldGVkLnYxEgVncm91cBgBErsBChBMaXN0Um9sZUJpbmRpbmdzEjguY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5MaXN0Um9sZUJpbmRpbmdzUmVxdWVzdBo5LmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuTGlzdFJvbGVCaW5kaW5nc1Jlc3BvbnNlIjKQAgGC0+STAhsSGS9pYW0vdjJiZXRhMS9yb2xlQmluZGluZ3OKr6jSBQgSBgoCkwMQARKgAgoXQmF0Y2hDcmVhdGVSb2xlQmluZGluZ3MSPy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkJhdGNoQ3JlYXRlUm9sZUJpbmRpbmdzUmVxdWVzdBpALmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuQmF0Y2hDcmVhdGVSb2xlQmluZGluZ3NSZXNwb25zZSKBAYLT5JMCKjoBKiIlL2lhbS92MmJldGExL3JvbGVCaW5kaW5nczpiYXRjaENyZWF0ZYqvqNIFBhIECgKRA8LwjvwLPwo0ZGV2LmNoYWluZ3VhcmQuYXBpLmlhbS5yb2xlYmluZGluZ3MuY3JlYXRlZC5iYXRjaC52MRIFZ3JvdXAYARKPAgoRVXBkYXRlUm9sZUJpbmRpbmcSOS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLlVwZGF0ZVJvbGVCaW5kaW5nUmVxdWVzdBosLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuUm9sZUJpbmRpbmcikAGC0+STAj86DHJvbGVfYmluZGluZzIvL2lhbS92MmJldGExL3JvbGVCaW5kaW5ncy97cm9sZV9iaW5kaW5nLnVpZD0qKn2Kr6jSBQYSBAoCkgPC8I78CzkKLmRldi5jaGFpbmd1YXJkLmFwaS5pYW0ucm9sZWJpbmRpbmdzLnVwZGF0ZWQudjESBWdyb3VwGAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A grant of a role to an identity at a group, with the three filled in on answers.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.RoleBinding
  */
 export type RoleBinding = Message<"chainguard.platform.iam.v2beta1.RoleBinding"> & {
   /**
+   * Output only. The binding's uid: its group's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Output only. The bound identity.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.RoleBindingIdentity identity = 2;
    */
   identity?: RoleBindingIdentity | undefined;
 
   /**
+   * Output only. The group the binding grants at.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.RoleBindingGroup group = 3;
    */
   group?: RoleBindingGroup | undefined;
 
   /**
+   * Output only. The bound role.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.RoleBindingRole role = 4;
    */
   role?: RoleBindingRole | undefined;
 
   /**
+   * Output only. When the binding was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 5;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * The uid of the identity to bind; required on creation.
+   *
    * @generated from field: string identity_uid = 6;
    */
   identityUid: string;
 
   /**
+   * The uid of the role to bind; required on creation.
+   *
    * @generated from field: string role_uid = 7;
    */
   roleUid: string;
@@ -75,35 +91,51 @@ export const RoleBindingSchema: GenMessage<RoleBinding> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_iam_v2beta1_role_bindings, 0);
 
 /**
+ * The identity of a role binding, as answers show it.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.RoleBindingIdentity
  */
 export type RoleBindingIdentity = Message<"chainguard.platform.iam.v2beta1.RoleBindingIdentity"> & {
   /**
+   * The identity's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * The identity's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * The identity's description.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * The token subject (or subject pattern) the identity matches; empty for AWS and
+   * service-principal identities.
+   *
    * @generated from field: string subject = 4;
    */
   subject: string;
 
   /**
+   * The token issuer (or issuer pattern) the identity matches; empty for AWS and service-principal
+   * identities.
+   *
    * @generated from field: string issuer = 5;
    */
   issuer: string;
 
   /**
+   * The identity's e-mail address, when known.
+   *
    * @generated from field: string email = 6;
    */
   email: string;
@@ -117,20 +149,28 @@ export const RoleBindingIdentitySchema: GenMessage<RoleBindingIdentity> = /*@__P
   messageDesc(file_chainguard_platform_iam_v2beta1_role_bindings, 1);
 
 /**
+ * The group of a role binding, as answers show it.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.RoleBindingGroup
  */
 export type RoleBindingGroup = Message<"chainguard.platform.iam.v2beta1.RoleBindingGroup"> & {
   /**
+   * The group's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * The group's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * The group's description.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
@@ -144,20 +184,28 @@ export const RoleBindingGroupSchema: GenMessage<RoleBindingGroup> = /*@__PURE__*
   messageDesc(file_chainguard_platform_iam_v2beta1_role_bindings, 2);
 
 /**
+ * The role of a role binding, as answers show it.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.RoleBindingRole
  */
 export type RoleBindingRole = Message<"chainguard.platform.iam.v2beta1.RoleBindingRole"> & {
   /**
+   * The role's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * The role's name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * The role's description.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
@@ -175,11 +223,15 @@ export const RoleBindingRoleSchema: GenMessage<RoleBindingRole> = /*@__PURE__*/
  */
 export type CreateRoleBindingRequest = Message<"chainguard.platform.iam.v2beta1.CreateRoleBindingRequest"> & {
   /**
+   * Required. The uid of the group to grant at.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The binding: `identity_uid` and `role_uid`.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.RoleBinding role_binding = 2;
    */
   roleBinding?: RoleBinding | undefined;
@@ -197,6 +249,8 @@ export const CreateRoleBindingRequestSchema: GenMessage<CreateRoleBindingRequest
  */
 export type DeleteRoleBindingRequest = Message<"chainguard.platform.iam.v2beta1.DeleteRoleBindingRequest"> & {
   /**
+   * Required. The uid of the binding to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -214,6 +268,8 @@ export const DeleteRoleBindingRequestSchema: GenMessage<DeleteRoleBindingRequest
  */
 export type GetRoleBindingRequest = Message<"chainguard.platform.iam.v2beta1.GetRoleBindingRequest"> & {
   /**
+   * Required. The uid of the binding to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -231,41 +287,60 @@ export const GetRoleBindingRequestSchema: GenMessage<GetRoleBindingRequest> = /*
  */
 export type ListRoleBindingsRequest = Message<"chainguard.platform.iam.v2beta1.ListRoleBindingsRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only bindings of the identity with this uid.
+   *
    * @generated from field: string identity = 2;
    */
   identity: string;
 
   /**
+   * Optional. Only bindings at the group with this uid.
+   *
    * @generated from field: string group = 3;
    */
   group: string;
 
   /**
+   * Optional. Only bindings of the role with this uid.
+   *
    * @generated from field: string role = 4;
    */
   role: string;
 
   /**
+   * Optional. Role bindings per page: default 50, at most 200 (larger values are lowered to 200);
+   * negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 5;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 6;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `create_time` (default: by uid), each optionally followed by ` desc`,
+   * comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 7;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 8;
    */
   skip: number;
@@ -283,21 +358,29 @@ export const ListRoleBindingsRequestSchema: GenMessage<ListRoleBindingsRequest> 
  */
 export type ListRoleBindingsResponse = Message<"chainguard.platform.iam.v2beta1.ListRoleBindingsResponse"> & {
   /**
+   * The role bindings on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.RoleBinding role_bindings = 1;
    */
   roleBindings: RoleBinding[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -315,11 +398,17 @@ export const ListRoleBindingsResponseSchema: GenMessage<ListRoleBindingsResponse
  */
 export type UpdateRoleBindingRequest = Message<"chainguard.platform.iam.v2beta1.UpdateRoleBindingRequest"> & {
   /**
+   * Required. The binding to change, addressed by its `uid`, with the new `identity_uid` or
+   * `role_uid`.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.RoleBinding role_binding = 1;
    */
   roleBinding?: RoleBinding | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `role_uid`. Without it, the fields sent in `role_binding`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -337,16 +426,22 @@ export const UpdateRoleBindingRequestSchema: GenMessage<UpdateRoleBindingRequest
  */
 export type BatchCreateRoleBindingsRequest = Message<"chainguard.platform.iam.v2beta1.BatchCreateRoleBindingsRequest"> & {
   /**
+   * Required. The uid of the group every binding grants at.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The bindings to create: 1 to 100.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.CreateRoleBindingRequest requests = 2;
    */
   requests: CreateRoleBindingRequest[];
 
   /**
+   * Optional. The role for every request that names none.
+   *
    * @generated from field: string role_uid = 3;
    */
   roleUid: string;
@@ -364,6 +459,8 @@ export const BatchCreateRoleBindingsRequestSchema: GenMessage<BatchCreateRoleBin
  */
 export type BatchCreateRoleBindingsResponse = Message<"chainguard.platform.iam.v2beta1.BatchCreateRoleBindingsResponse"> & {
   /**
+   * The created bindings, in request order.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.RoleBinding role_bindings = 1;
    */
   roleBindings: RoleBinding[];
@@ -377,10 +474,15 @@ export const BatchCreateRoleBindingsResponseSchema: GenMessage<BatchCreateRoleBi
   messageDesc(file_chainguard_platform_iam_v2beta1_role_bindings, 11);
 
 /**
+ * Manages role bindings: grants of a role to an identity at a group. A binding's capabilities hold
+ * at its group and every group beneath it.
+ *
  * @generated from service chainguard.platform.iam.v2beta1.RoleBindingsService
  */
 export const RoleBindingsService: GenService<{
   /**
+   * Gets one role binding by its uid, with its identity, group and role filled in.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RoleBindingsService.GetRoleBinding
    */
   getRoleBinding: {
@@ -389,6 +491,13 @@ export const RoleBindingsService: GenService<{
     output: typeof RoleBindingSchema;
   },
   /**
+   * Binds a role to an identity at a group.
+   *
+   * `role_binding.identity_uid` and `role_binding.role_uid` are required and must be uids; the role
+   * must be usable from the group (built-in, or a custom role of the group or one above it), else
+   * NOT_FOUND. The same role for the same identity at the same group twice is ALREADY_EXISTS. The
+   * answer carries the identity, group and role filled in.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RoleBindingsService.CreateRoleBinding
    */
   createRoleBinding: {
@@ -397,6 +506,8 @@ export const RoleBindingsService: GenService<{
     output: typeof RoleBindingSchema;
   },
   /**
+   * Deletes a role binding; the identity loses what it granted.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RoleBindingsService.DeleteRoleBinding
    */
   deleteRoleBinding: {
@@ -405,6 +516,12 @@ export const RoleBindingsService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the role bindings the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`), by `identity`, `group` or `role` uid. Each binding comes with its
+   * identity, group and role filled in. Pages hold 50 bindings by default (at most 200); the
+   * default order is by uid, and `order_by` accepts `create_time`.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RoleBindingsService.ListRoleBindings
    */
   listRoleBindings: {
@@ -413,6 +530,11 @@ export const RoleBindingsService: GenService<{
     output: typeof ListRoleBindingsResponseSchema;
   },
   /**
+   * Creates up to 100 role bindings in one group at once, all or none.
+   *
+   * Each request's `parent` must be empty or the batch's `parent`; a request without `role_uid`
+   * takes the batch's `role_uid`. If any binding is invalid, none is created.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RoleBindingsService.BatchCreateRoleBindings
    */
   batchCreateRoleBindings: {
@@ -421,6 +543,10 @@ export const RoleBindingsService: GenService<{
     output: typeof BatchCreateRoleBindingsResponseSchema;
   },
   /**
+   * Changes which identity or role a binding names.
+   *
+   * Only the fields present (or named in `update_mask`) change; the binding stays in its group.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RoleBindingsService.UpdateRoleBinding
    */
   updateRoleBinding: {

@@ -30,35 +30,50 @@ export const file_chainguard_platform_iam_v2beta1_roles: GenFile = /*@__PURE__*/
   fileDesc("CitjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92MmJldGExL3JvbGVzLnByb3RvEh9jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExIrACCgRSb2xlEhYKA3VpZBgBIAEoCUIJ4EEDkK+o0gUBEhEKBG5hbWUYAiABKAlCA+BBAhIYCgtkZXNjcmlwdGlvbhgDIAEoCUID4EEBEj4KDGNhcGFiaWxpdGllcxgEIAMoDjIjLmNoYWluZ3VhcmQuY2FwYWJpbGl0aWVzLkNhcGFiaWxpdHlCA+BBARI0CgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI0Cgt1cGRhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAzo36kE0ChdpYW0uY2hhaW5ndWFyZC5kZXYvUm9sZRIMcm9sZXMve3JvbGV9KgVyb2xlczIEcm9sZSIoCg5HZXRSb2xlUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASK7AQoQTGlzdFJvbGVzUmVxdWVzdBI5CgR1aWRwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24uVUlEUEZpbHRlckID4EEBEhEKBG5hbWUYAiABKAlCA+BBARIWCglwYWdlX3NpemUYAyABKAVCA+BBARIXCgpwYWdlX3Rva2VuGAQgASgJQgPgQQESFQoIb3JkZXJfYnkYBSABKAlCA+BBARIRCgRza2lwGAYgASgFQgPgQQEinQEKEUxpc3RSb2xlc1Jlc3BvbnNlEjQKBXJvbGVzGAEgAygLMiUuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Sb2xlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50ImgKEUNyZWF0ZVJvbGVSZXF1ZXN0EhkKBnBhcmVudBgBIAEoCUIJ4EECkK+o0gUBEjgKBHJvbGUYAiABKAsyJS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLlJvbGVCA+BBAiKJAQoRVXBkYXRlUm9sZVJlcXVlc3QSPgoEcm9sZRgBIAEoCzIlLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuUm9sZUIJ4EECkK+o0gUBEjQKC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0ID4EEBIisKEURlbGV0ZVJvbGVSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBMsgHCgxSb2xlc1NlcnZpY2USlwEKB0dldFJvbGUSLy5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkdldFJvbGVSZXF1ZXN0GiUuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5Sb2xlIjSQAgGC0+STAh0SGy9pYW0vdjJiZXRhMS9yb2xlcy97dWlkPSoqfYqvqNIFCBIGCgKvAhABEp8BCglMaXN0Um9sZXMSMS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkxpc3RSb2xlc1JlcXVlc3QaMi5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLkxpc3RSb2xlc1Jlc3BvbnNlIiuQAgGC0+STAhQSEi9pYW0vdjJiZXRhMS9yb2xlc4qvqNIFCBIGCgKvAhABEtkBCgpDcmVhdGVSb2xlEjIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5DcmVhdGVSb2xlUmVxdWVzdBolLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuUm9sZSJwgtPkkwImOgRyb2xlIh4vaWFtL3YyYmV0YTEvcm9sZXMve3BhcmVudD0qKn2Kr6jSBQYSBAoCrQLC8I78CzIKJ2Rldi5jaGFpbmd1YXJkLmFwaS5pYW0ucm9sZXMuY3JlYXRlZC52MRIFZ3JvdXAYARLbAQoKVXBkYXRlUm9sZRIyLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuVXBkYXRlUm9sZVJlcXVlc3QaJS5jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExLlJvbGUicoLT5JMCKDoEcm9sZTIgL2lhbS92MmJldGExL3JvbGVzL3tyb2xlLnVpZD0qKn2Kr6jSBQYSBAoCrgLC8I78CzIKJ2Rldi5jaGFpbmd1YXJkLmFwaS5pYW0ucm9sZXMudXBkYXRlZC52MRIFZ3JvdXAYARLBAQoKRGVsZXRlUm9sZRIyLmNoYWluZ3VhcmQucGxhdGZvcm0uaWFtLnYyYmV0YTEuRGVsZXRlUm9sZVJlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkiZ4LT5JMCHSobL2lhbS92MmJldGExL3JvbGVzL3t1aWQ9Kip9iq+o0gUGEgQKArACwvCO/AsyCidkZXYuY2hhaW5ndWFyZC5hcGkuaWFtLnJvbGVzLmRlbGV0ZWQudjESBWdyb3VwGAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_capabilities_capabilities, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A role: a named set of capabilities.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.Role
  */
 export type Role = Message<"chainguard.platform.iam.v2beta1.Role"> & {
   /**
+   * Output only. The role's uid: for a custom role its group's uid plus one segment, for a built-in
+   * role a 40-character hexadecimal string.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The role's name (`^[a-z0-9 ._-]{1,}$`, at most 256 characters).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Optional. What the role allows; unknown values are INVALID_ARGUMENT.
+   *
    * @generated from field: repeated chainguard.capabilities.Capability capabilities = 4;
    */
   capabilities: Capability[];
 
   /**
+   * Output only. When the role was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 5;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the role last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 6;
    */
   updateTime?: Timestamp | undefined;
@@ -76,6 +91,8 @@ export const RoleSchema: GenMessage<Role> = /*@__PURE__*/
  */
 export type GetRoleRequest = Message<"chainguard.platform.iam.v2beta1.GetRoleRequest"> & {
   /**
+   * Required. The uid of the role to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -93,31 +110,46 @@ export const GetRoleRequestSchema: GenMessage<GetRoleRequest> = /*@__PURE__*/
  */
 export type ListRolesRequest = Message<"chainguard.platform.iam.v2beta1.ListRolesRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy (built-in roles have no place in it).
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only roles with exactly this name, e.g. `viewer`.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Roles per page: default 50, at most 200 (larger values are lowered to 200); negative
+   * is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 3;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time` or `update_time` (default: by uid), each optionally
+   * followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 5;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 6;
    */
   skip: number;
@@ -135,21 +167,29 @@ export const ListRolesRequestSchema: GenMessage<ListRolesRequest> = /*@__PURE__*
  */
 export type ListRolesResponse = Message<"chainguard.platform.iam.v2beta1.ListRolesResponse"> & {
   /**
+   * The roles on this page.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.Role roles = 1;
    */
   roles: Role[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -167,11 +207,15 @@ export const ListRolesResponseSchema: GenMessage<ListRolesResponse> = /*@__PURE_
  */
 export type CreateRoleRequest = Message<"chainguard.platform.iam.v2beta1.CreateRoleRequest"> & {
   /**
+   * Required. The uid of the group to create the role in.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new role: `name` is required.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.Role role = 2;
    */
   role?: Role | undefined;
@@ -189,11 +233,16 @@ export const CreateRoleRequestSchema: GenMessage<CreateRoleRequest> = /*@__PURE_
  */
 export type UpdateRoleRequest = Message<"chainguard.platform.iam.v2beta1.UpdateRoleRequest"> & {
   /**
+   * Required. The role to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.iam.v2beta1.Role role = 1;
    */
   role?: Role | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in `role`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -211,6 +260,8 @@ export const UpdateRoleRequestSchema: GenMessage<UpdateRoleRequest> = /*@__PURE_
  */
 export type DeleteRoleRequest = Message<"chainguard.platform.iam.v2beta1.DeleteRoleRequest"> & {
   /**
+   * Required. The uid of the role to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -224,10 +275,19 @@ export const DeleteRoleRequestSchema: GenMessage<DeleteRoleRequest> = /*@__PURE_
   messageDesc(file_chainguard_platform_iam_v2beta1_roles, 6);
 
 /**
+ * Manages roles: named sets of capabilities. Built-in roles (such as `owner`, `editor` and
+ * `viewer`) belong to no group and cannot be changed; custom roles live in a group and can be bound
+ * anywhere beneath it.
+ *
  * @generated from service chainguard.platform.iam.v2beta1.RolesService
  */
 export const RolesService: GenService<{
   /**
+   * Gets one role by its uid.
+   *
+   * A built-in role can be read by anyone who may list roles somewhere; a custom role by those who
+   * may list roles where it lives. Otherwise NOT_FOUND.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RolesService.GetRole
    */
   getRole: {
@@ -236,6 +296,12 @@ export const RolesService: GenService<{
     output: typeof RoleSchema;
   },
   /**
+   * Lists the roles the caller may see, filtered and paged.
+   *
+   * The answer includes the built-in roles for every caller who may list roles somewhere, and the
+   * custom roles of the groups the caller can list roles in. Filter by position (`uidp`) and exact
+   * `name`. Pages hold 50 roles by default (at most 200); the default order is by uid.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RolesService.ListRoles
    */
   listRoles: {
@@ -244,6 +310,11 @@ export const RolesService: GenService<{
     output: typeof ListRolesResponseSchema;
   },
   /**
+   * Creates a custom role in a group.
+   *
+   * Every capability must be a known one (INVALID_ARGUMENT otherwise); duplicates are dropped and
+   * the list is stored sorted. The name follows the group name rule.
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RolesService.CreateRole
    */
   createRole: {
@@ -252,6 +323,11 @@ export const RolesService: GenService<{
     output: typeof RoleSchema;
   },
   /**
+   * Changes a custom role's name, description or capabilities.
+   *
+   * Only the fields present (or named in `update_mask`) change. Built-in roles cannot be changed
+   * (FAILED_PRECONDITION, `BUILT_IN_ROLE`).
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RolesService.UpdateRole
    */
   updateRole: {
@@ -260,6 +336,11 @@ export const RolesService: GenService<{
     output: typeof RoleSchema;
   },
   /**
+   * Deletes a custom role.
+   *
+   * Fails with FAILED_PRECONDITION while role bindings, identity providers or invites still use it
+   * (`RESOURCE_NOT_EMPTY`), and for built-in roles (`BUILT_IN_ROLE`).
+   *
    * @generated from rpc chainguard.platform.iam.v2beta1.RolesService.DeleteRole
    */
   deleteRole: {

@@ -20,20 +20,28 @@ export const file_chainguard_platform_iam_v2beta1_terms: GenFile = /*@__PURE__*/
   fileDesc("CitjaGFpbmd1YXJkL3BsYXRmb3JtL2lhbS92MmJldGExL3Rlcm1zLnByb3RvEh9jaGFpbmd1YXJkLnBsYXRmb3JtLmlhbS52MmJldGExIkgKD01pc3NpbmdEb2N1bWVudBIPCgJpZBgBIAEoCUID4EEDEhIKBWxhYmVsGAIgASgJQgPgQQMSEAoDdXJsGAMgASgJQgPgQQMiYAoWVGVybXNOb3RBY2NlcHRlZERldGFpbBJGCgdtaXNzaW5nGAEgAygLMjAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5pYW0udjJiZXRhMS5NaXNzaW5nRG9jdW1lbnRCA+BBA2IGcHJvdG8z", [file_google_api_field_behavior]);
 
 /**
+ * A terms document the caller has not accepted yet.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.MissingDocument
  */
 export type MissingDocument = Message<"chainguard.platform.iam.v2beta1.MissingDocument"> & {
   /**
+   * The document's id.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
 
   /**
+   * The document's title.
+   *
    * @generated from field: string label = 2;
    */
   label: string;
 
   /**
+   * Where to read the document.
+   *
    * @generated from field: string url = 3;
    */
   url: string;
@@ -47,10 +55,15 @@ export const MissingDocumentSchema: GenMessage<MissingDocument> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_iam_v2beta1_terms, 0);
 
 /**
+ * An error detail listing the terms documents the caller must accept before the call can succeed.
+ * This server never sends it.
+ *
  * @generated from message chainguard.platform.iam.v2beta1.TermsNotAcceptedDetail
  */
 export type TermsNotAcceptedDetail = Message<"chainguard.platform.iam.v2beta1.TermsNotAcceptedDetail"> & {
   /**
+   * The documents still to accept.
+   *
    * @generated from field: repeated chainguard.platform.iam.v2beta1.MissingDocument missing = 1;
    */
   missing: MissingDocument[];

@@ -30,35 +30,49 @@ export const file_chainguard_platform_registry_v2_tags: GenFile = /*@__PURE__*/
   fileDesc("CipjaGFpbmd1YXJkL3BsYXRmb3JtL3JlZ2lzdHJ5L3YyL3RhZ3MucHJvdG8SH2NoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjIi3QEKA1RhZxIQCgN1aWQYASABKAlCA+BBAxIRCgRuYW1lGAIgASgJQgPgQQISEwoGZGlnZXN0GAMgASgJQgPgQQISNAoLdXBkYXRlX3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSFwoKZGVwcmVjYXRlZBgFIAEoCEID4EEBEhQKB2J1bmRsZXMYBiADKAlCA+BBATo36kE0ChtyZWdpc3RyeS5jaGFpbmd1YXJkLmRldi9UYWcSCnRhZ3Mve3RhZ30qBHRhZ3MyA3RhZyInCg1HZXRUYWdSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBImUKEENyZWF0ZVRhZ1JlcXVlc3QSGQoGcGFyZW50GAEgASgJQgngQQKQr6jSBQESNgoDdGFnGAIgASgLMiQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52Mi5UYWdCA+BBAiIqChBEZWxldGVUYWdSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIuACCg9MaXN0VGFnc1JlcXVlc3QSOQoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXJCA+BBARIRCgRuYW1lGAIgASgJQgPgQQESNgoNdXBkYXRlZF9zaW5jZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBARIeChFpbmNsdWRlX3JlZmVycmVycxgEIAEoCEID4EEBEhoKDWluY2x1ZGVfZGF0ZXMYBSABKAhCA+BBARIbCg5pbmNsdWRlX2Vwb2NocxgGIAEoCEID4EEBEhMKBmRpZ2VzdBgHIAEoCUID4EEBEhYKCXBhZ2Vfc2l6ZRgKIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YCyABKAlCA+BBARIVCghvcmRlcl9ieRgMIAEoCUID4EEBEhEKBHNraXAYDSABKAVCA+BBASKaAQoQTGlzdFRhZ3NSZXNwb25zZRIyCgR0YWdzGAEgAygLMiQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52Mi5UYWcSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhgKC3RvdGFsX2NvdW50GAMgASgDSACIAQESDwoHc2tpcHBlZBgEIAEoBUIOCgxfdG90YWxfY291bnQy7wUKC1RhZ3NTZXJ2aWNlEpEBCgZHZXRUYWcSLi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyLkdldFRhZ1JlcXVlc3QaJC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyLlRhZyIxkAIBgtPkkwIcEhovcmVnaXN0cnkvdjIvdGFncy97dWlkPSoqfYqvqNIFBhIECgLNDBKbAQoITGlzdFRhZ3MSMC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyLkxpc3RUYWdzUmVxdWVzdBoxLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjIuTGlzdFRhZ3NSZXNwb25zZSIqkAIBgtPkkwITEhEvcmVnaXN0cnkvdjIvdGFnc4qvqNIFCBIGCgLNDBABEuABCglDcmVhdGVUYWcSMS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyLkNyZWF0ZVRhZ1JlcXVlc3QaJC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyLlRhZyJ6gtPkkwIkOgN0YWciHS9yZWdpc3RyeS92Mi90YWdzL3twYXJlbnQ9Kip9iq+o0gUGEgQKAssMwvCO/As+CjNkZXYuY2hhaW5ndWFyZC5hcGkucGxhdGZvcm0ucmVnaXN0cnkudGFnLmNyZWF0ZWQudjESBWdyb3VwGAESygEKCURlbGV0ZVRhZxIxLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjIuRGVsZXRlVGFnUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSJygtPkkwIcKhovcmVnaXN0cnkvdjIvdGFncy97dWlkPSoqfYqvqNIFBhIECgLODMLwjvwLPgozZGV2LmNoYWluZ3VhcmQuYXBpLnBsYXRmb3JtLnJlZ2lzdHJ5LnRhZy5kZWxldGVkLnYxEgVncm91cBgBYgZwcm90bzM", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A name in a repo for a manifest digest.
+ *
  * @generated from message chainguard.platform.registry.v2.Tag
  */
 export type Tag = Message<"chainguard.platform.registry.v2.Tag"> & {
   /**
+   * Output only. The tag's uid: its repo's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The tag, e.g. `latest` (`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Required. The manifest digest the tag points at, e.g. `sha256:` and 64 hex digits.
+   *
    * @generated from field: string digest = 3;
    */
   digest: string;
 
   /**
+   * Output only. When the tag last moved.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 4;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * Optional. Whether the tag is deprecated; default false.
+   *
    * @generated from field: bool deprecated = 5;
    */
   deprecated: boolean;
 
   /**
+   * Optional. Bundles the tag belongs to (labels).
+   *
    * @generated from field: repeated string bundles = 6;
    */
   bundles: string[];
@@ -76,6 +90,8 @@ export const TagSchema: GenMessage<Tag> = /*@__PURE__*/
  */
 export type GetTagRequest = Message<"chainguard.platform.registry.v2.GetTagRequest"> & {
   /**
+   * Required. The uid of the tag to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -93,11 +109,15 @@ export const GetTagRequestSchema: GenMessage<GetTagRequest> = /*@__PURE__*/
  */
 export type CreateTagRequest = Message<"chainguard.platform.registry.v2.CreateTagRequest"> & {
   /**
+   * Required. The uid of the repo to create the tag in.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new tag: `name` and `digest` are required.
+   *
    * @generated from field: chainguard.platform.registry.v2.Tag tag = 2;
    */
   tag?: Tag | undefined;
@@ -115,6 +135,8 @@ export const CreateTagRequestSchema: GenMessage<CreateTagRequest> = /*@__PURE__*
  */
 export type DeleteTagRequest = Message<"chainguard.platform.registry.v2.DeleteTagRequest"> & {
   /**
+   * Required. The uid of the tag to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -132,56 +154,81 @@ export const DeleteTagRequestSchema: GenMessage<DeleteTagRequest> = /*@__PURE__*
  */
 export type ListTagsRequest = Message<"chainguard.platform.registry.v2.ListTagsRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy, e.g. `children_of` a repo.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only tags with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Only tags that moved at or after this time.
+   *
    * @generated from field: google.protobuf.Timestamp updated_since = 3;
    */
   updatedSince?: Timestamp | undefined;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool include_referrers = 4;
    */
   includeReferrers: boolean;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool include_dates = 5;
    */
   includeDates: boolean;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool include_epochs = 6;
    */
   includeEpochs: boolean;
 
   /**
+   * Optional. Only tags pointing at this digest.
+   *
    * @generated from field: string digest = 7;
    */
   digest: string;
 
   /**
+   * Optional. Tags per page: default 50, at most 200 (larger values are lowered to 200); negative
+   * is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 10;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 11;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name` or `update_time` (default: by uid), each optionally followed by `
+   * desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 12;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 13;
    */
   skip: number;
@@ -199,21 +246,29 @@ export const ListTagsRequestSchema: GenMessage<ListTagsRequest> = /*@__PURE__*/
  */
 export type ListTagsResponse = Message<"chainguard.platform.registry.v2.ListTagsResponse"> & {
   /**
+   * The tags on this page.
+   *
    * @generated from field: repeated chainguard.platform.registry.v2.Tag tags = 1;
    */
   tags: Tag[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -227,10 +282,15 @@ export const ListTagsResponseSchema: GenMessage<ListTagsResponse> = /*@__PURE__*
   messageDesc(file_chainguard_platform_registry_v2_tags, 5);
 
 /**
+ * Manages the tags of registry repos. Pushes move tags too; this service lists them and can create
+ * or delete them directly.
+ *
  * @generated from service chainguard.platform.registry.v2.TagsService
  */
 export const TagsService: GenService<{
   /**
+   * Gets one tag by its uid.
+   *
    * @generated from rpc chainguard.platform.registry.v2.TagsService.GetTag
    */
   getTag: {
@@ -239,6 +299,13 @@ export const TagsService: GenService<{
     output: typeof TagSchema;
   },
   /**
+   * Lists the tags the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp.children_of` a repo for its tags), exact `name`, `digest` and
+   * `updated_since`. Pages hold 50 tags by default (at most 200); the default order is by uid, and
+   * `order_by` accepts `name` and `update_time`. `include_referrers`, `include_dates` and
+   * `include_epochs` are accepted and change nothing.
+   *
    * @generated from rpc chainguard.platform.registry.v2.TagsService.ListTags
    */
   listTags: {
@@ -247,6 +314,12 @@ export const TagsService: GenService<{
     output: typeof ListTagsResponseSchema;
   },
   /**
+   * Creates a tag in a repo, pointing at a digest.
+   *
+   * The name must match `^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$` and the digest `sha256:` plus 64 hex
+   * digits (or `sha512:` plus 128). The digest need not be in the repo yet: a later push fills it
+   * in. A tag of the same name in the repo is ALREADY_EXISTS.
+   *
    * @generated from rpc chainguard.platform.registry.v2.TagsService.CreateTag
    */
   createTag: {
@@ -255,6 +328,8 @@ export const TagsService: GenService<{
     output: typeof TagSchema;
   },
   /**
+   * Deletes a tag; the manifest it pointed at stays until garbage collection finds it unused.
+   *
    * @generated from rpc chainguard.platform.registry.v2.TagsService.DeleteTag
    */
   deleteTag: {

@@ -28,60 +28,86 @@ export const file_chainguard_platform_registry_v2beta1_repos: GenFile = /*@__PUR
   fileDesc("CjBjaGFpbmd1YXJkL3BsYXRmb3JtL3JlZ2lzdHJ5L3YyYmV0YTEvcmVwb3MucHJvdG8SJGNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMSLCBAoEUmVwbxIWCgN1aWQYASABKAlCCeBBA5CvqNIFARIRCgRuYW1lGAIgASgJQgPgQQISGAoLZGVzY3JpcHRpb24YAyABKAlCA+BBARJMCgxjYXRhbG9nX3RpZXIYBCABKA4yMS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuQ2F0YWxvZ1RpZXJCA+BBARIUCgdidW5kbGVzGAUgAygJQgPgQQESFAoHYWxpYXNlcxgHIAMoCUID4EEBEhgKC2FjdGl2ZV90YWdzGAggAygJQgPgQQESVwoLc3luY19jb25maWcYCSABKAsyMC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuU3luY0NvbmZpZ0ID4EEBUgtzeW5jX2NvbmZpZxJQCg5jdXN0b21fb3ZlcmxheRgKIAEoCzIzLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5DdXN0b21PdmVybGF5QgPgQQESNAoLY3JlYXRlX3RpbWUYCyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQMSNAoLdXBkYXRlX3RpbWUYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgPgQQM6POpBOQoccmVnaXN0cnkuY2hhaW5ndWFyZC5kZXYvUmVwbxIMcmVwb3Mve3JlcG99KgVyZXBvczIEcmVwb0oECAYQB1IGcmVhZG1lIukBCgpTeW5jQ29uZmlnEhMKBnNvdXJjZRgBIAEoCUID4EECEhgKC3VuaXF1ZV90YWdzGAIgASgIQgPgQQMSOAoPZXhwaXJhdGlvbl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEhMKBmdvb2dsZRgEIAEoCUID4EEBEhMKBmFtYXpvbhgFIAEoCUID4EEBEhIKBWF6dXJlGAYgASgJQgPgQQESGQoMYXBrb19vdmVybGF5GAcgASgJQgPgQQMSGQoMZ3JhY2VfcGVyaW9kGAggASgIQgPgQQMitwsKDUN1c3RvbU92ZXJsYXkSWAoIY29udGVudHMYASABKAsyQS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuQ3VzdG9tT3ZlcmxheS5JbWFnZUNvbnRlbnRzQgPgQQESXgoLZW52aXJvbm1lbnQYAiADKAsyRC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuQ3VzdG9tT3ZlcmxheS5FbnZpcm9ubWVudEVudHJ5QgPgQQESXgoLYW5ub3RhdGlvbnMYAyADKAsyRC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuQ3VzdG9tT3ZlcmxheS5Bbm5vdGF0aW9uc0VudHJ5QgPgQQESUwoIYWNjb3VudHMYBCABKAsyPC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuQ3VzdG9tT3ZlcmxheS5BY2NvdW50c0ID4EEBElsKDGNlcnRpZmljYXRlcxgFIAEoCzJALmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5DdXN0b21PdmVybGF5LkNlcnRpZmljYXRlc0ID4EEBGjIKEEVudmlyb25tZW50RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoyChBBbm5vdGF0aW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEa/gEKDUltYWdlQ29udGVudHMSFQoIcGFja2FnZXMYASADKAlCA+BBARIhChRydW50aW1lX3JlcG9zaXRvcmllcxgCIAMoCUID4EEBEnMKD3J1bnRpbWVfa2V5cmluZxgDIAMoCzJVLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5DdXN0b21PdmVybGF5LkltYWdlQ29udGVudHMuUnVudGltZUtleXJpbmdFbnRyeUID4EEBGj4KE1J1bnRpbWVLZXlyaW5nRW50cnkSEQoEbmFtZRgBIAEoCUID4EECEhQKB2NvbnRlbnQYAiABKAlCA+BBAhqgAwoIQWNjb3VudHMSEwoGcnVuX2FzGAEgASgJQgPgQQESVQoFdXNlcnMYAiADKAsyQS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuQ3VzdG9tT3ZlcmxheS5BY2NvdW50cy5Vc2VyQgPgQQESVwoGZ3JvdXBzGAMgAygLMkIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLkN1c3RvbU92ZXJsYXkuQWNjb3VudHMuR3JvdXBCA+BBARqFAQoEVXNlchIVCgh1c2VybmFtZRgBIAEoCUID4EECEhAKA3VpZBgCIAEoBUID4EEBEhAKA2dpZBgDIAEoBUID4EEBEhcKCmdyb3VwX25hbWUYBCABKAlCA+BBARISCgVzaGVsbBgFIAEoCUID4EEBEhUKCGhvbWVfZGlyGAYgASgJQgPgQQEaRwoFR3JvdXASFgoJZ3JvdXBuYW1lGAEgASgJQgPgQQISEAoDZ2lkGAIgASgFQgPgQQESFAoHbWVtYmVycxgDIAMoCUID4EEBGs0BCgxDZXJ0aWZpY2F0ZXMSaQoKYWRkaXRpb25hbBgBIAMoCzJQLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5DdXN0b21PdmVybGF5LkNlcnRpZmljYXRlcy5BZGRpdGlvbmFsRW50cnlCA+BBARIWCglwcm92aWRlcnMYAiADKAlCA+BBARo6Cg9BZGRpdGlvbmFsRW50cnkSEQoEbmFtZRgBIAEoCUID4EECEhQKB2NvbnRlbnQYAiABKAlCA+BBAiIoCg5HZXRSZXBvUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASIrChFEZWxldGVSZXBvUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASJtChFDcmVhdGVSZXBvUmVxdWVzdBIZCgZwYXJlbnQYASABKAlCCeBBApCvqNIFARI9CgRyZXBvGAIgASgLMiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLlJlcG9CA+BBAiKOAQoRVXBkYXRlUmVwb1JlcXVlc3QSQwoEcmVwbxgBIAEoCzIqLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5SZXBvQgngQQKQr6jSBQESNAoLdXBkYXRlX21hc2sYAiABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrQgPgQQEi3wEKEExpc3RSZXBvc1JlcXVlc3QSOQoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXJCA+BBARIWCgRuYW1lGAIgASgJQgPgQQFIAIgBARIWCglwYWdlX3NpemUYBCABKAVCA+BBARIXCgpwYWdlX3Rva2VuGAUgASgJQgPgQQESFQoIb3JkZXJfYnkYBiABKAlCA+BBARIRCgRza2lwGAcgASgFQgPgQQFCBwoFX25hbWVKBAgDEARSDmV4Y2x1ZGVfcmVhZG1lIqIBChFMaXN0UmVwb3NSZXNwb25zZRI5CgVyZXBvcxgBIAMoCzIqLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5SZXBvEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYCgt0b3RhbF9jb3VudBgDIAEoA0gAiAEBEg8KB3NraXBwZWQYBCABKAVCDgoMX3RvdGFsX2NvdW50IpEBCgpSZXBvUmVhZG1lEhYKA3VpZBgBIAEoCUIJ4EEDkK+o0gUBEhQKB2NvbnRlbnQYAiABKAlCA+BBATpV6kFSCiJyZWdpc3RyeS5jaGFpbmd1YXJkLmRldi9SZXBvUmVhZG1lEhNyZXBvcy97cmVwb30vcmVhZG1lKgtyZXBvUmVhZG1lczIKcmVwb1JlYWRtZSIuChRHZXRSZXBvUmVhZG1lUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASKhAQoXVXBkYXRlUmVwb1JlYWRtZVJlcXVlc3QSUAoLcmVwb19yZWFkbWUYASABKAsyMC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuUmVwb1JlYWRtZUIJ4EECkK+o0gUBEjQKC3VwZGF0ZV9tYXNrGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFza0ID4EEBKsQBCgtDYXRhbG9nVGllchIcChhDQVRBTE9HX1RJRVJfVU5TUEVDSUZJRUQQABIcChhDQVRBTE9HX1RJRVJfQVBQTElDQVRJT04QARIVChFDQVRBTE9HX1RJRVJfQkFTRRACEhUKEUNBVEFMT0dfVElFUl9GSVBTEAMSEwoPQ0FUQUxPR19USUVSX0FJEAQSGQoVQ0FUQUxPR19USUVSX0RFVlRPT0xTEAUSGwoXQ0FUQUxPR19USUVSX0NPTU1FUkNJQUwQBjKZDAoMUmVwb3NTZXJ2aWNlEqQBCgdHZXRSZXBvEjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLkdldFJlcG9SZXF1ZXN0GiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLlJlcG8iN5ACAYLT5JMCIhIgL3JlZ2lzdHJ5L3YyYmV0YTEvcmVwb3Mve3VpZD0qKn2Kr6jSBQYSBAoCxQwS9gEKCkNyZWF0ZVJlcG8SNy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuQ3JlYXRlUmVwb1JlcXVlc3QaKi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuUmVwbyKCAYLT5JMCKzoEcmVwbyIjL3JlZ2lzdHJ5L3YyYmV0YTEvcmVwb3Mve3BhcmVudD0qKn2Kr6jSBQYSBAoCwwzC8I78Cz8KNGRldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS5yZXBvLmNyZWF0ZWQudjESBWdyb3VwGAES+AEKClVwZGF0ZVJlcG8SNy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuVXBkYXRlUmVwb1JlcXVlc3QaKi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuUmVwbyKEAYLT5JMCLToEcmVwbzIlL3JlZ2lzdHJ5L3YyYmV0YTEvcmVwb3Mve3JlcG8udWlkPSoqfYqvqNIFBhIECgLEDMLwjvwLPwo0ZGV2LmNoYWluZ3VhcmQuYXBpLnBsYXRmb3JtLnJlZ2lzdHJ5LnJlcG8udXBkYXRlZC52MRIFZ3JvdXAYARLYAQoKRGVsZXRlUmVwbxI3LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5EZWxldGVSZXBvUmVxdWVzdBoWLmdvb2dsZS5wcm90b2J1Zi5FbXB0eSJ5gtPkkwIiKiAvcmVnaXN0cnkvdjJiZXRhMS9yZXBvcy97dWlkPSoqfYqvqNIFBhIECgLGDMLwjvwLPwo0ZGV2LmNoYWluZ3VhcmQuYXBpLnBsYXRmb3JtLnJlZ2lzdHJ5LnJlcG8uZGVsZXRlZC52MRIFZ3JvdXAYARKuAQoJTGlzdFJlcG9zEjYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLkxpc3RSZXBvc1JlcXVlc3QaNy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuTGlzdFJlcG9zUmVzcG9uc2UiMJACAYLT5JMCGRIXL3JlZ2lzdHJ5L3YyYmV0YTEvcmVwb3OKr6jSBQgSBgoCxQwQARK9AQoNR2V0UmVwb1JlYWRtZRI6LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5HZXRSZXBvUmVhZG1lUmVxdWVzdBowLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5SZXBvUmVhZG1lIj6QAgGC0+STAikSJy9yZWdpc3RyeS92MmJldGExL3JlcG9zL3t1aWQ9Kip9L3JlYWRtZYqvqNIFBhIECgLFDBKhAgoQVXBkYXRlUmVwb1JlYWRtZRI9LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5VcGRhdGVSZXBvUmVhZG1lUmVxdWVzdBowLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5SZXBvUmVhZG1lIpsBgtPkkwJCOgtyZXBvX3JlYWRtZTIzL3JlZ2lzdHJ5L3YyYmV0YTEvcmVwb3Mve3JlcG9fcmVhZG1lLnVpZD0qKn0vcmVhZG1liq+o0gUIEgYKBMQM0QzC8I78Cz8KNGRldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS5yZXBvLnVwZGF0ZWQudjESBWdyb3VwGAFiBnByb3RvMw", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_field_mask, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A repository of container images in the registry.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.Repo
  */
 export type Repo = Message<"chainguard.platform.registry.v2beta1.Repo"> & {
   /**
+   * Output only. The repo's uid: its group's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The repo's name within its group: path components matching
+   * `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*` joined by `/`, at most 255 characters.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Free text, at most 4096 characters.
+   *
    * @generated from field: string description = 3;
    */
   description: string;
 
   /**
+   * Optional. The repo's catalog tier; unspecified by default.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.CatalogTier catalog_tier = 4;
    */
   catalogTier: CatalogTier;
 
   /**
+   * Optional. Bundles the repo belongs to (labels).
+   *
    * @generated from field: repeated string bundles = 5;
    */
   bundles: string[];
 
   /**
+   * Optional. Other names the image is known by (labels).
+   *
    * @generated from field: repeated string aliases = 7;
    */
   aliases: string[];
 
   /**
+   * Optional. The tags considered current, for display.
+   *
    * @generated from field: repeated string active_tags = 8;
    */
   activeTags: string[];
 
   /**
+   * Optional. Mirroring settings (stored; this server does not mirror).
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.SyncConfig sync_config = 9 [json_name = "sync_config"];
    */
   syncConfig?: SyncConfig | undefined;
 
   /**
+   * Optional. Changes to apply when the image is built for this repo (packages, environment,
+   * accounts, certificates); stored and returned, not acted on by this server.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.CustomOverlay custom_overlay = 10;
    */
   customOverlay?: CustomOverlay | undefined;
 
   /**
+   * Output only. When the repo was created.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 11;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When the repo last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 12;
    */
   updateTime?: Timestamp | undefined;
@@ -95,45 +121,63 @@ export const RepoSchema: GenMessage<Repo> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 0);
 
 /**
+ * Where a repo's images are mirrored from and to. Stored and returned; this server does not mirror.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.SyncConfig
  */
 export type SyncConfig = Message<"chainguard.platform.registry.v2beta1.SyncConfig"> & {
   /**
+   * Required. The uid of the repo to mirror from.
+   *
    * @generated from field: string source = 1;
    */
   source: string;
 
   /**
+   * Output only. Set by the platform.
+   *
    * @generated from field: bool unique_tags = 2;
    */
   uniqueTags: boolean;
 
   /**
+   * Output only. When syncing stops; set by the platform.
+   *
    * @generated from field: google.protobuf.Timestamp expiration_time = 3;
    */
   expirationTime?: Timestamp | undefined;
 
   /**
+   * Optional. A Google Artifact Registry location to mirror to.
+   *
    * @generated from field: string google = 4;
    */
   google: string;
 
   /**
+   * Optional. An Amazon ECR location to mirror to.
+   *
    * @generated from field: string amazon = 5;
    */
   amazon: string;
 
   /**
+   * Optional. An Azure Container Registry location to mirror to.
+   *
    * @generated from field: string azure = 6;
    */
   azure: string;
 
   /**
+   * Output only. Set by the platform.
+   *
    * @generated from field: string apko_overlay = 7;
    */
   apkoOverlay: string;
 
   /**
+   * Output only. Set by the platform.
+   *
    * @generated from field: bool grace_period = 8;
    */
   gracePeriod: boolean;
@@ -147,30 +191,42 @@ export const SyncConfigSchema: GenMessage<SyncConfig> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 1);
 
 /**
+ * Customizations of an image build.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.CustomOverlay
  */
 export type CustomOverlay = Message<"chainguard.platform.registry.v2beta1.CustomOverlay"> & {
   /**
+   * Optional. Extra packages and where they come from.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.CustomOverlay.ImageContents contents = 1;
    */
   contents?: CustomOverlay_ImageContents | undefined;
 
   /**
+   * Optional. Environment variables to set, by name.
+   *
    * @generated from field: map<string, string> environment = 2;
    */
   environment: { [key: string]: string };
 
   /**
+   * Optional. Image annotations to set, by key.
+   *
    * @generated from field: map<string, string> annotations = 3;
    */
   annotations: { [key: string]: string };
 
   /**
+   * Optional. The user and groups to create and run as.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.CustomOverlay.Accounts accounts = 4;
    */
   accounts?: CustomOverlay_Accounts | undefined;
 
   /**
+   * Optional. Extra CA certificates to trust.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.CustomOverlay.Certificates certificates = 5;
    */
   certificates?: CustomOverlay_Certificates | undefined;
@@ -184,20 +240,28 @@ export const CustomOverlaySchema: GenMessage<CustomOverlay> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 2);
 
 /**
+ * Packages of a custom image.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.CustomOverlay.ImageContents
  */
 export type CustomOverlay_ImageContents = Message<"chainguard.platform.registry.v2beta1.CustomOverlay.ImageContents"> & {
   /**
+   * Optional. Packages to install.
+   *
    * @generated from field: repeated string packages = 1;
    */
   packages: string[];
 
   /**
+   * Optional. Package repositories to configure in the image.
+   *
    * @generated from field: repeated string runtime_repositories = 2;
    */
   runtimeRepositories: string[];
 
   /**
+   * Optional. Signing keys for those repositories.
+   *
    * @generated from field: repeated chainguard.platform.registry.v2beta1.CustomOverlay.ImageContents.RuntimeKeyringEntry runtime_keyring = 3;
    */
   runtimeKeyring: CustomOverlay_ImageContents_RuntimeKeyringEntry[];
@@ -211,15 +275,21 @@ export const CustomOverlay_ImageContentsSchema: GenMessage<CustomOverlay_ImageCo
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 2, 0);
 
 /**
+ * A package signing key.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.CustomOverlay.ImageContents.RuntimeKeyringEntry
  */
 export type CustomOverlay_ImageContents_RuntimeKeyringEntry = Message<"chainguard.platform.registry.v2beta1.CustomOverlay.ImageContents.RuntimeKeyringEntry"> & {
   /**
+   * Required. The key's file name.
+   *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
+   * Required. The key (PEM).
+   *
    * @generated from field: string content = 2;
    */
   content: string;
@@ -233,20 +303,28 @@ export const CustomOverlay_ImageContents_RuntimeKeyringEntrySchema: GenMessage<C
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 2, 0, 0);
 
 /**
+ * Accounts of a custom image.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.CustomOverlay.Accounts
  */
 export type CustomOverlay_Accounts = Message<"chainguard.platform.registry.v2beta1.CustomOverlay.Accounts"> & {
   /**
+   * Optional. The user the image runs as.
+   *
    * @generated from field: string run_as = 1;
    */
   runAs: string;
 
   /**
+   * Optional. Users to create.
+   *
    * @generated from field: repeated chainguard.platform.registry.v2beta1.CustomOverlay.Accounts.User users = 2;
    */
   users: CustomOverlay_Accounts_User[];
 
   /**
+   * Optional. Groups to create.
+   *
    * @generated from field: repeated chainguard.platform.registry.v2beta1.CustomOverlay.Accounts.Group groups = 3;
    */
   groups: CustomOverlay_Accounts_Group[];
@@ -260,35 +338,49 @@ export const CustomOverlay_AccountsSchema: GenMessage<CustomOverlay_Accounts> = 
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 2, 1);
 
 /**
+ * A user to create in the image.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.CustomOverlay.Accounts.User
  */
 export type CustomOverlay_Accounts_User = Message<"chainguard.platform.registry.v2beta1.CustomOverlay.Accounts.User"> & {
   /**
+   * Required. The user name.
+   *
    * @generated from field: string username = 1;
    */
   username: string;
 
   /**
+   * Optional. The numeric user id.
+   *
    * @generated from field: int32 uid = 2;
    */
   uid: number;
 
   /**
+   * Optional. The numeric id of the user's primary group.
+   *
    * @generated from field: int32 gid = 3;
    */
   gid: number;
 
   /**
+   * Optional. The name of the user's primary group.
+   *
    * @generated from field: string group_name = 4;
    */
   groupName: string;
 
   /**
+   * Optional. The login shell.
+   *
    * @generated from field: string shell = 5;
    */
   shell: string;
 
   /**
+   * Optional. The home directory.
+   *
    * @generated from field: string home_dir = 6;
    */
   homeDir: string;
@@ -302,20 +394,28 @@ export const CustomOverlay_Accounts_UserSchema: GenMessage<CustomOverlay_Account
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 2, 1, 0);
 
 /**
+ * A group to create in the image.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.CustomOverlay.Accounts.Group
  */
 export type CustomOverlay_Accounts_Group = Message<"chainguard.platform.registry.v2beta1.CustomOverlay.Accounts.Group"> & {
   /**
+   * Required. The group name.
+   *
    * @generated from field: string groupname = 1;
    */
   groupname: string;
 
   /**
+   * Optional. The numeric group id.
+   *
    * @generated from field: int32 gid = 2;
    */
   gid: number;
 
   /**
+   * Optional. User names in the group.
+   *
    * @generated from field: repeated string members = 3;
    */
   members: string[];
@@ -329,15 +429,21 @@ export const CustomOverlay_Accounts_GroupSchema: GenMessage<CustomOverlay_Accoun
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 2, 1, 1);
 
 /**
+ * CA certificates of a custom image.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.CustomOverlay.Certificates
  */
 export type CustomOverlay_Certificates = Message<"chainguard.platform.registry.v2beta1.CustomOverlay.Certificates"> & {
   /**
+   * Optional. Certificates to add.
+   *
    * @generated from field: repeated chainguard.platform.registry.v2beta1.CustomOverlay.Certificates.AdditionalEntry additional = 1;
    */
   additional: CustomOverlay_Certificates_AdditionalEntry[];
 
   /**
+   * Optional. Certificate bundles to include.
+   *
    * @generated from field: repeated string providers = 2;
    */
   providers: string[];
@@ -351,15 +457,21 @@ export const CustomOverlay_CertificatesSchema: GenMessage<CustomOverlay_Certific
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 2, 2);
 
 /**
+ * One added certificate.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.CustomOverlay.Certificates.AdditionalEntry
  */
 export type CustomOverlay_Certificates_AdditionalEntry = Message<"chainguard.platform.registry.v2beta1.CustomOverlay.Certificates.AdditionalEntry"> & {
   /**
+   * Required. The certificate's file name.
+   *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
+   * Required. The certificate (PEM).
+   *
    * @generated from field: string content = 2;
    */
   content: string;
@@ -377,6 +489,8 @@ export const CustomOverlay_Certificates_AdditionalEntrySchema: GenMessage<Custom
  */
 export type GetRepoRequest = Message<"chainguard.platform.registry.v2beta1.GetRepoRequest"> & {
   /**
+   * Required. The uid of the repo to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -394,6 +508,8 @@ export const GetRepoRequestSchema: GenMessage<GetRepoRequest> = /*@__PURE__*/
  */
 export type DeleteRepoRequest = Message<"chainguard.platform.registry.v2beta1.DeleteRepoRequest"> & {
   /**
+   * Required. The uid of the repo to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -411,11 +527,15 @@ export const DeleteRepoRequestSchema: GenMessage<DeleteRepoRequest> = /*@__PURE_
  */
 export type CreateRepoRequest = Message<"chainguard.platform.registry.v2beta1.CreateRepoRequest"> & {
   /**
+   * Required. The uid of the group to create the repo in.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new repo: `name` is required.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.Repo repo = 2;
    */
   repo?: Repo | undefined;
@@ -433,11 +553,16 @@ export const CreateRepoRequestSchema: GenMessage<CreateRepoRequest> = /*@__PURE_
  */
 export type UpdateRepoRequest = Message<"chainguard.platform.registry.v2beta1.UpdateRepoRequest"> & {
   /**
+   * Required. The repo to change, addressed by its `uid`, with the new values.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.Repo repo = 1;
    */
   repo?: Repo | undefined;
 
   /**
+   * Optional. The fields to change, e.g. `name,description`. Without it, the fields sent in `repo`
+   * change (over gRPC and Connect only the non-empty ones, so name a field here to clear it).
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -455,31 +580,46 @@ export const UpdateRepoRequestSchema: GenMessage<UpdateRepoRequest> = /*@__PURE_
  */
 export type ListReposRequest = Message<"chainguard.platform.registry.v2beta1.ListReposRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only repos with exactly this name.
+   *
    * @generated from field: optional string name = 2;
    */
   name?: string | undefined;
 
   /**
+   * Optional. Repos per page: default 50, at most 200 (larger values are lowered to 200); negative
+   * is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 4;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 5;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name`, `create_time` or `update_time` (default: by uid), each optionally
+   * followed by ` desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 6;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 7;
    */
   skip: number;
@@ -497,21 +637,29 @@ export const ListReposRequestSchema: GenMessage<ListReposRequest> = /*@__PURE__*
  */
 export type ListReposResponse = Message<"chainguard.platform.registry.v2beta1.ListReposResponse"> & {
   /**
+   * The repos on this page.
+   *
    * @generated from field: repeated chainguard.platform.registry.v2beta1.Repo repos = 1;
    */
   repos: Repo[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -525,15 +673,21 @@ export const ListReposResponseSchema: GenMessage<ListReposResponse> = /*@__PURE_
   messageDesc(file_chainguard_platform_registry_v2beta1_repos, 8);
 
 /**
+ * A repo's README.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.RepoReadme
  */
 export type RepoReadme = Message<"chainguard.platform.registry.v2beta1.RepoReadme"> & {
   /**
+   * The repo's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Optional. The README as Markdown, at most 262,144 characters; empty when there is none.
+   *
    * @generated from field: string content = 2;
    */
   content: string;
@@ -551,6 +705,8 @@ export const RepoReadmeSchema: GenMessage<RepoReadme> = /*@__PURE__*/
  */
 export type GetRepoReadmeRequest = Message<"chainguard.platform.registry.v2beta1.GetRepoReadmeRequest"> & {
   /**
+   * Required. The repo's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -568,11 +724,15 @@ export const GetRepoReadmeRequestSchema: GenMessage<GetRepoReadmeRequest> = /*@_
  */
 export type UpdateRepoReadmeRequest = Message<"chainguard.platform.registry.v2beta1.UpdateRepoReadmeRequest"> & {
   /**
+   * Required. The repo's uid and the new README.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.RepoReadme repo_readme = 1;
    */
   repoReadme?: RepoReadme | undefined;
 
   /**
+   * Optional. The fields to change.
+   *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
   updateMask?: FieldMask | undefined;
@@ -632,10 +792,16 @@ export const CatalogTierSchema: GenEnum<CatalogTier> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_registry_v2beta1_repos, 0);
 
 /**
+ * Manages registry repositories: each lives in a group, and its path in the registry is the group's
+ * path followed by the repo's name (`acme/team/app`). A first push to a name in a group also
+ * creates the repo.
+ *
  * @generated from service chainguard.platform.registry.v2beta1.ReposService
  */
 export const ReposService: GenService<{
   /**
+   * Gets one repo by its uid.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.ReposService.GetRepo
    */
   getRepo: {
@@ -644,6 +810,13 @@ export const ReposService: GenService<{
     output: typeof RepoSchema;
   },
   /**
+   * Creates a repo in a group.
+   *
+   * The name is one or more path components of lower-case letters and digits, separated by `.`,
+   * `_`, `__` or dashes, joined by `/` (at most 255 characters). A repo of the same name in the
+   * group is ALREADY_EXISTS. Sync settings the platform controls (`unique_tags`, `expiration_time`,
+   * `apko_overlay`, `grace_period`) are ignored.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.ReposService.CreateRepo
    */
   createRepo: {
@@ -652,6 +825,11 @@ export const ReposService: GenService<{
     output: typeof RepoSchema;
   },
   /**
+   * Changes a repo's settings.
+   *
+   * Only the fields present (or named in `update_mask`) change; the result is validated as on
+   * creation.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.ReposService.UpdateRepo
    */
   updateRepo: {
@@ -660,6 +838,11 @@ export const ReposService: GenService<{
     output: typeof RepoSchema;
   },
   /**
+   * Deletes a repo and everything in it.
+   *
+   * Its tags and manifests go with it; blobs no other repo uses are collected later. To make a repo
+   * public or private, use the registry extensions service, not this.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.ReposService.DeleteRepo
    */
   deleteRepo: {
@@ -668,6 +851,12 @@ export const ReposService: GenService<{
     output: typeof EmptySchema;
   },
   /**
+   * Lists the repos the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp`, e.g. `uidp.descendants_of` an organization) and exact `name`. Pages
+   * hold 50 repos by default (at most 200); the default order is by uid, and `order_by` accepts
+   * `name`, `create_time` and `update_time`.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.ReposService.ListRepos
    */
   listRepos: {
@@ -676,6 +865,8 @@ export const ReposService: GenService<{
     output: typeof ListReposResponseSchema;
   },
   /**
+   * Gets a repo's README (Markdown); empty when it has none.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.ReposService.GetRepoReadme
    */
   getRepoReadme: {
@@ -684,6 +875,8 @@ export const ReposService: GenService<{
     output: typeof RepoReadmeSchema;
   },
   /**
+   * Replaces a repo's README; at most 262,144 characters.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.ReposService.UpdateRepoReadme
    */
   updateRepoReadme: {

@@ -28,35 +28,49 @@ export const file_chainguard_platform_registry_v2beta1_tags: GenFile = /*@__PURE
   fileDesc("Ci9jaGFpbmd1YXJkL3BsYXRmb3JtL3JlZ2lzdHJ5L3YyYmV0YTEvdGFncy5wcm90bxIkY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExIt0BCgNUYWcSEAoDdWlkGAEgASgJQgPgQQMSEQoEbmFtZRgCIAEoCUID4EECEhMKBmRpZ2VzdBgDIAEoCUID4EECEjQKC3VwZGF0ZV90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEhcKCmRlcHJlY2F0ZWQYBSABKAhCA+BBARIUCgdidW5kbGVzGAYgAygJQgPgQQE6N+pBNAobcmVnaXN0cnkuY2hhaW5ndWFyZC5kZXYvVGFnEgp0YWdzL3t0YWd9KgR0YWdzMgN0YWciJwoNR2V0VGFnUmVxdWVzdBIWCgN1aWQYASABKAlCCeBBApCvqNIFASJqChBDcmVhdGVUYWdSZXF1ZXN0EhkKBnBhcmVudBgBIAEoCUIJ4EECkK+o0gUBEjsKA3RhZxgCIAEoCzIpLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5UYWdCA+BBAiIqChBEZWxldGVUYWdSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIuACCg9MaXN0VGFnc1JlcXVlc3QSOQoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXJCA+BBARIRCgRuYW1lGAIgASgJQgPgQQESNgoNdXBkYXRlZF9zaW5jZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBARIeChFpbmNsdWRlX3JlZmVycmVycxgEIAEoCEID4EEBEhoKDWluY2x1ZGVfZGF0ZXMYBSABKAhCA+BBARIbCg5pbmNsdWRlX2Vwb2NocxgGIAEoCEID4EEBEhMKBmRpZ2VzdBgHIAEoCUID4EEBEhYKCXBhZ2Vfc2l6ZRgKIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YCyABKAlCA+BBARIVCghvcmRlcl9ieRgMIAEoCUID4EEBEhEKBHNraXAYDSABKAVCA+BBASKfAQoQTGlzdFRhZ3NSZXNwb25zZRI3CgR0YWdzGAEgAygLMikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLlRhZxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSGAoLdG90YWxfY291bnQYAyABKANIAIgBARIPCgdza2lwcGVkGAQgASgFQg4KDF90b3RhbF9jb3VudDKmBgoLVGFnc1NlcnZpY2USoAEKBkdldFRhZxIzLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5HZXRUYWdSZXF1ZXN0GikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLlRhZyI2kAIBgtPkkwIhEh8vcmVnaXN0cnkvdjJiZXRhMS90YWdzL3t1aWQ9Kip9iq+o0gUGEgQKAs0MEqoBCghMaXN0VGFncxI1LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5MaXN0VGFnc1JlcXVlc3QaNi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LnYyYmV0YTEuTGlzdFRhZ3NSZXNwb25zZSIvkAIBgtPkkwIYEhYvcmVnaXN0cnkvdjJiZXRhMS90YWdziq+o0gUIEgYKAs0MEAES7wEKCUNyZWF0ZVRhZxI2LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkudjJiZXRhMS5DcmVhdGVUYWdSZXF1ZXN0GikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLlRhZyJ/gtPkkwIpOgN0YWciIi9yZWdpc3RyeS92MmJldGExL3RhZ3Mve3BhcmVudD0qKn2Kr6jSBQYSBAoCywzC8I78Cz4KM2Rldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS50YWcuY3JlYXRlZC52MRIFZ3JvdXAYARLUAQoJRGVsZXRlVGFnEjYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS52MmJldGExLkRlbGV0ZVRhZ1JlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkid4LT5JMCISofL3JlZ2lzdHJ5L3YyYmV0YTEvdGFncy97dWlkPSoqfYqvqNIFBhIECgLODMLwjvwLPgozZGV2LmNoYWluZ3VhcmQuYXBpLnBsYXRmb3JtLnJlZ2lzdHJ5LnRhZy5kZWxldGVkLnYxEgVncm91cBgBYgZwcm90bzM", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * A name in a repo for a manifest digest.
+ *
  * @generated from message chainguard.platform.registry.v2beta1.Tag
  */
 export type Tag = Message<"chainguard.platform.registry.v2beta1.Tag"> & {
   /**
+   * Output only. The tag's uid: its repo's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Required. The tag, e.g. `latest` (`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`).
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Required. The manifest digest the tag points at, e.g. `sha256:` and 64 hex digits.
+   *
    * @generated from field: string digest = 3;
    */
   digest: string;
 
   /**
+   * Output only. When the tag last moved.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 4;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * Optional. Whether the tag is deprecated; default false.
+   *
    * @generated from field: bool deprecated = 5;
    */
   deprecated: boolean;
 
   /**
+   * Optional. Bundles the tag belongs to (labels).
+   *
    * @generated from field: repeated string bundles = 6;
    */
   bundles: string[];
@@ -74,6 +88,8 @@ export const TagSchema: GenMessage<Tag> = /*@__PURE__*/
  */
 export type GetTagRequest = Message<"chainguard.platform.registry.v2beta1.GetTagRequest"> & {
   /**
+   * Required. The uid of the tag to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -91,11 +107,15 @@ export const GetTagRequestSchema: GenMessage<GetTagRequest> = /*@__PURE__*/
  */
 export type CreateTagRequest = Message<"chainguard.platform.registry.v2beta1.CreateTagRequest"> & {
   /**
+   * Required. The uid of the repo to create the tag in.
+   *
    * @generated from field: string parent = 1;
    */
   parent: string;
 
   /**
+   * Required. The new tag: `name` and `digest` are required.
+   *
    * @generated from field: chainguard.platform.registry.v2beta1.Tag tag = 2;
    */
   tag?: Tag | undefined;
@@ -113,6 +133,8 @@ export const CreateTagRequestSchema: GenMessage<CreateTagRequest> = /*@__PURE__*
  */
 export type DeleteTagRequest = Message<"chainguard.platform.registry.v2beta1.DeleteTagRequest"> & {
   /**
+   * Required. The uid of the tag to delete.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -130,56 +152,81 @@ export const DeleteTagRequestSchema: GenMessage<DeleteTagRequest> = /*@__PURE__*
  */
 export type ListTagsRequest = Message<"chainguard.platform.registry.v2beta1.ListTagsRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy, e.g. `children_of` a repo.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only tags with exactly this name.
+   *
    * @generated from field: string name = 2;
    */
   name: string;
 
   /**
+   * Optional. Only tags that moved at or after this time.
+   *
    * @generated from field: google.protobuf.Timestamp updated_since = 3;
    */
   updatedSince?: Timestamp | undefined;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool include_referrers = 4;
    */
   includeReferrers: boolean;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool include_dates = 5;
    */
   includeDates: boolean;
 
   /**
+   * Optional. Accepted for compatibility; changes nothing here.
+   *
    * @generated from field: bool include_epochs = 6;
    */
   includeEpochs: boolean;
 
   /**
+   * Optional. Only tags pointing at this digest.
+   *
    * @generated from field: string digest = 7;
    */
   digest: string;
 
   /**
+   * Optional. Tags per page: default 50, at most 200 (larger values are lowered to 200); negative
+   * is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 10;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 11;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `name` or `update_time` (default: by uid), each optionally followed by `
+   * desc`, comma-separated. Ties are broken by uid.
+   *
    * @generated from field: string order_by = 12;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 13;
    */
   skip: number;
@@ -197,21 +244,29 @@ export const ListTagsRequestSchema: GenMessage<ListTagsRequest> = /*@__PURE__*/
  */
 export type ListTagsResponse = Message<"chainguard.platform.registry.v2beta1.ListTagsResponse"> & {
   /**
+   * The tags on this page.
+   *
    * @generated from field: repeated chainguard.platform.registry.v2beta1.Tag tags = 1;
    */
   tags: Tag[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -225,10 +280,15 @@ export const ListTagsResponseSchema: GenMessage<ListTagsResponse> = /*@__PURE__*
   messageDesc(file_chainguard_platform_registry_v2beta1_tags, 5);
 
 /**
+ * Manages the tags of registry repos. Pushes move tags too; this service lists them and can create
+ * or delete them directly.
+ *
  * @generated from service chainguard.platform.registry.v2beta1.TagsService
  */
 export const TagsService: GenService<{
   /**
+   * Gets one tag by its uid.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.TagsService.GetTag
    */
   getTag: {
@@ -237,6 +297,13 @@ export const TagsService: GenService<{
     output: typeof TagSchema;
   },
   /**
+   * Lists the tags the caller may see, filtered and paged.
+   *
+   * Filter by position (`uidp.children_of` a repo for its tags), exact `name`, `digest` and
+   * `updated_since`. Pages hold 50 tags by default (at most 200); the default order is by uid, and
+   * `order_by` accepts `name` and `update_time`. `include_referrers`, `include_dates` and
+   * `include_epochs` are accepted and change nothing.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.TagsService.ListTags
    */
   listTags: {
@@ -245,6 +312,12 @@ export const TagsService: GenService<{
     output: typeof ListTagsResponseSchema;
   },
   /**
+   * Creates a tag in a repo, pointing at a digest.
+   *
+   * The name must match `^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$` and the digest `sha256:` plus 64 hex
+   * digits (or `sha512:` plus 128). The digest need not be in the repo yet: a later push fills it
+   * in. A tag of the same name in the repo is ALREADY_EXISTS.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.TagsService.CreateTag
    */
   createTag: {
@@ -253,6 +326,8 @@ export const TagsService: GenService<{
     output: typeof TagSchema;
   },
   /**
+   * Deletes a tag; the manifest it pointed at stays until garbage collection finds it unused.
+   *
    * @generated from rpc chainguard.platform.registry.v2beta1.TagsService.DeleteTag
    */
   deleteTag: {

@@ -29,85 +29,119 @@ export const file_chainguard_platform_vulnerabilities_v2_advisories: GenFile = /
   fileDesc("CjdjaGFpbmd1YXJkL3BsYXRmb3JtL3Z1bG5lcmFiaWxpdGllcy92Mi9hZHZpc29yaWVzLnByb3RvEiZjaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52MiL+BQoIQWR2aXNvcnkSEAoDdWlkGAEgASgJQgPgQQMSGAoLYWR2aXNvcnlfaWQYAiABKAlCA+BBAxI0CgtjcmVhdGVfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI0Cgt1cGRhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBAxI5CgtkZWxldGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCA+BBA0gAiAEBEhMKBmF1dGhvchgGIAEoCUID4EECEhoKDWFydGlmYWN0X25hbWUYByABKAlCA+BBAhIaCg1hcnRpZmFjdF90eXBlGAggASgJQgPgQQISIgoVYXJ0aWZhY3RfYXJjaGl0ZWN0dXJlGAkgASgJQgPgQQISGwoOY29tcG9uZW50X25hbWUYCiABKAlCA+BBAhIfChJjb21wb25lbnRfbG9jYXRpb24YCyABKAlCA+BBAhIbCg5jb21wb25lbnRfdHlwZRgMIAEoCUID4EECEhQKB2FsaWFzZXMYDSADKAlCA+BBARJKCgZldmVudHMYDiADKAsyNS5jaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52Mi5BZHZpc29yeUV2ZW50QgPgQQESJAoSbGVnYWN5X2Fkdmlzb3J5X2lkGA8gASgJQgPgQQNIAYgBARJJCgpzZXZlcml0aWVzGBAgAygLMjAuY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuU2V2ZXJpdHlCA+BBAzpZ6kFWCid2dWxuZXJhYmlsaXRpZXMuY2hhaW5ndWFyZC5kZXYvQWR2aXNvcnkSFWFkdmlzb3JpZXMve2Fkdmlzb3J5fSoKYWR2aXNvcmllczIIYWR2aXNvcnlCDgoMX2RlbGV0ZV90aW1lQhUKE19sZWdhY3lfYWR2aXNvcnlfaWQisgEKCFNldmVyaXR5EkMKBHR5cGUYASABKA4yNS5jaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52Mi5TZXZlcml0eS5UeXBlEg0KBXNjb3JlGAIgASgJIlIKBFR5cGUSFAoQVFlQRV9VTlNQRUNJRklFRBAAEhAKDFRZUEVfQ1ZTU19WMhABEhAKDFRZUEVfQ1ZTU19WMxACEhAKDFRZUEVfQ1ZTU19WNBADIswUCg1BZHZpc29yeUV2ZW50EhAKA3VpZBgBIAEoCUID4EEDEjQKC2NyZWF0ZV90aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEID4EEDEhAKCGZpbmRpbmdzGAMgASgMEhMKBmF1dGhvchgEIAEoCUID4EECEhUKCHJldmlld2VyGAUgASgJQgPgQQESTgoMcmV2aWV3X3N0YXRlGAYgASgOMjMuY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuUmV2aWV3U3RhdGVCA+BBAhIXCgVpc3N1ZRgHIAEoCUID4EEBSAGIAQESVAoJZGV0ZWN0aW9uGAogASgLMj8uY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuQWR2aXNvcnlFdmVudC5EZXRlY3Rpb25IABJMCgVmaXhlZBgLIAEoCzI7LmNoYWluZ3VhcmQucGxhdGZvcm0udnVsbmVyYWJpbGl0aWVzLnYyLkFkdmlzb3J5RXZlbnQuRml4ZWRIABJ4ChxmYWxzZV9wb3NpdGl2ZV9kZXRlcm1pbmF0aW9uGAwgASgLMlAuY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuQWR2aXNvcnlFdmVudC5GYWxzZVBvc2l0aXZlRGV0ZXJtaW5hdGlvbkgAEmgKFGFuYWx5c2lzX25vdF9wbGFubmVkGA0gASgLMkguY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuQWR2aXNvcnlFdmVudC5BbmFseXNpc05vdFBsYW5uZWRIABJeCg9maXhfbm90X3BsYW5uZWQYDiABKAsyQy5jaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52Mi5BZHZpc29yeUV2ZW50LkZpeE5vdFBsYW5uZWRIABJoChRwZW5kaW5nX3Vwc3RyZWFtX2ZpeBgPIAEoCzJILmNoYWluZ3VhcmQucGxhdGZvcm0udnVsbmVyYWJpbGl0aWVzLnYyLkFkdmlzb3J5RXZlbnQuUGVuZGluZ1Vwc3RyZWFtRml4SAASdgobdHJ1ZV9wb3NpdGl2ZV9kZXRlcm1pbmF0aW9uGBAgASgLMk8uY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuQWR2aXNvcnlFdmVudC5UcnVlUG9zaXRpdmVEZXRlcm1pbmF0aW9uSAASUAoHcGF0Y2hlZBgRIAEoCzI9LmNoYWluZ3VhcmQucGxhdGZvcm0udnVsbmVyYWJpbGl0aWVzLnYyLkFkdmlzb3J5RXZlbnQuUGF0Y2hlZEgAGuwECglEZXRlY3Rpb24SWAoGbnZkYXBpGAEgASgLMkYuY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuQWR2aXNvcnlFdmVudC5EZXRlY3Rpb24uTlZEQVBJSAASWAoGbWFudWFsGAIgASgLMkYuY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuQWR2aXNvcnlFdmVudC5EZXRlY3Rpb24uTWFudWFsSAASWAoGc2NhbnYxGAMgASgLMkYuY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuQWR2aXNvcnlFdmVudC5EZXRlY3Rpb24uU2NhblYxSAAaMQoGTlZEQVBJEhQKDGNwZV9zZWFyY2hlZBgBIAEoCRIRCgljcGVfZm91bmQYAiABKAkaCAoGTWFudWFsGosCCgZTY2FuVjESDwoHc2Nhbm5lchgBIAEoCRISCgpzdWJwYWNrYWdlGAIgASgJEhQKDGNvbXBvbmVudF9pZBgDIAEoCRIRCgljb21wb25lbnQYBCABKAkSGQoRY29tcG9uZW50X3ZlcnNpb24YBSABKAkSFgoOY29tcG9uZW50X3R5cGUYBiABKAkSGgoSY29tcG9uZW50X2xvY2F0aW9uGAcgASgJEhgKEGFydGlmYWN0X3ZlcnNpb24YCCABKAkSFwoPc2Nhbm5lcl92ZXJzaW9uGAkgASgJEhYKDmdyeXBlX2RiX2J1aWx0GAogASgJEhkKEWdyeXBlX2RiX2NoZWNrc3VtGAsgASgJQgYKBHR5cGUaeAoFRml4ZWQSFQoNZml4ZWRfdmVyc2lvbhgBIAEoCRIMCgRub3RlGAIgASgJEhcKD3NjYW5uZXJfdmVyc2lvbhgDIAEoCRIWCg5ncnlwZV9kYl9idWlsdBgEIAEoCRIZChFncnlwZV9kYl9jaGVja3N1bRgFIAEoCRopChlUcnVlUG9zaXRpdmVEZXRlcm1pbmF0aW9uEgwKBG5vdGUYASABKAka9wMKGkZhbHNlUG9zaXRpdmVEZXRlcm1pbmF0aW9uEmMKBHR5cGUYASABKA4yVS5jaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52Mi5BZHZpc29yeUV2ZW50LkZhbHNlUG9zaXRpdmVEZXRlcm1pbmF0aW9uLlR5cGUSDAoEbm90ZRgCIAEoCSLlAgoEVHlwZRIUChBUWVBFX1VOU1BFQ0lGSUVEEAASMAosVFlQRV9WVUxORVJBQklMSVRZX1JFQ09SRF9BTkFMWVNJU19DT05URVNURUQQARIpCiVUWVBFX0NPTVBPTkVOVF9WVUxORVJBQklMSVRZX01JU01BVENIEAISKQolVFlQRV9WVUxORVJBQkxFX0NPREVfVkVSU0lPTl9OT1RfVVNFRBADEjAKLFRZUEVfVlVMTkVSQUJMRV9DT0RFX05PVF9JTkNMVURFRF9JTl9QQUNLQUdFEAQSLgoqVFlQRV9WVUxORVJBQkxFX0NPREVfTk9UX0lOX0VYRUNVVElPTl9QQVRIEAUSOgo2VFlQRV9WVUxORVJBQkxFX0NPREVfQ0FOTk9UX0JFX0NPTlRST0xMRURfQllfQURWRVJTQVJZEAYSIQodVFlQRV9JTkxJTkVfTUlUSUdBVElPTlNfRVhJU1QQBxoiChJBbmFseXNpc05vdFBsYW5uZWQSDAoEbm90ZRgBIAEoCRodCg1GaXhOb3RQbGFubmVkEgwKBG5vdGUYASABKAkaIgoSUGVuZGluZ1Vwc3RyZWFtRml4EgwKBG5vdGUYASABKAkaMQoHUGF0Y2hlZBIYChBwYXRjaGVkX3ZlcnNpb25zGAEgAygJEgwKBG5vdGUYAiABKAk6dupBcwosdnVsbmVyYWJpbGl0aWVzLmNoYWluZ3VhcmQuZGV2L0Fkdmlzb3J5RXZlbnQSJGFkdmlzb3JpZXMve2Fkdmlzb3J5fS9ldmVudHMve2V2ZW50fSoOYWR2aXNvcnlFdmVudHMyDWFkdmlzb3J5RXZlbnRCBgoEdHlwZUIICgZfaXNzdWUiLAoSR2V0QWR2aXNvcnlSZXF1ZXN0EhYKA3VpZBgBIAEoCUIJ4EECkK+o0gUBIvIGChVMaXN0QWR2aXNvcmllc1JlcXVlc3QSOQoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXJCA+BBARIZCgxhZHZpc29yeV9pZHMYAiADKAlCA+BBARIgChNsZWdhY3lfYWR2aXNvcnlfaWRzGAMgAygJQgPgQQESGwoOYXJ0aWZhY3RfbmFtZXMYBCADKAlCA+BBARIbCg5hcnRpZmFjdF90eXBlcxgFIAMoCUID4EEBEiMKFmFydGlmYWN0X2FyY2hpdGVjdHVyZXMYBiADKAlCA+BBARIcCg9jb21wb25lbnRfbmFtZXMYByADKAlCA+BBARIcCg9jb21wb25lbnRfdHlwZXMYCCADKAlCA+BBARIgChNjb21wb25lbnRfbG9jYXRpb25zGAkgAygJQgPgQQESFAoHYWxpYXNlcxgKIAMoCUID4EEBEhgKBm9yaWdpbhgLIAEoCUID4EEBSACIAQESVQoTZXZlbnRfcmV2aWV3X3N0YXRlcxgVIAMoDjIzLmNoYWluZ3VhcmQucGxhdGZvcm0udnVsbmVyYWJpbGl0aWVzLnYyLlJldmlld1N0YXRlQgPgQQESGgoNZXZlbnRfYXV0aG9ycxgWIAMoCUID4EEBEiIKFWV4Y2x1ZGVfZXZlbnRfYXV0aG9ycxgXIAMoCUID4EEBEhwKD2V2ZW50X3Jldmlld2VycxgYIAMoCUID4EEBElEKC2V2ZW50X3R5cGVzGBkgAygOMjcuY2hhaW5ndWFyZC5wbGF0Zm9ybS52dWxuZXJhYmlsaXRpZXMudjIuRXZlbnRUeXBlRmlsdGVyQgPgQQESXAoRbGF0ZXN0X2V2ZW50X3R5cGUYGiABKA4yNy5jaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52Mi5FdmVudFR5cGVGaWx0ZXJCA+BBAUgBiAEBEhYKCXBhZ2Vfc2l6ZRgeIAEoBUID4EEBEhcKCnBhZ2VfdG9rZW4YHyABKAlCA+BBARIVCghvcmRlcl9ieRggIAEoCUID4EEBEhEKBHNraXAYIiABKAVCA+BBARISCgVxdWVyeRgjIAEoCUID4EEBQgkKB19vcmlnaW5CFAoSX2xhdGVzdF9ldmVudF90eXBlIrIBChZMaXN0QWR2aXNvcmllc1Jlc3BvbnNlEkQKCmFkdmlzb3JpZXMYASADKAsyMC5jaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52Mi5BZHZpc29yeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSGAoLdG90YWxfY291bnQYAyABKANIAIgBARIPCgdza2lwcGVkGAQgASgFQg4KDF90b3RhbF9jb3VudCqdAQoLUmV2aWV3U3RhdGUSHAoYUkVWSUVXX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUUkVWSUVXX1NUQVRFX1BFTkRJTkcQARIZChVSRVZJRVdfU1RBVEVfQVBQUk9WRUQQAhIgChxSRVZJRVdfU1RBVEVfUkVRVUVTVF9DSEFOR0VTEAMSGQoVUkVWSUVXX1NUQVRFX1JFSkVDVEVEEAQq9wIKD0V2ZW50VHlwZUZpbHRlchIhCh1FVkVOVF9UWVBFX0ZJTFRFUl9VTlNQRUNJRklFRBAAEh8KG0VWRU5UX1RZUEVfRklMVEVSX0RFVEVDVElPThABEjEKLUVWRU5UX1RZUEVfRklMVEVSX1RSVUVfUE9TSVRJVkVfREVURVJNSU5BVElPThACEhsKF0VWRU5UX1RZUEVfRklMVEVSX0ZJWEVEEAMSMgouRVZFTlRfVFlQRV9GSUxURVJfRkFMU0VfUE9TSVRJVkVfREVURVJNSU5BVElPThAEEioKJkVWRU5UX1RZUEVfRklMVEVSX0FOQUxZU0lTX05PVF9QTEFOTkVEEAUSJQohRVZFTlRfVFlQRV9GSUxURVJfRklYX05PVF9QTEFOTkVEEAYSKgomRVZFTlRfVFlQRV9GSUxURVJfUEVORElOR19VUFNUUkVBTV9GSVgQBxIdChlFVkVOVF9UWVBFX0ZJTFRFUl9QQVRDSEVEEAgynAMKEUFkdmlzb3JpZXNTZXJ2aWNlErsBCgtHZXRBZHZpc29yeRI6LmNoYWluZ3VhcmQucGxhdGZvcm0udnVsbmVyYWJpbGl0aWVzLnYyLkdldEFkdmlzb3J5UmVxdWVzdBowLmNoYWluZ3VhcmQucGxhdGZvcm0udnVsbmVyYWJpbGl0aWVzLnYyLkFkdmlzb3J5Ij6QAgGC0+STAikSJy92dWxuZXJhYmlsaXRpZXMvdjIvYWR2aXNvcmllcy97dWlkPSoqfYqvqNIFBhIECgLuDhLIAQoOTGlzdEFkdmlzb3JpZXMSPS5jaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52Mi5MaXN0QWR2aXNvcmllc1JlcXVlc3QaPi5jaGFpbmd1YXJkLnBsYXRmb3JtLnZ1bG5lcmFiaWxpdGllcy52Mi5MaXN0QWR2aXNvcmllc1Jlc3BvbnNlIjeQAgGC0+STAiASHi92dWxuZXJhYmlsaXRpZXMvdjIvYWR2aXNvcmllc4qvqNIFCBIGCgLuDhABYgZwcm90bzM", [file_annotations_auth, file_google_api_annotations, file_google_api_field_behavior, file_google_api_resource, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform]);
 
 /**
+ * An advisory: one vulnerability in one package, and the events of its analysis.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.Advisory
  */
 export type Advisory = Message<"chainguard.platform.vulnerabilities.v2.Advisory"> & {
   /**
+   * Output only. The advisory's uid: its publisher group's uid plus one segment.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Output only. The advisory's id, e.g. `CGA-xxxx-xxxx-xxxx`.
+   *
    * @generated from field: string advisory_id = 2;
    */
   advisoryId: string;
 
   /**
+   * Output only. When the advisory was first imported.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 3;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Output only. When it last changed.
+   *
    * @generated from field: google.protobuf.Timestamp update_time = 4;
    */
   updateTime?: Timestamp | undefined;
 
   /**
+   * Output only. When it was withdrawn; unset while it stands.
+   *
    * @generated from field: optional google.protobuf.Timestamp delete_time = 5;
    */
   deleteTime?: Timestamp | undefined;
 
   /**
+   * The identity that imported it, or the author the import named.
+   *
    * @generated from field: string author = 6;
    */
   author: string;
 
   /**
+   * The affected package, e.g. `openssl`.
+   *
    * @generated from field: string artifact_name = 7;
    */
   artifactName: string;
 
   /**
+   * The package's type, e.g. `apk`.
+   *
    * @generated from field: string artifact_type = 8;
    */
   artifactType: string;
 
   /**
+   * The package's architecture; empty when it applies to all.
+   *
    * @generated from field: string artifact_architecture = 9;
    */
   artifactArchitecture: string;
 
   /**
+   * The vulnerable component: the package itself, or a component a scanner found inside it.
+   *
    * @generated from field: string component_name = 10;
    */
   componentName: string;
 
   /**
+   * Where the component sits in the package, when a scanner said.
+   *
    * @generated from field: string component_location = 11;
    */
   componentLocation: string;
 
   /**
+   * The component's type, e.g. `apk`, `go-module`, `python`.
+   *
    * @generated from field: string component_type = 12;
    */
   componentType: string;
 
   /**
+   * Other ids of the vulnerability, e.g. its CVE and GHSA ids.
+   *
    * @generated from field: repeated string aliases = 13;
    */
   aliases: string[];
 
   /**
+   * The analysis so far, oldest first.
+   *
    * @generated from field: repeated chainguard.platform.vulnerabilities.v2.AdvisoryEvent events = 14;
    */
   events: AdvisoryEvent[];
 
   /**
+   * Output only. The id the advisory had before it was given `advisory_id`, when any.
+   *
    * @generated from field: optional string legacy_advisory_id = 15;
    */
   legacyAdvisoryId?: string | undefined;
 
   /**
+   * Output only. The vulnerability's severity scores.
+   *
    * @generated from field: repeated chainguard.platform.vulnerabilities.v2.Severity severities = 16;
    */
   severities: Severity[];
@@ -121,15 +155,21 @@ export const AdvisorySchema: GenMessage<Advisory> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 0);
 
 /**
+ * A severity score of a vulnerability.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.Severity
  */
 export type Severity = Message<"chainguard.platform.vulnerabilities.v2.Severity"> & {
   /**
+   * The scoring system.
+   *
    * @generated from field: chainguard.platform.vulnerabilities.v2.Severity.Type type = 1;
    */
   type: Severity_Type;
 
   /**
+   * The score as a vector string, e.g. `CVSS:3.1/AV:N/...`.
+   *
    * @generated from field: string score = 2;
    */
   score: string;
@@ -174,91 +214,125 @@ export const Severity_TypeSchema: GenEnum<Severity_Type> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 1, 0);
 
 /**
+ * One step in an advisory's analysis: exactly one of the event kinds.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent
  */
 export type AdvisoryEvent = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent"> & {
   /**
+   * Output only. The event's uid.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
 
   /**
+   * Output only. When the event happened.
+   *
    * @generated from field: google.protobuf.Timestamp create_time = 2;
    */
   createTime?: Timestamp | undefined;
 
   /**
+   * Raw findings attached to the event, when any.
+   *
    * @generated from field: bytes findings = 3;
    */
   findings: Uint8Array;
 
   /**
+   * Who recorded the event.
+   *
    * @generated from field: string author = 4;
    */
   author: string;
 
   /**
+   * Optional. Who reviewed it.
+   *
    * @generated from field: string reviewer = 5;
    */
   reviewer: string;
 
   /**
+   * The event's review state.
+   *
    * @generated from field: chainguard.platform.vulnerabilities.v2.ReviewState review_state = 6;
    */
   reviewState: ReviewState;
 
   /**
+   * Optional. A link to the issue tracking it.
+   *
    * @generated from field: optional string issue = 7;
    */
   issue?: string | undefined;
 
   /**
+   * What happened; exactly one is set.
+   *
    * @generated from oneof chainguard.platform.vulnerabilities.v2.AdvisoryEvent.type
    */
   type: {
     /**
+     * The vulnerability was found in the package.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection detection = 10;
      */
     value: AdvisoryEvent_Detection;
     case: "detection";
   } | {
     /**
+     * A package version fixes it.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Fixed fixed = 11;
      */
     value: AdvisoryEvent_Fixed;
     case: "fixed";
   } | {
     /**
+     * The package is not affected, and why.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.FalsePositiveDetermination false_positive_determination = 12;
      */
     value: AdvisoryEvent_FalsePositiveDetermination;
     case: "falsePositiveDetermination";
   } | {
     /**
+     * No analysis is planned.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.AnalysisNotPlanned analysis_not_planned = 13;
      */
     value: AdvisoryEvent_AnalysisNotPlanned;
     case: "analysisNotPlanned";
   } | {
     /**
+     * No fix is planned.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.FixNotPlanned fix_not_planned = 14;
      */
     value: AdvisoryEvent_FixNotPlanned;
     case: "fixNotPlanned";
   } | {
     /**
+     * A fix is waiting on the upstream project.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.PendingUpstreamFix pending_upstream_fix = 15;
      */
     value: AdvisoryEvent_PendingUpstreamFix;
     case: "pendingUpstreamFix";
   } | {
     /**
+     * The package is confirmed affected.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.TruePositiveDetermination true_positive_determination = 16;
      */
     value: AdvisoryEvent_TruePositiveDetermination;
     case: "truePositiveDetermination";
   } | {
     /**
+     * Versions carry a patch for it.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Patched patched = 17;
      */
     value: AdvisoryEvent_Patched;
@@ -274,6 +348,8 @@ export const AdvisoryEventSchema: GenMessage<AdvisoryEvent> = /*@__PURE__*/
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2);
 
 /**
+ * How the vulnerability was found.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection
  */
 export type AdvisoryEvent_Detection = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection"> & {
@@ -282,18 +358,24 @@ export type AdvisoryEvent_Detection = Message<"chainguard.platform.vulnerabiliti
    */
   type: {
     /**
+     * By a search of the NVD API.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.NVDAPI nvdapi = 1;
      */
     value: AdvisoryEvent_Detection_NVDAPI;
     case: "nvdapi";
   } | {
     /**
+     * By hand.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.Manual manual = 2;
      */
     value: AdvisoryEvent_Detection_Manual;
     case: "manual";
   } | {
     /**
+     * By a scanner.
+     *
      * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.ScanV1 scanv1 = 3;
      */
     value: AdvisoryEvent_Detection_ScanV1;
@@ -309,15 +391,21 @@ export const AdvisoryEvent_DetectionSchema: GenMessage<AdvisoryEvent_Detection> 
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 0);
 
 /**
+ * A detection through the NVD API.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.NVDAPI
  */
 export type AdvisoryEvent_Detection_NVDAPI = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.NVDAPI"> & {
   /**
+   * The CPE searched for.
+   *
    * @generated from field: string cpe_searched = 1;
    */
   cpeSearched: string;
 
   /**
+   * The CPE found.
+   *
    * @generated from field: string cpe_found = 2;
    */
   cpeFound: string;
@@ -331,6 +419,8 @@ export const AdvisoryEvent_Detection_NVDAPISchema: GenMessage<AdvisoryEvent_Dete
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 0, 0);
 
 /**
+ * A detection by hand.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.Manual
  */
 export type AdvisoryEvent_Detection_Manual = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.Manual"> & {
@@ -344,60 +434,84 @@ export const AdvisoryEvent_Detection_ManualSchema: GenMessage<AdvisoryEvent_Dete
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 0, 1);
 
 /**
+ * A detection by a scanner.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.ScanV1
  */
 export type AdvisoryEvent_Detection_ScanV1 = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Detection.ScanV1"> & {
   /**
+   * The scanner's name.
+   *
    * @generated from field: string scanner = 1;
    */
   scanner: string;
 
   /**
+   * The subpackage scanned.
+   *
    * @generated from field: string subpackage = 2;
    */
   subpackage: string;
 
   /**
+   * The scanner's id of the component.
+   *
    * @generated from field: string component_id = 3;
    */
   componentId: string;
 
   /**
+   * The component's name.
+   *
    * @generated from field: string component = 4;
    */
   component: string;
 
   /**
+   * The component's version.
+   *
    * @generated from field: string component_version = 5;
    */
   componentVersion: string;
 
   /**
+   * The component's type.
+   *
    * @generated from field: string component_type = 6;
    */
   componentType: string;
 
   /**
+   * Where the component was found.
+   *
    * @generated from field: string component_location = 7;
    */
   componentLocation: string;
 
   /**
+   * The package version scanned.
+   *
    * @generated from field: string artifact_version = 8;
    */
   artifactVersion: string;
 
   /**
+   * The scanner's version.
+   *
    * @generated from field: string scanner_version = 9;
    */
   scannerVersion: string;
 
   /**
+   * When the scanner's database was built.
+   *
    * @generated from field: string grype_db_built = 10;
    */
   grypeDbBuilt: string;
 
   /**
+   * The scanner database's checksum.
+   *
    * @generated from field: string grype_db_checksum = 11;
    */
   grypeDbChecksum: string;
@@ -411,30 +525,42 @@ export const AdvisoryEvent_Detection_ScanV1Schema: GenMessage<AdvisoryEvent_Dete
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 0, 2);
 
 /**
+ * A fix.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Fixed
  */
 export type AdvisoryEvent_Fixed = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Fixed"> & {
   /**
+   * The first package version without the vulnerability.
+   *
    * @generated from field: string fixed_version = 1;
    */
   fixedVersion: string;
 
   /**
+   * Free text.
+   *
    * @generated from field: string note = 2;
    */
   note: string;
 
   /**
+   * The scanner's version, when a scan confirmed the fix.
+   *
    * @generated from field: string scanner_version = 3;
    */
   scannerVersion: string;
 
   /**
+   * When that scanner's database was built.
+   *
    * @generated from field: string grype_db_built = 4;
    */
   grypeDbBuilt: string;
 
   /**
+   * That scanner database's checksum.
+   *
    * @generated from field: string grype_db_checksum = 5;
    */
   grypeDbChecksum: string;
@@ -448,10 +574,14 @@ export const AdvisoryEvent_FixedSchema: GenMessage<AdvisoryEvent_Fixed> = /*@__P
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 1);
 
 /**
+ * A confirmation that the package is affected.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.TruePositiveDetermination
  */
 export type AdvisoryEvent_TruePositiveDetermination = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.TruePositiveDetermination"> & {
   /**
+   * Free text.
+   *
    * @generated from field: string note = 1;
    */
   note: string;
@@ -465,15 +595,21 @@ export const AdvisoryEvent_TruePositiveDeterminationSchema: GenMessage<AdvisoryE
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 2);
 
 /**
+ * A determination that the package is not affected.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.FalsePositiveDetermination
  */
 export type AdvisoryEvent_FalsePositiveDetermination = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.FalsePositiveDetermination"> & {
   /**
+   * Why it is not affected.
+   *
    * @generated from field: chainguard.platform.vulnerabilities.v2.AdvisoryEvent.FalsePositiveDetermination.Type type = 1;
    */
   type: AdvisoryEvent_FalsePositiveDetermination_Type;
 
   /**
+   * Free text.
+   *
    * @generated from field: string note = 2;
    */
   note: string;
@@ -538,10 +674,14 @@ export const AdvisoryEvent_FalsePositiveDetermination_TypeSchema: GenEnum<Adviso
   enumDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 3, 0);
 
 /**
+ * A decision not to analyse.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.AnalysisNotPlanned
  */
 export type AdvisoryEvent_AnalysisNotPlanned = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.AnalysisNotPlanned"> & {
   /**
+   * Free text.
+   *
    * @generated from field: string note = 1;
    */
   note: string;
@@ -555,10 +695,14 @@ export const AdvisoryEvent_AnalysisNotPlannedSchema: GenMessage<AdvisoryEvent_An
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 4);
 
 /**
+ * A decision not to fix.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.FixNotPlanned
  */
 export type AdvisoryEvent_FixNotPlanned = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.FixNotPlanned"> & {
   /**
+   * Free text.
+   *
    * @generated from field: string note = 1;
    */
   note: string;
@@ -572,10 +716,14 @@ export const AdvisoryEvent_FixNotPlannedSchema: GenMessage<AdvisoryEvent_FixNotP
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 5);
 
 /**
+ * A wait for the upstream project's fix.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.PendingUpstreamFix
  */
 export type AdvisoryEvent_PendingUpstreamFix = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.PendingUpstreamFix"> & {
   /**
+   * Free text.
+   *
    * @generated from field: string note = 1;
    */
   note: string;
@@ -589,15 +737,21 @@ export const AdvisoryEvent_PendingUpstreamFixSchema: GenMessage<AdvisoryEvent_Pe
   messageDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 2, 6);
 
 /**
+ * Versions that carry a patch.
+ *
  * @generated from message chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Patched
  */
 export type AdvisoryEvent_Patched = Message<"chainguard.platform.vulnerabilities.v2.AdvisoryEvent.Patched"> & {
   /**
+   * The patched package versions.
+   *
    * @generated from field: repeated string patched_versions = 1;
    */
   patchedVersions: string[];
 
   /**
+   * Free text.
+   *
    * @generated from field: string note = 2;
    */
   note: string;
@@ -615,6 +769,8 @@ export const AdvisoryEvent_PatchedSchema: GenMessage<AdvisoryEvent_Patched> = /*
  */
 export type GetAdvisoryRequest = Message<"chainguard.platform.vulnerabilities.v2.GetAdvisoryRequest"> & {
   /**
+   * Required. The uid of the advisory to get.
+   *
    * @generated from field: string uid = 1;
    */
   uid: string;
@@ -632,111 +788,161 @@ export const GetAdvisoryRequestSchema: GenMessage<GetAdvisoryRequest> = /*@__PUR
  */
 export type ListAdvisoriesRequest = Message<"chainguard.platform.vulnerabilities.v2.ListAdvisoriesRequest"> & {
   /**
+   * Optional. Limits the listing to part of the hierarchy, e.g. `children_of` a publisher group.
+   *
    * @generated from field: chainguard.platform.common.UIDPFilter uidp = 1;
    */
   uidp?: UIDPFilter | undefined;
 
   /**
+   * Optional. Only these advisory ids.
+   *
    * @generated from field: repeated string advisory_ids = 2;
    */
   advisoryIds: string[];
 
   /**
+   * Optional. Only these legacy advisory ids.
+   *
    * @generated from field: repeated string legacy_advisory_ids = 3;
    */
   legacyAdvisoryIds: string[];
 
   /**
+   * Optional. Only these packages.
+   *
    * @generated from field: repeated string artifact_names = 4;
    */
   artifactNames: string[];
 
   /**
+   * Optional. Only these package types.
+   *
    * @generated from field: repeated string artifact_types = 5;
    */
   artifactTypes: string[];
 
   /**
+   * Optional. Only these architectures.
+   *
    * @generated from field: repeated string artifact_architectures = 6;
    */
   artifactArchitectures: string[];
 
   /**
+   * Optional. Only these components.
+   *
    * @generated from field: repeated string component_names = 7;
    */
   componentNames: string[];
 
   /**
+   * Optional. Only these component types.
+   *
    * @generated from field: repeated string component_types = 8;
    */
   componentTypes: string[];
 
   /**
+   * Optional. Only these component locations.
+   *
    * @generated from field: repeated string component_locations = 9;
    */
   componentLocations: string[];
 
   /**
+   * Optional. Only advisories with one of these aliases (e.g. a CVE id).
+   *
    * @generated from field: repeated string aliases = 10;
    */
   aliases: string[];
 
   /**
+   * Optional. Only advisories imported with this origin (`advisory-yaml`, `osv` or what the import
+   * named).
+   *
    * @generated from field: optional string origin = 11;
    */
   origin?: string | undefined;
 
   /**
+   * Optional. Only advisories with an event in one of these review states.
+   *
    * @generated from field: repeated chainguard.platform.vulnerabilities.v2.ReviewState event_review_states = 21;
    */
   eventReviewStates: ReviewState[];
 
   /**
+   * Optional. Only advisories with an event by one of these authors.
+   *
    * @generated from field: repeated string event_authors = 22;
    */
   eventAuthors: string[];
 
   /**
+   * Optional. Only advisories with an event by someone other than these authors.
+   *
    * @generated from field: repeated string exclude_event_authors = 23;
    */
   excludeEventAuthors: string[];
 
   /**
+   * Optional. Only advisories with an event reviewed by one of these reviewers.
+   *
    * @generated from field: repeated string event_reviewers = 24;
    */
   eventReviewers: string[];
 
   /**
+   * Optional. Only advisories with an event of one of these kinds; unspecified is INVALID_ARGUMENT.
+   *
    * @generated from field: repeated chainguard.platform.vulnerabilities.v2.EventTypeFilter event_types = 25;
    */
   eventTypes: EventTypeFilter[];
 
   /**
+   * Optional. Only advisories whose newest event is of this kind.
+   *
    * @generated from field: optional chainguard.platform.vulnerabilities.v2.EventTypeFilter latest_event_type = 26;
    */
   latestEventType?: EventTypeFilter | undefined;
 
   /**
+   * Optional. Advisories per page: default 50, at most 200 (larger values are lowered to 200);
+   * negative is INVALID_ARGUMENT.
+   *
    * @generated from field: int32 page_size = 30;
    */
   pageSize: number;
 
   /**
+   * Optional. The `next_page_token` of the previous page. It is bound to the same filters and order
+   * (INVALID_ARGUMENT otherwise); one older than 3 days restarts the listing from the first page.
+   *
    * @generated from field: string page_token = 31;
    */
   pageToken: string;
 
   /**
+   * Optional. Sort order: `advisory_id`, `artifact_name`, `component_name`, `create_time` or
+   * `update_time` (default: `advisory_id`), each optionally followed by ` desc`, comma-separated.
+   * Ties are broken by uid.
+   *
    * @generated from field: string order_by = 32;
    */
   orderBy: string;
 
   /**
+   * Optional. How many matches to skip before the page starts; reported back in `skipped`.
+   *
    * @generated from field: int32 skip = 34;
    */
   skip: number;
 
   /**
+   * Optional. Only advisories whose id, legacy id, aliases, package or component name contain this
+   * text (case-insensitive).
+   *
    * @generated from field: string query = 35;
    */
   query: string;
@@ -754,21 +960,29 @@ export const ListAdvisoriesRequestSchema: GenMessage<ListAdvisoriesRequest> = /*
  */
 export type ListAdvisoriesResponse = Message<"chainguard.platform.vulnerabilities.v2.ListAdvisoriesResponse"> & {
   /**
+   * The advisories on this page.
+   *
    * @generated from field: repeated chainguard.platform.vulnerabilities.v2.Advisory advisories = 1;
    */
   advisories: Advisory[];
 
   /**
+   * Pass as `page_token` for the next page; empty on the last page.
+   *
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
 
   /**
+   * How many match the request across all pages.
+   *
    * @generated from field: optional int64 total_count = 3;
    */
   totalCount?: bigint | undefined;
 
   /**
+   * How many matches were skipped for `skip`, accumulated over the pages of one listing.
+   *
    * @generated from field: int32 skipped = 4;
    */
   skipped: number;
@@ -874,10 +1088,17 @@ export const EventTypeFilterSchema: GenEnum<EventTypeFilter> = /*@__PURE__*/
   enumDesc(file_chainguard_platform_vulnerabilities_v2_advisories, 1);
 
 /**
+ * Reads vulnerability advisories: for one vulnerability in one package, the history of what was
+ * found and decided (detected, fixed, not affected, ...). Advisories live in a publisher group and
+ * are written with the advisory import service; a group served with `--public-advisories` can be
+ * read by every authenticated caller.
+ *
  * @generated from service chainguard.platform.vulnerabilities.v2.AdvisoriesService
  */
 export const AdvisoriesService: GenService<{
   /**
+   * Gets one advisory by its uid, with all its events.
+   *
    * @generated from rpc chainguard.platform.vulnerabilities.v2.AdvisoriesService.GetAdvisory
    */
   getAdvisory: {
@@ -886,6 +1107,16 @@ export const AdvisoriesService: GenService<{
     output: typeof AdvisorySchema;
   },
   /**
+   * Lists the advisories the caller may read, filtered and paged.
+   *
+   * Every filter narrows the answer (AND); a list filter matches any of its values. Event filters
+   * (`event_types`, `event_review_states`, `event_authors`, `exclude_event_authors`,
+   * `event_reviewers`) keep advisories with at least one event matching them all;
+   * `latest_event_type` looks at the newest event only; `query` finds text in ids, aliases, package
+   * and component names. Pages hold 50 advisories by default (at most 200); the default order is by
+   * `advisory_id`, and `order_by` accepts `advisory_id`, `artifact_name`, `component_name`,
+   * `create_time` and `update_time`.
+   *
    * @generated from rpc chainguard.platform.vulnerabilities.v2.AdvisoriesService.ListAdvisories
    */
   listAdvisories: {
