@@ -220,11 +220,27 @@ for (const backend of backends()) {
       assert.equal(beta.body.claimMatch.subject, "robot-1");
       assert.equal(Date.parse(beta.body.createTime), Date.parse(claim.body.createdAt));
 
+      // Further claims travel both ways, as v2beta1 keeps them.
       const extra = await api.post(`/iam/v1/identities/${ORG}`, {
         name: "x",
-        claimMatch: { issuer: "https://i.example", subject: "s", claims: { team: "a" } },
+        claimMatch: {
+          issuer: "https://i.example",
+          subject: "s",
+          claims: { team: "a" },
+          claimPatterns: { ref: "refs/heads/.*" },
+        },
       });
-      assert.equal(extra.status, 400, JSON.stringify(extra.body));
+      assert.equal(extra.status, 200, JSON.stringify(extra.body));
+      assert.deepEqual(extra.body.claimMatch.claims, { team: "a" });
+      assert.deepEqual(extra.body.claimMatch.claimPatterns, { ref: "refs/heads/.*" });
+      const extraBeta = await api.get(`/iam/v2beta1/identities/${extra.body.id}`);
+      assert.deepEqual(extraBeta.body.claimMatch.claims, { team: "a" });
+      assert.deepEqual(extraBeta.body.claimMatch.claimPatterns, { ref: "refs/heads/.*" });
+      const badPattern = await api.post(`/iam/v1/identities/${ORG}`, {
+        name: "y",
+        claimMatch: { issuer: "https://i.example", subject: "s", claimPatterns: { ref: "(" } },
+      });
+      assert.equal(badPattern.status, 400, JSON.stringify(badPattern.body));
 
       const looked = await api.get(`/iam/v1/identities/lookup?issuer=https://issuer.example&subject=robot-1`);
       assert.equal(looked.status, 200, JSON.stringify(looked.body));

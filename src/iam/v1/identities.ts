@@ -7,12 +7,12 @@ import {
   IdentitySchema,
   Identities,
   type Identity,
+  type Identity_ClaimMatch,
 } from "../../gen/platform/iam/v1/identity.platform_pb.js";
 import {
   IdentitiesService,
   type Identity as BetaIdentity,
 } from "../../gen/chainguard/platform/iam/v2beta1/identities_pb.js";
-import { invalidArgument } from "../../core/errors.js";
 import { bindService, type ServiceBinding } from "../../core/service.js";
 import { REPLACE_ALL, delegateTo, listAll, oneOrNone } from "../../platform/v1.js";
 
@@ -27,7 +27,7 @@ export function toV1Identity(i: BetaIdentity): Identity {
     lastSeen: i.lastSeenTime,
     relationship:
       r.case === "claimMatch"
-        ? { case: "claimMatch", value: { iss: r.value.iss, sub: r.value.sub, aud: r.value.aud } }
+        ? { case: "claimMatch", value: claimMatchOf(r.value) }
         : r.case === "staticKeys"
           ? {
               case: "static",
@@ -50,21 +50,27 @@ export function toV1Identity(i: BetaIdentity): Identity {
   });
 }
 
+/** v1 and v2beta1 spell a claim match alike (the same fields and numbers): copied field by field. */
+function claimMatchOf(m: {
+  iss: Identity_ClaimMatch["iss"];
+  sub: Identity_ClaimMatch["sub"];
+  aud: Identity_ClaimMatch["aud"];
+  claims: Record<string, string>;
+  claimPatterns: Record<string, string>;
+}) {
+  return { iss: m.iss, sub: m.sub, aud: m.aud, claims: { ...m.claims }, claimPatterns: { ...m.claimPatterns } };
+}
+
 function fromV1Identity(i: Identity | undefined) {
   const v = i ?? create(IdentitySchema);
   const r = v.relationship;
-  if (r.case === "claimMatch" && (Object.keys(r.value.claims).length || Object.keys(r.value.claimPatterns).length))
-    throw invalidArgument({
-      field: "identity.claim_match.claims",
-      description: "is not supported: match the issuer, subject and audience (v2 has no extra claims either)",
-    });
   return {
     uid: v.id,
     name: v.name,
     description: v.description,
     relationship:
       r.case === "claimMatch"
-        ? { case: "claimMatch" as const, value: { iss: r.value.iss, sub: r.value.sub, aud: r.value.aud } }
+        ? { case: "claimMatch" as const, value: claimMatchOf(r.value) }
         : r.case === "static"
           ? {
               case: "staticKeys" as const,

@@ -191,14 +191,15 @@ export type Identity_ClaimMatch = Message<"chainguard.platform.iam.Identity.Clai
   } | { case: undefined; value?: undefined };
 
   /**
-   * Not accepted by this v1 API (use v2beta1); must be empty.
+   * Optional. Further claims the token must carry with exactly these values, by claim name.
    *
    * @generated from field: map<string, string> claims = 7;
    */
   claims: { [key: string]: string };
 
   /**
-   * Not accepted by this v1 API (use v2beta1); must be empty.
+   * Optional. Further claims the token must carry matching these regular expressions, by claim
+   * name.
    *
    * @generated from field: map<string, string> claim_patterns = 8;
    */
@@ -537,8 +538,8 @@ export const Identities: GenService<{
    * Creates an identity in a group.
    *
    * Exactly one relationship is required (`claim_match`, `static`, `aws_identity` or
-   * `service_principal`), validated as in v2beta1. `claim_match.claims` and
-   * `claim_match.claim_patterns` are refused here (INVALID_ARGUMENT).
+   * `service_principal`), validated as in v2beta1 (`claim_match.claims` and
+   * `claim_match.claim_patterns` included).
    *
    * @generated from rpc chainguard.platform.iam.Identities.Create
    */
