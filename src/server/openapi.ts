@@ -181,12 +181,13 @@ interface Rule {
   body: string;
 }
 
-function ruleOf(method: DescMethod): Rule | undefined {
-  if (method.methodKind !== "unary" || !hasOption(method, http)) return undefined;
+/** A method's REST bindings: its rule, then its additional bindings (`GET /sts/exchange`). */
+function rulesOf(method: DescMethod): Rule[] {
+  if (method.methodKind !== "unary" || !hasOption(method, http)) return [];
   const rule = getOption(method, http);
-  const { case: verb, value } = rule.pattern;
-  if (!verb || verb === "custom" || typeof value !== "string") return undefined;
-  return { verb, template: value, body: rule.body };
+  return [rule, ...rule.additionalBindings].flatMap(({ pattern: { case: verb, value }, body }) =>
+    !verb || verb === "custom" || typeof value !== "string" ? [] : [{ verb, template: value, body }],
+  );
 }
 
 /** The API versions, each its own document; the first is the default (/openapi.json). */
@@ -257,18 +258,17 @@ function openApiDocument(sources: OpenApiSources, apiVersion: ApiVersion): Json 
   const { services, comments } = sources;
   const inDocument = services.filter((s) => versionsOf(s, services).includes(apiVersion));
   const methods = inDocument.flatMap((service) =>
-    service.methods.flatMap((method) => {
-      const rule = ruleOf(method);
-      return rule ? [{ service, method, rule }] : [];
-    }),
+    // A method's additional bindings follow its rule, each an operation of its own.
+    service.methods.flatMap((method) => rulesOf(method).map((rule, binding) => ({ service, method, rule, binding }))),
   );
   const served = methods.filter(({ service, method }) => sources.implemented(service, method));
   const left = methods
-    .filter((m) => !served.includes(m))
+    .filter((m) => m.binding === 0 && !served.includes(m))
     .map(({ service, method }) => `${service.name}.${method.name}`);
   // A name two services of this document share is qualified by its service; the rest stay short.
   const nameCount = new Map<string, number>();
-  for (const { method } of served) nameCount.set(method.name, (nameCount.get(method.name) ?? 0) + 1);
+  for (const { method, binding } of served)
+    if (binding === 0) nameCount.set(method.name, (nameCount.get(method.name) ?? 0) + 1);
   const serviceNameCount = new Map<string, number>();
   for (const s of inDocument) serviceNameCount.set(s.name, (serviceNameCount.get(s.name) ?? 0) + 1);
   const tagOf = (s: DescService) => (serviceNameCount.get(s.name)! > 1 ? s.typeName : s.name);
@@ -276,7 +276,7 @@ function openApiDocument(sources: OpenApiSources, apiVersion: ApiVersion): Json 
   const b = new Builder(comments);
   const paths: Record<string, Record<string, Json>> = {};
   const tagged = new Set<DescService>();
-  for (const { service, method, rule } of served) {
+  for (const { service, method, rule, binding } of served) {
     tagged.add(service);
     const variables = [...rule.template.matchAll(/\{([^}=]+)(?:=[^}]*)?\}/g)].map((m) => m[1]!);
     const path = rule.template.replace(/\{([^}=]+)(?:=[^}]*)?\}/g, "{$1}");
@@ -290,7 +290,9 @@ function openApiDocument(sources: OpenApiSources, apiVersion: ApiVersion): Json 
     const comment = comments.get(`${service.typeName}.${method.name}`);
     const rpc = `\`${service.typeName}/${method.name}\` (also over gRPC, gRPC-Web and Connect)`;
     const operation: Json = {
-      operationId: nameCount.get(method.name)! > 1 ? `${service.name}_${method.name}` : method.name,
+      operationId:
+        (nameCount.get(method.name)! > 1 ? `${service.name}_${method.name}` : method.name) +
+        (binding === 0 ? "" : `_${rule.verb}`),
       tags: [tagOf(service)],
       summary: comment
         ? firstSentence(comment)

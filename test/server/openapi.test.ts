@@ -122,6 +122,14 @@ describe("OpenAPI", () => {
       operation(documents.v1, "Groups_List").summary,
       "Lists the groups the caller may see, all in one answer",
     );
+    // An additional binding is an operation of its own (the token exchange's GET form).
+    const exchangeGet = operationsOf(committed).find(([, , op]) => op.operationId === "Exchange_get");
+    assert.deepEqual(exchangeGet?.slice(0, 2), ["/sts/exchange", "get"]);
+    assert.ok(
+      operationsOf(committed).some(
+        ([path, verb, op]) => path === "/sts/exchange" && verb === "post" && op.operationId === "Exchange",
+      ),
+    );
     // v1's generic names are qualified where they would repeat.
     const v1 = new Set(operationsOf(documents.v1).map(([, , op]) => op.operationId));
     assert.ok(v1.has("Groups_List") && v1.has("Roles_List"), [...v1].join(" "));
