@@ -12,13 +12,25 @@ import { clientErrorAnswer } from "./protocol-errors.js";
 /** The default idle limit on a request body. */
 export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 
+/** The HTTP/2 stream a request came on, if it came on one. */
+function streamOf(request: FastifyRequest): ServerHttp2Stream | undefined {
+  return (request.raw as unknown as { stream?: ServerHttp2Stream }).stream;
+}
+
+/** Whether the client has sent all of its body (HTTP/2: it closed its side; a GET does so with its headers). */
+function bodyComplete(request: FastifyRequest): boolean {
+  const raw = request.raw;
+  if (raw.complete || raw.readableEnded) return true;
+  const stream = streamOf(request);
+  return stream !== undefined && (stream.endAfterHeaders || stream.state?.remoteClose === 1);
+}
+
 /** Whether the request says a body follows (a Content-Length above 0, or chunked framing; HTTP/2: not yet ended). */
 function expectsBody(request: FastifyRequest): boolean {
-  const raw = request.raw;
-  if (raw.complete || raw.readableEnded) return false;
+  if (bodyComplete(request)) return false;
   const length = request.headers["content-length"];
   if (length !== undefined) return length !== "0";
-  return request.headers["transfer-encoding"] !== undefined || raw.httpVersionMajor === 2;
+  return request.headers["transfer-encoding"] !== undefined || request.raw.httpVersionMajor === 2;
 }
 
 /**
@@ -33,10 +45,10 @@ export function limitBodyIdle(
 ): void {
   if (!expectsBody(request)) return;
   const raw = request.raw;
-  const stream = (raw as unknown as { stream?: ServerHttp2Stream }).stream;
+  const stream = streamOf(request);
   const timer = setTimeout(() => {
     // All of it arrived, or bytes wait for its reader (a slow consumer pauses the source): not the client's idling.
-    if (raw.complete) return stop();
+    if (bodyComplete(request)) return stop();
     if (raw.readableLength > 0 || (stream?.readableLength ?? 0) > 0) return void timer.refresh();
     stop();
     answerTimeout(request, reply, stream, timeoutMs, wireError);
@@ -88,6 +100,10 @@ function answerTimeout(
     ...(stream ? {} : { connection: "close" }),
   });
   res.end(answer.body, () => {
+    // The handler still reading the body learns it will not come (an error on the request's
+    // stream): otherwise it would wait, holding what it opened (an upload's file), forever.
+    const timedOut = Object.assign(new Error("the request body stopped arriving"), { code: "BODY_TIMEOUT" });
+    raw.destroy(timedOut);
     if (stream) stream.close();
     else raw.socket?.destroy();
   });

@@ -54,6 +54,8 @@ export async function registerConnectRoutes(fastify: FastifyInstance, opts: Conn
         const response = await handler(
           universalRequestFromNodeRequest(request.raw, reply.raw, undefined, opts.contextValues(request)),
         );
+        // Answered already (a request body that stopped arriving is answered by the idle limit).
+        if (reply.raw.headersSent || reply.raw.writableEnded) return;
         endUnreadBody(request, reply);
         let fixed = response;
         try {

@@ -51,6 +51,8 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             else deps.limits?.afterAuthorization(call);
             return await route.handler(request, reply, call);
           } catch (thrown) {
+            // Answered already (a request body that stopped arriving is answered by the idle limit).
+            if (reply.sent) return reply;
             const err = deps.limits ? deps.limits.afterFailure(thrown, call) : thrown;
             const wire = deps.wireError(request, err);
             return route.renderError ? route.renderError(wire, reply, err, request) : deps.sendError(reply, wire);

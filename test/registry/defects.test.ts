@@ -4,6 +4,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { readdirSync, readlinkSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import http2 from "node:http2";
 import { connect } from "node:net";
@@ -17,7 +18,8 @@ import { VIEWER_ROLE_UID, createIdentity, createRoleBinding, type Json } from ".
 import { restClient } from "../support/http.js";
 import { OciClient, digestOf, withQuery } from "../support/oci.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { withinHang } from "../support/wait.js";
+import { until, withinHang } from "../support/wait.js";
+import { OidcIssuer } from "../support/oidc-issuer.js";
 
 for (const backend of backends()) {
   describe(`registry defects [${backend}]`, () => {
@@ -274,7 +276,7 @@ for (const backend of backends()) {
       after(() => slow?.close());
 
       /** Sends a head promising 100 bytes and 10 of them, then waits for whatever answer comes. */
-      const stalled = (path: string, headers: Record<string, string>) =>
+      const stalled = (path: string, headers: Record<string, string>, method = "POST") =>
         withinHang(
           new Promise<string>((resolve, reject) => {
             const port = Number(new URL(slow.url).port);
@@ -282,7 +284,7 @@ for (const backend of backends()) {
               const head = Object.entries({ host: "localhost", "content-length": "100", ...headers })
                 .map(([k, v]) => `${k}: ${v}\r\n`)
                 .join("");
-              socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n0123456789`);
+              socket.write(`${method} ${path} HTTP/1.1\r\n${head}\r\n0123456789`);
             });
             let answer = "";
             // Done once the head and as many body bytes as it announces are in.
@@ -323,6 +325,77 @@ for (const backend of backends()) {
         });
         assert.match(upload, /^HTTP\/1\.1 400 /);
         assert.match(upload, /no byte of the request body arrived/);
+      });
+
+      it("releases the handler that waited on the body: an upload's staged file is closed", async () => {
+        // Files this process (the server runs in it) holds open under an upload's staging.
+        const openUploads = () =>
+          readdirSync("/proc/self/fd").filter((fd) => {
+            try {
+              return readlinkSync(`/proc/self/fd/${fd}`).includes("/uploads/");
+            } catch {
+              return false; // closed while listed
+            }
+          });
+        const registry = await slow.tokenFor(OPERATOR_SUBJECT, { audience: [slow.tokens.urls.registryAudience] });
+        const oci = new OciClient(slow.url, { bearer: registry });
+        const started = await oci.request("POST", "/v2/acme/staged/blobs/uploads/");
+        assert.equal(started.status, 202, started.body.toString());
+        const location = new URL(started.headers.get("location")!, slow.url).pathname;
+        const answer = await stalled(
+          location,
+          {
+            authorization: `Bearer ${registry}`,
+            "content-type": "application/octet-stream",
+          },
+          "PATCH",
+        );
+        assert.match(answer, /^HTTP\/1\.1 400 /);
+        await until(() => openUploads().length === 0, "the stalled chunk's staged file closed");
+      });
+
+      it("never cuts off an HTTP/2 request without a body, however long its handler takes", async () => {
+        // A token exchange whose issuer holds its discovery until the idle limit has long passed.
+        let answer = () => {};
+        const issuer = await OidcIssuer.start({ behaviour: { answerAfter: new Promise<void>((r) => (answer = r)) } });
+        const session = http2.connect(slow.url);
+        try {
+          const api = restClient(slow.url, slow.operatorToken);
+          const org = (await api.get("/iam/v2beta1/groups?name=acme")).body.groups[0].uid as string;
+          const identity = await api.post(`/iam/v2beta1/identities/${org}`, {
+            name: "held",
+            claimMatch: { issuer: issuer.url, subject: "held-subject" },
+          });
+          assert.equal(identity.status, 200, JSON.stringify(identity.body));
+          const token = await issuer.sign({ sub: "held-subject", aud: slow.tokens.urls.apiAudience });
+          const exchanged = withinHang(
+            new Promise<{ status: number; body: string }>((resolve, reject) => {
+              const req = session.request({
+                ":method": "GET",
+                ":path": `/sts/exchange?identity=${identity.body.uid}&aud=${encodeURIComponent(slow.tokens.urls.apiAudience)}`,
+                authorization: `Bearer ${token}`,
+              });
+              let status = 0;
+              let body = "";
+              req.on("response", (headers) => (status = Number(headers[":status"])));
+              req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+              req.on("end", () => resolve({ status, body }));
+              req.on("error", reject);
+            }),
+            "the held exchange's answer",
+          );
+          await until(() => issuer.requests.length > 0, "the exchange asking the issuer");
+          // Ten idle limits' time with the request unanswered (ordering only: nothing is measured).
+          await new Promise((r) => setTimeout(r, 3_000));
+          answer();
+          const result = await exchanged;
+          assert.equal(result.status, 200, result.body);
+          assert.ok(JSON.parse(result.body).token, result.body);
+        } finally {
+          answer();
+          session.destroy();
+          await issuer.close();
+        }
       });
 
       it("is answered 400 over HTTP/2 too", async () => {
