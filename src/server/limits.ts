@@ -94,11 +94,13 @@ export class RequestLimits {
       call.headers.has("authorization") &&
       call.principal === undefined &&
       (err.code === Code.Unauthenticated || err.code === Code.PermissionDenied);
-    if (!failedAuthentication) return err;
+    // Over its address budget and never verified: whatever stopped it, the answer is the limit's.
+    if (!failedAuthentication) return call.principal === undefined ? (call.addressLimitRefusal ?? err) : err;
     const byAddress = this.#failedByAddress?.take(call.clientAddress ?? "unknown") ?? 0;
+    // An address that spent its budget spends no principal's: it cannot reset or drain others'.
+    if (byAddress > 0) return resourceExhausted("failed authentications per client address", byAddress);
     const principal = call.claimedPrincipal;
     const byPrincipal = principal === undefined ? 0 : (this.#failedByPrincipal?.take(principal) ?? 0);
-    if (byAddress > 0) return resourceExhausted("failed authentications per client address", byAddress);
     if (byPrincipal > 0) return resourceExhausted("failed authentications in this principal's name", byPrincipal);
     return call.addressLimitRefusal ?? err;
   }

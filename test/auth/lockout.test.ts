@@ -65,6 +65,17 @@ describe("failed authentications from one address", () => {
       body: JSON.stringify({ schemaVersion: 2, mediaType: index, manifests: [] }),
     });
     assert.equal(put.status, 201, await put.text());
+    // And a public repo, pulled by anyone: with a token, the token is still checked.
+    const pub = await fetch(`${server.url}/v2/acme/pub/manifests/v1`, {
+      method: "PUT",
+      headers: { authorization: basic("_token", registryToken), "content-type": index },
+      body: JSON.stringify({ schemaVersion: 2, mediaType: index, manifests: [] }),
+    });
+    assert.equal(pub.status, 201, await pub.text());
+    const repos = await api.get(`/registry/v2beta1/repos?uidp.childrenOf=${org.uid}&name=pub`);
+    const uid = repos.body.repos[0].uid as string;
+    const visible = await api.call("PATCH", `/bulwark/registry/v1/repos/${uid}/visibility`, { public: true });
+    assert.equal(visible.status, 200, JSON.stringify(visible.body));
   });
   after(() => server?.close());
 
@@ -100,7 +111,22 @@ describe("failed authentications from one address", () => {
     });
     assert.equal(pull.status, 200, await pull.text());
 
-    // The attacker is still refused, on every path, and so is anyone without credentials here.
+    // A public repo too: its puller's token verifies, so the address's budget does not stop it.
+    const publicLogin = await fetch(`${server.url}/token?service=${registryHost}&scope=repository:acme/pub:pull`, {
+      headers: { authorization: basic("_token", server.operatorToken) },
+    });
+    assert.equal(publicLogin.status, 200, await publicLogin.clone().text());
+    const publicPull = await fetch(`${server.url}/v2/acme/pub/manifests/v1`, {
+      headers: { authorization: `Bearer ${((await publicLogin.json()) as { token: string }).token}` },
+    });
+    assert.equal(publicPull.status, 200, await publicPull.text());
+
+    // The attacker is still refused, on every path, and so is anyone without credentials here;
+    // a refused credential gets the limit's answer whatever else is wrong with its request.
+    const badQuery = await fetch(`${server.url}/v2/acme/app/tags/list?last=%00`, {
+      headers: { authorization: "Bearer garbage" },
+    });
+    assert.equal(badQuery.status, 429, await badQuery.text());
     for (const attempt of attempts) assert.equal((await attempt()).status, 429);
     const anonymous = await fetch(`${server.url}/v2/`);
     assert.equal(anonymous.status, 429, "the address is over its request budget too");

@@ -123,7 +123,9 @@ export function accessRule({ target, resolved }: Routed): RouteRule | "public" {
   // An unknown organization: authenticate, then answer NAME_UNKNOWN (anonymous callers get 401 first).
   if (!resolved) return { audience, capabilities };
   if (resolved.repo) {
-    if (action === "pull" && resolved.repo.public) return "public";
+    // Anyone may pull a public repo; credentials presented are still checked (so a caller over
+    // its address's budget whose token verifies is served, and a token's own scope applies).
+    if (action === "pull" && resolved.repo.public) return { audience, capabilities: [], anonymous: true };
     return { audience, capabilities, scope: resolved.repo.uid, resourceType: "repo" };
   }
   // The first push creates the repo in its group.
