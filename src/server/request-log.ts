@@ -71,11 +71,16 @@ export function levelOf(status: number, request: FastifyRequest): "debug" | "inf
   return "debug";
 }
 
-/** The client-facing reason, kept short: clients may send long values that errors repeat. */
+/**
+ * The client-facing reason, kept short: clients may send long values that errors repeat. A path
+ * no route matched is left out: the line's route says there was none, and the raw path is not logged.
+ */
 function reasonOf(thrown: unknown): string | undefined {
-  if (thrown instanceof ConnectError) return clip(thrown.rawMessage, 300);
-  if (thrown instanceof Error) return clip(thrown.message, 300);
-  return undefined;
+  const message =
+    thrown instanceof ConnectError ? thrown.rawMessage : thrown instanceof Error ? thrown.message : undefined;
+  return message === undefined
+    ? undefined
+    : clip(message.replace(/(no route for \S+) \S+/, "$1 (path not logged)"), 300);
 }
 
 export class RequestLog extends LogController {

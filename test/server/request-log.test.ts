@@ -61,6 +61,16 @@ for (const backend of backends()) {
       });
     });
 
+    it("a path no route matches is not logged: neither as the route nor in the reason", async () => {
+      for (const path of ["/iam/v2beta1/nothere/SECRET-PATH-1", "/SECRET-PATH-2/a"]) {
+        const id = nextId();
+        const res = await fetch(`${server.url}${path}?q=SECRET-QUERY`, { headers: { "x-request-id": id } });
+        assert.equal(res.status, 404);
+        const line = await lineOf(log, id);
+        assert.ok(!JSON.stringify(line).includes("SECRET"), JSON.stringify(line));
+      }
+    });
+
     it("a request without a valid id gets one of the server's, echoed and logged", async () => {
       const res = await fetch(`${server.url}/iam/v2beta1/groups/${MISSING_GROUP}`, {
         headers: { authorization: `Bearer ${server.operatorToken}`, "x-request-id": "no spaces allowed" },
