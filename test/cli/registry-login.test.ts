@@ -135,7 +135,7 @@ for (const backend of backends()) {
       });
       const fallback = join(home.dir, ".local", "bin");
       assert.ok(
-        bare.includes(`bulwark auth configure-docker --bin-dir ${fallback}\n  export PATH="${fallback}:$PATH"`),
+        bare.includes(`bulwark auth configure-docker --bin-dir '${fallback}'\n  export PATH='${fallback}':"$PATH"`),
         bare,
       );
       const elsewhere = join(work, "tools-bin");
@@ -144,7 +144,7 @@ for (const backend of backends()) {
       });
       assert.ok(existsSync(join(elsewhere, "docker-credential-bulwark")));
       assert.ok(
-        written.includes(`${elsewhere} is not on your PATH: run \`export PATH="${elsewhere}:$PATH"\``),
+        written.includes(`${elsewhere} is not on your PATH: run \`export PATH='${elsewhere}':"$PATH"\``),
         written,
       );
 
@@ -174,6 +174,23 @@ for (const backend of backends()) {
       assert.equal(inspected.code, 0, inspected.stderr);
       await ok(["auth", "pull-token", "delete", json.identity, "--yes"]);
       assert.notEqual((await skopeo(alone, "inspect", "--raw", "--tls-verify=false", ref)).code, 0, "revoked");
+
+      // Back to the helper: the pull token's stored password goes, it would only linger.
+      await ok(["auth", "configure-docker"]);
+      const helped = JSON.parse(readFileSync(join(home.dir, ".docker", "config.json"), "utf8"));
+      assert.equal(helped.credHelpers[host], "bulwark");
+      assert.equal(helped.auths?.[host], undefined, JSON.stringify(helped));
+
+      // A config naming a credential store: docker asks the store, not `auths`; the user is told.
+      const configDir = join(work, "docker-with-store");
+      mkdirSync(configDir);
+      writeFileSync(join(configDir, "config.json"), JSON.stringify({ credsStore: "desktop" }));
+      const stored = await cli(["auth", "configure-docker", "--pull-token", "--parent", "acme", "--ttl", "1h"], {
+        env: { DOCKER_CONFIG: configDir },
+      });
+      assert.equal(stored.code, 0, stored.stderr);
+      assert.match(stored.stderr, /names the credential store "desktop", which docker asks instead of this login/);
+      assert.match(stored.stderr, new RegExp(`docker login ${host} -u [0-9a-f/]+ --password-stdin`));
 
       const stray = await cli(["auth", "configure-docker", "--ttl", "1h"]);
       assert.equal(stray.code, 2);

@@ -186,7 +186,8 @@ export type DockerLogin = { helper: string } | { username: string; password: str
  * credential helper (credHelpers), or a fixed login (auths, as `docker login` writes it; the
  * registry's credHelpers entry goes, since docker would ask the helper first).
  */
-export async function configureDocker(path: string, registry: string, login: DockerLogin): Promise<void> {
+/** Writes the login into docker's config; answers what the user should know about it (none: nothing). */
+export async function configureDocker(path: string, registry: string, login: DockerLogin): Promise<string | undefined> {
   let config: Record<string, unknown> = {};
   let mode = 0o600;
   let text: string | undefined;
@@ -216,9 +217,15 @@ export async function configureDocker(path: string, registry: string, login: Doc
   };
   const helpers = section("credHelpers");
   const auths = section("auths");
+  let note: string | undefined;
   if ("helper" in login) {
     helpers[registry] = login.helper;
     config.credHelpers = helpers;
+    // A login stored before (a pull token's password) would only linger: the helper answers now.
+    if (registry in auths) {
+      delete auths[registry];
+      config.auths = auths;
+    }
   } else {
     delete helpers[registry];
     if (config.credHelpers !== undefined) config.credHelpers = helpers;
@@ -226,6 +233,13 @@ export async function configureDocker(path: string, registry: string, login: Doc
     config.auths = auths;
     // A fixed login is a password: the file is the user's alone from now on.
     mode &= 0o700;
+    // docker asks a credential store for every registry without a helper, over `auths` (podman
+    // and skopeo read `auths`): the login has to be stored in it by docker itself.
+    if (typeof config.credsStore === "string" && config.credsStore !== "")
+      note =
+        `${path} names the credential store "${config.credsStore}", which docker asks instead of this ` +
+        `login (podman and skopeo use it as written): for docker, also run ` +
+        `\`docker login ${registry} -u ${login.username} --password-stdin\` with the password on its input`;
   }
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
   // Written aside and renamed, so docker never reads half a file.
@@ -233,6 +247,7 @@ export async function configureDocker(path: string, registry: string, login: Doc
   await writeFile(tmp, JSON.stringify(config, null, "\t") + "\n", { mode });
   await chmod(tmp, mode);
   await rename(tmp, path);
+  return note;
 }
 
 const HELPER_PROGRAM = `docker-credential-${CREDENTIAL_HELPER}`;
@@ -291,7 +306,7 @@ async function installHelper(env: NodeJS.ProcessEnv, binDir: string | undefined)
       written: false,
       todo:
         `no directory for ${HELPER_PROGRAM} is on your PATH (looked for ~/.local/bin and ~/bin); run:\n` +
-        `  bulwark auth configure-docker --bin-dir ${dir}\n  export PATH="${dir}:$PATH"   # and add this line to your shell's profile`,
+        `  bulwark auth configure-docker --bin-dir ${shellQuote(dir)}\n  export PATH=${shellQuote(dir)}:"$PATH"   # and add this line to your shell's profile`,
     };
   }
   const path = join(target, HELPER_PROGRAM);
@@ -313,7 +328,7 @@ async function installHelper(env: NodeJS.ProcessEnv, binDir: string | undefined)
   }
   const todo = dirs.includes(target)
     ? undefined
-    : `${target} is not on your PATH: run \`export PATH="${target}:$PATH"\` (and add it to your shell's profile)`;
+    : `${target} is not on your PATH: run \`export PATH=${shellQuote(target)}:"$PATH"\` (and add it to your shell's profile)`;
   return { path, written: true, todo };
 }
 
@@ -375,7 +390,8 @@ export function registerRegistryAuth(auth: Command): void {
       const parent = await parentUid(session, "auth configure-docker --pull-token");
       const token = await createPullToken(session, parent, { name: opts.name, ttlMs });
       const username = token.identity.uid;
-      await configureDocker(path, token.registry, { username, password: token.password });
+      const note = await configureDocker(path, token.registry, { username, password: token.password });
+      if (note) io.stderr.write(note + "\n");
       const expires = time(timestampFromDate(token.expiration));
       print.done(
         `docker, podman and skopeo now log in to ${token.registry} as the pull token ${username} (set in ${path}); ` +
