@@ -12,6 +12,7 @@ import { MAX_ECHO_LENGTH } from "../core/strings.js";
 import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceBinding } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { DEFAULT_BODY_TIMEOUT_MS, limitBodyIdle } from "./body-timeout.js";
+import { clientAddressOf } from "./client-address.js";
 import { registerConnectRoutes } from "./connect-routes.js";
 import { registerDocsRoutes } from "./docs-routes.js";
 import { REFLECTION_SERVICES, registerReflection } from "./reflection.js";
@@ -248,7 +249,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   const callFromHttp = (request: FastifyRequest): CallContext => ({
     headers: headersOf(request.headers),
-    clientAddress: request.ip,
+    clientAddress: clientAddressOf(request),
   });
   const callFromConnect = (ctx: HandlerContext): CallContext => ({
     headers: ctx.requestHeader,
@@ -270,7 +271,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   await registerConnectRoutes(fastify, {
     readMaxBytes: opts.bodyLimit ?? 1024 * 1024,
-    contextValues: (request) => createContextValues().set(CLIENT_ADDRESS, request.ip).set(OUTCOME, outcomeOf(request)),
+    contextValues: (request) =>
+      createContextValues().set(CLIENT_ADDRESS, clientAddressOf(request)).set(OUTCOME, outcomeOf(request)),
     normalize: (error) => normalizeProtocolError(error, wireError),
     answered: (request, error, status) => {
       const outcome = outcomeOf(request);

@@ -8,6 +8,7 @@ import { checkParameterStrings, strictUtf8 } from "../core/strings.js";
 import type { PlainRoute, PlainRouter } from "../platform/routes.js";
 import type { CallKind, RequestLimits } from "./limits.js";
 import { outcomeOf } from "./request-log.js";
+import { clientAddressOf } from "./client-address.js";
 
 /** Request headers as a Headers object (what services see of HTTP and gRPC metadata alike). */
 export function headersOf(raw: Record<string, string | string[] | undefined>): Headers {
@@ -39,7 +40,7 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
         method: route.method,
         url: route.url,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
-          const call: CallContext = { headers: headersOf(request.headers), clientAddress: request.ip };
+          const call: CallContext = { headers: headersOf(request.headers), clientAddress: clientAddressOf(request) };
           const kind: CallKind = { sensitive: route.sensitive === true };
           try {
             deps.limits?.admit(call, kind);

@@ -384,6 +384,9 @@ describe("rate limits", () => {
       assert.equal((await from("198.51.100.1")).status, 200);
       assert.equal((await from("198.51.100.1")).status, 429);
       assert.equal((await from("198.51.100.2")).status, 200, "another client behind the proxy");
+      // Not an address: the connection's own address stands in (one budget, not one per string).
+      assert.equal((await from("x".repeat(4000))).status, 200);
+      assert.equal((await from("not-an-address")).status, 429);
     } finally {
       await server.close();
     }
