@@ -28,6 +28,7 @@ import {
   isRpcPath,
   normalizeProtocolError,
   shapeOfReceived,
+  shapeOfRequest,
   statusJson,
 } from "./protocol-errors.js";
 import { VERSION } from "../core/version.js";
@@ -216,13 +217,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     // HTTP/1.1 refuses heads over 16 KiB in Node's parser (see dual-server.ts); HTTP/2 lets up
     // to 256 KiB through so that the same limit is answered here, in the request's protocol.
     if (request.raw.httpVersionMajor === 2 && headerListSize(request.raw.rawHeaders) > MAX_HEADER_BYTES) {
-      const answer = clientErrorAnswer(wireError(clientError("headers too large")), {
-        path: request.url,
-        contentType: String(request.headers["content-type"] ?? "")
-          .split(";")[0]!
-          .trim()
-          .toLowerCase(),
-      });
+      const answer = clientErrorAnswer(wireError(clientError("headers too large")), shapeOfRequest(request));
       reply.hijack();
       reply.raw.writeHead(answer.status, answer.headers);
       reply.raw.end(answer.body);

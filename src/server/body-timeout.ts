@@ -7,7 +7,7 @@ import type { ServerHttp2Stream } from "node:http2";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { ConnectError } from "@connectrpc/connect";
 import { invalidArgument } from "../core/errors.js";
-import { clientErrorAnswer } from "./protocol-errors.js";
+import { clientErrorAnswer, shapeOfRequest } from "./protocol-errors.js";
 
 /** The default idle limit on a request body. */
 export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
@@ -84,13 +84,7 @@ function answerTimeout(
     wireError(
       invalidArgument({ field: "body", description: `no byte of the request body arrived for ${timeoutMs / 1000} s` }),
     ),
-    {
-      path: request.url,
-      contentType: String(request.headers["content-type"] ?? "")
-        .split(";")[0]!
-        .trim()
-        .toLowerCase(),
-    },
+    shapeOfRequest(request),
   );
   // The handler still waits on the body: its answer, whenever it comes, goes nowhere.
   reply.hijack();

@@ -103,6 +103,20 @@ export function shapeOfReceived(received: Buffer | undefined): RequestShape {
   };
 }
 
+/** What decides an answer's protocol, of a request Fastify parsed. */
+export function shapeOfRequest(request: {
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+}): RequestShape {
+  return {
+    path: request.url,
+    contentType: String(request.headers["content-type"] ?? "")
+      .split(";")[0]!
+      .trim()
+      .toLowerCase(),
+  };
+}
+
 /**
  * The answer, in the request's own protocol as far as its path and content type tell it, to a
  * request refused before any handler: gRPC and gRPC-Web get a trailers-only status in headers,
