@@ -10,7 +10,7 @@ import { ReposService } from "../../gen/chainguard/platform/registry/v2beta1/rep
 import { clientCommand, run, type Context } from "../command.js";
 import { confirm } from "../confirm.js";
 import { CliError, UsageError } from "../errors.js";
-import { listAll, messageView, renderTree, time } from "../output.js";
+import { messageView, renderTree, time } from "../output.js";
 import { groupPaths, listGroups, parentUid, resolveGroup } from "../resolve.js";
 import type { Session } from "../session.js";
 
@@ -25,31 +25,16 @@ export const groupView = messageView(GroupSchema, [
 /** What a group directly holds that the server's delete would be refused for, counted by kind. */
 async function contentsOf(session: Session, uid: string): Promise<string[]> {
   const inIt = { childrenOf: uid };
-  const count = async <T>(page: (pageToken: string) => Promise<{ items: T[]; nextPageToken: string }>) =>
-    (await listAll((pageToken) => page(pageToken))).length;
+  // One page of one item each: the list's totalCount is the count, whatever the group holds.
+  const page = { uidp: inIt, pageSize: 1 };
+  const count = async (list: () => Promise<{ totalCount?: bigint }>) =>
+    Number((await session.call(list)).totalCount ?? 0n);
   const [groups, repos, identities, roles, bindings] = await Promise.all([
-    count(async (pageToken) => {
-      const r = await session.call(() => session.client(GroupsService).listGroups({ uidp: inIt, pageToken }));
-      return { items: r.groups, nextPageToken: r.nextPageToken };
-    }),
-    count(async (pageToken) => {
-      const r = await session.call(() => session.client(ReposService).listRepos({ uidp: inIt, pageToken }));
-      return { items: r.repos, nextPageToken: r.nextPageToken };
-    }),
-    count(async (pageToken) => {
-      const r = await session.call(() => session.client(IdentitiesService).listIdentities({ uidp: inIt, pageToken }));
-      return { items: r.identities, nextPageToken: r.nextPageToken };
-    }),
-    count(async (pageToken) => {
-      const r = await session.call(() => session.client(RolesService).listRoles({ uidp: inIt, pageToken }));
-      return { items: r.roles, nextPageToken: r.nextPageToken };
-    }),
-    count(async (pageToken) => {
-      const r = await session.call(() =>
-        session.client(RoleBindingsService).listRoleBindings({ uidp: inIt, pageToken }),
-      );
-      return { items: r.roleBindings, nextPageToken: r.nextPageToken };
-    }),
+    count(() => session.client(GroupsService).listGroups(page)),
+    count(() => session.client(ReposService).listRepos(page)),
+    count(() => session.client(IdentitiesService).listIdentities(page)),
+    count(() => session.client(RolesService).listRoles(page)),
+    count(() => session.client(RoleBindingsService).listRoleBindings(page)),
   ]);
   const plural = (n: number, one: string, many: string) => (n === 1 ? `1 ${one}` : `${n} ${many}`);
   return [
