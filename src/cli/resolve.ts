@@ -208,37 +208,55 @@ async function sharedName(session: Session, kind: string, ref: string, found: { 
   );
 }
 
-/** An identity by uid, or by name (which must then be unambiguous among those the caller sees). */
-export async function resolveIdentity(session: Session, ref: string): Promise<Identity> {
-  const client = session.client(IdentitiesService);
-  if (isValidUidp(ref)) return session.call(() => client.getIdentity({ uid: ref }));
-  const found = await listAll(async (pageToken, pageSize) => {
-    const res = await session.call(() => client.listIdentities({ name: ref, pageSize, pageToken }));
-    return { items: res.identities, nextPageToken: res.nextPageToken };
-  });
+/** How to find one kind of resource that has a name: by uid, and by name through its list. */
+interface NamedKind<T> {
+  /** singular and plural, as messages say them */
+  one: string;
+  many: string;
+  /** the command that lists them */
+  lister: string;
+  get(uid: string): Promise<T>;
+  page(name: string, pageToken: string, pageSize: number): Promise<{ items: T[]; nextPageToken: string }>;
+}
+
+/** A resource by uid, or by name (which must then be unambiguous among those the caller sees). */
+async function resolveNamed<T extends { uid: string }>(session: Session, ref: string, kind: NamedKind<T>): Promise<T> {
+  if (isValidUidp(ref)) return session.call(() => kind.get(ref));
+  const found = await listAll((pageToken, pageSize) => session.call(() => kind.page(ref, pageToken, pageSize)));
   if (found.length === 0)
-    throw new CliError(
-      `no identity named ${JSON.stringify(ref)} is visible to you (\`bulwark iam identities list\` shows them)`,
-    );
-  if (found.length > 1) throw await sharedName(session, "identities", ref, found);
+    throw new CliError(`no ${kind.one} named ${JSON.stringify(ref)} is visible to you (\`${kind.lister}\` shows them)`);
+  if (found.length > 1) throw await sharedName(session, kind.many, ref, found);
   return found[0]!;
 }
 
-/** An identity provider by uid, or by name (unambiguous among those the caller sees). */
-export async function resolveIdentityProvider(session: Session, ref: string): Promise<IdentityProvider> {
-  const client = session.client(IdentityProvidersService);
-  if (isValidUidp(ref)) return session.call(() => client.getIdentityProvider({ uid: ref }));
-  const found = await listAll(async (pageToken, pageSize) => {
-    const res = await session.call(() => client.listIdentityProviders({ name: ref, pageSize, pageToken }));
-    return { items: res.identityProviders, nextPageToken: res.nextPageToken };
+/** An identity by uid, or by name. */
+export function resolveIdentity(session: Session, ref: string): Promise<Identity> {
+  const client = session.client(IdentitiesService);
+  return resolveNamed(session, ref, {
+    one: "identity",
+    many: "identities",
+    lister: "bulwark iam identities list",
+    get: (uid) => client.getIdentity({ uid }),
+    page: async (name, pageToken, pageSize) => {
+      const res = await client.listIdentities({ name, pageSize, pageToken });
+      return { items: res.identities, nextPageToken: res.nextPageToken };
+    },
   });
-  if (found.length === 0)
-    throw new CliError(
-      `no identity provider named ${JSON.stringify(ref)} is visible to you ` +
-        "(`bulwark iam identity-providers list` shows them)",
-    );
-  if (found.length > 1) throw await sharedName(session, "identity providers", ref, found);
-  return found[0]!;
+}
+
+/** An identity provider by uid, or by name. */
+export function resolveIdentityProvider(session: Session, ref: string): Promise<IdentityProvider> {
+  const client = session.client(IdentityProvidersService);
+  return resolveNamed(session, ref, {
+    one: "identity provider",
+    many: "identity providers",
+    lister: "bulwark iam identity-providers list",
+    get: (uid) => client.getIdentityProvider({ uid }),
+    page: async (name, pageToken, pageSize) => {
+      const res = await client.listIdentityProviders({ name, pageSize, pageToken });
+      return { items: res.identityProviders, nextPageToken: res.nextPageToken };
+    },
+  });
 }
 
 /** The child group `segment` names under `parent` (by name, or by its uid's last segment), if any. */
