@@ -275,6 +275,27 @@ for (const backend of backends()) {
       });
       after(() => slow?.close());
 
+      /** An HTTP/2 request's answer; `partial` is written and the stream left open (a stalled body). */
+      const h2Answer = (
+        session: http2.ClientHttp2Session,
+        headers: http2.OutgoingHttpHeaders,
+        partial: string | undefined,
+        what: string,
+      ) =>
+        withinHang(
+          new Promise<{ status: number; body: string }>((resolve, reject) => {
+            const req = session.request(headers, { endStream: partial === undefined });
+            let status = 0;
+            let body = "";
+            req.on("response", (h) => (status = Number(h[":status"])));
+            req.on("data", (chunk: Buffer) => (body += chunk.toString()));
+            req.on("end", () => resolve({ status, body }));
+            req.on("error", reject);
+            if (partial !== undefined) req.write(partial);
+          }),
+          what,
+        );
+
       /** Sends a head promising 100 bytes and 10 of them, then waits for whatever answer comes. */
       const stalled = (path: string, headers: Record<string, string>, method = "POST") =>
         withinHang(
@@ -368,20 +389,14 @@ for (const backend of backends()) {
           });
           assert.equal(identity.status, 200, JSON.stringify(identity.body));
           const token = await issuer.sign({ sub: "held-subject", aud: slow.tokens.urls.apiAudience });
-          const exchanged = withinHang(
-            new Promise<{ status: number; body: string }>((resolve, reject) => {
-              const req = session.request({
-                ":method": "GET",
-                ":path": `/sts/exchange?identity=${identity.body.uid}&aud=${encodeURIComponent(slow.tokens.urls.apiAudience)}`,
-                authorization: `Bearer ${token}`,
-              });
-              let status = 0;
-              let body = "";
-              req.on("response", (headers) => (status = Number(headers[":status"])));
-              req.on("data", (chunk: Buffer) => (body += chunk.toString()));
-              req.on("end", () => resolve({ status, body }));
-              req.on("error", reject);
-            }),
+          const exchanged = h2Answer(
+            session,
+            {
+              ":method": "GET",
+              ":path": `/sts/exchange?identity=${identity.body.uid}&aud=${encodeURIComponent(slow.tokens.urls.apiAudience)}`,
+              authorization: `Bearer ${token}`,
+            },
+            undefined,
             "the held exchange's answer",
           );
           await until(() => issuer.requests.length > 0, "the exchange asking the issuer");
@@ -401,23 +416,16 @@ for (const backend of backends()) {
       it("is answered 400 over HTTP/2 too", async () => {
         const session = http2.connect(slow.url);
         try {
-          const answer = await withinHang(
-            new Promise<{ status: number; body: string }>((resolve, reject) => {
-              const req = session.request({
-                ":method": "POST",
-                ":path": "/iam/v2beta1/groups",
-                authorization: `Bearer ${slow.operatorToken}`,
-                "content-type": "application/json",
-                "content-length": "100",
-              });
-              let status = 0;
-              let body = "";
-              req.on("response", (headers) => (status = Number(headers[":status"])));
-              req.on("data", (chunk: Buffer) => (body += chunk.toString()));
-              req.on("end", () => resolve({ status, body }));
-              req.on("error", reject);
-              req.write('{"name":"');
-            }),
+          const answer = await h2Answer(
+            session,
+            {
+              ":method": "POST",
+              ":path": "/iam/v2beta1/groups",
+              authorization: `Bearer ${slow.operatorToken}`,
+              "content-type": "application/json",
+              "content-length": "100",
+            },
+            '{"name":"',
             "an HTTP/2 answer to a stalled body",
           );
           assert.equal(answer.status, 400, answer.body);
