@@ -16,14 +16,15 @@ const STAMP = join(ROOT, "dist", ".build-fingerprint");
 // bundled, and the exact dependency versions.
 const FILE_INPUTS = ["tsconfig.json", "package.json", "package-lock.json", "scripts/bundle.mjs", "scripts/build.mjs"];
 
-function fingerprint() {
+/** The build inputs' fingerprint under `root` (a package root, ending in "/"). */
+export function fingerprint(root = ROOT) {
   const hash = createHash("sha256").update(process.version);
-  const sources = readdirSync(join(ROOT, "src"), { recursive: true, withFileTypes: true })
+  const sources = readdirSync(join(root, "src"), { recursive: true, withFileTypes: true })
     .filter((entry) => entry.isFile())
-    .map((entry) => join(entry.parentPath ?? entry.path, entry.name).slice(ROOT.length))
+    .map((entry) => join(entry.parentPath ?? entry.path, entry.name).slice(root.length))
     .sort();
   for (const file of [...FILE_INPUTS, ...sources]) {
-    const path = join(ROOT, file);
+    const path = join(root, file);
     hash.update(`${file}\0`);
     hash.update(existsSync(path) ? readFileSync(path) : "(absent)");
     hash.update("\0");
