@@ -9,7 +9,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const AREAS = ["iam", "registry", "vulnerabilities"];
+const AREAS = ["iam", "registry", "vulnerabilities", "events"];
 const check = process.argv.includes("--check");
 
 /** path under proto/ → content, for every v2 file there should be */

@@ -52,6 +52,11 @@ export interface VerifiedToken {
    * actions it is limited to; absent on platform tokens, which the registry limits only by role.
    */
   registryAccess?: RegistryGrant[];
+  /**
+   * For a token from a token exchange or a sign-in: the original token's `iss`, `sub`, `aud` and
+   * `email` (our `act` claim, after RFC 8693's actor claim), recorded as the actor of events.
+   */
+  act?: Readonly<Record<string, string>>;
 }
 
 /** One entry of a registry token's `access` claim. */

@@ -124,6 +124,16 @@ export interface Authorizer {
 }
 
 /**
+ * Records what calls change (the events outbox; one module provides it): `record` runs the
+ * handler, and for a method that names an event (`chainguard.annotations.events`) commits the
+ * change and its event in one transaction, so an answered change always has its event and a
+ * failed one never does.
+ */
+export interface CallRecorder {
+  record<T>(method: DescMethodUnary, request: unknown, call: CallContext, handle: () => Promise<T>): Promise<T>;
+}
+
+/**
  * Runs an RPC the way every protocol does (the server's pipeline: limits, then `invoke`), so
  * REST and Connect/gRPC cannot drift apart.
  */
@@ -140,6 +150,7 @@ export async function invoke(
   request: MessageShape<DescMessageOf<typeof method>>,
   call: CallContext,
   authorizer: Authorizer,
+  recorder?: CallRecorder,
 ): Promise<MessageShape<DescMessageOf<typeof method, "output">>> {
   // Text is checked first: a NUL or an unpaired surrogate must not reach the database, not even
   // in the authorizer's lookups. Then authorization, so even an unimplemented method tells an
@@ -150,7 +161,8 @@ export async function invoke(
     await authorizer.authorize(method, request, call);
     const handler = binding.handlers[method.localName];
     if (!handler) throw unimplemented(`${binding.service.name}.${method.name} is not implemented by this server`);
-    return create(method.output, await handler(request, call));
+    const handle = async () => create(method.output, await handler(request, call));
+    return recorder ? recorder.record(method, request, call, handle) : handle();
   };
   let answer: MessageShape<DescMessageOf<typeof method, "output">> | undefined;
   let failed = false;

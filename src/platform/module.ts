@@ -7,9 +7,10 @@ import type { DescService } from "@bufbuild/protobuf";
 import type { Migration } from "kysely";
 import type { Logger } from "pino";
 import type { ListableResource, ListEngineDeps } from "../core/list.js";
-import type { Authorizer, ServiceBinding } from "../core/service.js";
+import type { Authorizer, CallRecorder, ServiceBinding } from "../core/service.js";
 import type { Db } from "../storage/db.js";
 import type { PlatformSettings, PublicUrls, SharedGrant } from "./config.js";
+import type { EventJournal } from "./events.js";
 import type { PlainRouter } from "./routes.js";
 
 /**
@@ -50,6 +51,13 @@ export interface ModuleRuntime<Exports = unknown> {
   registryPaths?: string[];
   /** how callers are authenticated and authorized: exactly one module provides it */
   authorizer?: Authorizer;
+  /**
+   * the events outbox every RPC passes through (records the event a method names in the
+   * change's transaction): at most one module provides it, with the `journal`
+   */
+  recorder?: CallRecorder;
+  /** where every module's events are recorded (`ctx.events`): at most one module provides it */
+  journal?: EventJournal;
   /** periodic upkeep (key rotation, pruning), run while the server runs */
   tasks?: PeriodicTask[];
   /** what other modules (and tests) may use of this one, through `exportsOf` */
@@ -98,6 +106,11 @@ export interface ModuleContext<Settings = unknown> {
   repositoriesOf<R>(module: FeatureModule<R, unknown>): R;
   /** what an earlier module exports (modules start in list order) */
   exportsOf<E>(module: FeatureModule<unknown, E>): E;
+  /**
+   * Records events beside the RPCs' own (pushes, pulls, sign-ins): the journal of the module that
+   * provides one, once it started (until then, and without one, nothing is recorded).
+   */
+  events: EventJournal;
   /** a secret shared by every replica on this database, made on first use */
   sharedSecret(name: string): Promise<Uint8Array>;
 }

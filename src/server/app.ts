@@ -9,7 +9,14 @@ import type { Logger } from "pino";
 import { iam } from "../gen/annotations/auth_pb.js";
 import { Code, ConnectError, clip, httpStatusFor, invalidArgument, toWireError } from "../core/errors.js";
 import { MAX_ECHO_LENGTH } from "../core/strings.js";
-import { invoke, type Authorizer, type CallContext, type Dispatch, type ServiceBinding } from "../core/service.js";
+import {
+  invoke,
+  type Authorizer,
+  type CallContext,
+  type CallRecorder,
+  type Dispatch,
+  type ServiceBinding,
+} from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { DEFAULT_BODY_TIMEOUT_MS, limitBodyIdle } from "./body-timeout.js";
 import { clientAddressOf } from "./client-address.js";
@@ -40,6 +47,8 @@ export { statusJson };
 export interface AppOptions {
   bindings: ServiceBinding[];
   authorizer: Authorizer;
+  /** the events outbox every RPC passes through, when a module provides one */
+  recorder?: CallRecorder;
   errorDomain: string;
   logger: Logger;
   /** max request body in bytes */
@@ -254,11 +263,11 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   // Every RPC on every protocol: limits, then string checks, authorization and the handler.
   const dispatch: Dispatch = async (binding, method, request, call) => {
-    if (!limits) return invoke(binding, method, request, call, authorizer);
+    if (!limits) return invoke(binding, method, request, call, authorizer, opts.recorder);
     const kind = kindOf(method);
     limits.admit(call, kind);
     try {
-      return await invoke(binding, method, request, call, authorizer);
+      return await invoke(binding, method, request, call, authorizer, opts.recorder);
     } catch (err) {
       throw limits.afterFailure(err, call);
     }

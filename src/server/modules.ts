@@ -1,6 +1,7 @@
 // Every feature the server runs, in start order (a module may use what an earlier one exports).
 // This list is the only place that names features: adding one is adding its module here.
 import { authModule } from "../auth/api.js";
+import { eventsModule, type EventsSettings } from "../events/api.js";
 import { iamModule } from "../iam/api.js";
 import type { FeatureModule } from "../platform/module.js";
 import { registryModule, type RegistrySettings } from "../registry/api.js";
@@ -9,12 +10,14 @@ import { vulnerabilitiesModule, type AdvisorySettings } from "../vulnerabilities
 export const MODULES: readonly FeatureModule<any, any>[] = [
   iamModule,
   authModule,
+  eventsModule,
   registryModule,
   vulnerabilitiesModule,
 ];
 
 /** Each feature's own settings, by module name (`ServerConfig.moduleSettings`; `ctx.moduleSettings`). */
 export interface ModuleSettings {
+  events?: EventsSettings;
   registry?: RegistrySettings;
   vulnerabilities?: AdvisorySettings;
 }

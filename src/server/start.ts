@@ -5,7 +5,8 @@ import type { PGlite } from "@electric-sql/pglite";
 import type { Kysely } from "kysely";
 import { pino, type Logger } from "pino";
 import { PageTokenCodec } from "../core/page-tokens.js";
-import type { Authorizer, ServiceBinding } from "../core/service.js";
+import type { Authorizer, CallRecorder, ServiceBinding } from "../core/service.js";
+import { NO_EVENTS, type EventJournal } from "../platform/events.js";
 import {
   fillPublicUrls,
   publicUrls,
@@ -94,6 +95,22 @@ function authorizerOf(runtimes: ModuleRuntime[], modules: readonly FeatureModule
   return providers[0]!.authorizer;
 }
 
+/** What at most one module provides (the events outbox and journal). */
+function atMostOne<T>(
+  what: string,
+  runtimes: ModuleRuntime[],
+  modules: readonly FeatureModule<any, any>[],
+  pick: (r: ModuleRuntime) => T | undefined,
+): T | undefined {
+  const providers = runtimes.flatMap((r, i) => {
+    const value = pick(r);
+    return value ? [{ value, name: modules[i]!.name }] : [];
+  });
+  if (providers.length > 1)
+    throw new Error(`at most one module may provide the ${what}; found ${providers.map((p) => p.name).join(", ")}`);
+  return providers[0]?.value;
+}
+
 /** Each running module's own settings; settings for a module that is not running are refused. */
 function settingsByModule(config: ServerConfig, modules: readonly FeatureModule<any, any>[]) {
   const given: Readonly<Record<string, unknown>> = { ...config.moduleSettings };
@@ -163,6 +180,9 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         throw new Error(`module ${module.name} is not running (or starts after the module asking)`);
       return exports.get(module) as E;
     };
+    // Modules starting before the journal's provider get this forwarder: it records once that one started.
+    let journal: EventJournal = NO_EVENTS;
+    const events: EventJournal = { record: (event) => journal.record(event) };
     const ctx: Omit<ModuleContext, "moduleSettings"> = {
       db: database.db,
       settings: config,
@@ -177,6 +197,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         return repositories.get(module) as R;
       },
       exportsOf,
+      events,
       sharedSecret,
     };
     for (const module of modules) {
@@ -184,13 +205,16 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       checkBindings(module, runtime.bindings);
       exports.set(module, runtime.exports);
       runtimes.push(runtime);
+      journal = atMostOne("event journal", runtimes, modules, (r) => r.journal) ?? NO_EVENTS;
     }
+    const recorder: CallRecorder | undefined = atMostOne("events outbox", runtimes, modules, (r) => r.recorder);
     for (const [i, runtime] of runtimes.entries())
       for (const task of runtime.tasks ?? []) tasks.schedule(modules[i]!.name, task);
     const bindings = runtimes.flatMap((r) => r.bindings);
     const { fastify, dual, extraListener } = await createApp({
       bindings,
       authorizer: authorizerOf(runtimes, modules),
+      recorder,
       routes: runtimes.flatMap((r) => (r.routes ? [r.routes.bind(r)] : [])),
       pathPrefixes: [config.issuerUrl, config.apiUrl].flatMap((u) => {
         const path = u ? new URL(u).pathname.replace(/\/+$/, "") : "";

@@ -6,13 +6,14 @@
 import { randomBytes } from "node:crypto";
 import { chmod, mkdir, readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider } from "kysely";
+import { Kysely, Migrator, PostgresDialect, sql, type Dialect, type Migration, type MigrationProvider } from "kysely";
 import pg from "pg";
 import { PGlite, type PGliteOptions } from "@electric-sql/pglite";
 import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
 import { PreparedStatements } from "./prepared-statements.js";
 import { TYPE_PARSERS } from "./timestamps.js";
+import { AmbientTransactionDialect, registerAmbientDialect } from "./ambient-transaction.js";
 import {
   dataDirKeyEncryptionKey,
   lockDataDir,
@@ -126,20 +127,28 @@ export function keyEncryptionKeyOf(db: Kysely<any>): Uint8Array {
   return key;
 }
 
+/** A database whose code can be run in one transaction it does not know of (storage/ambient-transaction.ts). */
+function withAmbientTransactions(dialect: Dialect): Db {
+  const ambient = new AmbientTransactionDialect(dialect);
+  const db = new Kysely<StorageTables>({ dialect: ambient });
+  registerAmbientDialect(db, ambient);
+  return db;
+}
+
 export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase> {
   if (opts.databaseUrl) {
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, types: TYPE_PARSERS });
     // An idle client can error (e.g. the server restarts); the pool replaces it.
     pool.on("error", () => {});
     if (opts.preparedStatements !== false) new PreparedStatements().attach(pool);
-    const db = new Kysely<StorageTables>({ dialect: new PostgresDialect({ pool }) });
+    const db = withAmbientTransactions(new PostgresDialect({ pool }));
     if (opts.keyEncryptionKey) keyEncryptionKeys.set(db, opts.keyEncryptionKey);
     return { db, backend: "postgres", close: () => db.destroy() };
   }
   const dataDir = opts.dataDir || "./data";
   if (opts.pglite || dataDir.startsWith("memory://")) {
     const pglite = opts.pglite ?? (await PGlite.create(dataDir, await pgliteOptions()));
-    const db = new Kysely<StorageTables>({ dialect: new SerializedPGliteDialect(pglite) });
+    const db = withAmbientTransactions(new SerializedPGliteDialect(pglite));
     keyEncryptionKeys.set(db, opts.keyEncryptionKey ?? new Uint8Array(randomBytes(32)));
     return { db, backend: "pglite", close: () => db.destroy() };
   }
@@ -164,7 +173,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     // opening covers both: the directory itself is 0700 already, so nobody else reached them meanwhile.
     makePrivate(dataDir);
     const key = await dataDirKeyEncryptionKey(dataDir, true);
-    const db = new Kysely<StorageTables>({ dialect: new SerializedPGliteDialect(pglite) });
+    const db = withAmbientTransactions(new SerializedPGliteDialect(pglite));
     keyEncryptionKeys.set(db, key!);
     return {
       db,

@@ -162,6 +162,16 @@ const SKIPPED_EXTENSIONS = new Set(["chainguard.annotations.mcp"]);
 // Bulwark's documented extensions (proto/README.md, "Extensions"): the only packages of proto/
 // the reference does not have, each in its own files under proto/bulwark/.
 const EXTENSION_PACKAGE_PREFIX = "bulwark.";
+// Files the reference does not record, vendored unchanged from the public SDK
+// (chainguard-dev/sdk at the reference's commit; proto/README.md, "Trees"): the events
+// subscriptions services (their v2 twin derived like the other GA packages) and the `mcp`
+// method option they use.
+const SDK_VENDORED = new Map([
+  ["annotations/mcp.proto", "chainguard.annotations"],
+  ["chainguard/platform/events/v2beta1/subscriptions.proto", "chainguard.platform.events.v2beta1"],
+  ["chainguard/platform/events/v2/subscriptions.proto", "chainguard.platform.events.v2"],
+  ["platform/events/v1/subscriptions.platform.proto", "chainguard.platform.events"],
+]);
 const EXTENSION_DIR = "bulwark/";
 
 // ---------------------------------------------------------------------------
@@ -532,7 +542,9 @@ function compareAll(getFile: (path: string) => DescFile | undefined): Diff {
       continue;
     }
     const pkg = f.proto.package;
-    if (pkg.startsWith(EXTENSION_PACKAGE_PREFIX)) {
+    if (SDK_VENDORED.has(path)) {
+      d.eq(`${path} package`, SDK_VENDORED.get(path), pkg);
+    } else if (pkg.startsWith(EXTENSION_PACKAGE_PREFIX)) {
       if (!path.startsWith(EXTENSION_DIR)) d.problems.push(`${path}: extension package ${pkg} outside proto/bulwark/`);
       checkExtensionFile(d, f);
     } else if (!ref.packages[pkg]) {

@@ -1,0 +1,64 @@
+// The outbox and audit trail: each event is one row, inserted together with one delivery row per
+// subscription it matches (a subscription at the event's group or an ancestor, whose type filter,
+// if any, names the type exactly or by a prefix ending in "."), in one statement.
+import { randomBytes } from "node:crypto";
+import { sql } from "kysely";
+import type { Db } from "../../storage/db.js";
+import { ancestorsOf } from "../../core/uidp.js";
+import { eventsDb, type EventActorJson, type EventsDb } from "./schema.js";
+
+export interface NewEvent {
+  type: string;
+  source: string;
+  subject: string;
+  group: string | undefined;
+  actor: EventActorJson | undefined;
+  body: unknown;
+  traceparent: string;
+  time: Date;
+  /** delivered to no subscription (an INTERNAL event): kept in the audit trail only */
+  undelivered?: boolean;
+}
+
+export interface StoredEvent extends NewEvent {
+  uid: string;
+  seq: string;
+}
+
+/** A new event's uid: a child of its group's UIDP, or a root UIDP for an event of no group. */
+function eventUid(group: string | undefined): string {
+  return group ? `${group}/${randomBytes(8).toString("hex")}` : randomBytes(20).toString("hex");
+}
+
+export class EventsRepository {
+  private readonly db: EventsDb;
+  constructor(db: Db) {
+    this.db = eventsDb(db);
+  }
+
+  /** Inserts the event and its deliveries; answers it with its uid and sequence number. */
+  async insert(event: NewEvent): Promise<StoredEvent> {
+    const uid = eventUid(event.group);
+    const values = sql`(
+      ${uid}, ${event.group ?? null}, ${event.type}, ${event.source}, ${event.subject},
+      ${event.actor?.subject ?? null}, ${event.actor ? JSON.stringify(event.actor) : null}::jsonb,
+      ${JSON.stringify(event.body ?? null)}::jsonb, ${event.traceparent}, ${event.time})`;
+    const columns = sql`(uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time)`;
+    if (!event.group || event.undelivered) {
+      const { rows } = await sql<{ seq: string }>`
+        insert into events ${columns} values ${values} returning seq`.execute(this.db);
+      return { ...event, uid, seq: String(rows[0]!.seq) };
+    }
+    const { rows } = await sql<{ seq: string }>`
+      with e as (insert into events ${columns} values ${values} returning seq, type),
+      d as (
+        insert into event_deliveries (subscription_uid, event_seq)
+        select s.uid, e.seq from e join event_subscriptions s
+          on s.parent_uid = any(${[...ancestorsOf(event.group), event.group]}::text[])
+        where cardinality(s.types) = 0 or e.type = any(s.types)
+          or exists (select 1 from unnest(s.types) t where right(t, 1) = '.' and starts_with(e.type, t))
+      )
+      select seq from e`.execute(this.db);
+    return { ...event, uid, seq: String(rows[0]!.seq) };
+  }
+}

@@ -1,0 +1,46 @@
+// What a module records beside the RPCs (whose events the outbox records by itself): registry
+// pushes and pulls, sign-ins, token exchanges, refused credentials. The events module provides
+// the journal; every module gets it as `ctx.events`.
+import type { CallContext } from "../core/service.js";
+
+/** Who caused an event: the delivered data's `actor`. */
+export interface EventActor {
+  /** the identity's uid (or the operator's subject; for a refused credential, whom it named) */
+  subject: string;
+  /** for a token from an exchange or a sign-in: the original token's iss, sub, aud, email */
+  act?: Readonly<Record<string, string>>;
+}
+
+export interface EventRecord {
+  /** Ce-Type */
+  type: string;
+  /** Ce-Source: the registry's host ("registry") or the API's URL ("api", the default) */
+  source?: "api" | "registry";
+  /** Ce-Subject: the UIDP of the resource the event is about */
+  subject: string;
+  /** Ce-Group: the UIDP of the group it belongs to (who may see it); absent: none */
+  group?: string;
+  actor?: EventActor;
+  /** the data's `body`; never a secret */
+  body: unknown;
+  /** the W3C trace context of the request that caused it, when it came with one */
+  traceparent?: string;
+}
+
+export interface EventJournal {
+  /**
+   * Records an event: inside a transaction scope (storage/ambient-transaction.ts) it commits
+   * with that transaction, else on its own.
+   */
+  record(event: EventRecord): Promise<void>;
+}
+
+/** A journal that records nothing: for a server run without the events module. */
+export const NO_EVENTS: EventJournal = { record: async () => {} };
+
+/** The actor of an authenticated call; undefined for an anonymous one. */
+export function actorOf(call: Pick<CallContext, "principal" | "token">): EventActor | undefined {
+  if (!call.principal) return undefined;
+  const act = call.token?.act;
+  return act && Object.keys(act).length ? { subject: call.principal.uid, act } : { subject: call.principal.uid };
+}

@@ -1,0 +1,225 @@
+// One transaction around code that does not know it: `withinTransaction(db, fn)` runs `fn` with
+// every statement any repository sends through `db` — its own transactions included, which
+// become savepoints — on one connection, in one transaction, committed when `fn` resolves and
+// rolled back when it throws. The events outbox uses it so an RPC's change and the event that
+// records it commit together, whatever the handler's repositories do inside.
+//
+// It works below Kysely, in the driver (every dialect openDatabase makes is wrapped): while a
+// scope is open, acquiring a connection from the same async context answers the scope's own.
+// Work an RPC starts and leaves running after the scope closed (a fire-and-forget refresh) gets
+// an ordinary connection again.
+import { AsyncLocalStorage } from "node:async_hooks";
+import {
+  CompiledQuery,
+  type DatabaseConnection,
+  type Dialect,
+  type Driver,
+  type Kysely,
+  type QueryCompiler,
+  type TransactionSettings,
+} from "kysely";
+
+interface Scope {
+  readonly driver: AmbientDriver;
+  /** what repositories get from acquireConnection while the scope is open */
+  readonly connection: ScopeConnection;
+  open: boolean;
+  /** nested transactions wait for each other: savepoints on one connection cannot interleave */
+  nested: Promise<void>;
+  savepoints: string[];
+  counter: number;
+  /** run once the transaction committed */
+  committed: Array<() => void>;
+}
+
+class ScopeConnection implements DatabaseConnection {
+  constructor(readonly raw: DatabaseConnection) {}
+  executeQuery<R>(query: CompiledQuery) {
+    return this.raw.executeQuery<R>(query);
+  }
+  streamQuery<R>(query: CompiledQuery, chunkSize?: number) {
+    return this.raw.streamQuery<R>(query, chunkSize);
+  }
+}
+
+const scopes = new AsyncLocalStorage<Scope>();
+
+class AmbientDriver implements Driver {
+  /** releases of nested transactions still holding their turn, by connection */
+  readonly #turns = new WeakMap<ScopeConnection, Array<() => void>>();
+
+  constructor(private readonly inner: Driver) {}
+
+  #scope(): Scope | undefined {
+    const scope = scopes.getStore();
+    return scope?.open && scope.driver === this ? scope : undefined;
+  }
+
+  init() {
+    return this.inner.init();
+  }
+
+  async acquireConnection(): Promise<DatabaseConnection> {
+    return this.#scope()?.connection ?? this.inner.acquireConnection();
+  }
+
+  async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    if (connection instanceof ScopeConnection) return;
+    return this.inner.releaseConnection(connection);
+  }
+
+  async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    if (!(connection instanceof ScopeConnection)) return this.inner.beginTransaction(connection, settings);
+    const scope = this.#scope();
+    if (!scope) throw new Error("a transaction began on a closed transaction scope");
+    const waitFor = scope.nested;
+    let release!: () => void;
+    scope.nested = new Promise<void>((r) => (release = r));
+    await waitFor;
+    const name = `nested_${++scope.counter}`;
+    scope.savepoints.push(name);
+    let turns = this.#turns.get(connection);
+    if (!turns) this.#turns.set(connection, (turns = []));
+    turns.push(release);
+    try {
+      await connection.executeQuery(CompiledQuery.raw(`savepoint ${name}`));
+    } catch (err) {
+      this.#endNested(scope, connection);
+      throw err;
+    }
+  }
+
+  #endNested(scope: Scope, connection: ScopeConnection): string {
+    const name = scope.savepoints.pop()!;
+    this.#turns.get(connection)?.pop()?.();
+    return name;
+  }
+
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    if (!(connection instanceof ScopeConnection)) return this.inner.commitTransaction(connection);
+    const scope = scopes.getStore()!;
+    const name = scope.savepoints.at(-1)!;
+    try {
+      await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
+    } finally {
+      this.#endNested(scope, connection);
+    }
+  }
+
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    if (!(connection instanceof ScopeConnection)) return this.inner.rollbackTransaction(connection);
+    const scope = scopes.getStore()!;
+    const name = scope.savepoints.at(-1)!;
+    try {
+      await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`));
+    } finally {
+      this.#endNested(scope, connection);
+    }
+  }
+
+  savepoint(connection: DatabaseConnection, name: string, compile: QueryCompiler["compileQuery"]) {
+    return this.inner.savepoint!(unwrap(connection), name, compile);
+  }
+  rollbackToSavepoint(connection: DatabaseConnection, name: string, compile: QueryCompiler["compileQuery"]) {
+    return this.inner.rollbackToSavepoint!(unwrap(connection), name, compile);
+  }
+  releaseSavepoint(connection: DatabaseConnection, name: string, compile: QueryCompiler["compileQuery"]) {
+    return this.inner.releaseSavepoint!(unwrap(connection), name, compile);
+  }
+
+  destroy() {
+    return this.inner.destroy();
+  }
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    const current = this.#scope();
+    if (current) return fn();
+    const raw = await this.inner.acquireConnection();
+    const scope: Scope = {
+      driver: this,
+      connection: new ScopeConnection(raw),
+      open: true,
+      nested: Promise.resolve(),
+      savepoints: [],
+      counter: 0,
+      committed: [],
+    };
+    try {
+      await this.inner.beginTransaction(raw, {});
+      let result: T;
+      try {
+        result = await scopes.run(scope, fn);
+      } catch (err) {
+        scope.open = false;
+        await this.inner.rollbackTransaction(raw).catch(() => {});
+        throw err;
+      }
+      scope.open = false;
+      await this.inner.commitTransaction(raw);
+      for (const then of scope.committed) then();
+      return result;
+    } finally {
+      scope.open = false;
+      await this.inner.releaseConnection(raw);
+    }
+  }
+}
+
+function unwrap(connection: DatabaseConnection): DatabaseConnection {
+  return connection instanceof ScopeConnection ? connection.raw : connection;
+}
+
+/** A dialect whose driver can run code in one transaction it does not know about. */
+export class AmbientTransactionDialect implements Dialect {
+  driver: AmbientDriver | undefined;
+  constructor(private readonly inner: Dialect) {}
+  createAdapter() {
+    return this.inner.createAdapter();
+  }
+  createQueryCompiler() {
+    return this.inner.createQueryCompiler();
+  }
+  createIntrospector(db: Kysely<any>) {
+    return this.inner.createIntrospector(db);
+  }
+  createDriver(): Driver {
+    return (this.driver = new AmbientDriver(this.inner.createDriver()));
+  }
+}
+
+const dialects = new WeakMap<object, AmbientTransactionDialect>();
+
+/** Records which dialect a database was opened with (openDatabase does, for every database). */
+export function registerAmbientDialect(db: Kysely<any>, dialect: AmbientTransactionDialect): void {
+  dialects.set(db, dialect);
+}
+
+/**
+ * Runs `fn` in one transaction on `db`: every statement sent through `db` from `fn`'s async
+ * context joins it (a nested `db.transaction()` is a savepoint); commits when `fn` resolves,
+ * rolls back when it throws. Inside an open scope it only runs `fn`.
+ */
+export async function withinTransaction<T>(db: Kysely<any>, fn: () => Promise<T>): Promise<T> {
+  const dialect = dialects.get(db);
+  if (!dialect) throw new Error("this database was not opened by openDatabase: no ambient transactions");
+  if (!dialect.driver) {
+    // Kysely makes the driver on the first statement.
+    await db.selectNoFrom((eb) => eb.lit(1).as("one")).execute();
+  }
+  return dialect.driver!.run(fn);
+}
+
+/** Whether the calling code runs inside a `withinTransaction` scope. */
+export function inAmbientTransaction(): boolean {
+  return scopes.getStore()?.open === true;
+}
+
+/**
+ * Runs `then` once what the calling code wrote is committed: at the end of the open transaction
+ * scope, or now outside one. Never after a rollback. `then` must not throw.
+ */
+export function afterCommit(then: () => void): void {
+  const scope = scopes.getStore();
+  if (scope?.open) scope.committed.push(then);
+  else then();
+}

@@ -1,0 +1,92 @@
+// The outbox: a mutating RPC's event is recorded in the change's own transaction — the proto's
+// type, the resource's UIDP as subject, its group, the caller as actor, the response as body —
+// on every protocol and API version, once; a refused change records nothing.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+interface EventRowView {
+  uid: string;
+  parent_uid: string | null;
+  type: string;
+  subject: string;
+  actor_subject: string | null;
+  body: Record<string, unknown>;
+}
+
+for (const backend of backends()) {
+  describe(`the events outbox [${backend}]`, () => {
+    let server: TestServer;
+    let api: ReturnType<typeof restClient>;
+    before(async () => {
+      server = await startTestServer(backend);
+      api = restClient(server.url, server.operatorToken);
+    });
+    after(() => server.close());
+
+    const eventsAbout = async (subject: string): Promise<EventRowView[]> =>
+      (
+        await server.db
+          .selectFrom("events")
+          .select(["uid", "parent_uid", "type", "subject", "actor_subject", "body"])
+          .where("subject", "=", subject)
+          .orderBy("seq")
+          .execute()
+      ).map((r: EventRowView) => r);
+
+    it("records a create, an update and a delete, each once, with subject, group, actor and body", async () => {
+      const org = (await api.post("/iam/v2beta1/groups", { name: "outbox-org" })).body;
+      const team = await api.post(`/iam/v2beta1/groups/${org.uid}`, { name: "team" });
+      assert.equal(team.status, 200);
+      const updated = await api.patch(`/iam/v2beta1/groups/${team.body.uid}`, { description: "changed" });
+      assert.equal(updated.status, 200);
+      assert.equal((await api.delete(`/iam/v2beta1/groups/${team.body.uid}`)).status, 200);
+      const recorded = await eventsAbout(team.body.uid);
+      assert.deepEqual(
+        recorded.map((e) => e.type),
+        [
+          "dev.chainguard.api.iam.group.created.v1",
+          "dev.chainguard.api.iam.group.updated.v1",
+          "dev.chainguard.api.iam.group.deleted.v1",
+        ],
+      );
+      for (const e of recorded) {
+        assert.equal(e.parent_uid, team.body.uid);
+        assert.match(e.uid, new RegExp(`^${team.body.uid}/[0-9a-f]{16}$`));
+        assert.equal(e.actor_subject, "bulwark:operator");
+      }
+      assert.deepEqual(recorded[0]!.body, team.body);
+      assert.equal((recorded[1]!.body as { description: string }).description, "changed");
+    });
+
+    it("records nothing for a refused change", async () => {
+      const org = (await api.post("/iam/v2beta1/groups", { name: "refused-org" })).body;
+      const before = await server.db
+        .selectFrom("events")
+        .select((eb) => eb.fn.countAll().as("n"))
+        .executeTakeFirst();
+      const bad = await api.post(`/iam/v2beta1/groups/${org.uid}`, { name: "NOT VALID!" });
+      assert.equal(bad.status, 400);
+      const missing = await api.delete(`/iam/v2beta1/groups/${org.uid}/0123456789abcdef`);
+      assert.equal(missing.status, 404);
+      const afterCount = await server.db
+        .selectFrom("events")
+        .select((eb) => eb.fn.countAll().as("n"))
+        .executeTakeFirst();
+      assert.equal(String(afterCount!.n), String(before!.n));
+    });
+
+    it("records a tag's event in its repo's group, and a v1 call's event once", async () => {
+      const org = (await api.post("/iam/v2beta1/groups", { name: "outbox-reg" })).body;
+      const repo = await api.post(`/registry/v1/repos/${org.uid}`, { name: "app" });
+      assert.equal(repo.status, 200, JSON.stringify(repo.body));
+      const recorded = await eventsAbout(repo.body.id);
+      assert.deepEqual(
+        recorded.map((e) => [e.type, e.parent_uid]),
+        [["dev.chainguard.api.platform.registry.repo.created.v1", org.uid]],
+      );
+    });
+  });
+}
