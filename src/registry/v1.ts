@@ -18,6 +18,7 @@ import { REPLACE_ALL, delegateTo, listAll, oneOrNone, sameWire, type Delegate } 
 import { MAX_HISTORY } from "./oci/history.js";
 import type { TagsRepository } from "./storage/tags.js";
 import { toTag } from "./tags.js";
+import { recoverable } from "../storage/ambient-transaction.js";
 
 function syncToV1(s: repos.SyncConfig | undefined): v1.SyncConfig | undefined {
   if (!s) return undefined;
@@ -287,7 +288,8 @@ function repoHandlers(a: Adapter) {
 async function createRepo(a: Adapter, req: v1.CreateRepoRequest, call: CallContext): Promise<v1.Repo> {
   const { uid: _uid, ...fields } = repoFromV1(req.repo);
   try {
-    const created = await a.repo("createRepo", { parent: req.parentId, repo: fields }, call);
+    // Recoverable: the conflict below goes on reading, inside the outbox's transaction.
+    const created = await recoverable(() => a.repo("createRepo", { parent: req.parentId, repo: fields }, call));
     if (req.repo?.readme)
       await a.repo("updateRepoReadme", { repoReadme: { uid: created.uid, content: req.repo.readme } }, call);
     return repoToV1(created, req.repo?.readme ?? "");

@@ -24,8 +24,7 @@ interface Scope {
   /** what repositories get from acquireConnection while the scope is open */
   readonly connection: ScopeConnection;
   open: boolean;
-  /** nested transactions wait for each other: savepoints on one connection cannot interleave */
-  nested: Promise<void>;
+  /** the open savepoints of nested transactions, innermost last (they nest; siblings never run at once) */
   savepoints: string[];
   counter: number;
   /** run once the transaction committed */
@@ -45,9 +44,6 @@ class ScopeConnection implements DatabaseConnection {
 const scopes = new AsyncLocalStorage<Scope>();
 
 class AmbientDriver implements Driver {
-  /** releases of nested transactions still holding their turn, by connection */
-  readonly #turns = new WeakMap<ScopeConnection, Array<() => void>>();
-
   constructor(private readonly inner: Driver) {}
 
   #scope(): Scope | undefined {
@@ -72,49 +68,35 @@ class AmbientDriver implements Driver {
     if (!(connection instanceof ScopeConnection)) return this.inner.beginTransaction(connection, settings);
     const scope = this.#scope();
     if (!scope) throw new Error("a transaction began on a closed transaction scope");
-    const waitFor = scope.nested;
-    let release!: () => void;
-    scope.nested = new Promise<void>((r) => (release = r));
-    await waitFor;
     const name = `nested_${++scope.counter}`;
+    await connection.executeQuery(CompiledQuery.raw(`savepoint ${name}`));
     scope.savepoints.push(name);
-    let turns = this.#turns.get(connection);
-    if (!turns) this.#turns.set(connection, (turns = []));
-    turns.push(release);
-    try {
-      await connection.executeQuery(CompiledQuery.raw(`savepoint ${name}`));
-    } catch (err) {
-      this.#endNested(scope, connection);
-      throw err;
-    }
-  }
-
-  #endNested(scope: Scope, connection: ScopeConnection): string {
-    const name = scope.savepoints.pop()!;
-    this.#turns.get(connection)?.pop()?.();
-    return name;
   }
 
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
     if (!(connection instanceof ScopeConnection)) return this.inner.commitTransaction(connection);
-    const scope = scopes.getStore()!;
-    const name = scope.savepoints.at(-1)!;
-    try {
-      await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
-    } finally {
-      this.#endNested(scope, connection);
-    }
+    const name = scopes.getStore()!.savepoints.pop()!;
+    await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
     if (!(connection instanceof ScopeConnection)) return this.inner.rollbackTransaction(connection);
-    const scope = scopes.getStore()!;
-    const name = scope.savepoints.at(-1)!;
+    const name = scopes.getStore()!.savepoints.pop()!;
+    await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`));
+  }
+
+  /** Runs `fn` in a savepoint of the open scope: its failure leaves the scope's transaction usable. */
+  async recoverable<T>(scope: Scope, fn: () => Promise<T>): Promise<T> {
+    await this.beginTransaction(scope.connection, {});
+    let result: T;
     try {
-      await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`));
-    } finally {
-      this.#endNested(scope, connection);
+      result = await fn();
+    } catch (err) {
+      await this.rollbackTransaction(scope.connection);
+      throw err;
     }
+    await this.commitTransaction(scope.connection);
+    return result;
   }
 
   savepoint(connection: DatabaseConnection, name: string, compile: QueryCompiler["compileQuery"]) {
@@ -139,7 +121,6 @@ class AmbientDriver implements Driver {
       driver: this,
       connection: new ScopeConnection(raw),
       open: true,
-      nested: Promise.resolve(),
       savepoints: [],
       counter: 0,
       committed: [],
@@ -222,4 +203,15 @@ export function afterCommit(then: () => void): void {
   const scope = scopes.getStore();
   if (scope?.open) scope.committed.push(then);
   else then();
+}
+
+/**
+ * Runs `fn` so that its failure leaves the caller's transaction usable: inside an open scope, in
+ * a savepoint (PostgreSQL aborts a whole transaction on a failed statement); outside one, as is.
+ * For code that catches a storage failure and goes on using the database (answering an existing
+ * resource after a create conflicted).
+ */
+export function recoverable<T>(fn: () => Promise<T>): Promise<T> {
+  const scope = scopes.getStore();
+  return scope?.open ? scope.driver.recoverable(scope, fn) : fn();
 }

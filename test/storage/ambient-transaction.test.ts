@@ -1,0 +1,100 @@
+// One transaction around code that does not know it (storage/ambient-transaction.ts), on both
+// backends: everything inside commits or rolls back together, a nested transaction is a
+// savepoint, `recoverable` keeps the scope usable after a failed statement, and `afterCommit`
+// runs only after a commit.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { sql } from "kysely";
+import { backends, clonePglite, clonePostgres } from "../support/db-templates.js";
+import { openDatabase, type OpenDatabase } from "../../src/storage/db.js";
+import { afterCommit, recoverable, withinTransaction } from "../../src/storage/ambient-transaction.js";
+
+for (const backend of backends()) {
+  describe(`ambient transactions [${backend}]`, () => {
+    let database: OpenDatabase;
+    let drop: (() => Promise<void>) | undefined;
+    before(async () => {
+      if (backend === "pglite") database = await openDatabase({ pglite: await clonePglite() });
+      else {
+        const cloned = await clonePostgres();
+        drop = cloned.drop;
+        database = await openDatabase({ databaseUrl: cloned.url });
+      }
+      await sql`create table ambient_probe (k text primary key)`.execute(database.db);
+    });
+    after(async () => {
+      await database.close();
+      await drop?.();
+    });
+
+    const keys = async () =>
+      (await sql<{ k: string }>`select k from ambient_probe order by k`.execute(database.db)).rows.map((r) => r.k);
+    const insert = (k: string) => sql`insert into ambient_probe (k) values (${k})`.execute(database.db);
+
+    it("commits everything inside together, and rolls everything back on a throw", async () => {
+      await withinTransaction(database.db, async () => {
+        await insert("a1");
+        await database.db.transaction().execute(async (trx) => {
+          await sql`insert into ambient_probe (k) values ('a2')`.execute(trx);
+        });
+      });
+      await assert.rejects(
+        withinTransaction(database.db, async () => {
+          await insert("b1");
+          await database.db.transaction().execute(async (trx) => {
+            await sql`insert into ambient_probe (k) values ('b2')`.execute(trx);
+          });
+          throw new Error("handler failed");
+        }),
+        /handler failed/,
+      );
+      assert.deepEqual(await keys(), ["a1", "a2"]);
+    });
+
+    it("rolls back a failed nested transaction alone, and recovers after a failed statement", async () => {
+      await withinTransaction(database.db, async () => {
+        await insert("c1");
+        await assert.rejects(
+          database.db.transaction().execute(async (trx) => {
+            await sql`insert into ambient_probe (k) values ('c2')`.execute(trx);
+            throw new Error("inner failed");
+          }),
+        );
+        await assert.rejects(
+          recoverable(() => insert("c1")),
+          (err: { code?: string }) => err.code === "23505",
+        );
+        await insert("c3");
+      });
+      const all = await keys();
+      assert.ok(all.includes("c1") && all.includes("c3") && !all.includes("c2"), all.join());
+    });
+
+    it("runs afterCommit callbacks after a commit only", async () => {
+      const seen: string[] = [];
+      await withinTransaction(database.db, async () => {
+        await insert("d1");
+        afterCommit(() => seen.push("committed d1"));
+        assert.deepEqual(seen, []);
+      });
+      await withinTransaction(database.db, async () => {
+        afterCommit(() => seen.push("never"));
+        throw new Error("rolled back");
+      }).catch(() => undefined);
+      afterCommit(() => seen.push("outside a scope: at once"));
+      assert.deepEqual(seen, ["committed d1", "outside a scope: at once"]);
+    });
+
+    it("gives work left running after the scope closed an ordinary connection", async () => {
+      let late: Promise<unknown> | undefined;
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      await withinTransaction(database.db, async () => {
+        late = gate.then(() => insert("e1"));
+      });
+      release();
+      await late;
+      assert.ok((await keys()).includes("e1"));
+    });
+  });
+}
