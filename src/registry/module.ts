@@ -12,6 +12,7 @@ import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
+import { RegistryEvents } from "./oci/events.js";
 import { registerOciRoutes } from "./oci/routes.js";
 import type { BlobStore } from "./storage/blob-store.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
@@ -151,6 +152,7 @@ export const registryModule: FeatureModule<
           uploads,
           names,
           store,
+          events: new RegistryEvents(ctx.events, ctx.db, ctx.now),
           urls: ctx.urls,
           now: ctx.now,
         });

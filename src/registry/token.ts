@@ -11,7 +11,7 @@ import type { PublicUrls } from "../platform/config.js";
 import type { PlainRouter } from "../platform/routes.js";
 import { isRepositoryName, type RepositoryNames } from "./names.js";
 import { ACTION_CAPABILITIES, type Action } from "./oci/router.js";
-import { bearerChallenge, sendOciError } from "./oci/errors.js";
+import { bearerChallenge, ociAnswerOf, sendOciError } from "./oci/errors.js";
 
 /** Registry tokens are short: a pull or push gets a fresh one per repository anyway. */
 export const REGISTRY_TOKEN_LIFETIME_SECONDS = 300;
@@ -117,6 +117,6 @@ export function registerTokenRoute(router: PlainRouter, deps: TokenRouteDeps): v
         }),
       );
     },
-    renderError: (wire, reply, thrown) => sendOciError(reply, wire, thrown, bearerChallenge(deps.urls)),
+    renderError: (wire, reply, thrown) => sendOciError(reply, ociAnswerOf(wire, thrown), bearerChallenge(deps.urls)),
   });
 }
