@@ -4,7 +4,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ANONYMOUS_SUBJECT, authModule } from "../auth/api.js";
+import { ANONYMOUS_SUBJECT, AuthEvents, authModule } from "../auth/api.js";
 import { iamModule } from "../iam/api.js";
 import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
@@ -161,6 +161,7 @@ export const registryModule: FeatureModule<
           urls: ctx.urls,
           issuer,
           anonymousSubject: ANONYMOUS_SUBJECT,
+          events: new AuthEvents(ctx.events),
         });
       },
       registryPaths: ["/v2", "/token"],
