@@ -19,6 +19,7 @@ import { ExchangeRequestSchema } from "../gen/platform/oidc/v1/oidc.platform_pb.
 import { resource } from "../gen/google/api/resource_pb.js";
 import { isValidUidp } from "../core/uidp.js";
 import type { TokenExchange } from "./token-exchange.js";
+import { REGISTRY_LOGIN_EVENT, isRefusal, type AuthEvents } from "./events.js";
 import {
   ANONYMOUS_SUBJECT,
   OPERATOR_SUBJECT,
@@ -152,6 +153,8 @@ export class TokenAuthorizer implements Authorizer {
     private readonly exchange?: TokenExchange,
     /** what every authenticated caller holds beside its bindings (public advisory groups) */
     private readonly sharedGrants: readonly Grant[] = [],
+    /** where refused credentials and registry password logins are recorded */
+    private readonly events?: AuthEvents,
   ) {}
 
   /** Who the bearer token of these headers belongs to, and what it may do now. */
@@ -164,9 +167,22 @@ export class TokenAuthorizer implements Authorizer {
     audience: Audience,
     readOnly: boolean,
   ): Promise<{ access: Access; token: VerifiedToken }> {
-    const verified = audience === "api" ? await this.apiToken(call) : await this.registryToken(call);
+    let verified: VerifiedToken;
+    try {
+      verified = audience === "api" ? await this.apiToken(call) : await this.registryToken(call);
+    } catch (err) {
+      // Only credentials that were presented and verified (or exchanged) and failed: a missing
+      // token or a refusal by the rate limits before any check records nothing.
+      if (this.events && isRefusal(err) && presentsCredentials(call.headers, audience))
+        await this.events.credentialsRefused(call, this.audienceUrl(audience), err);
+      throw err;
+    }
     if (verified.subject === ANONYMOUS_SUBJECT) throw unauthenticated("authentication is required");
     return { access: await this.accessOf(verified, call, readOnly), token: verified };
+  }
+
+  private audienceUrl(audience: Audience): string {
+    return audience === "api" ? this.tokens.urls.apiAudience : this.tokens.urls.registryAudience;
   }
 
   private async apiToken(call: CallContext): Promise<VerifiedToken> {
@@ -221,6 +237,13 @@ export class TokenAuthorizer implements Authorizer {
     const request = create(ExchangeRequestSchema, { identity: namedIdentity, aud: [registryAudience] });
     const issued = await this.exchange!.exchange(request, token).catch(() => {
       throw unauthenticated("the user name and password are not accepted");
+    });
+    await this.events?.tokenExchanged(call, {
+      type: REGISTRY_LOGIN_EVENT,
+      identity: issued.subject,
+      audience: issued.audience,
+      act: issued.act,
+      group: issued.group,
     });
     return this.tokens.verify(issued.token, registryAudience);
   }
@@ -330,6 +353,12 @@ export class TokenAuthorizer implements Authorizer {
     const isParent = rule.scopePath[rule.scopePath.length - 1]!.name === "parent";
     access.require(rule.capabilities, scope, isParent ? "group" : rule.noun);
   }
+}
+
+/** Whether the request carries credentials of the kind `audience` takes (a refusal of them is recorded). */
+function presentsCredentials(headers: Headers, audience: Audience): boolean {
+  if (audience === "api") return bearerToken(headers) !== undefined;
+  return (basicCredentials(headers)?.password ?? bearerToken(headers)) !== undefined;
 }
 
 /** HTTP Basic credentials of an Authorization header, or undefined. */

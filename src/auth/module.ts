@@ -8,6 +8,7 @@ import { iamModule } from "../iam/api.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import { authService } from "./auth-service.js";
+import { AuthEvents } from "./events.js";
 import { TokenAuthorizer } from "./authorizer.js";
 import { registerIssuerRoutes } from "./issuer-routes.js";
 import { KeyManager, REFRESH_EVERY_MS } from "./keys.js";
@@ -62,10 +63,11 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
     const upstream = new UpstreamIssuers(upstreamOptions);
     const now = () => ctx.now();
     const exchangeDeps = { tokens: issuer, identities: iam.identities, upstream, logger: ctx.logger, now };
+    const events = new AuthEvents(ctx.events);
     return {
       bindings: [
         authService({ tokens: issuer, identities: iam.identities, roleBindings: iam.roleBindings }),
-        securityTokenService(exchangeDeps),
+        securityTokenService(exchangeDeps, events),
       ],
       routes(router) {
         registerIssuerRoutes(router, ctx.urls, keys);
@@ -80,6 +82,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
           identityProviders: iam.identityProviders,
           invites: iam.invites,
           logger: ctx.logger,
+          events,
         });
       },
       authorizer: new TokenAuthorizer(
@@ -87,6 +90,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
         iam.roleBindings,
         new TokenExchange(exchangeDeps),
         ctx.sharedGrants.map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),
+        events,
       ),
       tasks: [
         {

@@ -8,8 +8,9 @@ import { unauthenticated, unimplemented } from "../core/errors.js";
 import { bindService } from "../core/service.js";
 import { TokenExchange, type TokenExchangeDeps } from "./token-exchange.js";
 import { bearerToken, principalKey, unverifiedClaims } from "./tokens.js";
+import { isRefusal, type AuthEvents } from "./events.js";
 
-export function securityTokenService(deps: TokenExchangeDeps) {
+export function securityTokenService(deps: TokenExchangeDeps, events?: AuthEvents) {
   const exchange = new TokenExchange(deps);
   return bindService(SecurityTokenService, {
     async exchange(req, call) {
@@ -25,7 +26,19 @@ export function securityTokenService(deps: TokenExchangeDeps) {
             "people sign in with `bulwark auth login` (the OAuth endpoints)",
         );
       }
-      const issued = await exchange.exchange(req, token);
+      let issued;
+      try {
+        issued = await exchange.exchange(req, token);
+      } catch (err) {
+        if (events && isRefusal(err)) await events.credentialsRefused(call, req.aud.join(" "), err);
+        throw err;
+      }
+      await events?.tokenExchanged(call, {
+        identity: issued.subject,
+        audience: issued.audience,
+        act: issued.act,
+        group: issued.group,
+      });
       return { token: issued.token, expiry: timestampFromDate(issued.expiry) };
     },
 

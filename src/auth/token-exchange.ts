@@ -23,10 +23,10 @@ import type { Identity_ClaimMatch, Identity_StaticKeys } from "../gen/chainguard
 import type { ExchangeRequest } from "../gen/platform/oidc/v1/oidc.platform_pb.js";
 import { invalidArgument, permissionDenied, unauthenticated, type FieldViolation } from "../core/errors.js";
 import { matchesAnchored } from "../core/patterns.js";
-import { isAncestorOrSelf, isValidUidp } from "../core/uidp.js";
+import { isAncestorOrSelf, isValidUidp, parentOf } from "../core/uidp.js";
 import type { IdentityDirectory } from "../iam/api.js";
 import { MAX_TOKEN_LIFETIME_MS } from "./keys.js";
-import { OPERATOR_SUBJECT, type IssuedToken, type TokenIssuer, type VerifiedToken } from "./tokens.js";
+import { OPERATOR_SUBJECT, actClaimOf, type IssuedToken, type TokenIssuer, type VerifiedToken } from "./tokens.js";
 import type { UpstreamIssuers } from "./upstream.js";
 import { quote } from "../core/strings.js";
 
@@ -71,6 +71,25 @@ interface Grant {
   caps?: string[];
   scopes?: string[];
   notAfter?: number;
+  /** the presented token's iss, sub, aud, email: the new token's `act` claim */
+  act?: Readonly<Record<string, string>>;
+  /** the assumed identity's group, when its row was read */
+  group?: string;
+}
+
+/** An exchange's token, and what the events record of it (never the tokens themselves). */
+export interface Exchanged extends IssuedToken {
+  subject: string;
+  audience: string[];
+  act?: Readonly<Record<string, string>>;
+  group?: string;
+}
+
+/** What a presented token proved: its verified claims, the identity's group, a lifetime cap (epoch ms). */
+interface Assumed {
+  payload: JWTPayload;
+  group?: string;
+  notAfter?: number;
 }
 
 /** A failed check; its reason is logged, never answered. */
@@ -113,7 +132,7 @@ export class TokenExchange {
   }
 
   /** One of our tokens for `token`, as the request asks; throws the RPC error to answer. */
-  async exchange(req: ExchangeRequest, token: string): Promise<IssuedToken> {
+  async exchange(req: ExchangeRequest, token: string): Promise<Exchanged> {
     const want = this.requested(req);
     const grant =
       req.identity === "" ? await this.reissue(token, want) : await this.assumeIdentity(req.identity, token, want);
@@ -123,8 +142,9 @@ export class TokenExchange {
       notAfter === undefined ? MAX_TOKEN_LIFETIME_MS : notAfter - this.now().getTime(),
     );
     if (lifetimeMs < 1000) throw unauthenticated("the presented token expires too soon to be exchanged");
-    const { subject, caps, scopes } = grant;
-    return this.deps.tokens.mint({ subject, audience: want.audience, lifetimeMs, caps, scopes });
+    const { subject, caps, scopes, act, group } = grant;
+    const issued = await this.deps.tokens.mint({ subject, audience: want.audience, lifetimeMs, caps, scopes, act });
+    return { ...issued, subject, audience: want.audience, act, group };
   }
 
   /** The request's audiences, caps and scopes, checked (INVALID_ARGUMENT) and deduplicated. */
@@ -170,29 +190,30 @@ export class TokenExchange {
     } catch {
       throw unauthenticated("the bearer token is not a JWT");
     }
-    let notAfter: number | undefined;
+    let assumed: Assumed;
     try {
-      notAfter = await this.assume(uid, token);
+      assumed = await this.assume(uid, token);
     } catch (err) {
       if (!(err instanceof Denied)) throw err;
       this.deps.logger?.debug({ identity: uid, reason: err.message }, "token exchange denied");
       throw permissionDenied(EXCHANGE_DENIED);
     }
     await this.deps.identities.touch(uid, this.now());
-    return { subject: uid, caps: want.caps, scopes: want.scopes, notAfter };
+    const { notAfter, payload, group } = assumed;
+    return { subject: uid, caps: want.caps, scopes: want.scopes, notAfter, act: actClaimOf(payload), group };
   }
 
-  /** Checks that the token may assume the identity (else Denied); the lifetime cap, if any. */
-  private async assume(uid: string, token: string): Promise<number | undefined> {
+  /** Checks that the token may assume the identity (else Denied): its verified claims and the lifetime cap, if any. */
+  private async assume(uid: string, token: string): Promise<Assumed> {
     const row = await this.deps.identities.get(uid);
     if (!row) deny("no such identity");
+    const group = parentOf(uid);
     const relationship = this.deps.identities.relationshipOf(row);
     switch (relationship.case) {
       case "claimMatch":
-        await this.assumeClaimMatch(token, relationship.value);
-        return undefined;
+        return { payload: await this.assumeClaimMatch(token, relationship.value), group };
       case "staticKeys":
-        return this.assumeStaticKeys(token, relationship.value);
+        return { ...(await this.assumeStaticKeys(token, relationship.value)), group };
       case "awsIdentity":
         return deny("AWS identities are not exchanged here");
       case "servicePrincipal":
@@ -202,7 +223,7 @@ export class TokenExchange {
     }
   }
 
-  private async assumeClaimMatch(token: string, cm: Identity_ClaimMatch): Promise<void> {
+  private async assumeClaimMatch(token: string, cm: Identity_ClaimMatch): Promise<JWTPayload> {
     // Checked on the unverified claims first, so only an issuer the identity names is ever fetched.
     const unverified = decodeJwt(token);
     const early = this.claimMatchProblem(cm, unverified);
@@ -216,10 +237,14 @@ export class TokenExchange {
     const payload = await this.verify(token, keys, { issuer: unverified.iss! });
     const problem = this.claimMatchProblem(cm, payload);
     if (problem) deny(problem);
+    return payload;
   }
 
   /** Checks the token against the identity's own keys; the keys' expiry (epoch ms), if any. */
-  private async assumeStaticKeys(token: string, sk: Identity_StaticKeys): Promise<number | undefined> {
+  private async assumeStaticKeys(
+    token: string,
+    sk: Identity_StaticKeys,
+  ): Promise<{ payload: JWTPayload; notAfter?: number }> {
     const expiresAt = sk.expirationTime ? timestampDate(sk.expirationTime).getTime() : undefined;
     // A token it mints must not outlive it either (see the lifetime cap in exchange).
     if (expiresAt !== undefined && expiresAt - this.now().getTime() < 1000) {
@@ -235,7 +260,7 @@ export class TokenExchange {
     const auds = audiencesOf(payload);
     const audienceOk = sk.audiences.length ? auds.some((a) => sk.audiences.includes(a)) : this.forUs(auds);
     if (!audienceOk) deny("audience does not match");
-    return expiresAt;
+    return { payload, notAfter: expiresAt };
   }
 
   /** Why the claims do not satisfy the claim match, or undefined. */
@@ -326,7 +351,9 @@ export class TokenExchange {
         );
       }
     }
-    // Never outlives the presented token, so a token cannot renew itself forever.
-    return { subject: presented.subject, caps, scopes, notAfter: presented.expiry.getTime() };
+    // Never outlives the presented token, so a token cannot renew itself forever. Who was behind
+    // the presented token stays the actor: its own `act`, else the presented token itself.
+    const act = presented.act ?? { iss: tokens.urls.issuer, sub: presented.subject, aud: tokens.urls.apiAudience };
+    return { subject: presented.subject, caps, scopes, notAfter: presented.expiry.getTime(), act };
   }
 }

@@ -44,6 +44,25 @@ export interface MintRequest {
   scopes?: string[];
   /** a registry token's repositories and actions (the distribution token spec's `access` claim) */
   registryAccess?: RegistryGrant[];
+  /**
+   * who the caller was before an exchange or a sign-in: the original token's `iss`, `sub`, `aud`
+   * and `email` (the `act` claim, after RFC 8693's actor claim), recorded as events' actor
+   */
+  act?: Readonly<Record<string, string>>;
+}
+
+/** The members an `act` claim may hold (each a string). */
+const ACT_MEMBERS = ["iss", "sub", "aud", "email"] as const;
+
+/** An `act` claim from what an original token said: its string members only, empty ones left out. */
+export function actClaimOf(original: Readonly<Record<string, unknown>>): Record<string, string> | undefined {
+  const act: Record<string, string> = {};
+  for (const name of ACT_MEMBERS) {
+    const value = original[name];
+    const text = Array.isArray(value) ? value.filter((v) => typeof v === "string").join(" ") : value;
+    if (typeof text === "string" && text) act[name] = text;
+  }
+  return Object.keys(act).length ? act : undefined;
 }
 
 export interface IssuedToken {
@@ -84,6 +103,7 @@ export class TokenIssuer {
     if (req.caps) claims.caps = req.caps;
     if (req.scopes) claims.scopes = req.scopes;
     if (req.registryAccess) claims.access = req.registryAccess;
+    if (req.act && Object.keys(req.act).length) claims.act = { ...req.act };
     const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: ALGORITHM, kid: key.kid, typ: "JWT" })
       .setIssuer(this.urls.issuer)
@@ -139,7 +159,9 @@ export class TokenIssuer {
       // Signed by us, yet checked like any input: a subject or scope the database cannot hold
       // (NUL, ...) or a lifetime longer than we ever issue means the token is not ours to honour.
       const registryAccess = payload.access === undefined ? undefined : registryGrants(payload.access);
+      const act = payload.act === undefined ? undefined : actClaim(payload.act);
       const texts = [
+        ...Object.values(act ?? {}),
         payload.sub!,
         ...(stringList(payload.scopes) ?? []),
         ...(stringList(payload.caps) ?? []),
@@ -159,6 +181,7 @@ export class TokenIssuer {
         scopes: freezeList(stringList(payload.scopes)),
         registryAccess:
           registryAccess && (Object.freeze(registryAccess.map((g) => Object.freeze(g))) as RegistryGrant[]),
+        ...(act ? { act: Object.freeze(act) } : {}),
       });
       return { token: verified, kid: protectedHeader.kid };
     } catch (err) {
@@ -170,6 +193,20 @@ export class TokenIssuer {
 
 function freezeList(list: string[] | undefined): string[] | undefined {
   return list && (Object.freeze(list) as string[]);
+}
+
+/** The `act` claim: an object of strings we put there; anything else is a malformed token. */
+function actClaim(value: unknown): Record<string, string> {
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw unauthenticated("token claims are malformed");
+  const act: Record<string, string> = {};
+  for (const name of ACT_MEMBERS) {
+    const member = (value as Record<string, unknown>)[name];
+    if (member === undefined) continue;
+    if (typeof member !== "string") throw unauthenticated("token claims are malformed");
+    act[name] = member;
+  }
+  return act;
 }
 
 /** The `access` claim's grants; a malformed claim is a malformed token (never "no limit"). */

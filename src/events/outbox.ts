@@ -89,7 +89,7 @@ const ID_FIELDS = ["uid", "id"];
  */
 export function groupOf(type: string, subject: string, subjectIsScope: boolean): string | undefined {
   if (!subject) return undefined;
-  if (subjectIsScope && /\.created\.batch\./.test(type)) return subject;
+  if (subjectIsScope && /\.created\.batch\.|\.advisories\.imported\./.test(type)) return subject;
   if (/\.iam\.group\.|\.iam\.account_associations\./.test(type)) return subject;
   if (/\.registry\.tag\./.test(type)) return parentOf(parentOf(subject) ?? "");
   return parentOf(subject);

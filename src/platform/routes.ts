@@ -33,9 +33,16 @@ export interface PlainRoute {
   handler(request: FastifyRequest, reply: FastifyReply, call: CallContext): unknown;
   /**
    * Renders an error in the route's own protocol (default: AIP-193 google.rpc.Status JSON).
-   * `error` is the wire error every protocol answers with; `thrown` what the handler threw.
+   * `error` is the wire error every protocol answers with; `thrown` what the handler threw;
+   * `call` the caller as far as authentication got (the registry records failed pulls).
    */
-  renderError?(error: ConnectError, reply: FastifyReply, thrown: unknown, request: FastifyRequest): FastifyReply;
+  renderError?(
+    error: ConnectError,
+    reply: FastifyReply,
+    thrown: unknown,
+    request: FastifyRequest,
+    call: CallContext,
+  ): FastifyReply | Promise<FastifyReply>;
 }
 
 export interface PlainRouter {

@@ -4,7 +4,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ANONYMOUS_SUBJECT, authModule } from "../auth/api.js";
+import { ANONYMOUS_SUBJECT, AuthEvents, authModule } from "../auth/api.js";
 import { iamModule } from "../iam/api.js";
 import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
@@ -12,6 +12,7 @@ import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
+import { RegistryEvents } from "./oci/events.js";
 import { registerOciRoutes } from "./oci/routes.js";
 import type { BlobStore } from "./storage/blob-store.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
@@ -151,6 +152,7 @@ export const registryModule: FeatureModule<
           uploads,
           names,
           store,
+          events: new RegistryEvents(ctx.events, ctx.db, ctx.now),
           urls: ctx.urls,
           now: ctx.now,
         });
@@ -159,6 +161,7 @@ export const registryModule: FeatureModule<
           urls: ctx.urls,
           issuer,
           anonymousSubject: ANONYMOUS_SUBJECT,
+          events: new AuthEvents(ctx.events),
         });
       },
       registryPaths: ["/v2", "/token"],

@@ -9,9 +9,11 @@ import type { RegistryGrant } from "../core/access.js";
 import type { CallContext } from "../core/service.js";
 import type { PublicUrls } from "../platform/config.js";
 import type { PlainRouter } from "../platform/routes.js";
+import { parentOf } from "../core/uidp.js";
+import { REGISTRY_LOGIN_EVENT, type AuthEvents } from "../auth/api.js";
 import { isRepositoryName, type RepositoryNames } from "./names.js";
 import { ACTION_CAPABILITIES, type Action } from "./oci/router.js";
-import { bearerChallenge, sendOciError } from "./oci/errors.js";
+import { bearerChallenge, ociAnswerOf, sendOciError } from "./oci/errors.js";
 
 /** Registry tokens are short: a pull or push gets a fresh one per repository anyway. */
 export const REGISTRY_TOKEN_LIFETIME_SECONDS = 300;
@@ -24,6 +26,7 @@ export interface TokenMinter {
     caps?: string[];
     scopes?: string[];
     registryAccess: RegistryGrant[];
+    act?: Readonly<Record<string, string>>;
   }): Promise<{ token: string; expiry: Date }>;
 }
 
@@ -33,6 +36,8 @@ export interface TokenRouteDeps {
   issuer: TokenMinter;
   /** the subject of tokens for callers without credentials */
   anonymousSubject: string;
+  /** where a login (a token for credentials presented) is recorded */
+  events: Pick<AuthEvents, "tokenExchanged">;
 }
 
 const SCOPE = /^repository:([^:]+):([a-z*,]+)$/;
@@ -106,7 +111,17 @@ export function registerTokenRoute(router: PlainRouter, deps: TokenRouteDeps): v
         caps: call.token?.caps,
         scopes: call.token?.scopes,
         registryAccess: grants,
+        // Who was behind the credentials stays the actor of what the registry token does.
+        act: call.token?.act,
       });
+      if (call.principal)
+        await deps.events.tokenExchanged(call, {
+          type: REGISTRY_LOGIN_EVENT,
+          identity: call.principal.uid,
+          audience: [deps.urls.registryAudience],
+          act: call.token?.act,
+          group: parentOf(call.principal.uid),
+        });
       const issuedAt = new Date(issued.expiry.getTime() - REGISTRY_TOKEN_LIFETIME_SECONDS * 1000);
       return reply.header("content-type", "application/json").send(
         JSON.stringify({
@@ -117,6 +132,6 @@ export function registerTokenRoute(router: PlainRouter, deps: TokenRouteDeps): v
         }),
       );
     },
-    renderError: (wire, reply, thrown) => sendOciError(reply, wire, thrown, bearerChallenge(deps.urls)),
+    renderError: (wire, reply, thrown) => sendOciError(reply, ociAnswerOf(wire, thrown), bearerChallenge(deps.urls)),
   });
 }

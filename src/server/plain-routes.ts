@@ -56,7 +56,9 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             if (reply.sent) return reply;
             const err = deps.limits ? deps.limits.afterFailure(thrown, call) : thrown;
             const wire = deps.wireError(request, err);
-            return route.renderError ? route.renderError(wire, reply, err, request) : deps.sendError(reply, wire);
+            return route.renderError
+              ? await route.renderError(wire, reply, err, request, call)
+              : deps.sendError(reply, wire);
           } finally {
             const template = route.templateOf?.(request);
             if (template) outcomeOf(request).route = template;

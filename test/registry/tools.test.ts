@@ -26,38 +26,9 @@ import {
 } from "../support/oci-layout.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { HANG_MS, until, watchOutput } from "../support/wait.js";
+import { skopeoIn, type Run } from "../support/skopeo.js";
 
 const sha256 = (bytes: Uint8Array | string) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * skopeo with a private policy and auth file, and HOME pointed at `dir`, so nothing of the
- * machine's user (credentials, registries.conf overrides) takes part. Never throws on failure.
- */
-function skopeoIn(dir: string) {
-  const policy = join(dir, "policy.json");
-  const authFile = join(dir, "auth.json");
-  writeFileSync(policy, JSON.stringify({ default: [{ type: "insecureAcceptAnything" }] }));
-  writeFileSync(authFile, "{}");
-  const env = { ...process.env, HOME: dir, XDG_CONFIG_HOME: join(dir, ".config"), REGISTRY_AUTH_FILE: authFile };
-  return (...args: string[]): Promise<Run> =>
-    new Promise((resolve) => {
-      execFile(
-        "skopeo",
-        ["--policy", policy, "--command-timeout", `${HANG_MS / 1000}s`, ...args],
-        { env, timeout: HANG_MS + 30_000, maxBuffer: 16 << 20 },
-        (err, stdout, stderr) => {
-          const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
-          resolve({ code, stdout, stderr });
-        },
-      );
-    });
-}
 
 const ok = (run: Run, what: string) => assert.equal(run.code, 0, `${what}: ${run.stderr}`);
 

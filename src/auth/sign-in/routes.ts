@@ -1,6 +1,7 @@
 // Sign-in's HTTP endpoints for `bulwark auth login`: each reads its request, asks the sign-in
 // service (service.ts) and renders the outcome (views.ts). Every one is public: the OAuth protocol
 // itself (client id, PKCE, state, codes) is how these requests are authenticated.
+import type { CallContext } from "../../core/service.js";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { PlainRouter } from "../../platform/routes.js";
 import { LoginError } from "./errors.js";
@@ -12,7 +13,7 @@ const DEVICE_PATH = "/device";
 /** Carries the device confirmation's CSRF token beside the form's copy. */
 const DEVICE_CSRF_COOKIE = "bulwark_device_csrf";
 
-type Handler = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+type Handler = (request: FastifyRequest, reply: FastifyReply, call: CallContext) => Promise<unknown>;
 
 export function registerLoginRoutes(router: PlainRouter, deps: LoginDeps): void {
   router.acceptForms();
@@ -35,8 +36,8 @@ export function registerLoginRoutes(router: PlainRouter, deps: LoginDeps): void 
   });
 
   // The upstream provider's redirect back to us.
-  get(CALLBACK_PATH, async (request, reply) => {
-    const outcome = await service.returnFromUpstream(queryOf(request));
+  get(CALLBACK_PATH, async (request, reply, call) => {
+    const outcome = await service.returnFromUpstream(queryOf(request), call);
     switch (outcome.kind) {
       case "unknown_session":
         return views.failurePage(

@@ -12,6 +12,7 @@
 // (issuer, subject), so LookupIdentity finds it; later sign-ins reuse it. Signing in through an
 // organization's IdP binds the IdP's default role in that organization; an invite code binds the
 // invite's role at its group (iam/invites.ts).
+import type { AuthEvents, Origin } from "../events.js";
 import { createHash, randomBytes, randomInt, timingSafeEqual } from "node:crypto";
 import * as oidc from "openid-client";
 import { CLI_CLIENT_ID } from "../../core/cli-client.js";
@@ -26,7 +27,7 @@ import {
 } from "../../iam/api.js";
 import type { UpstreamProvider } from "../../platform/config.js";
 import type { LoginSession, LoginSessionsRepository } from "../storage/login-sessions.js";
-import type { TokenIssuer } from "../tokens.js";
+import { actClaimOf, type TokenIssuer } from "../tokens.js";
 import type { UpstreamIssuers, UpstreamOptions } from "../upstream.js";
 import { LoginError } from "./errors.js";
 import { SignInProviders } from "./providers.js";
@@ -50,6 +51,8 @@ export interface LoginDeps {
   roleBindings: RoleBindingDirectory;
   identityProviders: SignInIdentityProviders;
   invites: InviteRedemption;
+  /** where completed sign-ins are recorded */
+  events?: AuthEvents;
   logger: { info(obj: object, msg: string): void; debug(obj: object, msg: string): void };
   now?: () => Date;
 }
@@ -281,7 +284,7 @@ export class SignInService {
   }
 
   /** The upstream provider's redirect back (its query): the sign-in completes or fails. */
-  async returnFromUpstream(query: Fields): Promise<UpstreamReturn> {
+  async returnFromUpstream(query: Fields, origin: Origin): Promise<UpstreamReturn> {
     const session =
       typeof query.state === "string" ? await this.deps.sessions.pending(query.state, this.now()) : undefined;
     if (!session) return { kind: "unknown_session" };
@@ -294,7 +297,7 @@ export class SignInService {
       if (typeof query.error === "string") {
         throw new LoginError("access_denied", `the sign-in provider said: ${query.error}`);
       }
-      const identityUid = await this.signIn(session, query);
+      const identityUid = await this.signIn(session, query, origin);
       if (session.kind === "device") {
         if (!(await this.deps.sessions.complete(session.id, identityUid, this.now()))) throw alreadyFinished();
         return { kind: "device_signed_in" };
@@ -319,7 +322,12 @@ export class SignInService {
     else if (form.grant_type === DEVICE_CODE_GRANT) identityUid = await this.pollDevice(form);
     else throw new LoginError("unsupported_grant_type", "grant_type must be authorization_code or device_code");
     const { issuer } = this.deps;
-    const minted = await issuer.mint({ subject: identityUid, audience: [issuer.urls.apiAudience] });
+    // The token carries who the upstream said the person is (the `act` claim events record).
+    const identity = await this.deps.identities.get(identityUid);
+    const act = identity
+      ? actClaimOf({ iss: identity.issuer, sub: identity.subject, email: identity.email })
+      : undefined;
+    const minted = await issuer.mint({ subject: identityUid, audience: [issuer.urls.apiAudience], act });
     const expiresIn = Math.floor((minted.expiry.getTime() - this.now().getTime()) / 1000);
     return { access_token: minted.token, token_type: "Bearer", expires_in: expiresIn };
   }
@@ -411,7 +419,7 @@ export class SignInService {
   }
 
   /** After the upstream sign-in: who it is, what it joins; the identity's uid. */
-  private async signIn(session: LoginSession, query: Fields): Promise<string> {
+  private async signIn(session: LoginSession, query: Fields, origin: Origin): Promise<string> {
     const claims = await this.upstreamClaims(session, query);
     const iss = String(claims.iss ?? "");
     const sub = String(claims.sub ?? "");
@@ -447,6 +455,14 @@ export class SignInService {
       await this.acceptInvite(session.invite_uid, identity.uid, { platformEmail: identity.email, idpEmail }, at);
     }
     this.deps.logger.info({ identity: identity.uid, via: idpUid ?? "default upstream" }, "signed in");
+    await this.deps.events?.signedIn(origin, {
+      identity: identity.uid,
+      issuer: iss,
+      subject: sub,
+      email: identity.email || email,
+      identityProvider: idpUid ?? undefined,
+      group: idp?.parent_uid,
+    });
     return identity.uid;
   }
 

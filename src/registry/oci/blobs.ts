@@ -4,12 +4,14 @@ import type { BlobStore, ByteRange } from "../storage/blob-store.js";
 import type { BlobsRepository } from "../storage/blobs.js";
 import { isDigest } from "./digest.js";
 import { OciError, blobUnknown, digestInvalid } from "./errors.js";
+import type { RegistryEvents } from "./events.js";
 import { sendHead, type RepoRequest } from "./http.js";
 import type { MethodHandlers } from "./router.js";
 
 export interface BlobRouteDeps {
   blobs: BlobsRepository;
   store: BlobStore;
+  events: RegistryEvents;
 }
 
 /** DELETE unlinks, GET and HEAD pull (as does any other method, as it always has). */
@@ -17,7 +19,8 @@ export function blobHandlers(deps: BlobRouteDeps): MethodHandlers {
   return { DELETE: (r) => deleteBlob(deps, r), "*": (r) => getBlob(deps, r) };
 }
 
-async function getBlob(deps: BlobRouteDeps, { request, reply, repo, reference: digest }: RepoRequest) {
+async function getBlob(deps: BlobRouteDeps, r: RepoRequest) {
+  const { request, reply, repo, reference: digest } = r;
   if (!isDigest(digest)) throw digestInvalid("unsupported or malformed digest");
   const blob = await deps.blobs.inRepo(repo.uid, digest);
   if (!blob) throw blobUnknown(digest);
@@ -37,11 +40,20 @@ async function getBlob(deps: BlobRouteDeps, { request, reply, repo, reference: d
   const length = range ? range.end - range.start + 1 : blob.size;
   reply.header("content-length", String(length));
   if (range) reply.code(206).header("content-range", `bytes ${range.start}-${range.end}/${blob.size}`);
-  if (request.method === "HEAD") return sendHead(reply);
-  if (length === 0) return reply.send(Buffer.alloc(0));
-  const stream = await deps.store.open(digest, range);
-  if (!stream) throw blobUnknown(digest);
-  return reply.send(stream);
+  if (request.method === "HEAD") {
+    await deps.events.pulled(r, { type: "blob", digest });
+    return sendHead(reply);
+  }
+  const stream = length === 0 ? undefined : await deps.store.open(digest, range);
+  if (length !== 0 && !stream) throw blobUnknown(digest);
+  // Recorded once the bytes are known to be there, before the first of them leaves.
+  try {
+    await deps.events.pulled(r, { type: "blob", digest });
+  } catch (err) {
+    stream?.destroy();
+    throw err;
+  }
+  return reply.send(stream ?? Buffer.alloc(0));
 }
 
 async function deleteBlob(deps: BlobRouteDeps, { reply, repo, reference: digest }: RepoRequest) {

@@ -66,27 +66,31 @@ export function bearerChallenge(urls: PublicUrls, scope?: string): string {
   return scope === undefined ? base : `${base},scope="${scope}"`;
 }
 
-/** The answer for whatever a registry route threw. `challenge` is the WWW-Authenticate value for a 401. */
-export function sendOciError(
-  reply: FastifyReply,
-  wire: ConnectError,
-  thrown: unknown,
-  challenge: string,
-): FastifyReply {
-  let status: number;
-  let code: OciCode;
-  let message: string;
-  let detail: unknown;
+/** What a registry route's failure answers: the OCI error, its HTTP status and headers. */
+export interface OciAnswer {
+  status: number;
+  code: OciCode;
+  message: string;
+  detail?: unknown;
+  headers: Record<string, string>;
+}
+
+/** The OCI answer for whatever a registry route threw (`wire`: the error every protocol answers with). */
+export function ociAnswerOf(wire: ConnectError, thrown: unknown): OciAnswer {
   if (thrown instanceof OciError) {
-    ({ status, code, message, detail } = thrown);
-    for (const [name, value] of Object.entries(thrown.headers)) reply.header(name, value);
-  } else {
-    [status, code] = byGrpcCode[wire.code] ?? [500, "UNKNOWN"];
-    message = wire.rawMessage;
-    // The retry hint of a rate limit travels as a header on every protocol.
-    const retryAfter = wire.metadata.get("retry-after");
-    if (retryAfter) reply.header("retry-after", retryAfter);
+    const { status, code, message, detail, headers } = thrown;
+    return { status, code, message, detail, headers };
   }
+  const [status, code] = byGrpcCode[wire.code] ?? [500, "UNKNOWN"];
+  // The retry hint of a rate limit travels as a header on every protocol.
+  const retryAfter = wire.metadata.get("retry-after");
+  return { status, code, message: wire.rawMessage, headers: retryAfter ? { "retry-after": retryAfter } : {} };
+}
+
+/** Sends an OCI answer. `challenge` is the WWW-Authenticate value for a 401. */
+export function sendOciError(reply: FastifyReply, answer: OciAnswer, challenge: string): FastifyReply {
+  const { status, code, message, detail, headers } = answer;
+  for (const [name, value] of Object.entries(headers)) reply.header(name, value);
   if (status === 401) reply.header("www-authenticate", challenge);
   const error: Record<string, unknown> = { code, message };
   if (detail !== undefined) error.detail = detail;

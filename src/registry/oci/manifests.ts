@@ -8,6 +8,7 @@ import type { TagsRepository } from "../storage/tags.js";
 import { TAG_PATTERN as TAG } from "../names.js";
 import { algorithmOf, digestOf, isDigest, looksLikeDigest } from "./digest.js";
 import { OciError, digestInvalid, manifestInvalid, manifestUnknown } from "./errors.js";
+import type { RegistryEvents } from "./events.js";
 import { sendHead, type RepoRequest } from "./http.js";
 import type { MethodHandlers } from "./router.js";
 import { MAX_MANIFEST_BYTES, parseManifest } from "./manifest.js";
@@ -15,6 +16,7 @@ import { MAX_MANIFEST_BYTES, parseManifest } from "./manifest.js";
 export interface ManifestRouteDeps {
   manifests: ManifestsRepository;
   tags: TagsRepository;
+  events: RegistryEvents;
   now(): Date;
 }
 
@@ -27,17 +29,24 @@ export function manifestHandlers(deps: ManifestRouteDeps): MethodHandlers {
   };
 }
 
-async function getManifest(deps: ManifestRouteDeps, { request, reply, repo, reference }: RepoRequest) {
+async function getManifest(deps: ManifestRouteDeps, r: RepoRequest) {
+  const { request, reply, repo, reference } = r;
   const digest = await digestOfReference(deps.tags, repo, reference);
   const head = request.method === "HEAD";
   const manifest = await deps.manifests.get(repo.uid, digest, !head);
   if (!manifest) throw manifestUnknown(reference);
+  await deps.events.pulled(r, { type: "manifest", digest, tag: tagOf(reference) });
   reply
     .header("content-type", manifest.media_type)
     .header("docker-content-digest", manifest.digest)
     .header("etag", `"${manifest.digest}"`)
     .header("content-length", String(manifest.size));
   return head ? sendHead(reply) : reply.send(Buffer.from(manifest.content ?? []));
+}
+
+/** The tag a manifest reference names (undefined for a digest). */
+export function tagOf(reference: string): string | undefined {
+  return looksLikeDigest(reference) ? undefined : reference;
 }
 
 async function digestOfReference(tags: TagsRepository, repo: RepoRef, reference: string): Promise<string> {
@@ -49,7 +58,8 @@ async function digestOfReference(tags: TagsRepository, repo: RepoRef, reference:
   return digest;
 }
 
-async function putManifest(deps: ManifestRouteDeps, { request, reply, name, repo, reference }: RepoRequest) {
+async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
+  const { request, reply, name, repo, reference } = r;
   const byDigest = looksLikeDigest(reference);
   if (byDigest && !isDigest(reference)) throw digestInvalid("unsupported or malformed digest", { reference });
   if (!byDigest && !TAG.test(reference)) throw manifestInvalid("invalid tag name");
@@ -58,18 +68,24 @@ async function putManifest(deps: ManifestRouteDeps, { request, reply, name, repo
   const digest = digestOf(bytes, byDigest ? algorithmOf(reference) : "sha256");
   if (byDigest && digest !== reference)
     throw digestInvalid("the manifest's digest does not match the reference", { reference, computed: digest });
-  const result = await deps.manifests.put({
-    repoUid: repo.uid,
-    digest,
-    mediaType: parsed.mediaType,
-    content: bytes,
-    artifactType: parsed.artifactType,
-    subject: parsed.subject,
-    annotations: parsed.annotations,
-    blobs: parsed.blobs,
-    children: parsed.children,
-    tag: byDigest ? undefined : reference,
-    now: deps.now(),
+  // The manifest, its tag's move and the push's event commit together (the body is read already).
+  const result = await deps.events.inPush(async () => {
+    const put = await deps.manifests.put({
+      repoUid: repo.uid,
+      digest,
+      mediaType: parsed.mediaType,
+      content: bytes,
+      artifactType: parsed.artifactType,
+      subject: parsed.subject,
+      annotations: parsed.annotations,
+      blobs: parsed.blobs,
+      children: parsed.children,
+      tag: byDigest ? undefined : reference,
+      now: deps.now(),
+    });
+    if (put.kind === "ok")
+      await deps.events.pushed(r, { type: "manifest", digest, tag: byDigest ? undefined : reference });
+    return put;
   });
   if (result.kind !== "ok") {
     const what = result.kind === "blob_unknown" ? "blob" : "manifest";

@@ -196,6 +196,11 @@ export class OciRouteTable {
     return accessRule(await this.route(request));
   }
 
+  /** The request's target and resolved name, if it was routed (its path parsed). */
+  routedOf(request: FastifyRequest): Routed | undefined {
+    return this.routed.get(request);
+  }
+
   /** The repository name the request used, if its path parsed and names one. */
   nameOf(request: FastifyRequest): string | undefined {
     return this.routed.get(request)?.target.name;

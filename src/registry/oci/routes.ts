@@ -7,15 +7,17 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Code } from "@connectrpc/connect";
 import { unauthenticated } from "../../core/errors.js";
+import type { CallContext } from "../../core/service.js";
 import type { PublicUrls } from "../../platform/config.js";
 import type { PlainRouter } from "../../platform/routes.js";
 import { blobHandlers, type BlobRouteDeps } from "./blobs.js";
-import { OciError, bearerChallenge, nameUnknown, sendOciError } from "./errors.js";
+import { OciError, bearerChallenge, nameUnknown, ociAnswerOf, sendOciError, type OciAnswer } from "./errors.js";
+import type { RegistryEvents } from "./events.js";
 import { historyHandlers, type HistoryRouteDeps } from "./history.js";
 import { API_VERSION, sendJson } from "./http.js";
-import { manifestHandlers, type ManifestRouteDeps } from "./manifests.js";
+import { manifestHandlers, tagOf, type ManifestRouteDeps } from "./manifests.js";
 import { referrerHandlers, type ReferrerRouteDeps } from "./referrers.js";
-import { OciRouteTable, type RouteTableDeps } from "./router.js";
+import { OciRouteTable, type Routed, type RouteTableDeps } from "./router.js";
 import { catalog, tagHandlers, type TagRouteDeps } from "./tags.js";
 import { uploadHandlers, type UploadRouteDeps } from "./uploads.js";
 
@@ -48,17 +50,42 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
       access: (request) => table.access(request),
       templateOf: (request) => table.templateOf(request),
       handler: (request, reply, call) => table.dispatch(request, reply, call),
-      renderError: (wire, reply, thrown, request) => {
+      renderError: async (wire, reply, thrown, request, call) => {
         reply.headers(API_VERSION);
         // A repo or group the caller may not see is answered as one that does not exist: by the
         // name the client used, never the uid the authorizer names.
         const name = table.nameOf(request);
-        const answer = wire.code === Code.NotFound && name !== undefined && !(thrown instanceof OciError);
-        const shown = answer ? nameUnknown(name) : thrown;
-        return sendOciError(reply, wire, shown, bearerChallenge(deps.urls, table.challengeScope(request)));
+        const hidden = wire.code === Code.NotFound && name !== undefined && !(thrown instanceof OciError);
+        const answer = ociAnswerOf(wire, hidden ? nameUnknown(name) : thrown);
+        const routed = table.routedOf(request);
+        if (routed) await recordFailedPull(deps.events, request, call, routed, answer);
+        return sendOciError(reply, answer, bearerChallenge(deps.urls, table.challengeScope(request)));
       },
     });
   }
+}
+
+/**
+ * A manifest or blob pull that failed (unknown, denied, unauthenticated, invalid) is a pull event
+ * with its error. A request refused by the rate limits never got this far (it was not routed):
+ * a flood records nothing.
+ */
+function recordFailedPull(
+  events: RegistryEvents,
+  request: FastifyRequest,
+  call: CallContext,
+  { target, resolved }: Routed,
+  answer: OciAnswer,
+): Promise<void> {
+  if (target.endpoint !== "manifest" && target.endpoint !== "blob") return Promise.resolve();
+  if (answer.code === "TOOMANYREQUESTS") return Promise.resolve();
+  const what =
+    target.endpoint === "blob"
+      ? { type: "blob" as const, digest: target.reference }
+      : tagOf(target.reference) === undefined
+        ? { type: "manifest" as const, digest: target.reference }
+        : { type: "manifest" as const, digest: "", tag: target.reference };
+  return events.pullFailed(request, call, target.name!, resolved, what, answer);
 }
 
 /** /v2/ (any method, as it always has): whether the client speaks to a registry and is authenticated. */

@@ -7,14 +7,13 @@ import { randomUUID, createHash, type Hash } from "node:crypto";
 import { Writable, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { CallContext } from "../../core/service.js";
 import { isRepositoryName, type RepositoryNames } from "../names.js";
 import type { BlobStore } from "../storage/blob-store.js";
 import type { BlobsRepository } from "../storage/blobs.js";
-import type { RepoRef } from "../storage/repos.js";
 import type { UploadRow, UploadsRepository } from "../storage/uploads.js";
 import { HashingStream, algorithmOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
 import { OciError, digestInvalid, nameUnknown, uploadUnknown } from "./errors.js";
+import type { RegistryEvents } from "./events.js";
 import { queryOf, unsupported, type RepoRequest } from "./http.js";
 import { ACTION_CAPABILITIES, granted, type MethodHandlers, type RepoHandler } from "./router.js";
 
@@ -23,6 +22,7 @@ export interface UploadRouteDeps {
   blobs: BlobsRepository;
   names: RepositoryNames;
   store: BlobStore;
+  events: RegistryEvents;
   now(): Date;
 }
 
@@ -85,10 +85,11 @@ const uploadLocation = (name: string, id: string) => `/v2/${name}/blobs/uploads/
 const rangeHeader = (size: number) => `0-${Math.max(size - 1, 0)}`;
 
 /** POST .../blobs/uploads/: a mount, a monolithic push (`digest`), or a new session. */
-async function startUpload(u: Uploading, { request, reply, call, name, repo }: RepoRequest) {
+async function startUpload(u: Uploading, r: RepoRequest) {
+  const { request, reply, name, repo } = r;
   const query = queryOf(request);
   if (query.mount !== undefined && query.from !== undefined && isDigest(query.mount)) {
-    if (await mount(u, call, repo, query.from, query.mount)) {
+    if (await mount(u, r, query.from, query.mount)) {
       return reply
         .code(201)
         .header("location", `/v2/${name}/blobs/${query.mount}`)
@@ -101,7 +102,7 @@ async function startUpload(u: Uploading, { request, reply, call, name, repo }: R
   if (query.digest !== undefined) {
     // Monolithic: the whole blob in this request, hashed as it streams with the named algorithm.
     const size = await append(u, request, id, 0, algorithmOfParameter(query.digest));
-    return finish(u, reply, name, repo, id, query.digest, size);
+    return finish(u, r, id, query.digest, size);
   }
   return reply
     .code(202)
@@ -111,14 +112,19 @@ async function startUpload(u: Uploading, { request, reply, call, name, repo }: R
     .send();
 }
 
-/** Links a blob from another repo the caller may pull (else the client gets a plain upload). */
-async function mount(u: Uploading, call: CallContext, repo: RepoRef, from: string, digest: string): Promise<boolean> {
+/** Links a blob from another repo the caller may pull (else the client gets a plain upload); a push's event. */
+async function mount(u: Uploading, r: RepoRequest, from: string, digest: string): Promise<boolean> {
+  const { call, repo } = r;
   if (!isRepositoryName(from)) return false;
   const source = await u.names.resolve(from);
   if (!source?.repo) return false;
   const pullable = source.repo.public || (call.access?.can(ACTION_CAPABILITIES.pull, source.repo.uid) ?? false);
   if (!pullable || !granted(call, from, "pull")) return false;
-  return u.blobs.mount(repo.uid, source.repo.uid, digest, u.now());
+  return u.events.inPush(async () => {
+    const mounted = await u.blobs.mount(repo.uid, source.repo!.uid, digest, u.now());
+    if (mounted) await u.events.pushed(r, { type: "blob", digest });
+    return mounted;
+  });
 }
 
 /** The session a request names in this repo (a malformed or unknown id is BLOB_UPLOAD_UNKNOWN). */
@@ -169,12 +175,13 @@ async function appendChunk(u: Uploading, r: RepoRequest, upload: UploadRow) {
 }
 
 /** PUT: the last chunk (if any) and the digest the whole must have. */
-async function completeUpload(u: Uploading, { request, reply, name, repo }: RepoRequest, upload: UploadRow) {
+async function completeUpload(u: Uploading, r: RepoRequest, upload: UploadRow) {
+  const { request } = r;
   const digest = queryOf(request).digest;
   if (digest === undefined) throw digestInvalid("the digest query parameter is required");
   const algorithm = algorithmOfParameter(digest);
   const size = request.body ? await append(u, request, upload.id, upload.size, algorithm) : upload.size;
-  return finish(u, reply, name, repo, upload.id, digest, size);
+  return finish(u, r, upload.id, digest, size);
 }
 
 /** Streams the request body onto the upload after `offset` bytes; the new acknowledged size. */
@@ -222,15 +229,8 @@ async function append(
 }
 
 /** Verifies the upload's bytes against `digest` and makes them the blob. */
-async function finish(
-  u: Uploading,
-  reply: FastifyReply,
-  name: string,
-  repo: RepoRef,
-  id: string,
-  digest: string,
-  size: number,
-) {
+async function finish(u: Uploading, r: RepoRequest, id: string, digest: string, size: number) {
+  const { reply, name, repo } = r;
   if (!isDigest(digest)) {
     await discardUpload(u, id);
     throw digestInvalid(looksLikeDigest(digest) ? "unsupported digest algorithm" : "malformed digest", {
@@ -243,7 +243,13 @@ async function finish(
     throw digestInvalid("the uploaded content does not match the digest", { digest, computed });
   }
   const now = u.now();
-  if (!(await u.blobs.store(repo.uid, digest, size, now, id, () => u.store.commitUpload(id, digest, size)))) {
+  // The blob's record, its link into the repo and the push's event commit together.
+  const stored = await u.events.inPush(async () => {
+    const done = await u.blobs.store(repo.uid, digest, size, now, id, () => u.store.commitUpload(id, digest, size));
+    if (done) await u.events.pushed(r, { type: "blob", digest });
+    return done;
+  });
+  if (!stored) {
     await discardUpload(u, id);
     throw nameUnknown(name);
   }

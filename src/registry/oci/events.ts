@@ -1,0 +1,117 @@
+// Registry traffic as events: `dev.chainguard.registry.push.v1` for a pushed manifest or a
+// completed (or mounted) blob, recorded in the push's own transaction, and
+// `dev.chainguard.registry.pull.v1` for a manifest or blob HEAD or GET, recorded before the
+// answer leaves — failures too, with the OCI error the client got. Bodies carry the hosted
+// registry's fields; `location` is always "" (no geolocation database is shipped).
+import type { FastifyRequest } from "fastify";
+import type { CallContext } from "../../core/service.js";
+import { parentOf } from "../../core/uidp.js";
+import { actorOf, type EventJournal } from "../../platform/events.js";
+import { withinTransaction } from "../../storage/ambient-transaction.js";
+import type { Db } from "../../storage/db.js";
+import type { ResolvedName } from "../names.js";
+import type { OciAnswer } from "./errors.js";
+import type { RepoRequest } from "./http.js";
+
+export const PUSH_EVENT = "dev.chainguard.registry.push.v1";
+export const PULL_EVENT = "dev.chainguard.registry.pull.v1";
+
+/** What was pushed or pulled. */
+export interface Transferred {
+  type: "manifest" | "blob";
+  /** "" when a failed pull never learnt it (an unknown tag) */
+  digest: string;
+  /** the tag, when the request's reference was one */
+  tag?: string;
+}
+
+/** Where a request's event belongs: the repo, else the group its name resolved to, else the name itself. */
+interface Place {
+  subject: string;
+  group?: string;
+  repoId: string;
+}
+
+export class RegistryEvents {
+  constructor(
+    private readonly journal: EventJournal,
+    private readonly db: Db,
+    private readonly now: () => Date,
+  ) {}
+
+  /** Runs a push's database work with its event in one transaction (no body may stream inside). */
+  inPush<T>(work: () => Promise<T>): Promise<T> {
+    return withinTransaction(this.db, work);
+  }
+
+  /** Records a push; called inside `inPush`, once the change is made. */
+  pushed(r: RepoRequest, what: Transferred): Promise<void> {
+    return this.#record(PUSH_EVENT, r.request, r.call, r.name, placeOfRepo(r.repo.uid), what);
+  }
+
+  /** Records a successful pull (a manifest or blob HEAD or GET), before the answer is sent. */
+  pulled(r: RepoRequest, what: Transferred): Promise<void> {
+    if (!isPull(r.request.method)) return Promise.resolve();
+    return this.#record(PULL_EVENT, r.request, r.call, r.name, placeOfRepo(r.repo.uid), what);
+  }
+
+  /** Records a failed pull with the OCI error the client is answered with. */
+  pullFailed(
+    request: FastifyRequest,
+    call: CallContext,
+    name: string,
+    resolved: ResolvedName | undefined,
+    what: Transferred,
+    answer: OciAnswer,
+  ): Promise<void> {
+    if (!isPull(request.method)) return Promise.resolve();
+    const place: Place = resolved?.repo
+      ? placeOfRepo(resolved.repo.uid)
+      : resolved
+        ? { subject: resolved.group.uid, group: resolved.group.uid, repoId: "" }
+        : { subject: name, repoId: "" };
+    const error = { code: answer.code, message: answer.message, status: answer.status };
+    return this.#record(PULL_EVENT, request, call, name, place, what, error);
+  }
+
+  #record(
+    type: string,
+    request: FastifyRequest,
+    call: CallContext,
+    repository: string,
+    place: Place,
+    what: Transferred,
+    error?: { code: string; message: string; status: number },
+  ): Promise<void> {
+    const body = {
+      repository,
+      repo_id: place.repoId,
+      ...(what.tag !== undefined ? { tag: what.tag } : {}),
+      digest: what.digest,
+      type: what.type,
+      ...(type === PULL_EVENT ? { method: request.method } : {}),
+      remote_address: call.clientAddress ?? "",
+      location: "",
+      user_agent: request.headers["user-agent"] ?? "",
+      when: this.now().toISOString(),
+      ...(error ? { error } : {}),
+    };
+    return this.journal.record({
+      type,
+      source: "registry",
+      subject: place.subject,
+      group: place.group,
+      actor: actorOf(call),
+      body,
+      traceparent: call.headers.get("traceparent") ?? undefined,
+    });
+  }
+}
+
+function placeOfRepo(repoUid: string): Place {
+  return { subject: repoUid, group: parentOf(repoUid), repoId: repoUid };
+}
+
+function isPull(method: string): boolean {
+  return method === "GET" || method === "HEAD";
+}
