@@ -53,7 +53,7 @@ export function toEvent(e: EventFields): Event {
 
 /** An event as JSON (the audit log's line, without its traceparent). */
 export function eventJson(e: EventFields): JsonValue {
-  return toJson(EventSchema, toEvent(e));
+  return toJson(EventSchema, toEvent(e), { alwaysEmitImplicit: true });
 }
 
 export function eventFromRow(row: EventRow): Event {

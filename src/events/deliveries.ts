@@ -100,7 +100,7 @@ export function deliveriesService({ deliveries, subscriptions, lists, now }: Del
           ? await lists.tokens.encode({
               order: ORDER,
               filter: filterFingerprint(ListDeliveriesRequestSchema, req),
-              after: [page.at(-1)!.event_seq],
+              after: [String(page.at(-1)!.event_seq)],
               skipped: 0,
             })
           : "";
