@@ -64,8 +64,10 @@ export function eventFromRow(row: EventRow): Event {
 export function timeOf(field: string, ts: Timestamp | undefined, v: FieldViolation[]): Date | undefined {
   if (!ts) return undefined;
   const date = timestampDate(ts);
-  if (Number.isNaN(date.getTime()) || ts.nanos < 0 || ts.nanos > 999_999_999) {
-    v.push({ field, description: "is not a valid time" });
+  // RFC 3339's years (and within what the database stores)
+  const year = date.getUTCFullYear();
+  if (Number.isNaN(date.getTime()) || year < 1 || year > 9999 || ts.nanos < 0 || ts.nanos > 999_999_999) {
+    v.push({ field, description: "is not a valid time (years 0001 to 9999)" });
     return undefined;
   }
   return date;

@@ -9,12 +9,14 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { AuditService } from "../../src/gen/bulwark/events/v1/events_pb.js";
 import { assertInvalidArgument, assertNotFound } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import { createGroup, type Api, type Json } from "../support/fixtures.js";
 import { query, restClient } from "../support/http.js";
 import { workload } from "../support/principals.js";
-import { startTestServer, type TestServer } from "../support/server.js";
+import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 import { until } from "../support/wait.js";
 
 const EVENTS = "/bulwark/events/v1/events";
@@ -136,6 +138,18 @@ for (const backend of backends()) {
       );
       assertInvalidArgument(await op.get(EVENTS + query({ order_by: "type" })), "order_by");
       assertInvalidArgument(await op.get(EVENTS + query({ "uidp.descendants_of": "nope" })), "uidp.descendants_of");
+      // over gRPC a timestamp can name a year the database cannot store
+      const grpc = operatorGrpc(server, AuditService);
+      try {
+        const err = await grpc.client.listEvents({ startTime: { seconds: -100_000_000_000n } }).then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
+        assert.equal(err?.code, Code.InvalidArgument, String(err));
+        assert.match(err.rawMessage, /start_time/);
+      } finally {
+        grpc.close();
+      }
     });
 
     it("ListDeliveries: newest event first, paged, by state; RedeliverEvents queues one event or a range again", async () => {
