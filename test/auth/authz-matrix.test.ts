@@ -158,7 +158,9 @@ type Kind =
   | "group_invite"
   | "repo"
   | "tag"
-  | "advisory";
+  | "advisory"
+  | "subscription"
+  | "event";
 const KINDS: readonly Kind[] = [
   "group",
   "role",
@@ -170,6 +172,8 @@ const KINDS: readonly Kind[] = [
   "repo",
   "tag",
   "advisory",
+  "subscription",
+  "event",
 ];
 
 /** Sub-resources and extension messages whose uid is their resource's (a repo's readme, visibility). */
@@ -228,9 +232,18 @@ function v1KindOf(service: string, input: DescMessage, variable: string): string
 
 /** The kind a List RPC lists. */
 function listedKindOf(service: DescService, method: DescMethod): Kind | undefined {
+  if (service.name === "AuditService") return "event";
   if (service.name === "Registry") return /Tag/.test(method.name) ? "tag" : "repo";
   return V1_KIND_OF_SERVICE[service.name] ?? kindOf(service, method.input, "uid");
 }
+
+/**
+ * Filters a List RPC is called with, to keep the operator's answer on one page: every fixture
+ * and principal made here records events; the event fixtures are groups' creations.
+ */
+const LIST_FILTERS: Record<string, string> = {
+  "AuditService.ListEvents": "types=dev.chainguard.api.iam.group.created.v1",
+};
 
 /** List RPCs that answer no fixture by design: the registry keeps no end-of-life data. */
 const ALWAYS_EMPTY_LISTS = new Set(["Registry.ListEolTags"]);
@@ -357,6 +370,9 @@ interface Fixtures {
   identitySubject: string;
 }
 
+/** the server's database, for the kinds written directly */
+let database: TestServer["db"] | undefined;
+
 let serial = 0;
 const nextName = (what: string) => `${what} ${++serial}`;
 
@@ -394,6 +410,22 @@ async function makeKind(api: Api, group: string, kind: Kind, subject = `fixture-
     }
     case "advisory":
       return (await importAdvisory(api, group, cgaId(++serial), `package-${serial}`)).uid;
+    // written directly: a subscription's own API is not what this kind is for (its deliveries are)
+    case "subscription": {
+      const uid = `${group}/${createHash("sha256").update(`subscription ${++serial}`).digest("hex").slice(0, 16)}`;
+      await database!
+        .insertInto("event_subscriptions")
+        .values({ uid, parent_uid: group, sink: "https://receiver.example/hook", types: [] })
+        .execute();
+      return uid;
+    }
+    // the event of a group's creation
+    case "event": {
+      const made = await createGroup(api, group, nextName("evented"));
+      const res = await api.get(`/bulwark/events/v1/events?subject=${made.uid}`);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      return res.body.events[0].uid;
+    }
   }
 }
 
@@ -499,6 +531,7 @@ async function buildRequest(rpc: Rpc, fx: Fixtures, fresh: (kind: Kind) => Promi
   if (lookup) path += "?" + new URLSearchParams(lookup.query(fx)).toString();
   // v1 lists have no pages: they answer everything
   if (c?.kind === "list" && rpc.method.input.fields.some((f) => f.name === "page_size")) path += "?page_size=200";
+  if (LIST_FILTERS[rpc.label]) path += `&${LIST_FILTERS[rpc.label]}`;
   return { path, body, scope, target };
 }
 
@@ -550,6 +583,7 @@ for (const backend of backends()) {
     before(async () => {
       started = Date.now();
       server = await startTestServer(backend);
+      database = server.db;
       op = restClient(server.url, server.operatorToken);
       const orgA = (await createGroup(op, undefined, "org a")).uid as string;
       const orgB = (await createGroup(op, undefined, "org b")).uid as string;

@@ -9,7 +9,8 @@
 //   - totalCount is the number of visible items, on every page;
 //   - filtered by children_of or descendants_of a random group (visible or not), exactly the
 //     visible items under it;
-//   - nothing from a tree the principal has no binding in ever appears.
+//   - nothing from a tree the principal has no binding in ever appears (ListEvents included: no
+//     event of another tenant's groups, none of no group).
 // Earlier rounds' trees stay in the database as noise. The PRNG is seeded: the seed is printed,
 // and BULWARK_TEST_SEED=<seed> replays a run (BULWARK_TEST_ROUNDS changes the number of rounds).
 import { after, before, describe, it } from "node:test";
@@ -65,6 +66,8 @@ const LISTS = [
   { key: "identityProviders", path: "/iam/v2beta1/identityProviders", cap: "CAP_IAM_IDENTITY_PROVIDERS_LIST" },
   { key: "groupInvites", path: "/iam/v2beta1/groupInvites", cap: "CAP_IAM_GROUP_INVITES_LIST" },
   { key: "accountAssociations", path: "/iam/v2beta1/accountAssociations", cap: "CAP_IAM_ACCOUNT_ASSOCIATIONS_LIST" },
+  // the audit trail: every change above recorded an event in its group (a root identity's in none)
+  { key: "events", path: "/bulwark/events/v1/events", cap: "CAP_EVENTS_SUBSCRIPTION_LIST" },
 ] as const;
 type ListKey = (typeof LISTS)[number]["key"];
 const LIST_CAPS = LISTS.map((l) => l.cap);
@@ -178,6 +181,9 @@ for (const backend of backends()) {
             (await createAccountAssociation(op, rng.pick(free).uid, `r${round} acct ${i}`)).uid,
           );
       }
+      // every event recorded so far, this round's changes included
+      const events = await server.db.selectFrom("events").select("uid").execute();
+      for (const e of events as { uid: string }[]) world.events.add(e.uid);
       return { identities, grants };
     }
 

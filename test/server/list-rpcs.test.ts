@@ -108,6 +108,14 @@ const FACTORIES: Record<string, Factory> = {
     }),
   // artifact names repeat (ties on artifact_name); advisory ids and component names follow them
   advisories: (api, org, n) => times(n, (i) => importAdvisory(api, org.uid, cgaId(1000 + i), nameOf(i))),
+  // the audit trail: the org's own creation and each group's, as ListEvents answers them
+  events: async (api, org, n) => {
+    await times(n - 1, (i) => createGroup(api, org.uid, nameOf(i)));
+    const res: JsonResponse = await api.get(`/bulwark/events/v1/events?uidp.descendants_of=${org.uid}&page_size=200`);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.events.length, n);
+    return res.body.events as Json[];
+  },
 };
 
 /** The names above as OCI repository and tag names ("a b" → "a.b"). */
@@ -142,12 +150,19 @@ interface ListRpc {
 }
 
 /**
+ * List RPCs of items without a uid, paged by a key of their own rather than by the list engine's
+ * uid/uidp rules: their suites test their paging (ListDeliveries: test/events/audit.test.ts).
+ */
+const NOT_UID_PAGED = new Set(["bulwark.events.v1.DeliveriesService.ListDeliveries"]);
+
+/**
  * A paged List RPC. The v1 interface's lists (`items` envelopes, no page_size but for EOL tags:
  * they answer every match, up to a documented limit) are not paged and are tested in
  * test/v1-*.test.ts.
  */
 function isListMethod(m: DescMethod): boolean {
   return (
+    !NOT_UID_PAGED.has(m.parent.typeName + "." + m.name) &&
     m.name.startsWith("List") &&
     m.methodKind === "unary" &&
     hasOption(m, http) &&

@@ -48,6 +48,12 @@ export function parseDuration(value: string): number {
   return millis;
 }
 
+function parsePositiveDuration(value: string): number {
+  const millis = parseDuration(value);
+  if (millis <= 0) throw new InvalidArgumentError(`invalid duration "${value}": must be more than 0`);
+  return millis;
+}
+
 /** Where the registry keeps blobs: a directory, or an S3-compatible bucket. */
 function blobOptions(cmd: Command): Command {
   return cmd
@@ -193,6 +199,17 @@ export function registerServerCommands(program: Command): void {
         .argParser(commaList),
     )
     .addOption(
+      new Option("--event-retention <duration>", "keep recorded events (the audit trail) this long (default 90d)")
+        .env("BULWARK_EVENT_RETENTION")
+        .argParser(parsePositiveDuration),
+    )
+    .addOption(
+      new Option(
+        "--audit-log <file>",
+        "also write every event this replica records as one JSON line to this file (appended; -: standard output)",
+      ).env("BULWARK_AUDIT_LOG"),
+    )
+    .addOption(
       new Option("--error-domain <domain>", "ErrorInfo.domain reported in errors")
         .env("BULWARK_ERROR_DOMAIN")
         .default(DEFAULT_CONFIG.errorDomain),
@@ -288,6 +305,8 @@ export function registerServerCommands(program: Command): void {
             registryPort?: number;
             registryGcEvery?: number;
             registryGcGrace?: number;
+            eventRetention?: number;
+            auditLog?: string;
             publicAdvisories?: string[];
             corsOrigin?: string[];
             trustProxy?: boolean;
@@ -375,6 +394,7 @@ export function registerServerCommands(program: Command): void {
           bodyTimeoutMs: opts.bodyTimeout,
           moduleSettings: {
             vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
+            events: { retentionMs: opts.eventRetention, auditLog: opts.auditLog || undefined },
             registry: registrySettings(
               io.env,
               { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },

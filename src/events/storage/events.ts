@@ -2,9 +2,11 @@
 // subscription it matches (a subscription at the event's group or an ancestor, whose type filter,
 // if any, names the type exactly or by a prefix ending in "."), in one statement.
 import { randomBytes } from "node:crypto";
-import { sql } from "kysely";
+import { sql, type SqlBool } from "kysely";
 import type { Db } from "../../storage/db.js";
 import { ancestorsOf } from "../../core/uidp.js";
+import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
+import { applyUidpFilter } from "../../storage/list-query.js";
 import { eventsDb, type EventActorJson, type EventsDb } from "./schema.js";
 
 export interface NewEvent {
@@ -23,6 +25,19 @@ export interface NewEvent {
 export interface StoredEvent extends NewEvent {
   uid: string;
   seq: string;
+}
+
+/** ListEvents' filters, validated. */
+export interface EventFilter {
+  uidp?: UIDPFilter;
+  /** recorded at or after */
+  start?: Date;
+  /** recorded before */
+  end?: Date;
+  /** exact types, or prefixes ending in "."; empty: every type */
+  types: readonly string[];
+  subject?: string;
+  actor?: string;
 }
 
 /** A new event's uid: a child of its group's UIDP, or a root UIDP for an event of no group. */
@@ -60,5 +75,39 @@ export class EventsRepository {
       )
       select seq from e`.execute(this.db);
     return { ...event, uid, seq: String(rows[0]!.seq) };
+  }
+
+  /** The FROM + WHERE the list engine pages (it adds the selection and the count). */
+  listQuery(filter: EventFilter) {
+    return () => {
+      let q = applyUidpFilter(this.db.selectFrom("events"), filter.uidp);
+      if (filter.start) q = q.where("time", ">=", filter.start);
+      if (filter.end) q = q.where("time", "<", filter.end);
+      if (filter.subject) q = q.where("subject", "=", filter.subject);
+      if (filter.actor) q = q.where("actor_subject", "=", filter.actor);
+      if (filter.types.length > 0) {
+        const exact = filter.types.filter((t) => !t.endsWith("."));
+        const prefixes = filter.types.filter((t) => t.endsWith("."));
+        q = q.where((eb) =>
+          eb.or([
+            ...(exact.length ? [eb("type", "in", exact)] : []),
+            ...prefixes.map((p) => sql<SqlBool>`starts_with(type, ${p})`),
+          ]),
+        );
+      }
+      return q;
+    };
+  }
+
+  /**
+   * Deletes up to `limit` events recorded before `cutoff`, oldest first (their deliveries
+   * cascade); answers how many. Rows another replica is pruning are skipped, not waited for.
+   */
+  async pruneBefore(cutoff: Date, limit: number): Promise<number> {
+    const result = await sql`
+      delete from events where seq in (
+        select seq from events where time < ${cutoff} order by time limit ${limit} for update skip locked
+      )`.execute(this.db);
+    return Number(result.numAffectedRows ?? 0n);
   }
 }
