@@ -44,6 +44,8 @@ export interface MintRequest {
   scopes?: string[];
   /** a registry token's repositories and actions (the distribution token spec's `access` claim) */
   registryAccess?: RegistryGrant[];
+  /** an events delivery's token: the `webhook.digest` claim binds it to the body it comes with */
+  webhookDigest?: string;
 }
 
 export interface IssuedToken {
@@ -84,6 +86,7 @@ export class TokenIssuer {
     if (req.caps) claims.caps = req.caps;
     if (req.scopes) claims.scopes = req.scopes;
     if (req.registryAccess) claims.access = req.registryAccess;
+    if (req.webhookDigest) claims.webhook = { digest: req.webhookDigest };
     const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: ALGORITHM, kid: key.kid, typ: "JWT" })
       .setIssuer(this.urls.issuer)

@@ -1,18 +1,28 @@
 // The events module: the outbox every mutating RPC records its event in (outbox.ts), the journal
 // other modules record theirs in (journal.ts), the subscriptions that receive them and their
 // deliveries, and the audit trail of every recorded event.
+import { authModule } from "../auth/api.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import * as m013 from "./migrations/013_events.js";
+import { DeliveryWorker } from "./delivery.js";
 import { Journal } from "./journal.js";
 import { RpcRecorder } from "./outbox.js";
+import { DeliveriesRepository } from "./storage/deliveries.js";
 import { EventsRepository } from "./storage/events.js";
 import { SubscriptionsRepository } from "./storage/subscriptions.js";
 import type { EventsSettings } from "./settings.js";
 
 export function eventsRepositories(db: Db) {
-  return { events: new EventsRepository(db), subscriptions: new SubscriptionsRepository(db) };
+  return {
+    events: new EventsRepository(db),
+    subscriptions: new SubscriptionsRepository(db),
+    deliveries: new DeliveriesRepository(db),
+  };
 }
+
+/** How long a delivery's token is valid. */
+const DELIVERY_TOKEN_LIFETIME_MS = 5 * 60_000;
 
 export interface EventsExports {
   journal: Journal;
@@ -26,13 +36,28 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
   repositories: eventsRepositories,
 
   async start(ctx) {
-    const { events } = ctx.repositoriesOf(eventsModule);
+    const { events, deliveries } = ctx.repositoriesOf(eventsModule);
     const journal = new Journal(events, ctx.urls, ctx.now);
+    const { issuer } = ctx.exportsOf(authModule);
+    const worker = new DeliveryWorker({
+      deliveries,
+      tokens: async (req) => (await issuer.mint({ ...req, lifetimeMs: DELIVERY_TOKEN_LIFETIME_MS })).token,
+      settings: ctx.moduleSettings,
+      logger: ctx.logger,
+      now: ctx.now,
+    });
+    // A subscription with a new event is looked at now, not at the next poll.
+    journal.onCommitted((event) => {
+      if (event.group && !event.undelivered) worker.wake();
+    });
     return {
       bindings: [],
       recorder: new RpcRecorder(ctx.db, journal),
       journal,
       exports: { journal },
+      // The delivery tokens name the issuer, whose URL is final once the server listens.
+      listening: async () => worker.start(),
+      close: () => worker.stop(),
     };
   },
 };

@@ -2,4 +2,18 @@
 export interface EventsSettings {
   /** permit sinks over http and on loopback or private addresses (development and tests) */
   allowInsecureSinks?: boolean;
+  /** how long a delivery is retried, counted from the event's time, before it is marked failed (default 24 h) */
+  deliveryRetryForMs?: number;
+  /** the first retry's delay bound; each later one doubles it, with full jitter (default 1 s) */
+  deliveryBackoffMinMs?: number;
+  /** the longest delay between two attempts, a receiver's Retry-After included (default 10 min) */
+  deliveryBackoffMaxMs?: number;
+  /** how long a replica holds a subscription it delivers to without renewing (default 30 s) */
+  deliveryLeaseMs?: number;
+  /** how often a replica looks for due deliveries besides its own new events (default 1 s) */
+  deliveryPollMs?: number;
+  /** the deadline of one delivery request (default 10 s) */
+  deliveryTimeoutMs?: number;
+  /** subscriptions one replica delivers to at once (default 16) */
+  deliveryConcurrency?: number;
 }

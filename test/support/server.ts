@@ -11,6 +11,7 @@ import pg from "pg";
 import type { UpstreamProvider } from "../../src/platform/config.js";
 import type { RegistrySettings } from "../../src/registry/api.js";
 import type { AdvisorySettings } from "../../src/vulnerabilities/api.js";
+import type { EventsSettings } from "../../src/events/api.js";
 import type { FeatureModule } from "../../src/platform/module.js";
 import type { RateLimitSettings } from "../../src/server/limits.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
@@ -116,6 +117,8 @@ export interface TestServerOptions {
   registry?: RegistrySettings;
   /** also serve the registry on this port (0: any free one) */
   registryPort?: number;
+  /** the events module's settings: deliveries' retries, leases, polling; insecure sinks */
+  events?: EventsSettings;
   /** public advisory groups (create them with `rootGroups`: the setting is read at start) */
   advisories?: AdvisorySettings;
   /** organizations written into the database before the server starts, with uids of the test's choosing */
@@ -148,7 +151,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     corsOrigins: options.corsOrigins,
     trustProxy: options.trustProxy,
     bodyTimeoutMs: options.bodyTimeoutMs,
-    moduleSettings: { registry: options.registry, vulnerabilities: options.advisories },
+    moduleSettings: { registry: options.registry, vulnerabilities: options.advisories, events: options.events },
     registryPort: options.registryPort,
     preparedStatements: options.preparedStatements,
     ...options.publicUrls,
