@@ -19,6 +19,8 @@ export interface ReceivedDelivery {
 
 export interface Answer {
   status: number;
+  /** send no answer at all (the connection stays open until the sender goes away) */
+  hold?: boolean;
   headers?: Record<string, string>;
 }
 
@@ -42,7 +44,11 @@ export async function startEventReceiver(issuer: string, group: () => string): P
     rejected: [],
     accepted: () => receiver.all.filter((d) => d.status >= 200 && d.status < 300),
     answer: () => ({ status: 200 }),
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -64,7 +70,7 @@ export async function startEventReceiver(issuer: string, group: () => string): P
         const answer = receiver.answer(delivery);
         delivery.status = answer.status;
         receiver.all.push(delivery);
-        res.writeHead(answer.status, answer.headers).end();
+        if (!answer.hold) res.writeHead(answer.status, answer.headers).end();
       })().catch((err: unknown) => {
         receiver.rejected.push(String(err));
         res.writeHead(403).end();

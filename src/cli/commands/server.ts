@@ -192,6 +192,14 @@ export function registerServerCommands(program: Command): void {
     )
     .addOption(
       new Option(
+        "--allow-insecure-sinks [bool]",
+        "events subscriptions may deliver over http and to loopback or private addresses (development and tests)",
+      )
+        .env("BULWARK_ALLOW_INSECURE_SINKS")
+        .argParser(parseSwitch),
+    )
+    .addOption(
+      new Option(
         "--delivery-retry-for <duration>",
         "retry an event's delivery this long after the event before marking it failed (default 24h)",
       )
@@ -344,6 +352,7 @@ export function registerServerCommands(program: Command): void {
             registryPort?: number;
             registryGcEvery?: number;
             registryGcGrace?: number;
+            allowInsecureSinks?: boolean;
             deliveryRetryFor?: number;
             deliveryBackoffMin?: number;
             deliveryBackoffMax?: number;
@@ -438,6 +447,7 @@ export function registerServerCommands(program: Command): void {
           bodyTimeoutMs: opts.bodyTimeout,
           moduleSettings: {
             events: {
+              allowInsecureSinks: opts.allowInsecureSinks,
               deliveryRetryForMs: opts.deliveryRetryFor,
               deliveryBackoffMinMs: opts.deliveryBackoffMin,
               deliveryBackoffMaxMs: opts.deliveryBackoffMax,
