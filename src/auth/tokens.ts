@@ -49,6 +49,8 @@ export interface MintRequest {
    * and `email` (the `act` claim, after RFC 8693's actor claim), recorded as events' actor
    */
   act?: Readonly<Record<string, string>>;
+  /** an events delivery's token: the `webhook.digest` claim binds it to the body it comes with */
+  webhookDigest?: string;
 }
 
 /** The members an `act` claim may hold (each a string). */
@@ -104,6 +106,7 @@ export class TokenIssuer {
     if (req.scopes) claims.scopes = req.scopes;
     if (req.registryAccess) claims.access = req.registryAccess;
     if (req.act && Object.keys(req.act).length) claims.act = { ...req.act };
+    if (req.webhookDigest) claims.webhook = { digest: req.webhookDigest };
     const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: ALGORITHM, kid: key.kid, typ: "JWT" })
       .setIssuer(this.urls.issuer)

@@ -2,19 +2,27 @@
 // A token names its issuer, so whoever can present a token chooses the URL this server fetches
 // from. Every fetch is therefore SSRF-hardened:
 // - https only; plain http only to loopback and only with `allowInsecureIssuers` (tests, local);
-// - the address is checked when the socket connects (a custom `lookup`), so a name that resolves
-//   to a private, loopback, link-local, CGNAT, multicast, unspecified or reserved address (also
-//   IPv4-mapped/NAT64/6to4-embedded) is refused, and DNS rebinding between a check and the
-//   connection cannot bypass it; IP literals (which skip `lookup`) are checked before connecting;
+// - the address is checked when the socket connects (platform/outbound-addresses.ts, shared with
+//   the events' deliveries), so a name that resolves to a private, loopback, link-local, CGNAT,
+//   multicast, unspecified or reserved address (also IPv4-mapped/NAT64/6to4-embedded) is refused,
+//   and DNS rebinding between a check and the connection cannot bypass it; IP literals (which skip
+//   `lookup`) are checked before connecting;
 // - redirects are followed by hand (at most 3), each hop validated like the first;
 // - bodies are capped (256 KiB) and the whole fetch, redirects included, has one deadline (5 s).
 // Discovery documents are cached per issuer (10 min); key sets per jwks_uri by jose's remote
 // JWKS (10 min max age; an unknown kid refetches at most every 30 s).
-import { promises as dns } from "node:dns";
 import http from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
 import { createRemoteJWKSet, customFetch, type FetchImplementation, type JWTVerifyGetKey } from "jose";
+import {
+  addressCategory,
+  addressKey,
+  guardedLookup,
+  isLoopbackName,
+  systemResolve,
+  type Resolve,
+} from "../platform/outbound-addresses.js";
 
 export interface UpstreamOptions {
   /** allow plain-http issuers on loopback hosts (tests and local use only) */
@@ -36,7 +44,7 @@ export interface UpstreamOptions {
   /** least time between refetches of a key set for an unknown kid (default 30 s, minimum 30 s) */
   jwksCooldownMs?: number;
   /** name resolution (default: the system resolver); tests substitute their own */
-  resolve?: (hostname: string) => Promise<{ address: string; family: number }[]>;
+  resolve?: Resolve;
 }
 
 export const DEFAULT_TIMEOUT_MS = 5_000;
@@ -51,130 +59,6 @@ const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 /** Why an upstream fetch failed; the message names URLs and addresses, never tokens. */
 export class UpstreamError extends Error {
   override name = "UpstreamError";
-}
-
-// ---------------------------------------------------------------------------------------------
-// Addresses.
-
-export type AddressCategory =
-  "public" | "loopback" | "private" | "link-local" | "cgnat" | "multicast" | "unspecified" | "reserved";
-
-function parseIPv4(s: string): number[] | undefined {
-  const parts = s.split(".");
-  if (parts.length !== 4 || !parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255)) return undefined;
-  return parts.map(Number);
-}
-
-function parseIPv6(s: string): number[] | undefined {
-  let text = s.replace(/%.*$/, "");
-  let tail: number[] = [];
-  const dotted = /^(.*:)(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (dotted) {
-    const v4 = parseIPv4(dotted[2]!);
-    if (!v4) return undefined;
-    tail = v4;
-    // "::ffff:1.2.3.4" → "::ffff", "::1.2.3.4" → "::"
-    text = dotted[1]!.endsWith("::") ? dotted[1]! : dotted[1]!.slice(0, -1);
-  }
-  const halves = text.split("::");
-  if (halves.length > 2) return undefined;
-  const groups = (h: string) => (h === "" ? [] : h.split(":"));
-  const head = groups(halves[0]!);
-  const rest = halves.length === 2 ? groups(halves[1]!) : [];
-  if (!head.concat(rest).every((g) => /^[0-9a-f]{1,4}$/i.test(g))) return undefined;
-  const wanted = 8 - tail.length / 2;
-  const fill = halves.length === 2 ? wanted - head.length - rest.length : 0;
-  if (fill < 0 || (halves.length === 1 && head.length !== wanted)) return undefined;
-  const bytes = [...head, ...Array<string>(fill).fill("0"), ...rest]
-    .map((g) => parseInt(g, 16))
-    .flatMap((g) => [g >> 8, g & 0xff]);
-  return [...bytes, ...tail];
-}
-
-function inPrefix(bytes: number[], prefix: number[], bits: number): boolean {
-  for (let i = 0; i < bits; i += 8) {
-    const take = Math.min(8, bits - i);
-    const mask = (0xff << (8 - take)) & 0xff;
-    if (((bytes[i / 8] ?? 0) & mask) !== ((prefix[i / 8] ?? 0) & mask)) return false;
-  }
-  return true;
-}
-
-const V4_RANGES: [number[], number, AddressCategory][] = [
-  [[0, 0, 0, 0], 8, "unspecified"],
-  [[10, 0, 0, 0], 8, "private"],
-  [[100, 64, 0, 0], 10, "cgnat"],
-  [[127, 0, 0, 0], 8, "loopback"],
-  [[169, 254, 0, 0], 16, "link-local"],
-  [[172, 16, 0, 0], 12, "private"],
-  [[192, 0, 0, 0], 24, "reserved"],
-  [[192, 0, 2, 0], 24, "reserved"],
-  [[192, 88, 99, 0], 24, "reserved"],
-  [[192, 168, 0, 0], 16, "private"],
-  [[198, 18, 0, 0], 15, "reserved"],
-  [[198, 51, 100, 0], 24, "reserved"],
-  [[203, 0, 113, 0], 24, "reserved"],
-  [[224, 0, 0, 0], 4, "multicast"],
-  [[240, 0, 0, 0], 4, "reserved"],
-];
-
-function v4Category(b: number[]): AddressCategory {
-  for (const [prefix, bits, category] of V4_RANGES) if (inPrefix(b, prefix, bits)) return category;
-  return "public";
-}
-
-const hex = (s: string) => parseIPv6(s)!;
-const V6_RANGES: [number[], number, AddressCategory][] = [
-  [hex("100::"), 64, "reserved"],
-  [hex("64:ff9b:1::"), 48, "private"],
-  [hex("2001::"), 23, "reserved"],
-  [hex("2001:db8::"), 32, "reserved"],
-  [hex("fc00::"), 7, "private"],
-  [hex("fe80::"), 10, "link-local"],
-  [hex("fec0::"), 10, "private"],
-  [hex("ff00::"), 8, "multicast"],
-];
-
-function v6Category(b: number[]): AddressCategory {
-  if (b.every((x) => x === 0)) return "unspecified";
-  if (b.slice(0, 15).every((x) => x === 0) && b[15] === 1) return "loopback";
-  // IPv4 inside IPv6: mapped (::ffff:0:0/96), compatible (::/96), NAT64 (64:ff9b::/96), 6to4.
-  if (inPrefix(b, hex("::ffff:0:0"), 96) || inPrefix(b, hex("::"), 96) || inPrefix(b, hex("64:ff9b::"), 96))
-    return v4Category(b.slice(12));
-  if (inPrefix(b, hex("2002::"), 16)) return v4Category(b.slice(2, 6));
-  for (const [prefix, bits, category] of V6_RANGES) if (inPrefix(b, prefix, bits)) return category;
-  return "public";
-}
-
-/** What kind of address this is; undefined when it is not an IP address. */
-export function addressCategory(address: string): AddressCategory | undefined {
-  const bare = address.replace(/^\[|\]$/g, "");
-  const kind = isIP(bare.replace(/%.*$/, ""));
-  if (kind === 4) return v4Category(parseIPv4(bare)!);
-  if (kind === 6) {
-    const b = parseIPv6(bare);
-    return b ? v6Category(b) : undefined;
-  }
-  return undefined;
-}
-
-/** A canonical key for an address (IPv4-mapped IPv6 addresses key as their IPv4 address). */
-function addressKey(address: string): string | undefined {
-  const bare = address.replace(/^\[|\]$/g, "").replace(/%.*$/, "");
-  const kind = isIP(bare);
-  if (kind === 4) return parseIPv4(bare)!.join(".");
-  if (kind === 6) {
-    const b = parseIPv6(bare);
-    if (!b) return undefined;
-    if (inPrefix(b, hex("::ffff:0:0"), 96)) return b.slice(12).join(".");
-    return b.map((x) => x.toString(16).padStart(2, "0")).join("");
-  }
-  return undefined;
-}
-
-function isLoopbackName(hostname: string): boolean {
-  const h = hostname.toLowerCase().replace(/\.$/, "");
-  return h === "localhost" || h.endsWith(".localhost") || addressCategory(h) === "loopback";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,7 +98,7 @@ export class UpstreamIssuers {
     this.maxRedirects = options.maxRedirects ?? DEFAULT_MAX_REDIRECTS;
     this.discoveryMaxAgeMs = options.discoveryMaxAgeMs ?? DEFAULT_MAX_AGE_MS;
     this.allowedPrivate = new Set((options.allowedPrivateAddresses ?? []).map((a) => addressKey(a) ?? a));
-    this.resolve = options.resolve ?? ((hostname) => dns.lookup(hostname, { all: true, verbatim: true }));
+    this.resolve = options.resolve ?? systemResolve;
   }
 
   /** Why a connection to `address` is refused for a URL of this scheme, or undefined. */
@@ -242,37 +126,13 @@ export class UpstreamIssuers {
     return isIP(host) ? this.addressProblem(host, url.protocol) : undefined;
   }
 
-  /** The addresses `hostname` resolves to, when every one of them is allowed. */
-  private async allowedAddresses(
-    hostname: string,
-    protocol: string,
-    family: number,
-  ): Promise<{ address: string; family: number }[]> {
-    const all = await this.resolve(hostname);
-    if (all.length === 0) throw new UpstreamError(`${hostname} does not resolve`);
-    // Any refused address refuses the name: which one a connection would pick is not ours to bet on.
-    for (const a of all) {
-      const problem = this.addressProblem(a.address, protocol);
-      if (problem) throw new UpstreamError(`${hostname} resolves to a refused address: ${problem}`);
-    }
-    const usable = family ? all.filter((a) => a.family === family) : all;
-    if (usable.length === 0) throw new UpstreamError(`${hostname} has no IPv${family} address`);
-    return usable;
-  }
-
   /** A `lookup` for node:http(s) that refuses names resolving to a disallowed address, at connect time. */
   private lookupFor(protocol: string): LookupFunction {
-    return (hostname, options, callback) => {
-      const family = options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : (options.family ?? 0);
-      this.allowedAddresses(hostname, protocol, family).then(
-        (usable) => {
-          if (options.all) callback(null, usable);
-          else callback(null, usable[0]!.address, usable[0]!.family);
-        },
-        (err: unknown) =>
-          callback(err instanceof Error ? (err as NodeJS.ErrnoException) : new UpstreamError(String(err)), "", 0),
-      );
-    };
+    return guardedLookup(
+      this.resolve,
+      (address) => this.addressProblem(address, protocol),
+      (message) => new UpstreamError(message),
+    );
   }
 
   /**

@@ -1,6 +1,7 @@
 // The events module: the outbox every mutating RPC records its event in (outbox.ts), the journal
 // other modules record theirs in (journal.ts), the subscriptions that receive them and their
 // deliveries, and the audit trail of every recorded event.
+import { authModule } from "../auth/api.js";
 import { AuditService, DeliveriesService, EventSchema } from "../gen/bulwark/events/v1/events_pb.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
@@ -8,10 +9,12 @@ import * as m013 from "./migrations/013_events.js";
 import { auditService, eventListing } from "./audit.js";
 import { openAuditLog } from "./audit-log.js";
 import { deliveriesService } from "./deliveries.js";
+import { DeliveryWorker } from "./delivery.js";
 import { Journal } from "./journal.js";
 import { RpcRecorder } from "./outbox.js";
 import { retentionTask } from "./retention.js";
 import { DeliveriesRepository } from "./storage/deliveries.js";
+import { DeliveryQueue } from "./storage/delivery-queue.js";
 import { EventsRepository } from "./storage/events.js";
 import { SubscriptionsRepository } from "./storage/subscriptions.js";
 import { DEFAULT_RETENTION_EVERY_MS, DEFAULT_RETENTION_MS, type EventsSettings } from "./settings.js";
@@ -21,8 +24,12 @@ export function eventsRepositories(db: Db) {
     events: new EventsRepository(db),
     subscriptions: new SubscriptionsRepository(db),
     deliveries: new DeliveriesRepository(db),
+    queue: new DeliveryQueue(db),
   };
 }
+
+/** How long a delivery's token is valid. */
+const DELIVERY_TOKEN_LIFETIME_MS = 5 * 60_000;
 
 export interface EventsExports {
   journal: Journal;
@@ -42,11 +49,23 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
   repositories: eventsRepositories,
 
   async start(ctx) {
-    const { events, subscriptions, deliveries } = ctx.repositoriesOf(eventsModule);
+    const { events, subscriptions, deliveries, queue } = ctx.repositoriesOf(eventsModule);
     const settings = ctx.moduleSettings;
     const journal = new Journal(events, ctx.urls, ctx.now);
     const auditLog = settings?.auditLog ? openAuditLog(settings.auditLog, ctx.logger) : undefined;
     if (auditLog) journal.onCommitted((event) => auditLog.write(event));
+    const { issuer } = ctx.exportsOf(authModule);
+    const worker = new DeliveryWorker({
+      queue,
+      tokens: async (req) => (await issuer.mint({ ...req, lifetimeMs: DELIVERY_TOKEN_LIFETIME_MS })).token,
+      settings: ctx.moduleSettings,
+      logger: ctx.logger,
+      now: ctx.now,
+    });
+    // A subscription with a new event is looked at now, not at the next poll.
+    journal.onCommitted((event) => {
+      if (event.group && !event.undelivered) worker.wake();
+    });
     return {
       bindings: [
         auditService({ events, lists: ctx.lists }),
@@ -63,7 +82,12 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
         ),
       ],
       exports: { journal },
-      close: async () => void (await auditLog?.close()),
+      // The delivery tokens name the issuer, whose URL is final once the server listens.
+      listening: async () => worker.start(),
+      close: async () => {
+        await worker.stop();
+        await auditLog?.close();
+      },
     };
   },
 };

@@ -8,6 +8,20 @@ export interface EventsSettings {
   retentionEveryMs?: number;
   /** also write every event this replica records as one JSON line to this file ("-": standard output) */
   auditLog?: string;
+  /** how long a delivery is retried, counted from the event's time, before it is marked failed (default 24 h) */
+  deliveryRetryForMs?: number;
+  /** the first retry's delay bound; each later one doubles it, with full jitter (default 1 s) */
+  deliveryBackoffMinMs?: number;
+  /** the longest delay between two attempts, a receiver's Retry-After included (default 10 min) */
+  deliveryBackoffMaxMs?: number;
+  /** how long a replica holds a subscription it delivers to without renewing (default 30 s) */
+  deliveryLeaseMs?: number;
+  /** how often a replica looks for due deliveries besides its own new events (default 1 s) */
+  deliveryPollMs?: number;
+  /** the deadline of one delivery request (default 10 s) */
+  deliveryTimeoutMs?: number;
+  /** subscriptions one replica delivers to at once (default 16) */
+  deliveryConcurrency?: number;
 }
 
 export const DEFAULT_RETENTION_MS = 90 * 24 * 60 * 60 * 1000;

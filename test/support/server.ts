@@ -117,7 +117,7 @@ export interface TestServerOptions {
   registry?: RegistrySettings;
   /** also serve the registry on this port (0: any free one) */
   registryPort?: number;
-  /** the events module's settings: retention, its pruning interval, the audit log */
+  /** the events module's settings: retention and its pruning, the audit log, deliveries' retries, leases and polling, insecure sinks */
   events?: EventsSettings;
   /** public advisory groups (create them with `rootGroups`: the setting is read at start) */
   advisories?: AdvisorySettings;

@@ -41,6 +41,12 @@ function parseRateLimit(value: string): RateLimit | null {
   return { perSecond, burst: m[2] ? Math.max(1, Number(m[2])) : Math.max(1, Math.ceil(perSecond * 2)) };
 }
 
+function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`invalid count: ${value}`);
+  return n;
+}
+
 /** "90s", "15m", "1h30m", "7d" (or plain milliseconds) → milliseconds. */
 export function parseDuration(value: string): number {
   const millis = /^\d+$/.test(value.trim()) ? Number(value.trim()) : durationMillis(value);
@@ -192,6 +198,64 @@ export function registerServerCommands(program: Command): void {
     )
     .addOption(
       new Option(
+        "--allow-insecure-sinks [bool]",
+        "events subscriptions may deliver over http and to loopback or private addresses (development and tests)",
+      )
+        .env("BULWARK_ALLOW_INSECURE_SINKS")
+        .argParser(parseSwitch),
+    )
+    .addOption(
+      new Option(
+        "--delivery-retry-for <duration>",
+        "retry an event's delivery this long after the event before marking it failed (default 24h)",
+      )
+        .env("BULWARK_DELIVERY_RETRY_FOR")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option(
+        "--delivery-backoff-min <duration>",
+        "first delay before retrying a delivery; doubled per attempt, with jitter (default 1s)",
+      )
+        .env("BULWARK_DELIVERY_BACKOFF_MIN")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option(
+        "--delivery-backoff-max <duration>",
+        "longest delay between two attempts of a delivery, a receiver's Retry-After included (default 10m)",
+      )
+        .env("BULWARK_DELIVERY_BACKOFF_MAX")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option(
+        "--delivery-lease <duration>",
+        "how long a replica holds a subscription it delivers to without renewing; a crashed replica's subscriptions move on after this (default 30s)",
+      )
+        .env("BULWARK_DELIVERY_LEASE")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option(
+        "--delivery-poll <duration>",
+        "how often a replica looks for due deliveries besides its own new events (default 1s)",
+      )
+        .env("BULWARK_DELIVERY_POLL")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--delivery-timeout <duration>", "deadline of one delivery request (default 10s)")
+        .env("BULWARK_DELIVERY_TIMEOUT")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option("--delivery-concurrency <n>", "subscriptions one replica delivers to at once (default 16)")
+        .env("BULWARK_DELIVERY_CONCURRENCY")
+        .argParser(parsePositiveInt),
+    )
+    .addOption(
+      new Option(
         "--public-advisories <group>",
         "advisories in this group (uid) are readable by every authenticated caller; the first is where `advisories import` puts documents by default (repeatable)",
       )
@@ -307,6 +371,14 @@ export function registerServerCommands(program: Command): void {
             registryGcGrace?: number;
             eventRetention?: number;
             auditLog?: string;
+            allowInsecureSinks?: boolean;
+            deliveryRetryFor?: number;
+            deliveryBackoffMin?: number;
+            deliveryBackoffMax?: number;
+            deliveryLease?: number;
+            deliveryPoll?: number;
+            deliveryTimeout?: number;
+            deliveryConcurrency?: number;
             publicAdvisories?: string[];
             corsOrigin?: string[];
             trustProxy?: boolean;
@@ -393,8 +465,19 @@ export function registerServerCommands(program: Command): void {
           corsOrigins: opts.corsOrigin,
           bodyTimeoutMs: opts.bodyTimeout,
           moduleSettings: {
+            events: {
+              allowInsecureSinks: opts.allowInsecureSinks,
+              deliveryRetryForMs: opts.deliveryRetryFor,
+              deliveryBackoffMinMs: opts.deliveryBackoffMin,
+              deliveryBackoffMaxMs: opts.deliveryBackoffMax,
+              deliveryLeaseMs: opts.deliveryLease,
+              deliveryPollMs: opts.deliveryPoll,
+              deliveryTimeoutMs: opts.deliveryTimeout,
+              deliveryConcurrency: opts.deliveryConcurrency,
+              retentionMs: opts.eventRetention,
+              auditLog: opts.auditLog || undefined,
+            },
             vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
-            events: { retentionMs: opts.eventRetention, auditLog: opts.auditLog || undefined },
             registry: registrySettings(
               io.env,
               { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },

@@ -1,0 +1,352 @@
+// Delivery of recorded events to their subscriptions, as the hosted service delivers them: an HTTP
+// POST in CloudEvents binary mode with a JWT of our issuer (sub webhook:<group>, aud the sink and
+// "customer", a `webhook.digest` claim binding it to the body), 2xx = delivered.
+// - Across replicas: a replica leases a subscription whose first pending delivery is due
+//   (storage/delivery-queue.ts, SKIP LOCKED) and sends its deliveries one at a time in event order,
+//   renewing the lease as it goes; a failure at the head holds the rest back, so order holds. A
+//   replica that dies loses its lease when it expires and another resends, with the same Ce-Id.
+// - When: at once for this replica's own committed events (journal.onCommitted), otherwise on a
+//   poll; several subscriptions at once, up to a bound.
+// - Retries: exponential backoff with jitter between a min and a max, a receiver's Retry-After
+//   honoured (capped at the max), until the retry period (counted from the event's time) is over:
+//   then the delivery is failed and the next one goes.
+// - Sinks are https on public addresses, checked when the socket connects
+//   (platform/outbound-addresses.ts, shared with the token exchange); allowInsecureSinks permits
+//   http and any address. Redirects are not followed; the answer's body is read at most 4 KiB.
+import { createHash, randomUUID } from "node:crypto";
+import http from "node:http";
+import https from "node:https";
+import { isIP } from "node:net";
+import type { Logger } from "pino";
+import { addressCategory, guardedLookup, systemResolve, type Resolve } from "../platform/outbound-addresses.js";
+import type { DeliveryQueue, DueDelivery, LeasedSubscription } from "./storage/delivery-queue.js";
+import type { EventsSettings } from "./settings.js";
+
+type DeliverySettings = Required<
+  Pick<
+    EventsSettings,
+    | "deliveryRetryForMs"
+    | "deliveryBackoffMinMs"
+    | "deliveryBackoffMaxMs"
+    | "deliveryLeaseMs"
+    | "deliveryPollMs"
+    | "deliveryTimeoutMs"
+    | "deliveryConcurrency"
+  >
+>;
+
+export const DELIVERY_DEFAULTS: DeliverySettings = {
+  deliveryRetryForMs: 24 * 60 * 60_000,
+  deliveryBackoffMinMs: 1_000,
+  deliveryBackoffMaxMs: 10 * 60_000,
+  deliveryLeaseMs: 30_000,
+  deliveryPollMs: 1_000,
+  deliveryTimeoutMs: 10_000,
+  deliveryConcurrency: 16,
+};
+
+/** The audience the hosted service's receivers verify delivery tokens for (its SDK's ClientID). */
+export const WEBHOOK_AUDIENCE = "customer";
+/** Deliveries read per query, and delivered ones marked per statement. */
+const BATCH = 100;
+/** Most of a receiver's answer read (then discarded). */
+const MAX_ANSWER_BYTES = 4096;
+
+/** Mints a delivery token for a subscription's group, audience and body digest. */
+export type DeliveryTokens = (req: { subject: string; audience: string[]; webhookDigest: string }) => Promise<string>;
+
+export interface DeliveryWorkerDeps {
+  queue: DeliveryQueue;
+  tokens: DeliveryTokens;
+  settings: EventsSettings | undefined;
+  logger: Logger;
+  now: () => Date;
+  /** name resolution for sinks (default: the system's) */
+  resolve?: Resolve;
+}
+
+type Outcome =
+  | { delivered: true; statusCode: number }
+  | { delivered: false; statusCode: number | null; error: string; retryAfterMs?: number };
+
+class SinkRefused extends Error {
+  override name = "SinkRefused";
+}
+
+export class DeliveryWorker {
+  readonly #owner = randomUUID();
+  readonly #settings: DeliverySettings & { allowInsecureSinks: boolean };
+  readonly #active = new Map<string, Promise<void>>();
+  readonly #agents: { http: http.Agent; https: https.Agent };
+  #started = false;
+  #stopped = false;
+  #ticking: Promise<void> | undefined;
+  #again = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly deps: DeliveryWorkerDeps) {
+    const given = deps.settings ?? {};
+    const pick = <K extends keyof DeliverySettings>(name: K) => given[name] ?? DELIVERY_DEFAULTS[name];
+    this.#settings = {
+      deliveryRetryForMs: pick("deliveryRetryForMs"),
+      deliveryBackoffMinMs: pick("deliveryBackoffMinMs"),
+      deliveryBackoffMaxMs: pick("deliveryBackoffMaxMs"),
+      deliveryLeaseMs: pick("deliveryLeaseMs"),
+      deliveryPollMs: pick("deliveryPollMs"),
+      deliveryTimeoutMs: pick("deliveryTimeoutMs"),
+      deliveryConcurrency: pick("deliveryConcurrency"),
+      allowInsecureSinks: given.allowInsecureSinks ?? false,
+    };
+    const lookup = guardedLookup(
+      deps.resolve ?? systemResolve,
+      (address) => this.#addressProblem(address),
+      (message) => new SinkRefused(message),
+    );
+    const agentOptions = { keepAlive: true, lookup, maxSockets: 4 };
+    this.#agents = { http: new http.Agent(agentOptions), https: new https.Agent(agentOptions) };
+  }
+
+  /** Starts delivering (once the server's URLs are final: the tokens name its issuer). */
+  start(): void {
+    this.#started = true;
+    this.wake();
+  }
+
+  /** Looks for due deliveries now (coalesced with a look already under way). */
+  wake(): void {
+    if (!this.#started || this.#stopped) return;
+    if (this.#ticking) {
+      this.#again = true;
+      return;
+    }
+    clearTimeout(this.#timer);
+    this.#ticking = this.#tick()
+      .catch((err: unknown) => this.deps.logger.error({ err }, "events delivery: claiming subscriptions failed"))
+      .finally(() => {
+        this.#ticking = undefined;
+        if (this.#again) {
+          this.#again = false;
+          this.wake();
+        } else if (!this.#stopped) {
+          this.#timer = setTimeout(() => this.wake(), this.#settings.deliveryPollMs);
+          this.#timer.unref();
+        }
+      });
+  }
+
+  /** Stops claiming; waits for the deliveries in flight, records them and gives the leases up. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#ticking;
+    await Promise.all(this.#active.values());
+    this.#agents.http.destroy();
+    this.#agents.https.destroy();
+  }
+
+  async #tick(): Promise<void> {
+    const room = this.#settings.deliveryConcurrency - this.#active.size;
+    if (room <= 0) return;
+    const claimed = await this.deps.queue.claim(
+      this.#owner,
+      this.#settings.deliveryLeaseMs,
+      room,
+      this.deps.now(),
+      [...this.#active.keys()],
+    );
+    for (const subscription of claimed) {
+      const run = this.#deliverTo(subscription)
+        .catch((err: unknown) =>
+          this.deps.logger.error(
+            { err, subscription: subscription.uid },
+            "events delivery: a subscription's run failed",
+          ),
+        )
+        .finally(() => {
+          this.#active.delete(subscription.uid);
+          // Events may have come for it while this replica held its lease.
+          this.wake();
+        });
+      this.#active.set(subscription.uid, run);
+    }
+  }
+
+  /** Sends a leased subscription's due deliveries in order until none is due, then gives the lease up. */
+  async #deliverTo(subscription: LeasedSubscription): Promise<void> {
+    const { queue: deliveries } = this.deps;
+    const { deliveryLeaseMs } = this.#settings;
+    let leaseUntil = subscription.leaseUntil;
+    let held = true;
+    const delivered: { seq: string; statusCode: number; time: Date }[] = [];
+    const flush = async () => {
+      if (delivered.length) await deliveries.delivered(subscription.uid, delivered.splice(0));
+    };
+    try {
+      run: while (!this.#stopped) {
+        const batch = await deliveries.pending(subscription.uid, BATCH);
+        if (batch.length === 0) break;
+        for (const delivery of batch) {
+          if (this.#stopped) break run;
+          let now = this.deps.now();
+          if (delivery.nextAttemptTime > now) break run;
+          // Renew well before the lease ends, so no other replica takes it while this one sends.
+          if (leaseUntil.getTime() - now.getTime() < deliveryLeaseMs / 2) {
+            await flush();
+            const renewed = await deliveries.renew(subscription.uid, this.#owner, deliveryLeaseMs, now);
+            if (!renewed) {
+              held = false;
+              break run;
+            }
+            leaseUntil = renewed;
+          }
+          const outcome = await this.#send(subscription, delivery);
+          now = this.deps.now();
+          if (outcome.delivered) {
+            delivered.push({ seq: delivery.seq, statusCode: outcome.statusCode, time: now });
+            if (delivered.length >= BATCH) await flush();
+            continue;
+          }
+          await flush();
+          const retry = this.#nextAttempt(delivery, outcome.retryAfterMs, now);
+          await deliveries.attemptFailed(subscription.uid, {
+            seq: delivery.seq,
+            statusCode: outcome.statusCode,
+            error: outcome.error,
+            time: now,
+            ...retry,
+          });
+          // A failure at the head holds the rest back (order), unless it was the last attempt.
+          if (!retry.gaveUp) break run;
+        }
+        await flush();
+      }
+    } finally {
+      await flush();
+      if (held) await deliveries.release(subscription.uid, this.#owner);
+    }
+  }
+
+  /** When to try again: backoff with jitter, at least the receiver's Retry-After; failed once the retry period is over. */
+  #nextAttempt(delivery: DueDelivery, retryAfterMs: number | undefined, now: Date) {
+    const { deliveryBackoffMinMs: min, deliveryBackoffMaxMs: max, deliveryRetryForMs } = this.#settings;
+    const deadline = delivery.event.time.getTime() + deliveryRetryForMs;
+    if (now.getTime() >= deadline) return { nextAttemptTime: now, gaveUp: true };
+    const bound = Math.min(max, min * 2 ** Math.min(delivery.attempts, 40));
+    let delay = min + Math.random() * Math.max(0, bound - min);
+    if (retryAfterMs !== undefined) delay = Math.max(delay, Math.min(retryAfterMs, max));
+    // The last attempt is at the end of the retry period, not past it.
+    return { nextAttemptTime: new Date(Math.min(now.getTime() + delay, deadline)), gaveUp: false };
+  }
+
+  #addressProblem(address: string): string | undefined {
+    if (this.#settings.allowInsecureSinks) return undefined;
+    const category = addressCategory(address);
+    if (category === undefined) return `${address} is not an IP address`;
+    return category === "public" ? undefined : `${address} is a ${category} address`;
+  }
+
+  /** Why this sink is not sent to at all, or undefined (its resolved address is checked when connecting). */
+  #sinkProblem(url: URL): string | undefined {
+    if (url.username || url.password) return "sinks with credentials in the URL are not sent to";
+    if (url.protocol === "http:") {
+      if (!this.#settings.allowInsecureSinks)
+        return "only https sinks are sent to (serve --allow-insecure-sinks permits http)";
+    } else if (url.protocol !== "https:") return `unsupported sink scheme ${url.protocol}`;
+    const host = url.hostname.replace(/^\[|\]$/g, "");
+    return isIP(host) ? this.#addressProblem(host) : undefined;
+  }
+
+  async #send(subscription: LeasedSubscription, delivery: DueDelivery): Promise<Outcome> {
+    let url: URL;
+    try {
+      url = new URL(subscription.sink);
+    } catch {
+      return { delivered: false, statusCode: null, error: "the sink is not an absolute URL" };
+    }
+    const problem = this.#sinkProblem(url);
+    if (problem) return { delivered: false, statusCode: null, error: `sink refused: ${problem}` };
+    const { event } = delivery;
+    const body = Buffer.from(
+      JSON.stringify(event.actor ? { actor: event.actor, body: event.body } : { body: event.body }),
+    );
+    const token = await this.deps.tokens({
+      subject: `webhook:${subscription.parentUid}`,
+      audience: [subscription.sink, WEBHOOK_AUDIENCE],
+      webhookDigest: `sha256:${createHash("sha256").update(body).digest("hex")}`,
+    });
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      "content-length": String(body.length),
+      "ce-specversion": "1.0",
+      "ce-id": event.uid,
+      "ce-type": event.type,
+      "ce-source": event.source,
+      "ce-subject": event.subject,
+      "ce-time": event.time.toISOString(),
+      "ce-audience": WEBHOOK_AUDIENCE,
+      traceparent: event.traceparent,
+      authorization: `Bearer ${token}`,
+      "user-agent": "bulwark-events",
+    };
+    if (event.group) headers["ce-group"] = event.group;
+    return this.#post(url, headers, body);
+  }
+
+  #post(url: URL, headers: Record<string, string>, body: Buffer): Promise<Outcome> {
+    const timeoutMs = this.#settings.deliveryTimeoutMs;
+    return new Promise((resolve) => {
+      let settled = false;
+      const finish = (outcome: Outcome) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(outcome);
+      };
+      const secure = url.protocol === "https:";
+      const req = (secure ? https : http).request(url, {
+        method: "POST",
+        headers,
+        agent: secure ? this.#agents.https : this.#agents.http,
+      });
+      const timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      req.on("error", (err) =>
+        finish({
+          delivered: false,
+          statusCode: null,
+          error: err instanceof SinkRefused ? `sink refused: ${err.message}` : `${url.origin}: ${err.message}`,
+        }),
+      );
+      req.on("response", (res) => {
+        const statusCode = res.statusCode ?? 0;
+        let read = 0;
+        res.on("data", (chunk: Buffer) => {
+          read += chunk.length;
+          // Enough read: the rest is not ours to wait for.
+          if (read > MAX_ANSWER_BYTES) res.destroy();
+        });
+        const done = () => {
+          if (statusCode >= 200 && statusCode < 300) return finish({ delivered: true, statusCode });
+          finish({
+            delivered: false,
+            statusCode,
+            error: `HTTP ${statusCode}${res.statusMessage ? ` ${res.statusMessage}` : ""}`,
+            retryAfterMs: retryAfterMs(res.headers["retry-after"], this.deps.now()),
+          });
+        };
+        res.on("end", done);
+        res.on("close", done);
+        res.on("error", done);
+      });
+      req.end(body);
+    });
+  }
+}
+
+/** A Retry-After header (delay seconds or an HTTP date) in milliseconds from now; undefined when absent or unreadable. */
+export function retryAfterMs(value: string | undefined, now: Date): number | undefined {
+  if (!value) return undefined;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now.getTime());
+}
