@@ -6,3 +6,5 @@ export { authModule, issuerKeyFile, type AuthExports } from "./module.js";
 export { ANONYMOUS_SUBJECT, OPERATOR_SUBJECT, TokenIssuer, type AuthUrls, type KeySource } from "./tokens.js";
 export { KeyManager, readKeyFile, type SigningKey } from "./keys.js";
 export { recordedPublicUrls, recordedPublicUrlsFile } from "./recorded-urls.js";
+// What kind of address an IP literal is (the token exchange's SSRF rules): events checks sinks with it.
+export { addressCategory, type AddressCategory } from "./upstream.js";

@@ -100,6 +100,8 @@ async function withTokens(server: RunningServer, backend: Backend, close = serve
 export interface TestServerOptions {
   allowInsecureIssuers?: boolean;
   allowPrivateIssuerAddresses?: boolean;
+  /** event subscriptions may have http sinks and sinks on loopback or private addresses (default: off, as served) */
+  allowInsecureSinks?: boolean;
   /** the platform's default upstream OIDC provider for human sign-in */
   defaultUpstream?: UpstreamProvider;
   /** the feature modules to run (default: all) */
@@ -148,7 +150,11 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     corsOrigins: options.corsOrigins,
     trustProxy: options.trustProxy,
     bodyTimeoutMs: options.bodyTimeoutMs,
-    moduleSettings: { registry: options.registry, vulnerabilities: options.advisories },
+    moduleSettings: {
+      events: options.allowInsecureSinks === undefined ? undefined : { allowInsecureSinks: options.allowInsecureSinks },
+      registry: options.registry,
+      vulnerabilities: options.advisories,
+    },
     registryPort: options.registryPort,
     preparedStatements: options.preparedStatements,
     ...options.publicUrls,

@@ -215,6 +215,14 @@ export function registerServerCommands(program: Command): void {
         .argParser(parseSwitch),
     )
     .addOption(
+      new Option(
+        "--allow-insecure-sinks [bool]",
+        "event subscriptions: accept http sinks and sinks on loopback, private, link-local, ... addresses (development and tests only)",
+      )
+        .env("BULWARK_ALLOW_INSECURE_SINKS")
+        .argParser(parseSwitch),
+    )
+    .addOption(
       new Option("--upstream-issuer <url>", "sign-in: the platform's default upstream OIDC provider for people").env(
         "BULWARK_UPSTREAM_ISSUER",
       ),
@@ -304,6 +312,7 @@ export function registerServerCommands(program: Command): void {
             logLevel: string;
             allowInsecureIssuers?: boolean;
             allowPrivateIssuerAddresses?: boolean;
+            allowInsecureSinks?: boolean;
             upstreamIssuer?: string;
             upstreamClientId?: string;
             upstreamClientSecret?: string;
@@ -374,6 +383,7 @@ export function registerServerCommands(program: Command): void {
           corsOrigins: opts.corsOrigin,
           bodyTimeoutMs: opts.bodyTimeout,
           moduleSettings: {
+            events: { allowInsecureSinks: opts.allowInsecureSinks === true },
             vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
             registry: registrySettings(
               io.env,
