@@ -37,6 +37,7 @@ import {
   createIdentityProvider,
   createRole,
   createRoleBinding,
+  createSubscription,
   VIEWER_ROLE_UID,
   type Api,
   type Json,
@@ -108,6 +109,9 @@ const FACTORIES: Record<string, Factory> = {
     }),
   // artifact names repeat (ties on artifact_name); advisory ids and component names follow them
   advisories: (api, org, n) => times(n, (i) => importAdvisory(api, org.uid, cgaId(1000 + i), nameOf(i))),
+  // sinks repeat (ties on sink, the one sortable field) and sort bytewise ("a.b" before "alpha")
+  subscriptions: (api, org, n) =>
+    times(n, (i) => createSubscription(api, org.uid, `https://receiver.example.com/${ociName(i)}`)),
 };
 
 /** The names above as OCI repository and tag names ("a b" → "a.b"). */
