@@ -83,7 +83,10 @@ export interface SubscriptionsDeps {
 
 /** The fields of a subscription to store, validated (the field names are the request's). */
 function validated(sink: string, types: readonly string[], sinks: SinkRules, prefix: string): SubscriptionFields {
-  throwIfViolations([...sinkViolations(sink, sinks, `${prefix}sink`), ...typeFilterViolations(types, `${prefix}types`)]);
+  throwIfViolations([
+    ...sinkViolations(sink, sinks, `${prefix}sink`),
+    ...typeFilterViolations(types, `${prefix}types`),
+  ]);
   return { sink, types: [...types] };
 }
 

@@ -265,7 +265,10 @@ for (const backend of backends()) {
       const post = (types: unknown) =>
         api.post(`/bulwark/events/v1/subscriptions/${org.uid}`, { sink: `${SINK}/types`, types });
       assertInvalidArgument(await post([""]), "subscription.types[0]", "empty", { description: /empty/ });
-      assertInvalidArgument(await post(["dev.chainguard.", "Dev.Chainguard.Registry.push.v1"]), "subscription.types[1]");
+      assertInvalidArgument(
+        await post(["dev.chainguard.", "Dev.Chainguard.Registry.push.v1"]),
+        "subscription.types[1]",
+      );
       assertInvalidArgument(await post(["dev..chainguard"]), "subscription.types[0]", "empty word");
       assertInvalidArgument(await post([".dev"]), "subscription.types[0]", "leading dot");
       assertInvalidArgument(await post(["dev.chainguard.*"]), "subscription.types[0]", "wildcard");
