@@ -2,7 +2,20 @@
 // other modules record theirs in (journal.ts), the subscriptions that receive them and their
 // deliveries, and the audit trail of every recorded event.
 import { authModule } from "../auth/api.js";
-import { AuditService, DeliveriesService, EventSchema } from "../gen/bulwark/events/v1/events_pb.js";
+import {
+  AuditService,
+  DeliveriesService,
+  EventSchema,
+  SubscriptionFiltersService,
+} from "../gen/bulwark/events/v1/events_pb.js";
+import {
+  SubscriptionSchema,
+  SubscriptionsService,
+} from "../gen/chainguard/platform/events/v2beta1/subscriptions_pb.js";
+import { file_chainguard_platform_events_v2_subscriptions } from "../gen/chainguard/platform/events/v2/subscriptions_pb.js";
+import { Subscriptions as V1Subscriptions } from "../gen/platform/events/v1/subscriptions.platform_pb.js";
+import type { ServiceBinding } from "../core/service.js";
+import { GaTwins } from "../platform/ga-twins.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import * as m013 from "./migrations/013_events.js";
@@ -18,6 +31,12 @@ import { DeliveryQueue } from "./storage/delivery-queue.js";
 import { EventsRepository } from "./storage/events.js";
 import { SubscriptionsRepository } from "./storage/subscriptions.js";
 import { DEFAULT_RETENTION_EVERY_MS, DEFAULT_RETENTION_MS, type EventsSettings } from "./settings.js";
+import {
+  subscriptionFiltersService,
+  subscriptionListing,
+  subscriptionsService,
+  v1SubscriptionsService,
+} from "./subscriptions.js";
 
 export function eventsRepositories(db: Db) {
   return {
@@ -26,6 +45,14 @@ export function eventsRepositories(db: Db) {
     deliveries: new DeliveriesRepository(db),
     queue: new DeliveryQueue(db),
   };
+}
+
+/** chainguard.platform.events.v2: the same service under the GA name, from the same handlers */
+const GA = new GaTwins([SubscriptionsService], [file_chainguard_platform_events_v2_subscriptions]);
+
+/** the bindings plus the v1 Subscriptions adapter onto them */
+function withV1(bindings: ServiceBinding[]): ServiceBinding[] {
+  return [...bindings, v1SubscriptionsService(bindings)];
 }
 
 /** How long a delivery's token is valid. */
@@ -39,11 +66,16 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
   name: "events",
   migrations: { "013_events": m013 },
   services: [
-    // the audit trail and deliveries (bulwark.events.v1 extensions)
-    AuditService,
+    SubscriptionsService,
+    ...GA.services,
+    V1Subscriptions,
+    // bulwark.events.v1 extensions: type filters, the deliveries, the audit trail
+    SubscriptionFiltersService,
     DeliveriesService,
+    AuditService,
   ],
   listings: {
+    ...GA.listings({ [SubscriptionSchema.typeName]: subscriptionListing }),
     [EventSchema.typeName]: eventListing,
   },
   repositories: eventsRepositories,
@@ -52,6 +84,12 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
     const { events, subscriptions, deliveries, queue } = ctx.repositoriesOf(eventsModule);
     const settings = ctx.moduleSettings;
     const journal = new Journal(events, ctx.urls, ctx.now);
+    const deps = {
+      subscriptions,
+      lists: ctx.lists,
+      sinks: { allowInsecure: settings?.allowInsecureSinks ?? false },
+      now: ctx.now,
+    };
     const auditLog = settings?.auditLog ? openAuditLog(settings.auditLog, ctx.logger) : undefined;
     if (auditLog) journal.onCommitted((event) => auditLog.write(event));
     const { issuer } = ctx.exportsOf(authModule);
@@ -68,6 +106,7 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
     });
     return {
       bindings: [
+        ...withV1(GA.bind([subscriptionsService(deps), subscriptionFiltersService(deps)])),
         auditService({ events, lists: ctx.lists }),
         deliveriesService({ deliveries, subscriptions, lists: ctx.lists, now: ctx.now }),
       ],

@@ -55,6 +55,7 @@ import {
   createIdentityProvider,
   createRole,
   createRoleBinding,
+  createSubscription,
   type Api,
   type Json,
 } from "../support/fixtures.js";
@@ -177,7 +178,11 @@ const KINDS: readonly Kind[] = [
 ];
 
 /** Sub-resources and extension messages whose uid is their resource's (a repo's readme, visibility). */
-const SAME_UID_AS: Record<string, Kind> = { repo_readme: "repo", repo_visibility: "repo" };
+const SAME_UID_AS: Record<string, Kind> = {
+  repo_readme: "repo",
+  repo_visibility: "repo",
+  filtered_subscription: "subscription",
+};
 
 const snake = (s: string) => s.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();
 function singular(s: string): string {
@@ -198,6 +203,8 @@ function kindOf(service: DescService, input: DescMessage, variable: string): Kin
     // Extension RPCs name their resource in the request's name (GetRepoVisibility, DeprecateTag).
     else if (variable === "uid" && service.name === "RegistryExtensionsService")
       kind = /Tag/.test(input.name) ? "tag" : "repo";
+    // The subscription filters extension's resource is the published subscription.
+    else if (variable === "uid" && service.name === "SubscriptionFiltersService") kind = "subscription";
     else if (variable === "uid") kind = snake(singular(service.name.replace(/Service$/, "")));
     else if (variable.endsWith("_uid")) kind = variable.slice(0, -"_uid".length);
     // The v1 interface names uids `id`, `parent_id`, `<kind>_id` (and `group` for the group).
@@ -216,6 +223,7 @@ const V1_KIND_OF_SERVICE: Record<string, Kind> = {
   GroupAccountAssociations: "account_association",
   GroupInvites: "group_invite",
   Registry: "repo",
+  Subscriptions: "subscription",
 };
 
 function v1KindOf(service: string, input: DescMessage, variable: string): string | undefined {
@@ -410,15 +418,8 @@ async function makeKind(api: Api, group: string, kind: Kind, subject = `fixture-
     }
     case "advisory":
       return (await importAdvisory(api, group, cgaId(++serial), `package-${serial}`)).uid;
-    // written directly: a subscription's own API is not what this kind is for (its deliveries are)
-    case "subscription": {
-      const uid = `${group}/${createHash("sha256").update(`subscription ${++serial}`).digest("hex").slice(0, 16)}`;
-      await database!
-        .insertInto("event_subscriptions")
-        .values({ uid, parent_uid: group, sink: "https://receiver.example/hook", types: [] })
-        .execute();
-      return uid;
-    }
+    case "subscription":
+      return (await createSubscription(api, group, `https://receiver.example.com/${++serial}`)).uid;
     // the event of a group's creation
     case "event": {
       const made = await createGroup(api, group, nextName("evented"));

@@ -151,6 +151,38 @@ describe("bulwark serve", () => {
     }
   });
 
+  it("--allow-insecure-sinks lets a subscription deliver over http to a loopback address; without it, refused", async () => {
+    const sink = "http://127.0.0.1:9/hook";
+    const subscribe = async (url: string) => {
+      const auth = { authorization: `Bearer ${await adminToken()}` };
+      const org = await fetch(`${url}/iam/v2beta1/groups`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ name: `sinks ${Date.now()}` }),
+      });
+      assert.equal(org.status, 200);
+      const { uid } = (await org.json()) as { uid: string };
+      return fetch(`${url}/events/v2beta1/subscriptions/${uid}`, {
+        method: "POST",
+        headers: auth,
+        body: JSON.stringify({ sink }),
+      });
+    };
+    const insecure = await serve(["--port", "0", "--data-dir", dataDir, "--allow-insecure-sinks"]);
+    const allowed = await subscribe(insecure.url);
+    assert.equal(allowed.status, 200, await allowed.clone().text());
+    assert.equal(((await allowed.json()) as { sink: string }).sink, sink);
+    insecure.child.kill("SIGTERM");
+    await once(insecure.child, "exit");
+
+    const secure = await serve(["--port", "0", "--data-dir", dataDir]);
+    const refused = await subscribe(secure.url);
+    assert.equal(refused.status, 400, await refused.clone().text());
+    assert.match(((await refused.json()) as { message: string }).message, /subscription\.sink: must be an https URL/);
+    secure.child.kill("SIGTERM");
+    await once(secure.child, "exit");
+  });
+
   it("rejects a bad --port with a clear message", async () => {
     const bad = spawn(process.execPath, [BIN, "serve", "--port", "http"], {
       stdio: "pipe",

@@ -37,6 +37,7 @@ import {
   createIdentityProvider,
   createRole,
   createRoleBinding,
+  createSubscription,
   VIEWER_ROLE_UID,
   type Api,
   type Json,
@@ -116,6 +117,9 @@ const FACTORIES: Record<string, Factory> = {
     assert.equal(res.body.events.length, n);
     return res.body.events as Json[];
   },
+  // sinks repeat (ties on sink, the one sortable field) and sort bytewise ("a.b" before "alpha")
+  subscriptions: (api, org, n) =>
+    times(n, (i) => createSubscription(api, org.uid, `https://receiver.example.com/${ociName(i)}`)),
 };
 
 /** The names above as OCI repository and tag names ("a b" → "a.b"). */

@@ -89,3 +89,21 @@ export async function createGroupInvite(
     "create group invite",
   );
 }
+
+/** An event subscription under `parent` (published API: every event type). */
+export async function createSubscription(api: Api, parent: string, sink: string): Promise<Json> {
+  return ok(await api.post(`/events/v2beta1/subscriptions/${parent}`, { sink }), `create subscription ${sink}`);
+}
+
+/** An event subscription under `parent` that receives only `types` (the filters extension). */
+export async function createFilteredSubscription(
+  api: Api,
+  parent: string,
+  sink: string,
+  types: string[],
+): Promise<Json> {
+  return ok(
+    await api.post(`/bulwark/events/v1/subscriptions/${parent}`, { sink, types }),
+    `create filtered subscription ${sink}`,
+  );
+}

@@ -101,6 +101,8 @@ async function withTokens(server: RunningServer, backend: Backend, close = serve
 export interface TestServerOptions {
   allowInsecureIssuers?: boolean;
   allowPrivateIssuerAddresses?: boolean;
+  /** event subscriptions may have http sinks and sinks on loopback or private addresses (default: off, as served) */
+  allowInsecureSinks?: boolean;
   /** the platform's default upstream OIDC provider for human sign-in */
   defaultUpstream?: UpstreamProvider;
   /** the feature modules to run (default: all) */
@@ -151,7 +153,14 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     corsOrigins: options.corsOrigins,
     trustProxy: options.trustProxy,
     bodyTimeoutMs: options.bodyTimeoutMs,
-    moduleSettings: { registry: options.registry, vulnerabilities: options.advisories, events: options.events },
+    moduleSettings: {
+      events:
+        options.allowInsecureSinks === undefined
+          ? options.events
+          : { ...options.events, allowInsecureSinks: options.allowInsecureSinks },
+      registry: options.registry,
+      vulnerabilities: options.advisories,
+    },
     registryPort: options.registryPort,
     preparedStatements: options.preparedStatements,
     ...options.publicUrls,

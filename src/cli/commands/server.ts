@@ -198,14 +198,6 @@ export function registerServerCommands(program: Command): void {
     )
     .addOption(
       new Option(
-        "--allow-insecure-sinks [bool]",
-        "events subscriptions may deliver over http and to loopback or private addresses (development and tests)",
-      )
-        .env("BULWARK_ALLOW_INSECURE_SINKS")
-        .argParser(parseSwitch),
-    )
-    .addOption(
-      new Option(
         "--delivery-retry-for <duration>",
         "retry an event's delivery this long after the event before marking it failed (default 24h)",
       )
@@ -296,6 +288,14 @@ export function registerServerCommands(program: Command): void {
         .argParser(parseSwitch),
     )
     .addOption(
+      new Option(
+        "--allow-insecure-sinks [bool]",
+        "event subscriptions: accept http sinks and sinks on loopback, private, link-local, ... addresses (development and tests only)",
+      )
+        .env("BULWARK_ALLOW_INSECURE_SINKS")
+        .argParser(parseSwitch),
+    )
+    .addOption(
       new Option("--upstream-issuer <url>", "sign-in: the platform's default upstream OIDC provider for people").env(
         "BULWARK_UPSTREAM_ISSUER",
       ),
@@ -371,7 +371,6 @@ export function registerServerCommands(program: Command): void {
             registryGcGrace?: number;
             eventRetention?: number;
             auditLog?: string;
-            allowInsecureSinks?: boolean;
             deliveryRetryFor?: number;
             deliveryBackoffMin?: number;
             deliveryBackoffMax?: number;
@@ -395,6 +394,7 @@ export function registerServerCommands(program: Command): void {
             logLevel: string;
             allowInsecureIssuers?: boolean;
             allowPrivateIssuerAddresses?: boolean;
+            allowInsecureSinks?: boolean;
             upstreamIssuer?: string;
             upstreamClientId?: string;
             upstreamClientSecret?: string;

@@ -39,6 +39,8 @@ export async function up(db: Kysely<any>): Promise<void> {
       lease_until timestamptz
     )`.execute(db);
   await sql`create index event_subscriptions_parent on event_subscriptions (parent_uid, uid)`.execute(db);
+  // ListSubscriptions sorts by sink.
+  await sql`create index event_subscriptions_sink on event_subscriptions (sink, uid)`.execute(db);
   await sql`
     create table event_deliveries (
       subscription_uid text collate "C" not null references event_subscriptions (uid) on delete cascade,

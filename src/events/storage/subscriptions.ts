@@ -73,6 +73,6 @@ export class SubscriptionsRepository {
 
   /** The FROM + WHERE the list engine pages (it adds the selection and the count). */
   listQuery(filter: UIDPFilter | undefined) {
-    return applyUidpFilter(this.db.selectFrom("event_subscriptions"), filter);
+    return () => applyUidpFilter(this.db.selectFrom("event_subscriptions"), filter);
   }
 }
