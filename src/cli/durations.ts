@@ -15,3 +15,18 @@ export function durationMillis(text: string): number | undefined {
   }
   return value !== "" && consumed === value.length ? Math.round(millis) : undefined;
 }
+
+const RFC3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/i;
+
+/**
+ * A point in the past as people type it for `--since`/`--until`: a duration ago ("1h", "30m",
+ * "7d") or an RFC 3339 time; undefined when `text` is neither.
+ */
+export function timeAgoOrAt(text: string, now = Date.now()): Date | undefined {
+  const value = text.trim();
+  const ago = durationMillis(value);
+  if (ago !== undefined) return new Date(now - ago);
+  if (!RFC3339.test(value)) return undefined;
+  const at = new Date(value);
+  return Number.isNaN(at.getTime()) ? undefined : at;
+}

@@ -27,6 +27,11 @@ export interface CliIo {
   readonly env: NodeJS.ProcessEnv;
   /** the status to exit with when the command ends without an error (unset: 0), e.g. 1 when an import skipped a document */
   exitCode: number | undefined;
+  /**
+   * Aborted when the user asks a command that runs until stopped (`audit list --follow`) to stop
+   * (Ctrl-C). Only such a command calls it, so every other keeps SIGINT's default (the process ends).
+   */
+  interrupted?(): AbortSignal;
 }
 
 /** The real process (its streams are read only when used; the exit code is process.exitCode). */
@@ -49,6 +54,12 @@ export function processIo(): CliIo {
     },
     set exitCode(code: number | undefined) {
       process.exitCode = code;
+    },
+    interrupted() {
+      // once: a second Ctrl-C ends the process the default way, should the command not stop
+      const stop = new AbortController();
+      process.once("SIGINT", () => stop.abort());
+      return stop.signal;
     },
   };
 }

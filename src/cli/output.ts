@@ -110,6 +110,34 @@ export class Printer {
     } else this.write(text + "\n");
   }
 
+  /**
+   * A printer for rows that keep coming (`--follow`): -o json writes one compact JSON object per
+   * line (JSON Lines: an array cannot be streamed); table and wide write the header once, then
+   * each batch with every column as wide as the widest value seen so far; id and terse as a list.
+   */
+  stream<T>(view: View<T>): (rows: T[]) => void {
+    if (this.format === "json") return (rows) => rows.forEach((r) => this.write(JSON.stringify(view.json(r)) + "\n"));
+    if (this.format !== "table" && this.format !== "wide") return (rows) => this.list(view, rows);
+    const wide = this.format === "wide";
+    const columns = view.columns.filter((c) => wide || !c.wide);
+    const widths = columns.map((c) => [...c.header].length);
+    let headerWritten = false;
+    return (rows) => {
+      const cells = rows.map((r) => columns.map((c) => cut(c.value(r), wide ? undefined : c.max)));
+      for (const row of cells) row.forEach((cell, i) => (widths[i] = Math.max(widths[i]!, [...cell].length)));
+      const line = (values: string[]) =>
+        values
+          .map((v, i) => (i === values.length - 1 ? v : v + " ".repeat(widths[i]! - [...v].length)))
+          .join("  ")
+          .trimEnd();
+      if (!headerWritten) {
+        this.write(this.style.bold(line(columns.map((c) => c.header))) + "\n");
+        headerWritten = true;
+      }
+      this.write(cells.map((row) => line(row) + "\n").join(""));
+    };
+  }
+
   private render<T>(view: View<T>, rows: T[], many: boolean): string {
     switch (this.format) {
       case "json":

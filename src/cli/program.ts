@@ -1,12 +1,14 @@
 // The `bulwark` command tree: the server (`serve`, `admin`, `registry gc`) and the client commands
-// a chainctl user knows (`iam`, `images`, `advisories`, `auth`, `config`), which talk to the API
+// a chainctl user knows (`iam`, `images`, `advisories`, `events`, `audit`, `auth`, `config`), which talk to the API
 // through its generated Connect clients. `main` runs it on an io (io.ts): the real process in
 // bin/, a test's own in-process.
 import { Command, CommanderError } from "commander";
 import { registerAdvisories } from "./commands/advisories.js";
+import { registerAudit } from "./commands/audit.js";
 import { registerAuth } from "./commands/auth.js";
 import { registerCompletion } from "./commands/completion.js";
 import { registerConfig } from "./commands/config.js";
+import { registerEvents } from "./commands/events.js";
 import { registerGroups } from "./commands/groups.js";
 import { registerIdentities } from "./commands/identities.js";
 import { registerImages } from "./commands/images.js";
@@ -49,6 +51,8 @@ export function buildCli(io: CliIo = processIo()): Command {
   registerOrgSettings(iam);
   registerImages(program);
   registerAdvisories(program);
+  registerEvents(program);
+  registerAudit(program);
   registerAuth(program);
   registerConfig(program);
   registerCompletion(program);

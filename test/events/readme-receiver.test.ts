@@ -1,0 +1,142 @@
+// The README's receiver example, run as written (only its constants set to this server, its port,
+// and `jose` resolved to this checkout's): it accepts a delivery whose JWT our issuer signed for
+// its sink and its group (or a group below it), and refuses a token for another audience, another
+// group, one signed by a key the issuer does not publish, and none at all.
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SignJWT, generateKeyPair } from "jose";
+import { exited } from "../support/cli.js";
+import { backends } from "../support/db-templates.js";
+import { restClient } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+import { until, watchOutput, withinHang, type WatchedOutput } from "../support/wait.js";
+
+/** The first ```js block of the README's "Events and the audit trail" section. */
+function readmeReceiver(): string {
+  const readme = readFileSync(join(process.cwd(), "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Events and the audit trail"));
+  const block = /```js\n([\s\S]*?)```/.exec(section);
+  assert.ok(block, "the README's receiver example");
+  return block[1]!;
+}
+
+/** `text` with `pattern` replaced; the pattern must occur exactly once (else the README changed shape). */
+function replaceOnce(text: string, pattern: RegExp, replacement: string): string {
+  const found = text.match(new RegExp(pattern.source, "g")) ?? [];
+  assert.equal(found.length, 1, `${pattern} once in the README's receiver`);
+  return text.replace(pattern, () => replacement);
+}
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+for (const backend of backends()) {
+  describe(`the README's receiver example [${backend}]`, () => {
+    let server: TestServer;
+    let dir: string;
+    let receiver: ChildProcess;
+    let output: WatchedOutput;
+    let sink: string;
+    let group: string;
+    let deliveries = 0;
+
+    /** POSTs one event as a delivery does (binary mode); the receiver's status. */
+    const deliver = async (authorization: string | undefined) => {
+      const id = `${group}/${String(++deliveries).padStart(16, "0")}`;
+      const res = await fetch(sink, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "ce-id": id,
+          "ce-type": "dev.chainguard.api.iam.group.created.v1",
+          "ce-source": server.url,
+          "ce-subject": group,
+          "ce-specversion": "1.0",
+          "ce-time": new Date().toISOString(),
+          "ce-group": group,
+          "ce-audience": "customer",
+          ...(authorization ? { authorization } : {}),
+        },
+        body: JSON.stringify({ actor: { subject: "bulwark:operator" }, body: { uid: group, name: "readme" } }),
+      });
+      await res.arrayBuffer();
+      return { status: res.status, id };
+    };
+    const webhookToken = (subject: string, audience = sink) =>
+      server.tokenFor(subject, { audience: [audience] }).then((t) => `Bearer ${t}`);
+
+    before(async () => {
+      server = await startTestServer(backend);
+      group = (await restClient(server.url, server.operatorToken).post("/iam/v2beta1/groups", { name: "readme" })).body
+        .uid as string;
+      const port = await freePort();
+      sink = `http://127.0.0.1:${port}/bulwark`;
+      let code = readmeReceiver();
+      code = replaceOnce(code, /from "jose"/, `from ${JSON.stringify(import.meta.resolve("jose"))}`);
+      code = replaceOnce(code, /const ISSUER = "[^"]*"/, `const ISSUER = ${JSON.stringify(server.tokens.urls.issuer)}`);
+      code = replaceOnce(code, /const SINK = "[^"]*"/, `const SINK = ${JSON.stringify(sink)}`);
+      code = replaceOnce(code, /const GROUP = "[^"]*"/, `const GROUP = ${JSON.stringify(group)}`);
+      code = replaceOnce(code, /\.listen\(8000\)/, `.listen(${port}, "127.0.0.1")`);
+      dir = mkdtempSync(join(tmpdir(), "bulwark-readme-receiver-"));
+      writeFileSync(join(dir, "receiver.mjs"), code);
+      receiver = spawn(process.execPath, [join(dir, "receiver.mjs")], { stdio: ["ignore", "pipe", "pipe"] });
+      output = watchOutput(receiver);
+      await until(
+        () =>
+          fetch(sink, { method: "POST" }).then(
+            (r) => r.status,
+            () => undefined,
+          ),
+        () => `the receiver listening on ${sink}:\n${output.text()}`,
+      );
+    });
+    after(async () => {
+      if (receiver && receiver.exitCode === null) {
+        receiver.kill();
+        await withinHang(exited(receiver), "the receiver's exit");
+      }
+      if (dir) rmSync(dir, { recursive: true, force: true });
+      await server?.close();
+    });
+
+    it("accepts a delivery signed by our issuer for its sink and its group, and reads its headers and body", async () => {
+      const { status, id } = await deliver(await webhookToken(`webhook:${group}`));
+      assert.equal(status, 204);
+      await output.waitFor(
+        new RegExp(`${id} dev\\.chainguard\\.api\\.iam\\.group\\.created\\.v1 ${group} bulwark:operator`),
+      );
+    });
+
+    it("accepts the event of a group below the subscription's", async () => {
+      const { status } = await deliver(await webhookToken(`webhook:${group}/0123456789abcdef`));
+      assert.equal(status, 204);
+    });
+
+    it("refuses another audience, another group, an unknown key and no token", async () => {
+      assert.equal((await deliver(await webhookToken(`webhook:${group}`, server.tokens.urls.apiAudience))).status, 401);
+      assert.equal((await deliver(`Bearer ${server.operatorToken}`)).status, 401);
+      assert.equal((await deliver(await webhookToken(`webhook:${"f".repeat(40)}`))).status, 401);
+      const { privateKey } = await generateKeyPair("ES256");
+      const forged = await new SignJWT({})
+        .setProtectedHeader({ alg: "ES256", kid: "not-published" })
+        .setIssuer(server.tokens.urls.issuer)
+        .setAudience(sink)
+        .setSubject(`webhook:${group}`)
+        .setIssuedAt()
+        .setExpirationTime("5m")
+        .sign(privateKey);
+      assert.equal((await deliver(`Bearer ${forged}`)).status, 401);
+      assert.equal((await deliver(undefined)).status, 401);
+    });
+  });
+}
