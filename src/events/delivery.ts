@@ -147,13 +147,9 @@ export class DeliveryWorker {
   async #tick(): Promise<void> {
     const room = this.#settings.deliveryConcurrency - this.#active.size;
     if (room <= 0) return;
-    const claimed = await this.deps.queue.claim(
-      this.#owner,
-      this.#settings.deliveryLeaseMs,
-      room,
-      this.deps.now(),
-      [...this.#active.keys()],
-    );
+    const claimed = await this.deps.queue.claim(this.#owner, this.#settings.deliveryLeaseMs, room, this.deps.now(), [
+      ...this.#active.keys(),
+    ]);
     for (const subscription of claimed) {
       const run = this.#deliverTo(subscription)
         .catch((err: unknown) =>
