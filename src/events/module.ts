@@ -65,14 +65,14 @@ export interface EventsExports {
 export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, EventsExports, EventsSettings> = {
   name: "events",
   migrations: { "013_events": m013 },
+  // in the order `start` binds them (the extensions are bulwark.events.v1's)
   services: [
     SubscriptionsService,
+    SubscriptionFiltersService,
     ...GA.services,
     V1Subscriptions,
-    // bulwark.events.v1 extensions: type filters, the deliveries, the audit trail
-    SubscriptionFiltersService,
-    DeliveriesService,
     AuditService,
+    DeliveriesService,
   ],
   listings: {
     ...GA.listings({ [SubscriptionSchema.typeName]: subscriptionListing }),
