@@ -108,6 +108,8 @@ export class DeliveryWorker {
 
   /** Starts delivering (once the server's URLs are final: the tokens name its issuer). */
   start(): void {
+    // Concurrency 0: this replica delivers nothing (the others on the database do).
+    if (this.#settings.deliveryConcurrency === 0) return;
     this.#started = true;
     this.wake();
   }
@@ -229,7 +231,8 @@ export class DeliveryWorker {
     if (now.getTime() >= deadline) return { nextAttemptTime: now, gaveUp: true };
     const bound = Math.min(max, min * 2 ** Math.min(delivery.attempts, 40));
     let delay = min + Math.random() * Math.max(0, bound - min);
-    if (retryAfterMs !== undefined) delay = Math.max(delay, Math.min(retryAfterMs, max));
+    // A receiver's Retry-After is honoured whole: only the retry period bounds it.
+    if (retryAfterMs !== undefined) delay = Math.max(delay, retryAfterMs);
     // The last attempt is at the end of the retry period, not past it.
     return { nextAttemptTime: new Date(Math.min(now.getTime() + delay, deadline)), gaveUp: false };
   }

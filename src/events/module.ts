@@ -22,7 +22,7 @@ import * as m013 from "./migrations/013_events.js";
 import { auditService, eventListing } from "./audit.js";
 import { openAuditLog } from "./audit-log.js";
 import { deliveriesService } from "./deliveries.js";
-import { DeliveryWorker } from "./delivery.js";
+import { DELIVERY_DEFAULTS, DeliveryWorker } from "./delivery.js";
 import { Journal } from "./journal.js";
 import { RpcRecorder } from "./outbox.js";
 import { retentionTask } from "./retention.js";
@@ -83,6 +83,14 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
   async start(ctx) {
     const { events, subscriptions, deliveries, queue } = ctx.repositoriesOf(eventsModule);
     const settings = ctx.moduleSettings;
+    const retentionMs = settings?.retentionMs ?? DEFAULT_RETENTION_MS;
+    const retryForMs = settings?.deliveryRetryForMs ?? DELIVERY_DEFAULTS.deliveryRetryForMs;
+    // Pruning an event takes its pending deliveries with it: keep events while they may be retried.
+    if (retentionMs < retryForMs)
+      throw new Error(
+        `the event retention (${retentionMs} ms) is shorter than the delivery retry period (${retryForMs} ms): ` +
+          `events would be deleted while their deliveries are still retried`,
+      );
     const journal = new Journal(events, ctx.urls, ctx.now);
     const deps = {
       subscriptions,
@@ -100,9 +108,10 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
       logger: ctx.logger,
       now: ctx.now,
     });
-    // A subscription with a new event is looked at now, not at the next poll.
+    // A subscription with a new delivery is looked at now, not at the next poll; an event no
+    // subscription matched wakes nothing.
     journal.onCommitted((event) => {
-      if (event.group && !event.undelivered) worker.wake();
+      if (event.deliveries > 0) worker.wake();
     });
     return {
       bindings: [
@@ -112,14 +121,7 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
       ],
       recorder: new RpcRecorder(ctx.db, journal),
       journal,
-      tasks: [
-        retentionTask(
-          events,
-          settings?.retentionMs ?? DEFAULT_RETENTION_MS,
-          settings?.retentionEveryMs ?? DEFAULT_RETENTION_EVERY_MS,
-          ctx.now,
-        ),
-      ],
+      tasks: [retentionTask(events, retentionMs, settings?.retentionEveryMs ?? DEFAULT_RETENTION_EVERY_MS, ctx.now)],
       exports: { journal },
       // The delivery tokens name the issuer, whose URL is final once the server listens.
       listening: async () => worker.start(),

@@ -30,12 +30,26 @@ interface EventSpec {
 
 const specs = new WeakMap<DescMethod, EventSpec | null>();
 
+/**
+ * Mutating methods of the published protos that name no event (their protos cannot change): the
+ * event their change is.
+ */
+const UNANNOTATED: Readonly<Record<string, EventSpec>> = {
+  // v1: creates a group invite (to a group it names), like GroupInvites.Create
+  "chainguard.platform.iam.GroupInvites.CreateWithGroup": {
+    type: "dev.chainguard.api.iam.group_invite.created.v1",
+    internal: false,
+  },
+};
+
 /** The event a method names, if any. */
 export function eventSpecOf(method: DescMethod): EventSpec | undefined {
   let spec = specs.get(method);
   if (spec === undefined) {
     const option = hasOption(method, eventsOption) ? getOption(method, eventsOption) : undefined;
-    spec = option?.type ? { type: option.type, internal: option.audience !== EventAttributes_Audience.CUSTOMER } : null;
+    spec = option?.type
+      ? { type: option.type, internal: option.audience !== EventAttributes_Audience.CUSTOMER }
+      : (UNANNOTATED[`${method.parent.typeName}.${method.name}`] ?? null);
     specs.set(method, spec);
   }
   return spec ?? undefined;

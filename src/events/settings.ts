@@ -20,7 +20,7 @@ export interface EventsSettings {
   deliveryPollMs?: number;
   /** the deadline of one delivery request (default 10 s) */
   deliveryTimeoutMs?: number;
-  /** subscriptions one replica delivers to at once (default 16) */
+  /** subscriptions one replica delivers to at once (default 16; 0: this replica delivers nothing) */
   deliveryConcurrency?: number;
 }
 

@@ -52,7 +52,8 @@ for (const backend of backends()) {
     let server: TestServer;
     let op: Api;
     before(async () => {
-      server = await startTestServer(backend);
+      // This replica delivers nothing: the deliveries stay as the test sets them.
+      server = await startTestServer(backend, { events: { deliveryConcurrency: 0 } });
       op = restClient(server.url, server.operatorToken);
     });
     after(() => server?.close());
@@ -309,9 +310,18 @@ for (const backend of backends()) {
   describe(`event retention [${backend}]`, () => {
     let server: TestServer;
     before(async () => {
-      server = await startTestServer(backend, { events: { retentionMs: 60 * 60 * 1000, retentionEveryMs: 20 } });
+      server = await startTestServer(backend, {
+        events: { retentionMs: 60 * 60 * 1000, retentionEveryMs: 20, deliveryRetryForMs: 60 * 60 * 1000 },
+      });
     });
     after(() => server?.close());
+
+    it("refuses to start with a retention shorter than the delivery retry period", async () => {
+      await assert.rejects(
+        startTestServer(backend, { events: { retentionMs: 60 * 60 * 1000, deliveryRetryForMs: 2 * 60 * 60 * 1000 } }),
+        /event retention .* is shorter than the delivery retry period/,
+      );
+    });
 
     it("prunes events older than the retention in the background, their deliveries with them, and keeps the rest", async () => {
       const op = restClient(server.url, server.operatorToken);

@@ -12,7 +12,7 @@ import type { RegistrySettings } from "../../registry/api.js";
 import { isValidUidp } from "../../core/uidp.js";
 import { CliError } from "../errors.js";
 import { ioOf } from "../io.js";
-import { commaList, examples } from "../command.js";
+import { commaList, examples, parseCount } from "../command.js";
 import { durationMillis } from "../durations.js";
 
 function parsePort(value: string): number {
@@ -39,12 +39,6 @@ function parseRateLimit(value: string): RateLimit | null {
     throw new InvalidArgumentError(`invalid rate limit "${value}": use <per second>[:<burst>] or off`);
   const perSecond = Number(m[1]);
   return { perSecond, burst: m[2] ? Math.max(1, Number(m[2])) : Math.max(1, Math.ceil(perSecond * 2)) };
-}
-
-function parsePositiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`invalid count: ${value}`);
-  return n;
 }
 
 /** "90s", "15m", "1h30m", "7d" (or plain milliseconds) → milliseconds. */
@@ -242,9 +236,12 @@ export function registerServerCommands(program: Command): void {
         .argParser(parseDuration),
     )
     .addOption(
-      new Option("--delivery-concurrency <n>", "subscriptions one replica delivers to at once (default 16)")
+      new Option(
+        "--delivery-concurrency <n>",
+        "subscriptions one replica delivers to at once (default 16; 0: this replica delivers nothing, others do)",
+      )
         .env("BULWARK_DELIVERY_CONCURRENCY")
-        .argParser(parsePositiveInt),
+        .argParser(parseCount),
     )
     .addOption(
       new Option(

@@ -25,6 +25,8 @@ export interface NewEvent {
 export interface StoredEvent extends NewEvent {
   uid: string;
   seq: string;
+  /** how many subscriptions it is to be delivered to */
+  deliveries: number;
 }
 
 /** ListEvents' filters, validated. */
@@ -62,9 +64,9 @@ export class EventsRepository {
     if (!event.group || event.undelivered) {
       const { rows } = await sql<{ seq: string }>`
         insert into events ${columns} values ${values} returning seq`.execute(this.db);
-      return { ...event, uid, seq: String(rows[0]!.seq) };
+      return { ...event, uid, seq: String(rows[0]!.seq), deliveries: 0 };
     }
-    const { rows } = await sql<{ seq: string }>`
+    const { rows } = await sql<{ seq: string; deliveries: number }>`
       with e as (insert into events ${columns} values ${values} returning seq, type),
       d as (
         insert into event_deliveries (subscription_uid, event_seq)
@@ -72,9 +74,10 @@ export class EventsRepository {
           on s.parent_uid = any(${[...ancestorsOf(event.group), event.group]}::text[])
         where cardinality(s.types) = 0 or e.type = any(s.types)
           or exists (select 1 from unnest(s.types) t where right(t, 1) = '.' and starts_with(e.type, t))
+        returning 1
       )
-      select seq from e`.execute(this.db);
-    return { ...event, uid, seq: String(rows[0]!.seq) };
+      select (select seq from e) as seq, (select count(*) from d)::int as deliveries`.execute(this.db);
+    return { ...event, uid, seq: String(rows[0]!.seq), deliveries: Number(rows[0]!.deliveries) };
   }
 
   /** The FROM + WHERE the list engine pages (it adds the selection and the count). */

@@ -93,7 +93,8 @@ export class RegistryEvents {
       remote_address: call.clientAddress ?? "",
       location: "",
       user_agent: request.headers["user-agent"] ?? "",
-      when: this.now().toISOString(),
+      // The SDK's civil.DateTime: UTC without an offset (Go's layout 2006-01-02T15:04:05.999999999).
+      when: this.now().toISOString().replace(/Z$/, ""),
       ...(error ? { error } : {}),
     };
     return this.journal.record({
