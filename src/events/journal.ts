@@ -5,6 +5,7 @@ import type { EventJournal, EventRecord } from "../platform/events.js";
 import { afterCommit } from "../storage/ambient-transaction.js";
 import { isValidUidp } from "../core/uidp.js";
 import type { EventsRepository, StoredEvent } from "./storage/events.js";
+import { storableJson, storableText } from "./storable.js";
 import { traceparentOf } from "./trace-context.js";
 
 export type EventListener = (event: StoredEvent) => void;
@@ -26,15 +27,15 @@ export class Journal implements EventJournal {
   async record(event: EventRecord & { undelivered?: boolean }): Promise<void> {
     const group = event.group && isValidUidp(event.group) ? event.group : undefined;
     const stored = await this.events.insert({
-      type: event.type,
+      type: storableText(event.type),
       source: event.source === "registry" ? this.urls.registryAudience : this.urls.apiAudience,
-      subject: event.subject,
+      subject: storableText(event.subject),
       group,
       actor: event.actor && {
-        subject: event.actor.subject,
-        ...(event.actor.act ? { act: { ...event.actor.act } } : {}),
+        subject: storableText(event.actor.subject),
+        ...(event.actor.act ? { act: storableJson({ ...event.actor.act }) as Record<string, string> } : {}),
       },
-      body: event.body,
+      body: storableJson(event.body),
       traceparent: traceparentOf(event.traceparent),
       time: this.now(),
       undelivered: event.undelivered,
