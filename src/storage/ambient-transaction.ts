@@ -32,11 +32,21 @@ interface Scope {
 }
 
 class ScopeConnection implements DatabaseConnection {
-  constructor(readonly raw: DatabaseConnection) {}
+  constructor(
+    readonly raw: DatabaseConnection,
+    private readonly isOpen: () => boolean,
+  ) {}
+  // A transaction begun in the scope and left running after it closed must not send statements
+  // on a connection already committed and returned to the pool (someone else's session by then).
+  #check() {
+    if (!this.isOpen()) throw new Error("a statement ran on a transaction scope that already closed");
+  }
   executeQuery<R>(query: CompiledQuery) {
+    this.#check();
     return this.raw.executeQuery<R>(query);
   }
   streamQuery<R>(query: CompiledQuery, chunkSize?: number) {
+    this.#check();
     return this.raw.streamQuery<R>(query, chunkSize);
   }
 }
@@ -73,16 +83,23 @@ class AmbientDriver implements Driver {
     scope.savepoints.push(name);
   }
 
+  // The savepoint is forgotten only once released: a failed release is followed by Kysely's
+  // rollback, which must roll back to that same savepoint.
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
     if (!(connection instanceof ScopeConnection)) return this.inner.commitTransaction(connection);
-    const name = scopes.getStore()!.savepoints.pop()!;
-    await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
+    const savepoints = scopes.getStore()!.savepoints;
+    await connection.executeQuery(CompiledQuery.raw(`release savepoint ${savepoints.at(-1)!}`));
+    savepoints.pop();
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
     if (!(connection instanceof ScopeConnection)) return this.inner.rollbackTransaction(connection);
-    const name = scopes.getStore()!.savepoints.pop()!;
-    await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`));
+    const savepoints = scopes.getStore()!.savepoints;
+    try {
+      await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${savepoints.at(-1)!}`));
+    } finally {
+      savepoints.pop();
+    }
   }
 
   /** Runs `fn` in a savepoint of the open scope: its failure leaves the scope's transaction usable. */
@@ -119,7 +136,7 @@ class AmbientDriver implements Driver {
     const raw = await this.inner.acquireConnection();
     const scope: Scope = {
       driver: this,
-      connection: new ScopeConnection(raw),
+      connection: new ScopeConnection(raw, () => scope.open),
       open: true,
       savepoints: [],
       counter: 0,

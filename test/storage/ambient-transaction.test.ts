@@ -85,6 +85,23 @@ for (const backend of backends()) {
       assert.deepEqual(seen, ["committed d1", "outside a scope: at once"]);
     });
 
+    it("refuses a statement from a transaction begun in the scope and left running after it closed", async () => {
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let late: Promise<unknown> | undefined;
+      await withinTransaction(database.db, async () => {
+        late = database.db.transaction().execute(async (trx) => {
+          await gate;
+          await sql`insert into ambient_probe (k) values ('f1')`.execute(trx);
+        });
+        // the savepoint is taken before the scope closes
+        await new Promise((r) => setImmediate(r));
+      });
+      release();
+      await assert.rejects(late!, /transaction scope that already closed/);
+      assert.ok(!(await keys()).includes("f1"));
+    });
+
     it("gives work left running after the scope closed an ordinary connection", async () => {
       let late: Promise<unknown> | undefined;
       let release!: () => void;
