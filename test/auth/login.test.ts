@@ -660,6 +660,25 @@ for (const backend of backends()) {
         // what the person may do with the CLI's token
         const token = storedToken(done.configDir);
         assert.equal(decodeJwt(token).sub, carol());
+        // the sign-in is recorded in the IdP's organization, with the upstream token as the actor's act
+        const signedIn = await server.db
+          .selectFrom("events")
+          .select(["subject", "parent_uid", "actor", "body"])
+          .where("type", "=", "dev.bulwark.auth.signed_in.v1")
+          .where("subject", "=", carol())
+          .execute();
+        assert.equal(signedIn.length, 1);
+        assert.equal(signedIn[0]!.parent_uid, orgA);
+        assert.deepEqual(
+          { iss: signedIn[0]!.actor.act.iss, sub: signedIn[0]!.actor.act.sub },
+          { iss: upstream.issuer, sub: "carol" },
+        );
+        assert.equal(signedIn[0]!.body.identity_provider, idpA);
+        assert.ok(!JSON.stringify(signedIn).includes(upstream.confidentialClient.clientSecret));
+        assert.deepEqual(
+          { iss: (decodeJwt(token).act as Json).iss, sub: (decodeJwt(token).act as Json).sub },
+          { iss: upstream.issuer, sub: "carol" },
+        );
         const me = await whoami(token);
         assert.deepEqual(
           me.capabilities.map((c: Json) => [c.group.id, c.role.name]),
