@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `npm run bench` (after the build): the API bench (bench/api.mjs: bulwark serve on PostgreSQL and
 // PGlite against baselines measured in the same run, targets, RSS and start time), then the
-// registry against CNCF distribution (bench/registry.mjs) and the advisories (bench/advisories.mjs).
+// registry against CNCF distribution (bench/registry.mjs), the advisories (bench/advisories.mjs)
+// and the events (bench/events.mjs: delivery rate, what the outbox costs a create).
 // `npm run bench -- --quick`: the API bench only, with 1 s rows and fewer sequential runs
 // (under a minute once the datasets are cached). Indicative only: load generator, baselines and
 // server share the machine's cores. Env: bench/README.md.
@@ -18,7 +19,7 @@ if (process.env.BENCH_API !== "0") {
 }
 
 if (quick) {
-  console.log("\n--quick: the registry and advisories parts are skipped (run `npm run bench` for them)");
+  console.log("\n--quick: the registry, advisories and events parts are skipped (run `npm run bench` for them)");
 } else {
   // The registry against CNCF distribution (bench/registry.mjs).
   if (process.env.BENCH_REGISTRY !== "0") {
@@ -30,6 +31,12 @@ if (quick) {
   if (process.env.BENCH_ADVISORIES !== "0") {
     const { advisoriesBench } = await import("./advisories.mjs");
     await advisoriesBench({ seconds: SECONDS, concurrency: CONCURRENCY });
+  }
+  // Events on PostgreSQL: delivery to local receivers, and group creates/s with and without the
+  // outbox (bench/events.mjs).
+  if (process.env.BENCH_EVENTS_BENCH !== "0") {
+    const { eventsBench } = await import("./events.mjs");
+    await eventsBench({ seconds: SECONDS });
   }
 }
 console.log(

@@ -1,7 +1,9 @@
 // Registry traffic as events: a skopeo push records `dev.chainguard.registry.push.v1` for each
 // blob and the manifest, a skopeo pull `dev.chainguard.registry.pull.v1` for each manifest and
 // blob it fetched, with the documented body fields; a failed pull records its OCI error; an
-// anonymous pull of a public repo records no actor. Needs skopeo and umoci (CI installs them).
+// anonymous pull of a public repo records no actor; a refused push (an invalid manifest, one
+// naming an unknown blob, an upload completed with the wrong digest) records its OCI error.
+// Needs skopeo and umoci (CI installs them).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -178,6 +180,87 @@ for (const backend of backends()) {
       assert.equal(event!.actor, null);
       assert.equal((event!.body.error as { code: string }).code, "UNAUTHORIZED");
       assert.equal((event!.body.error as { status: number }).status, 401);
+    });
+
+    /** A registry request with the operator's registry token. */
+    const registryCall = async (method: string, path: string, body?: string | Uint8Array, type?: string) => {
+      const password = await server.tokenFor(OPERATOR_SUBJECT, { audience: [server.tokens.urls.registryAudience] });
+      const headers: Record<string, string> = { authorization: `Bearer ${password}` };
+      if (type) headers["content-type"] = type;
+      const res = await fetch(new URL(path, server.url), { method, headers, body });
+      const text = await res.text();
+      return { status: res.status, headers: res.headers, json: () => JSON.parse(text) as { errors: unknown[] } };
+    };
+
+    it("a refused manifest push records a push event with the OCI error the client got", async () => {
+      const since = await lastSeq();
+      const invalid = await registryCall(
+        "PUT",
+        "/v2/acme/app/manifests/broken",
+        JSON.stringify({ schemaVersion: 1 }),
+        "application/vnd.oci.image.manifest.v1+json",
+      );
+      assert.equal(invalid.status, 400);
+      const invalidError = { code: "MANIFEST_INVALID", message: "schemaVersion must be 2", status: 400 };
+      assert.deepEqual(invalid.json().errors, [{ code: invalidError.code, message: invalidError.message }]);
+      const missing = sha256("never pushed");
+      const unknownBlob = await registryCall(
+        "PUT",
+        "/v2/acme/app/manifests/dangling",
+        JSON.stringify({
+          schemaVersion: 2,
+          mediaType: "application/vnd.oci.image.manifest.v1+json",
+          config: { mediaType: "application/vnd.oci.image.config.v1+json", digest: missing, size: 12 },
+          layers: [],
+        }),
+        "application/vnd.oci.image.manifest.v1+json",
+      );
+      assert.equal(unknownBlob.status, 400);
+      assert.equal((unknownBlob.json().errors[0] as { code: string }).code, "MANIFEST_BLOB_UNKNOWN");
+      const events = await registryEvents(since);
+      assert.deepEqual(
+        events.map((e) => [e.type, e.body.type, e.body.tag, e.body.digest, (e.body.error as { code: string }).code]),
+        [
+          [PUSH, "manifest", "broken", "", "MANIFEST_INVALID"],
+          [PUSH, "manifest", "dangling", "", "MANIFEST_BLOB_UNKNOWN"],
+        ],
+      );
+      assert.deepEqual(events[0]!.body.error, invalidError);
+      assert.equal((events[1]!.body.error as { status: number }).status, 400);
+      for (const e of events) {
+        assert.equal(e.subject, repoUid);
+        assert.equal(e.parent_uid, orgUid);
+        assert.equal(e.body.repo_id, repoUid);
+        assert.equal(e.actor_subject, OPERATOR_SUBJECT);
+        assertBody(e, ["tag", "error"]);
+      }
+    });
+
+    it("a blob upload completed with the wrong digest records a push event with the OCI error", async () => {
+      const started = await registryCall("POST", "/v2/acme/app/blobs/uploads/");
+      assert.equal(started.status, 202);
+      const location = started.headers.get("location")!;
+      const claimed = sha256("something else");
+      const since = await lastSeq();
+      const completed = await registryCall(
+        "PUT",
+        `${location}?digest=${claimed}`,
+        "the bytes sent",
+        "application/octet-stream",
+      );
+      assert.equal(completed.status, 400);
+      const [error] = completed.json().errors as Array<{ code: string; message: string }>;
+      assert.equal(error!.code, "DIGEST_INVALID");
+      const [event, ...rest] = await registryEvents(since);
+      assert.equal(rest.length, 0);
+      assert.equal(event!.type, PUSH);
+      assert.equal(event!.subject, repoUid);
+      assert.equal(event!.body.type, "blob");
+      assert.equal(event!.body.digest, claimed);
+      assert.deepEqual(event!.body.error, { code: "DIGEST_INVALID", message: error!.message, status: 400 });
+      assertBody(event!, ["error"]);
+      // Nothing was stored: the blob is unknown.
+      assert.equal((await registryCall("HEAD", `/v2/acme/app/blobs/${claimed}`)).status, 404);
     });
 
     it("an anonymous pull of a public repo records an event without an actor", async () => {

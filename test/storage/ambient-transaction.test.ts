@@ -70,6 +70,36 @@ for (const backend of backends()) {
       assert.ok(all.includes("c1") && all.includes("c3") && !all.includes("c2"), all.join());
     });
 
+    it("rolls back a failed nested transaction that began before any statement, and goes on", async () => {
+      // The scope's first transaction needs no savepoint: its rollback starts the scope over.
+      await withinTransaction(database.db, async () => {
+        await assert.rejects(
+          database.db.transaction().execute(async (trx) => {
+            await sql`insert into ambient_probe (k) values ('e1')`.execute(trx);
+            await database.db.transaction().execute(async (inner) => {
+              await sql`insert into ambient_probe (k) values ('e2')`.execute(inner);
+            });
+            throw new Error("first failed");
+          }),
+          /first failed/,
+        );
+        await database.db.transaction().execute(async (trx) => {
+          await sql`insert into ambient_probe (k) values ('e3')`.execute(trx);
+          await assert.rejects(
+            database.db.transaction().execute(async (inner) => {
+              await sql`insert into ambient_probe (k) values ('e4')`.execute(inner);
+              throw new Error("inner failed");
+            }),
+          );
+        });
+        await insert("e5");
+      });
+      assert.deepEqual(
+        (await keys()).filter((k) => k.startsWith("e")),
+        ["e3", "e5"],
+      );
+    });
+
     it("runs afterCommit callbacks after a commit only", async () => {
       const seen: string[] = [];
       await withinTransaction(database.db, async () => {

@@ -1,7 +1,8 @@
 // Registry traffic as events: `dev.chainguard.registry.push.v1` for a pushed manifest or a
 // completed (or mounted) blob, recorded in the push's own transaction, and
 // `dev.chainguard.registry.pull.v1` for a manifest or blob HEAD or GET, recorded before the
-// answer leaves — failures too, with the OCI error the client got. Bodies carry the hosted
+// answer leaves — failures of both too, with the OCI error the client got (a failed push's once
+// its transaction rolled back). Bodies carry the hosted
 // registry's fields; `location` is always "" (no geolocation database is shipped).
 import type { FastifyRequest } from "fastify";
 import type { CallContext } from "../../core/service.js";
@@ -65,13 +66,41 @@ export class RegistryEvents {
     answer: OciAnswer,
   ): Promise<void> {
     if (!isPull(request.method)) return Promise.resolve();
+    return this.#failed(PULL_EVENT, request, call, name, resolved, what, answer);
+  }
+
+  /**
+   * Records a failed push (a manifest PUT or an upload's completion) with the OCI error the
+   * client is answered with. Called after the push's transaction rolled back, so it is recorded
+   * on its own.
+   */
+  pushFailed(
+    request: FastifyRequest,
+    call: CallContext,
+    name: string,
+    resolved: ResolvedName | undefined,
+    what: Transferred,
+    answer: OciAnswer,
+  ): Promise<void> {
+    return this.#failed(PUSH_EVENT, request, call, name, resolved, what, answer);
+  }
+
+  #failed(
+    type: string,
+    request: FastifyRequest,
+    call: CallContext,
+    name: string,
+    resolved: ResolvedName | undefined,
+    what: Transferred,
+    answer: OciAnswer,
+  ): Promise<void> {
     const place: Place = resolved?.repo
       ? placeOfRepo(resolved.repo.uid)
       : resolved
         ? { subject: resolved.group.uid, group: resolved.group.uid, repoId: "" }
         : { subject: name, repoId: "" };
     const error = { code: answer.code, message: answer.message, status: answer.status };
-    return this.#record(PULL_EVENT, request, call, name, place, what, error);
+    return this.#record(type, request, call, name, place, what, error);
   }
 
   #record(

@@ -12,12 +12,12 @@ import type { PublicUrls } from "../../platform/config.js";
 import type { PlainRouter } from "../../platform/routes.js";
 import { blobHandlers, type BlobRouteDeps } from "./blobs.js";
 import { OciError, bearerChallenge, nameUnknown, ociAnswerOf, sendOciError, type OciAnswer } from "./errors.js";
-import type { RegistryEvents } from "./events.js";
+import type { RegistryEvents, Transferred } from "./events.js";
 import { historyHandlers, type HistoryRouteDeps } from "./history.js";
-import { API_VERSION, sendJson } from "./http.js";
+import { API_VERSION, queryOf, sendJson } from "./http.js";
 import { manifestHandlers, tagOf, type ManifestRouteDeps } from "./manifests.js";
 import { referrerHandlers, type ReferrerRouteDeps } from "./referrers.js";
-import { OciRouteTable, type Routed, type RouteTableDeps } from "./router.js";
+import { OciRouteTable, type Routed, type RouteTableDeps, type Target } from "./router.js";
 import { catalog, tagHandlers, type TagRouteDeps } from "./tags.js";
 import { uploadHandlers, type UploadRouteDeps } from "./uploads.js";
 
@@ -58,7 +58,11 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
         const hidden = wire.code === Code.NotFound && name !== undefined && !(thrown instanceof OciError);
         const answer = ociAnswerOf(wire, hidden ? nameUnknown(name) : thrown);
         const routed = table.routedOf(request);
-        if (routed) await recordFailedPull(deps.events, request, call, routed, answer);
+        // The client gets its OCI error even if its event cannot be recorded.
+        if (routed)
+          await recordFailure(deps.events, request, call, routed, answer).catch((err: unknown) =>
+            request.log.error({ err }, "a failed registry request's event was not recorded"),
+          );
         return sendOciError(reply, answer, bearerChallenge(deps.urls, table.challengeScope(request)));
       },
     });
@@ -67,18 +71,21 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
 
 /**
  * A manifest or blob pull that failed (unknown, denied, unauthenticated, invalid) is a pull event
- * with its error. A request refused by the rate limits never got this far (it was not routed):
- * a flood records nothing.
+ * with its error, as is a failed push (a manifest PUT, an upload's completion, a monolithic
+ * upload or a mount): recorded here, after the push's own transaction rolled back. A request
+ * refused by the rate limits never got this far (it was not routed): a flood records nothing.
  */
-function recordFailedPull(
+function recordFailure(
   events: RegistryEvents,
   request: FastifyRequest,
   call: CallContext,
   { target, resolved }: Routed,
   answer: OciAnswer,
 ): Promise<void> {
-  if (target.endpoint !== "manifest" && target.endpoint !== "blob") return Promise.resolve();
   if (answer.code === "TOOMANYREQUESTS") return Promise.resolve();
+  const pushed = failedPushOf(request, target);
+  if (pushed) return events.pushFailed(request, call, target.name!, resolved, pushed, answer);
+  if (target.endpoint !== "manifest" && target.endpoint !== "blob") return Promise.resolve();
   const what =
     target.endpoint === "blob"
       ? { type: "blob" as const, digest: target.reference }
@@ -86,6 +93,24 @@ function recordFailedPull(
         ? { type: "manifest" as const, digest: target.reference }
         : { type: "manifest" as const, digest: "", tag: target.reference };
   return events.pullFailed(request, call, target.name!, resolved, what, answer);
+}
+
+/** What a request that pushes (rather than starts, feeds or cancels an upload) tried to push. */
+function failedPushOf(request: FastifyRequest, target: Target): Transferred | undefined {
+  const { endpoint, reference } = target;
+  if (endpoint === "manifest" && request.method === "PUT")
+    return tagOf(reference) === undefined
+      ? { type: "manifest", digest: reference }
+      : { type: "manifest", digest: "", tag: reference };
+  const query = queryOf(request);
+  // A repeated parameter arrives as an array: not a digest this push could have had.
+  const named = (digest: unknown) => ({ type: "blob" as const, digest: typeof digest === "string" ? digest : "" });
+  if (endpoint === "upload" && request.method === "PUT") return named(query.digest);
+  if (endpoint === "uploads" && request.method === "POST") {
+    if (query.digest !== undefined) return named(query.digest);
+    if (query.mount !== undefined && query.from !== undefined) return named(query.mount);
+  }
+  return undefined;
 }
 
 /** /v2/ (any method, as it always has): whether the client speaks to a registry and is authenticated. */
