@@ -7,9 +7,10 @@
 //   replica that dies loses its lease when it expires and another resends, with the same Ce-Id.
 // - When: at once for this replica's own committed events (journal.onCommitted), otherwise on a
 //   poll; several subscriptions at once, up to a bound.
-// - Retries: exponential backoff with jitter between a min and a max, a receiver's Retry-After
-//   honoured (capped at the max), until the retry period (counted from the event's time) is over:
-//   then the delivery is failed and the next one goes.
+// - Retries: exponential backoff with jitter (retryDelayRangeMs: the delay is drawn between half its
+//   bound and the bound, the bound doubling from a min to a max), a receiver's Retry-After honoured
+//   (bounded by the retry period only), until the retry period (counted from the event's time) is
+//   over: then the delivery is failed and the next one goes.
 // - Sinks are https on public addresses, checked when the socket connects
 //   (platform/outbound-addresses.ts, shared with the token exchange); allowInsecureSinks permits
 //   http and any address. Redirects are not followed; the answer's body is read at most 4 KiB.
@@ -229,8 +230,8 @@ export class DeliveryWorker {
     const { deliveryBackoffMinMs: min, deliveryBackoffMaxMs: max, deliveryRetryForMs } = this.#settings;
     const deadline = delivery.event.time.getTime() + deliveryRetryForMs;
     if (now.getTime() >= deadline) return { nextAttemptTime: now, gaveUp: true };
-    const bound = Math.min(max, min * 2 ** Math.min(delivery.attempts, 40));
-    let delay = min + Math.random() * Math.max(0, bound - min);
+    const range = retryDelayRangeMs(delivery.attempts, min, max);
+    let delay = range.low + Math.random() * (range.high - range.low);
     // A receiver's Retry-After is honoured whole: only the retry period bounds it.
     if (retryAfterMs !== undefined) delay = Math.max(delay, retryAfterMs);
     // The last attempt is at the end of the retry period, not past it.
@@ -339,6 +340,18 @@ export class DeliveryWorker {
       req.end(body);
     });
   }
+}
+
+/**
+ * The range the delay after a failed attempt is drawn from (uniformly: the jitter), given the
+ * attempts made before it: the bound doubles per attempt from `min` up to `max`, and the delay is
+ * at least half of it (and at least `min`), so a receiver that stays down is tried ever less often
+ * whatever the draw — at the defaults, 12 attempts span at least 10 minutes
+ * (test/unit/delivery-backoff.test.ts).
+ */
+export function retryDelayRangeMs(priorAttempts: number, min: number, max: number): { low: number; high: number } {
+  const high = Math.max(min, Math.min(max, min * 2 ** Math.min(priorAttempts, 40)));
+  return { low: Math.max(min, high / 2), high };
 }
 
 /** A Retry-After header (delay seconds or an HTTP date) in milliseconds from now; undefined when absent or unreadable. */

@@ -10,7 +10,7 @@ export interface EventsSettings {
   auditLog?: string;
   /** how long a delivery is retried, counted from the event's time, before it is marked failed (default 24 h) */
   deliveryRetryForMs?: number;
-  /** the first retry's delay bound; each later one doubles it, with full jitter (default 1 s) */
+  /** the first retry's delay bound; each later one doubles it, the delay drawn between half the bound and the bound (default 1 s) */
   deliveryBackoffMinMs?: number;
   /** the longest delay between two attempts, a receiver's Retry-After included (default 10 min) */
   deliveryBackoffMaxMs?: number;

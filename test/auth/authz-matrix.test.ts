@@ -24,6 +24,10 @@
 // on which field, and a new such RPC fails here until it is modelled. Methods without an iam
 // option (public) or with `disabled` check credentials themselves (the token exchange): the
 // matrix only checks that they answer (no INTERNAL); their own suites test them.
+//
+// The outbox, on the way: after each call of a method with an event (events/outbox.ts
+// eventSpecOf), a 2xx answer recorded exactly one event of its type (with a subject, and its group
+// for a resource in one) and any other answer none.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
@@ -39,6 +43,7 @@ import { http } from "../../src/gen/google/api/annotations_pb.js";
 import { iam, iam_scope } from "../../src/gen/annotations/auth_pb.js";
 import { Capability, CapabilitySchema, internal_only } from "../../src/gen/capabilities/capabilities_pb.js";
 import { MODULES } from "../../src/server/modules.js";
+import { eventSpecOf } from "../../src/events/outbox.js";
 import {
   assertNotFound,
   assertPermissionDenied,
@@ -700,9 +705,12 @@ for (const backend of backends()) {
       const req = await buildRequest(rpc, fx, freshKind);
       const want = expected(rpc, p, req, fx);
       const api = restClient(server.url, p.token);
+      const event = eventSpecOf(rpc.method);
+      const seqBefore = event ? await lastEventSeq() : "0";
       const res = await api.call(rpc.http.verb, req.path, req.body);
       const where = `${rpc.label} as ${p.name} (${rpc.http.verb} ${req.path})`;
       try {
+        if (event) await checkEvent(event.type, seqBefore, res, where, rpc.label);
         if (want === 401) assertUnauthenticated(res, where);
         else if (want === 403) assertPermissionDenied(res, where);
         else if (want === 404) assertNotFound(res, where);
@@ -736,6 +744,43 @@ for (const backend of backends()) {
         return (err as Error).message;
       }
       return undefined;
+    }
+
+    /** The newest event's seq (the matrix calls one RPC at a time). */
+    async function lastEventSeq(): Promise<string> {
+      const row = await server.db
+        .selectFrom("events")
+        .select((eb) => eb.fn.max("seq").as("seq"))
+        .executeTakeFirst();
+      return String(row?.seq ?? 0);
+    }
+
+    /** Evented methods seen answering 2xx, with the one event each recorded. */
+    const eventedSuccesses = new Set<string>();
+
+    /**
+     * The outbox: an answered call of an evented method recorded exactly one event of its type (a
+     * subject, and the group for a resource in one); a refused or failed call recorded none.
+     */
+    async function checkEvent(type: string, seqBefore: string, res: JsonResponse, where: string, label: string) {
+      const rows = await server.db
+        .selectFrom("events")
+        .select(["subject", "parent_uid"])
+        .where("type", "=", type)
+        .where("seq", ">", seqBefore as never)
+        .execute();
+      if (res.status < 200 || res.status > 299) {
+        assert.equal(rows.length, 0, `${where}: answered ${res.status} but recorded ${type}`);
+        return;
+      }
+      assert.equal(rows.length, 1, `${where}: answered ${res.status}; ${type} recorded ${rows.length} times`);
+      const { subject, parent_uid: group } = rows[0]!;
+      assert.ok(subject, `${where}: ${type} without a subject`);
+      if (subject.includes("/") || /\.iam\.group\./.test(type)) {
+        assert.ok(group, `${where}: ${type} of ${subject} without its group`);
+        assert.ok(isAncestorOrSelf(group, subject), `${where}: ${type} of ${subject} in group ${group}`);
+      }
+      eventedSuccesses.add(label);
     }
 
     async function getAsOperator(service: DescService, uid: string): Promise<JsonResponse | undefined> {
@@ -841,6 +886,20 @@ for (const backend of backends()) {
         });
       });
     }
+
+    it("the evented methods checked answering (exactly one event each) include every evented Delete", () => {
+      const evented = RPCS.filter((r) => r.hasHandler && eventSpecOf(r.method));
+      const deletes = evented.filter((r) => r.method.name.startsWith("Delete")).map((r) => r.label);
+      assert.ok(deletes.length > 0);
+      assert.deepEqual(
+        deletes.filter((label) => !eventedSuccesses.has(label)),
+        [],
+      );
+      console.log(
+        `[${backend}] outbox: ${eventedSuccesses.size} of ${evented.length} evented RPCs answered here with exactly one event; ` +
+          `every refused or failed call of all ${evented.length} recorded none`,
+      );
+    });
 
     it("an authorizer NOT_FOUND does not reveal existence: an existing uid of org A answers like a missing one", async () => {
       const outsider = fixed.find((p) => p.name.startsWith("owner of org B"))!;

@@ -2,16 +2,21 @@
 // event once and in order; a receiver that is down gets everything afterwards, in order; a
 // Retry-After is honoured; the retry period ends in a failed delivery and the next one goes; a
 // sink on a loopback address is refused at connect time unless insecure sinks are allowed; a type
-// filter delivers only its types. (Subscriptions are inserted through the repository: the
-// Subscriptions service is built in another change.)
+// filter delivers only its types. Covered kinds: every IAM kind, repos, tags, subscriptions (of a
+// group below the subscribed one), and a skopeo push and pull. (The subscriptions under test are
+// inserted through the repository, so their own creation is not among what they receive.)
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-import { startEventReceiver, type EventReceiver } from "../support/event-receiver.js";
+import { RECEIVER_DOWN_ATTEMPTS, startEventReceiver, type EventReceiver } from "../support/event-receiver.js";
 import {
   createAccountAssociation,
   createGroup,
@@ -20,11 +25,14 @@ import {
   createIdentityProvider,
   createRole,
   createRoleBinding,
+  createSubscription,
   type Api,
   type Json,
 } from "../support/fixtures.js";
 import { ok } from "../support/assertions.js";
 import { until } from "../support/wait.js";
+import { buildOciLayout } from "../support/oci-layout.js";
+import { skopeoIn } from "../support/skopeo.js";
 import { SubscriptionsRepository } from "../../src/events/storage/subscriptions.js";
 
 interface DeliveryView {
@@ -186,29 +194,212 @@ for (const backend of backends()) {
       }
     });
 
-    it("holds deliveries while the receiver is down and sends every event afterwards, in order", async () => {
+    it("delivers registry and subscription changes: repos, tags, and subscriptions below the subscribed group", async () => {
+      const org = await createGroup(api, undefined, "registry-changes-org");
+      const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
+      try {
+        const subscription = await subscribe(server, org.uid, receiver.url);
+        const repo = ok(await api.post(`/registry/v2beta1/repos/${org.uid}`, { name: "app" }), "create repo");
+        ok(await api.patch(`/registry/v2beta1/repos/${repo.uid}`, { description: "changed" }), "update repo");
+        ok(
+          await api.patch(`/bulwark/registry/v1/repos/${repo.uid}/visibility`, { public: true }),
+          "update repo visibility",
+        );
+        const digest = `sha256:${createHash("sha256").update("a manifest").digest("hex")}`;
+        const tag = ok(await api.post(`/registry/v2beta1/tags/${repo.uid}`, { name: "v1", digest }), "create tag");
+        ok(await api.delete(`/registry/v2beta1/tags/${tag.uid}`), "delete tag");
+        // A subscription of a group below: its changes reach the ancestor's subscription.
+        const team = await createGroup(api, org.uid, "team");
+        const below = await createSubscription(api, team.uid, "https://hooks.example.invalid/team");
+        ok(
+          await api.patch(`/bulwark/events/v1/subscriptions/${below.uid}`, { types: ["dev.chainguard.registry."] }),
+          "update subscription",
+        );
+        ok(await api.delete(`/events/v2beta1/subscriptions/${below.uid}`), "delete subscription");
+        ok(await api.delete(`/registry/v2beta1/repos/${repo.uid}`), "delete repo");
+        const rows = await deliveriesWhen(
+          server,
+          subscription,
+          (r) => settled(r) && r.some((x) => x.type.endsWith(".repo.deleted.v1")),
+          "every delivery settled",
+        );
+        assert.deepEqual(receiver.rejected, []);
+        const got = receiver.accepted();
+        assert.deepEqual(
+          got.map((d) => d.event.id),
+          rows.map((r) => r.uid),
+          "each event once, in event order",
+        );
+        const registry = "dev.chainguard.api.platform.registry.";
+        const subscriptions = "dev.chainguard.api.events.subscription.";
+        const expectations: [type: string, subject: string, group: string][] = [
+          [`${registry}repo.created.v1`, repo.uid, org.uid],
+          [`${registry}repo.updated.v1`, repo.uid, org.uid],
+          [`${registry}repo.updated.v1`, repo.uid, org.uid],
+          [`${registry}tag.created.v1`, tag.uid, org.uid],
+          [`${registry}tag.deleted.v1`, tag.uid, org.uid],
+          [`${subscriptions}created.v1`, below.uid, team.uid],
+          [`${subscriptions}updated.v1`, below.uid, team.uid],
+          [`${subscriptions}deleted.v1`, below.uid, team.uid],
+          [`${registry}repo.deleted.v1`, repo.uid, org.uid],
+        ];
+        const relevant = got.filter((d) => d.event.type.startsWith(registry) || d.event.type.startsWith(subscriptions));
+        assert.deepEqual(
+          relevant.map((d) => [d.event.type, d.event.subject, d.event.group]),
+          expectations,
+        );
+        for (const d of relevant) {
+          assert.equal(d.event.source, server.urls.apiAudience);
+          assert.equal(d.claims.sub, `webhook:${org.uid}`);
+          assert.deepEqual(d.claims.aud, [receiver.url, "customer"]);
+          assert.equal((d.event.data as { actor: { subject: string } }).actor.subject, "bulwark:operator");
+        }
+        const bodyOf = (i: number) => (relevant[i]!.event.data as { body: Json }).body;
+        assert.equal(bodyOf(0).name, "app");
+        assert.equal(bodyOf(1).description, "changed");
+        assert.equal(bodyOf(2).public, true);
+        assert.equal(bodyOf(3).digest, digest);
+        assert.equal(bodyOf(5).sink, "https://hooks.example.invalid/team");
+        assert.deepEqual(bodyOf(6).types, ["dev.chainguard.registry."]);
+      } finally {
+        await receiver.close();
+      }
+    });
+
+    it("delivers a skopeo push and pull as the registry's push and pull events", async () => {
+      const work = mkdtempSync(join(tmpdir(), "bulwark-delivery-"));
+      const org = await createGroup(api, undefined, `pushers-${randomBytes(3).toString("hex")}`);
+      const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
+      try {
+        const skopeo = skopeoIn(work);
+        const image = await buildOciLayout(join(work, "src"));
+        const subscription = await subscribe(server, org.uid, receiver.url, ["dev.chainguard.registry."]);
+        const password = await server.tokenFor(OPERATOR_SUBJECT, { audience: [server.urls.registryAudience] });
+        const ref = `docker://${new URL(server.url).host}/${org.name}/app:v1`;
+        const push = await skopeo(
+          "copy",
+          "--preserve-digests",
+          "--dest-tls-verify=false",
+          "--dest-creds",
+          `_token:${password}`,
+          `oci:${image.dir}:${image.tag}`,
+          ref,
+        );
+        assert.equal(push.code, 0, push.stderr);
+        const pull = await skopeo(
+          "copy",
+          "--src-tls-verify=false",
+          "--src-creds",
+          `_token:${password}`,
+          ref,
+          `oci:${join(work, "pulled")}:v1`,
+        );
+        assert.equal(pull.code, 0, pull.stderr);
+        const rows = await deliveriesWhen(
+          server,
+          subscription,
+          (r) => settled(r) && r.some((x) => x.type === "dev.chainguard.registry.pull.v1"),
+          "the push and pull deliveries settled",
+        );
+        assert.deepEqual(receiver.rejected, []);
+        const got = receiver.accepted();
+        assert.deepEqual(
+          got.map((d) => d.event.id),
+          rows.map((r) => r.uid),
+          "each event once, in event order",
+        );
+        const manifestPush = got.find(
+          (d) =>
+            d.event.type === "dev.chainguard.registry.push.v1" &&
+            (d.event.data as { body: Json }).body.type === "manifest",
+        );
+        const manifestPull = got.find(
+          (d) =>
+            d.event.type === "dev.chainguard.registry.pull.v1" &&
+            (d.event.data as { body: Json }).body.type === "manifest" &&
+            (d.event.data as { body: Json }).body.method === "GET" &&
+            (d.event.data as { body: Json }).body.error === undefined,
+        );
+        assert.ok(manifestPush, "the manifest's push was delivered");
+        assert.ok(manifestPull, "the manifest's GET was delivered");
+        const repoUid = manifestPush.event.subject!;
+        assert.match(repoUid, new RegExp(`^${org.uid}/[0-9a-f]{16}$`));
+        const pushedBlobs = got
+          .filter((d) => d.event.type === "dev.chainguard.registry.push.v1")
+          .map((d) => (d.event.data as { body: Json }).body)
+          .filter((b) => b.type === "blob")
+          .map((b) => b.digest as string);
+        assert.deepEqual(
+          pushedBlobs.sort(),
+          [...image.layerDigests, `sha256:${createHash("sha256").update(image.config).digest("hex")}`].sort(),
+        );
+        for (const d of got) {
+          const { actor, body } = d.event.data as { actor: { subject: string }; body: Json };
+          const where = `${d.event.type} ${JSON.stringify(body)}`;
+          assert.equal(d.event.source, server.urls.registryAudience, where);
+          // skopeo's probes during the push fail (HEAD of a blob not yet there; before its first
+          // upload made the repo, the repo is unknown and the event names the group)
+          if (body.error !== undefined) {
+            assert.equal(body.method, "HEAD", where);
+            const code = (body.error as Json).code;
+            assert.equal(code, body.repo_id ? "BLOB_UNKNOWN" : "NAME_UNKNOWN", where);
+          }
+          assert.ok(body.repo_id === repoUid || (body.repo_id === "" && body.error), where);
+          assert.equal(d.event.subject, body.repo_id || org.uid, where);
+          assert.equal(d.event.group, org.uid, where);
+          assert.equal(d.claims.sub, `webhook:${org.uid}`, where);
+          assert.equal(actor.subject, OPERATOR_SUBJECT, where);
+          assert.equal(body.repository, `${org.name}/app`, where);
+          assert.match(body.digest as string, /^sha256:[0-9a-f]{64}$/, where);
+          assert.ok(["manifest", "blob"].includes(body.type as string), where);
+          assert.ok(body.remote_address, where);
+          assert.equal(body.location, "", where);
+          assert.match(body.user_agent as string, /skopeo|containers/i, where);
+          assert.match(body.when as string, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}$/, where);
+          if (d.event.type === "dev.chainguard.registry.pull.v1")
+            assert.ok(["GET", "HEAD"].includes(body.method as string), where);
+          else assert.equal(body.method, undefined, where);
+        }
+        assert.equal((manifestPush.event.data as { body: Json }).body.digest, image.manifestDigest);
+        assert.equal((manifestPush.event.data as { body: Json }).body.tag, "v1");
+        assert.equal((manifestPull.event.data as { body: Json }).body.digest, image.manifestDigest);
+      } finally {
+        await receiver.close();
+        rmSync(work, { recursive: true, force: true });
+      }
+    });
+
+    it("holds deliveries while the receiver is down for what is 10 minutes at the default backoff, then sends every event, in order", async () => {
       const org = await createGroup(api, undefined, "down-org");
       const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
-      let down = true;
-      receiver.answer = () => ({ status: down ? 503 : 204 });
+      // Down until the head delivery has failed RECEIVER_DOWN_ATTEMPTS times: at the default
+      // backoff those attempts span at least 10 minutes (test/unit/delivery-backoff.test.ts);
+      // this server's backoff is shortened by its settings, so the test waits no minutes.
+      let failures = 0;
+      receiver.answer = () => (failures < RECEIVER_DOWN_ATTEMPTS ? (failures++, { status: 503 }) : { status: 204 });
       try {
         const subscription = await subscribe(server, org.uid, receiver.url);
         const groups: string[] = [];
         for (let i = 0; i < 12; i++) groups.push((await createGroup(api, org.uid, `g${i}`)).uid);
-        // Retried, with backoff, at the head only: the rest wait behind it (order).
-        const whileDown = await deliveriesWhen(
+        const rows = await deliveriesWhen(
           server,
           subscription,
-          (r) => r.length === 12 && r[0]!.attempts >= 3,
-          "three attempts of the first delivery",
+          (r) => r.length === 12 && settled(r),
+          "every delivery settled",
         );
-        assert.equal(whileDown[0]!.last_status_code, 503);
-        assert.match(whileDown[0]!.last_error ?? "", /HTTP 503/);
-        assert.ok(whileDown[0]!.next_attempt_time > whileDown[0]!.last_attempt_time!);
-        assert.ok(whileDown.slice(1).every((r) => r.attempts === 0 && r.state === "pending"));
-        assert.ok(receiver.all.every((d) => d.event.id === whileDown[0]!.uid));
-        down = false;
-        const rows = await deliveriesWhen(server, subscription, (r) => settled(r), "every delivery settled");
+        assert.deepEqual(receiver.rejected, []);
+        // Retried at the head only: the rest waited behind it (order), and every attempt of it
+        // carried the same Ce-Id (the event's uid).
+        const refused = receiver.all.filter((d) => d.status === 503);
+        assert.equal(refused.length, RECEIVER_DOWN_ATTEMPTS);
+        assert.ok(refused.every((d) => d.event.id === rows[0]!.uid));
+        assert.deepEqual(
+          receiver.all.slice(0, RECEIVER_DOWN_ATTEMPTS + 1).map((d) => d.event.id),
+          Array(RECEIVER_DOWN_ATTEMPTS + 1).fill(rows[0]!.uid),
+          "nothing else was sent while the head failed",
+        );
+        assert.equal(rows[0]!.attempts, RECEIVER_DOWN_ATTEMPTS + 1);
+        assert.ok(rows.slice(1).every((r) => r.attempts === 1));
         assert.ok(rows.every((r) => r.state === "delivered" && r.last_status_code === 204));
         assert.deepEqual(
           receiver.accepted().map((d) => d.event.id),
@@ -218,8 +409,6 @@ for (const backend of backends()) {
           receiver.accepted().map((d) => d.event.subject),
           groups,
         );
-        // Every attempt of one event carries the same Ce-Id (the event's uid).
-        assert.ok(receiver.all.filter((d) => d.status === 503).every((d) => d.event.id === rows[0]!.uid));
       } finally {
         await receiver.close();
       }

@@ -8,6 +8,13 @@ import type { AddressInfo } from "node:net";
 import { HTTP, type CloudEvent } from "cloudevents";
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from "jose";
 
+/**
+ * How many attempts of its head delivery the receiver-down test (test/events/delivery.test.ts)
+ * fails before the receiver comes back: at the default backoff that many span at least 10 minutes
+ * (test/unit/delivery-backoff.test.ts).
+ */
+export const RECEIVER_DOWN_ATTEMPTS = 12;
+
 export interface ReceivedDelivery {
   event: CloudEvent<unknown>;
   headers: http.IncomingHttpHeaders;
