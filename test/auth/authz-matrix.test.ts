@@ -79,6 +79,7 @@ import {
   type ModelBinding,
 } from "../support/principals.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { lastEventSeq } from "../support/events.js";
 
 // ---------------------------------------------------------------------------------------------
 // The served RPCs and their rules, read from the descriptors.
@@ -706,7 +707,7 @@ for (const backend of backends()) {
       const want = expected(rpc, p, req, fx);
       const api = restClient(server.url, p.token);
       const event = eventSpecOf(rpc.method);
-      const seqBefore = event ? await lastEventSeq() : "0";
+      const seqBefore = event ? await lastEventSeq(server) : "0";
       const res = await api.call(rpc.http.verb, req.path, req.body);
       const where = `${rpc.label} as ${p.name} (${rpc.http.verb} ${req.path})`;
       try {
@@ -744,15 +745,6 @@ for (const backend of backends()) {
         return (err as Error).message;
       }
       return undefined;
-    }
-
-    /** The newest event's seq (the matrix calls one RPC at a time). */
-    async function lastEventSeq(): Promise<string> {
-      const row = await server.db
-        .selectFrom("events")
-        .select((eb) => eb.fn.max("seq").as("seq"))
-        .executeTakeFirst();
-      return String(row?.seq ?? 0);
     }
 
     /** Evented methods seen answering 2xx, with the one event each recorded. */

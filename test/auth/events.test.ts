@@ -12,6 +12,7 @@ import { createRoleBinding } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
 import { expiredToken, pullTokenIdentity, type PullTokenIdentity } from "../support/principals.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { lastEventSeq } from "../support/events.js";
 
 interface EventRow {
   seq: string;
@@ -39,13 +40,7 @@ for (const backend of backends()) {
       if (type) query = query.where("type", "=", type);
       return (await query.orderBy("seq").execute()) as EventRow[];
     };
-    const lastSeq = async (): Promise<string> => {
-      const row = (await server.db
-        .selectFrom("events")
-        .select((eb: any) => eb.fn.max("seq").as("seq"))
-        .executeTakeFirst()) as { seq: string | null } | undefined;
-      return String(row?.seq ?? 0);
-    };
+    const lastSeq = () => lastEventSeq(server);
     const exchange = async (identity: string, aud: string) => {
       const res = await restClient(server.url, await ci.pullToken()).get(
         `/sts/exchange?identity=${encodeURIComponent(identity)}&aud=${encodeURIComponent(aud)}`,

@@ -16,6 +16,7 @@ import { restClient } from "../support/http.js";
 import { buildOciLayout, type LayoutImage } from "../support/oci-layout.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { skopeoIn, type Run } from "../support/skopeo.js";
+import { lastEventSeq } from "../support/events.js";
 
 const PUSH = "dev.chainguard.registry.push.v1";
 const PULL = "dev.chainguard.registry.pull.v1";
@@ -70,13 +71,7 @@ for (const backend of backends()) {
         .where("seq", ">", sinceSeq as never)
         .orderBy("seq")
         .execute()) as RegistryEventRow[];
-    const lastSeq = async (): Promise<string> => {
-      const row = (await server.db
-        .selectFrom("events")
-        .select((eb: any) => eb.fn.max("seq").as("seq"))
-        .executeTakeFirst()) as { seq: string | null } | undefined;
-      return String(row?.seq ?? 0);
-    };
+    const lastSeq = () => lastEventSeq(server);
 
     before(async () => {
       work = mkdtempSync(join(tmpdir(), "bulwark-events-"));
