@@ -155,10 +155,13 @@ describe("events delivery after a replica's kill -9 [postgres]", { skip: !postgr
         expected,
         "every event, in order",
       );
+      // The dead replica records what it delivered a batch at a time: the cut-short delivery, and
+      // any it sent since it last recorded, come again (with their Ce-Id); none after it.
       const again = [...counts(receiver.all.map((d) => d.event.id))].filter(([, n]) => n > 1).map(([id]) => id);
+      const heldAt = expected.indexOf(held!);
       assert.ok(
-        again.every((id) => id === held),
-        `only the cut-short delivery came twice: ${again.join(", ")}`,
+        again.every((id) => expected.indexOf(id) <= heldAt),
+        `only what the killed replica was sending or had sent came twice: ${again.join(", ")}`,
       );
       assert.ok(again.includes(held!), "the cut-short delivery was resent with its Ce-Id");
     } finally {
