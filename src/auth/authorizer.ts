@@ -8,6 +8,7 @@
 import { getOption, hasOption, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { IAM_Rules, iam, iam_scope } from "../gen/annotations/auth_pb.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { permissionDenied, unauthenticated } from "../core/errors.js";
 import type { Audience, Authorizer, CallContext, Freshness, RouteRule } from "../core/service.js";
 import type { RoleBindingDirectory } from "../iam/api.js";
@@ -292,6 +293,26 @@ export class TokenAuthorizer implements Authorizer {
     const current = this.#grants.get(subject);
     if (!current || BigInt(current.epoch) <= BigInt(fresh.epoch)) this.#grants.set(subject, fresh);
     return fresh;
+  }
+
+  /**
+   * Every capability an identity holds on `uid` now (its bindings and the shared grants; the
+   * operator: all), from the same cached grants requests use, confirmed against the change
+   * counter; an identity that no longer exists holds none. For work done on an identity's behalf
+   * outside a request (the events module's deliveries to a subscription's creator).
+   */
+  async capabilitiesOf(identityUid: string, uid: string): Promise<Set<number>> {
+    if (identityUid === OPERATOR_SUBJECT)
+      return Access.operator({ kind: "operator", uid: OPERATOR_SUBJECT }).capabilitiesAt(uid);
+    let entry: CachedGrants;
+    try {
+      entry = await this.grantsOf(identityUid, { headers: new Headers() }, false);
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.Unauthenticated) return new Set();
+      throw err;
+    }
+    const all = this.sharedGrants.length ? [...entry.grants, ...this.sharedGrants] : entry.grants;
+    return Access.fromGrants(entry.principal, all).capabilitiesAt(uid);
   }
 
   async confirm(call: CallContext): Promise<boolean> {

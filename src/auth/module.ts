@@ -36,6 +36,8 @@ export function authRepositories(db: Db) {
 export interface AuthExports {
   /** mints and verifies the server's tokens */
   issuer: TokenIssuer;
+  /** every capability an identity (or the operator) holds on `uid` now; none once it no longer exists */
+  capabilitiesOf(identityUid: string, uid: string): Promise<Set<number>>;
 }
 
 export const authModule: FeatureModule<ReturnType<typeof authRepositories>, AuthExports> = {
@@ -64,6 +66,13 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
     const now = () => ctx.now();
     const exchangeDeps = { tokens: issuer, identities: iam.identities, upstream, logger: ctx.logger, now };
     const events = new AuthEvents(ctx.events);
+    const authorizer = new TokenAuthorizer(
+      issuer,
+      iam.roleBindings,
+      new TokenExchange(exchangeDeps),
+      ctx.sharedGrants.map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),
+      events,
+    );
     return {
       bindings: [
         authService({ tokens: issuer, identities: iam.identities, roleBindings: iam.roleBindings }),
@@ -85,13 +94,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
           events,
         });
       },
-      authorizer: new TokenAuthorizer(
-        issuer,
-        iam.roleBindings,
-        new TokenExchange(exchangeDeps),
-        ctx.sharedGrants.map((g) => ({ at: g.group, capabilities: new Set(g.capabilities) })),
-        events,
-      ),
+      authorizer,
       tasks: [
         {
           name: "signing key rotation and sign-in session pruning",
@@ -104,7 +107,7 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
       ],
       // `bulwark admin token` reads these to mint tokens this server accepts.
       listening: (urls) => recordPublicUrls(ctx.db, urls, ctx.dataDir),
-      exports: { issuer },
+      exports: { issuer, capabilitiesOf: (identityUid, uid) => authorizer.capabilitiesOf(identityUid, uid) },
     };
   },
 };

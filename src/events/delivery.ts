@@ -9,8 +9,15 @@
 //   poll; several subscriptions at once, up to a bound.
 // - Retries: exponential backoff with jitter (retryDelayRangeMs: the delay is drawn between half its
 //   bound and the bound, the bound doubling from a min to a max), a receiver's Retry-After honoured
-//   (bounded by the retry period only), until the retry period (counted from the event's time) is
-//   over: then the delivery is failed and the next one goes.
+//   (bounded by the retry period only), until the retry period (counted from the event's time, or
+//   from a redelivery's request) is over: then the delivery is failed and the next one goes.
+//   Anything that goes wrong before an answer (a token not minted, a request that cannot be made)
+//   is a failed attempt like a refused connection.
+// - Before each send the subscription's current sink is read: deleted, the run stops; changed,
+//   the run stops and the next one sends to the new sink.
+// - A subscription receives only what its creator may see: when the creator no longer holds
+//   CAP_EVENTS_SUBSCRIPTION_LIST at its group, nothing is sent and each attempt fails (resumed if
+//   the access returns, failed at the end of the retry period).
 // - Sinks are https on public addresses, checked when the socket connects
 //   (platform/outbound-addresses.ts, shared with the token exchange); allowInsecureSinks permits
 //   http and any address. Redirects are not followed; the answer's body is read at most 4 KiB.
@@ -19,6 +26,7 @@ import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
 import type { Logger } from "pino";
+import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { addressCategory, guardedLookup, systemResolve, type Resolve } from "../platform/outbound-addresses.js";
 import type { DeliveryQueue, DueDelivery, LeasedSubscription } from "./storage/delivery-queue.js";
 import type { EventsSettings } from "./settings.js";
@@ -64,7 +72,12 @@ export interface DeliveryWorkerDeps {
   now: () => Date;
   /** name resolution for sinks (default: the system's) */
   resolve?: Resolve;
+  /** every capability an identity holds on a uid now (auth's): a creator's access, checked once per run */
+  capabilitiesOf?: (identityUid: string, uid: string) => Promise<Set<number>>;
 }
+
+/** Why a creator's subscription is held. */
+export const CREATOR_ACCESS_LOST = "the subscription's creator may no longer see this group's events";
 
 type Outcome =
   | { delivered: true; statusCode: number }
@@ -98,6 +111,13 @@ export class DeliveryWorker {
       deliveryConcurrency: pick("deliveryConcurrency"),
       allowInsecureSinks: given.allowInsecureSinks ?? false,
     };
+    const { deliveryTimeoutMs: timeout, deliveryLeaseMs: lease } = this.#settings;
+    // A lease renewed at its half must outlast any request in flight, or another replica resends.
+    if (timeout * 2 >= lease)
+      throw new Error(
+        `the delivery timeout (${timeout} ms) must be less than half the delivery lease (${lease} ms): ` +
+          `a lease could expire while a delivery is in flight and another replica would send it again`,
+      );
     const lookup = guardedLookup(
       deps.resolve ?? systemResolve,
       (address) => this.#addressProblem(address),
@@ -181,6 +201,8 @@ export class DeliveryWorker {
       if (delivered.length) await deliveries.delivered(subscription.uid, delivered.splice(0));
     };
     try {
+      // Once per run: a change of access takes effect at the next run.
+      const creatorProblem = await this.#creatorProblem(subscription);
       run: while (!this.#stopped) {
         const batch = await deliveries.pending(subscription.uid, BATCH);
         if (batch.length === 0) break;
@@ -198,7 +220,13 @@ export class DeliveryWorker {
             }
             leaseUntil = renewed;
           }
-          const outcome = await this.#send(subscription, delivery);
+          let outcome: Outcome;
+          if (creatorProblem) outcome = { delivered: false, statusCode: null, error: creatorProblem };
+          else {
+            // Deleted or moved since the claim: nothing more goes to the sink this run read.
+            if ((await deliveries.currentSink(subscription.uid)) !== subscription.sink) break run;
+            outcome = await this.#attempt(subscription, delivery);
+          }
           now = this.deps.now();
           if (outcome.delivered) {
             delivered.push({ seq: delivery.seq, statusCode: outcome.statusCode, time: now });
@@ -228,7 +256,7 @@ export class DeliveryWorker {
   /** When to try again: backoff with jitter, at least the receiver's Retry-After; failed once the retry period is over. */
   #nextAttempt(delivery: DueDelivery, retryAfterMs: number | undefined, now: Date) {
     const { deliveryBackoffMinMs: min, deliveryBackoffMaxMs: max, deliveryRetryForMs } = this.#settings;
-    const deadline = delivery.event.time.getTime() + deliveryRetryForMs;
+    const deadline = (delivery.retryFrom ?? delivery.event.time).getTime() + deliveryRetryForMs;
     if (now.getTime() >= deadline) return { nextAttemptTime: now, gaveUp: true };
     const range = retryDelayRangeMs(delivery.attempts, min, max);
     let delay = range.low + Math.random() * (range.high - range.low);
@@ -254,6 +282,25 @@ export class DeliveryWorker {
     } else if (url.protocol !== "https:") return `unsupported sink scheme ${url.protocol}`;
     const host = url.hostname.replace(/^\[|\]$/g, "");
     return isIP(host) ? this.#addressProblem(host) : undefined;
+  }
+
+  /** Why the subscription's creator may not be sent its group's events now, or undefined. */
+  async #creatorProblem(subscription: LeasedSubscription): Promise<string | undefined> {
+    const { capabilitiesOf } = this.deps;
+    // Made by the operator's tools or before creators were recorded: no identity to check.
+    if (!capabilitiesOf || subscription.creator === null) return undefined;
+    const held = await capabilitiesOf(subscription.creator, subscription.parentUid);
+    return held.has(Capability.CAP_EVENTS_SUBSCRIPTION_LIST) ? undefined : CREATOR_ACCESS_LOST;
+  }
+
+  /** One attempt: whatever fails before an answer is a failed attempt, retried (never a run that ends and starts again at once). */
+  async #attempt(subscription: LeasedSubscription, delivery: DueDelivery): Promise<Outcome> {
+    try {
+      return await this.#send(subscription, delivery);
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      return { delivered: false, statusCode: null, error: `the delivery could not be sent: ${reason}` };
+    }
   }
 
   async #send(subscription: LeasedSubscription, delivery: DueDelivery): Promise<Outcome> {

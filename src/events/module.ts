@@ -100,10 +100,11 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
     };
     const auditLog = settings?.auditLog ? openAuditLog(settings.auditLog, ctx.logger) : undefined;
     if (auditLog) journal.onCommitted((event) => auditLog.write(event));
-    const { issuer } = ctx.exportsOf(authModule);
+    const { issuer, capabilitiesOf } = ctx.exportsOf(authModule);
     const worker = new DeliveryWorker({
       queue,
       tokens: async (req) => (await issuer.mint({ ...req, lifetimeMs: DELIVERY_TOKEN_LIFETIME_MS })).token,
+      capabilitiesOf,
       settings: ctx.moduleSettings,
       logger: ctx.logger,
       now: ctx.now,

@@ -19,7 +19,8 @@ import * as v1 from "../gen/platform/events/v1/subscriptions.platform_pb.js";
 import { invalidArgument, type FieldViolation } from "../core/errors.js";
 import { applyFieldMask } from "../core/fieldmask.js";
 import type { ListableResource, ListEngineDeps } from "../core/list.js";
-import { bindService, type ServiceBinding } from "../core/service.js";
+import { accessOf, bindService, type CallContext, type ServiceBinding } from "../core/service.js";
+import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { newChildUidp } from "../core/uidp.js";
 import { requireUid, throwIfViolations } from "../core/validate.js";
 import { listResponse } from "../platform/list.js";
@@ -90,6 +91,19 @@ function validated(sink: string, types: readonly string[], sinks: SinkRules, pre
   return { sink, types: [...types] };
 }
 
+/**
+ * A subscription receives only what its creator may see: creating one also asks to be able to
+ * list the parent's subscriptions (the capability that sees its events); the delivery worker
+ * checks it again at each run.
+ */
+function requireCreatorSees(parent: string, call: CallContext): void {
+  accessOf(call).require(
+    [Capability.CAP_EVENTS_SUBSCRIPTION_CREATE, Capability.CAP_EVENTS_SUBSCRIPTION_LIST],
+    parent,
+    "group",
+  );
+}
+
 export function subscriptionsService({ subscriptions, lists, sinks, now }: SubscriptionsDeps) {
   return bindService(SubscriptionsService, {
     async getSubscription(req, call) {
@@ -99,6 +113,7 @@ export function subscriptionsService({ subscriptions, lists, sinks, now }: Subsc
 
     async createSubscription(req, call) {
       requireUid("parent", req.parent);
+      requireCreatorSees(req.parent, call);
       if (!req.subscription) throw invalidArgument({ field: "subscription", description: "is required" });
       const fields = validated(req.subscription.sink, [], sinks, "subscription.");
       const row = written(
@@ -132,6 +147,7 @@ export function subscriptionFiltersService({ subscriptions, sinks, now }: Subscr
   return bindService(SubscriptionFiltersService, {
     async createFilteredSubscription(req, call) {
       requireUid("parent", req.parent);
+      requireCreatorSees(req.parent, call);
       const s = req.subscription;
       if (!s) throw invalidArgument({ field: "subscription", description: "is required" });
       const fields = validated(s.sink, s.types, sinks, "subscription.");

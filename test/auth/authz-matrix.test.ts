@@ -20,6 +20,7 @@
 // binding covers the scope, 404/5 when none does. Unscoped List*: 200 for everyone, items only
 // where the principal holds the List capability (built-in roles wherever it holds
 // CAP_IAM_ROLES_LIST). Unscoped without capabilities: allowed for every authenticated caller.
+// Scoped methods whose handler requires more at the scope list it in HANDLER_ALSO_REQUIRES.
 // Unscoped with capabilities (CreateGroup, GetRole) decide in the handler: HANDLER_SCOPES says
 // on which field, and a new such RPC fails here until it is modelled. Methods without an iam
 // option (public) or with `disabled` check credentials themselves (the token exchange): the
@@ -124,9 +125,20 @@ function ruleOf(method: DescMethod): Rule {
   const option = getOption(method, iam);
   if (option.mode.case !== "enabled") return { mode: "self-checked", caps: [], unscoped: true, scopePath: [] };
   const r = option.mode.value;
-  const caps = r.capabilities.map((c) => Capability[c]!);
+  const extra = HANDLER_ALSO_REQUIRES[`${method.parent.name}.${method.name}`] ?? [];
+  const caps = [...r.capabilities.map((c) => Capability[c]!), ...extra];
   return { mode: "enabled", caps, unscoped: r.unscoped, scopePath: r.unscoped ? [] : scopePathOf(method.input) };
 }
+
+/**
+ * Scoped methods whose handler requires more capabilities at the same scope than the annotation
+ * lists. Keyed "Service.Method". A subscription's creator must be able to see what it subscribes to.
+ */
+const HANDLER_ALSO_REQUIRES: Record<string, string[]> = {
+  "SubscriptionsService.CreateSubscription": ["CAP_EVENTS_SUBSCRIPTION_LIST"],
+  "SubscriptionFiltersService.CreateFilteredSubscription": ["CAP_EVENTS_SUBSCRIPTION_LIST"],
+  "Subscriptions.Create": ["CAP_EVENTS_SUBSCRIPTION_LIST"],
+};
 
 /**
  * Unscoped methods with capabilities whose handler requires them on a request field itself

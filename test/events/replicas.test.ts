@@ -50,7 +50,8 @@ function counts(ids: string[]): Map<string, number> {
   return seen;
 }
 
-const FAST = { allowInsecureSinks: true, deliveryPollMs: 50, deliveryLeaseMs: 2_000 };
+// The request deadline stays under half the lease (the server refuses anything else).
+const FAST = { allowInsecureSinks: true, deliveryPollMs: 50, deliveryLeaseMs: 2_000, deliveryTimeoutMs: 900 };
 
 describe("events delivery across replicas [postgres]", { skip: !postgresUrl() && "needs PostgreSQL" }, () => {
   let primary: TestServer;
@@ -119,7 +120,15 @@ describe("events delivery after a replica's kill -9 [postgres]", { skip: !postgr
         [
           ...["--host", "127.0.0.1", "--port", "0"],
           ...["--issuer-url", primary.urls.issuer, "--api-url", primary.urls.apiAudience],
-          ...["--allow-insecure-sinks", "--delivery-lease", "2s", "--delivery-poll", "50ms"],
+          ...[
+            "--allow-insecure-sinks",
+            "--delivery-lease",
+            "2s",
+            "--delivery-timeout",
+            "900ms",
+            "--delivery-poll",
+            "50ms",
+          ],
         ],
         { DATABASE_URL: primary.databaseUrl! },
       );

@@ -39,7 +39,8 @@ export interface EventReceiver {
   accepted(): ReceivedDelivery[];
   /** requests that failed verification, with why */
   rejected: string[];
-  answer: (delivery: ReceivedDelivery) => Answer;
+  /** may take its time: the request is answered when it settles */
+  answer: (delivery: ReceivedDelivery) => Answer | Promise<Answer>;
   close(): Promise<void>;
 }
 
@@ -74,7 +75,7 @@ export async function startEventReceiver(issuer: string, group: () => string): P
           throw new Error("token digest is not the body's");
         const event = HTTP.toEvent({ headers: req.headers, body: body.toString("utf8") }) as CloudEvent<unknown>;
         const delivery: ReceivedDelivery = { event, headers: req.headers, body, claims: payload, status: 0 };
-        const answer = receiver.answer(delivery);
+        const answer = await receiver.answer(delivery);
         delivery.status = answer.status;
         receiver.all.push(delivery);
         if (!answer.hold) res.writeHead(answer.status, answer.headers).end();

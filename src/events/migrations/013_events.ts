@@ -52,6 +52,9 @@ export async function up(db: Kysely<any>): Promise<void> {
       last_status_code integer,
       last_error text,
       delivered_time timestamptz,
+      -- set when RedeliverEvents queues it again: its retry period counts from then, not from the
+      -- event's time (else an old event's redelivery would get one attempt only)
+      retry_from timestamptz,
       primary key (subscription_uid, event_seq)
     )`.execute(db);
   await sql`create index event_deliveries_event on event_deliveries (event_seq)`.execute(db);

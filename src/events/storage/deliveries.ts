@@ -57,8 +57,9 @@ export class DeliveriesRepository {
   }
 
   /**
-   * Puts the selected deliveries back to pending, due now, attempts kept (an event the
-   * subscription never got a delivery row for gets none); answers how many.
+   * Puts the selected deliveries back to pending, due now, attempts kept, retried for a whole
+   * retry period from now (an event the subscription never got a delivery row for gets none);
+   * answers how many.
    */
   async redeliver(subscriptionUid: string, selection: RedeliverySelection, now: Date): Promise<number> {
     const which =
@@ -74,7 +75,7 @@ export class DeliveriesRepository {
           );
     const result = await sql`
       update event_deliveries d
-      set state = 'pending', next_attempt_time = ${now}, delivered_time = null
+      set state = 'pending', next_attempt_time = ${now}, retry_from = ${now}, delivered_time = null
       from events e
       where e.seq = d.event_seq and d.subscription_uid = ${subscriptionUid} and ${which}`.execute(this.db);
     return Number(result.numAffectedRows ?? 0n);

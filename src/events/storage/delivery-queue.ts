@@ -1,6 +1,6 @@
 // The delivery worker's SQL (events/delivery.ts): which replica delivers to a subscription (a lease
-// on the subscription row, claimed with FOR UPDATE SKIP LOCKED so replicas never wait on each
-// other), its pending deliveries in event order, and the outcome of each attempt.
+// on the subscription row, claimed with FOR NO KEY UPDATE SKIP LOCKED so replicas never wait on
+// each other), its pending deliveries in event order, and the outcome of each attempt.
 import { sql } from "kysely";
 import type { Db } from "../../storage/db.js";
 import { eventsDb, type EventActorJson, type EventsDb } from "./schema.js";
@@ -10,6 +10,8 @@ export interface LeasedSubscription {
   /** the subscription's group: the delivery token's `sub` is webhook:<this> */
   parentUid: string;
   sink: string;
+  /** who created it (an identity uid, the operator's subject; null when unknown): it receives only what they may see */
+  creator: string | null;
   leaseUntil: Date;
 }
 
@@ -18,6 +20,8 @@ export interface DueDelivery {
   seq: string;
   attempts: number;
   nextAttemptTime: Date;
+  /** when a redelivery queued it again: its retry period counts from then, not from the event's time */
+  retryFrom: Date | null;
   event: {
     uid: string;
     group: string | null;
@@ -67,7 +71,13 @@ export class DeliveryQueue {
   ): Promise<LeasedSubscription[]> {
     if (limit <= 0) return [];
     const until = new Date(now.getTime() + leaseMs);
-    const { rows } = await sql<{ uid: string; parent_uid: string; sink: string; lease_until: Date }>`
+    const { rows } = await sql<{
+      uid: string;
+      parent_uid: string;
+      sink: string;
+      creator: string | null;
+      lease_until: Date;
+    }>`
       update event_subscriptions s set lease_owner = ${owner}, lease_until = ${until}
       from (
         select c.uid from event_subscriptions c
@@ -77,14 +87,18 @@ export class DeliveryQueue {
                where d.subscription_uid = c.uid and d.state = 'pending'
                order by d.event_seq limit 1) <= ${now}
         limit ${limit}
-        for update skip locked
+        -- Not FOR UPDATE: every uncommitted insert of a delivery holds FOR KEY SHARE on its
+        -- subscription (the foreign key), and a busy subscription would be skipped until it paused.
+        -- The lease columns are no key, so the update below takes no stronger lock either.
+        for no key update skip locked
       ) picked
       where s.uid = picked.uid
-      returning s.uid, s.parent_uid, s.sink, s.lease_until`.execute(this.db);
+      returning s.uid, s.parent_uid, s.sink, s.creator, s.lease_until`.execute(this.db);
     return rows.map((r) => ({
       uid: r.uid,
       parentUid: r.parent_uid,
       sink: r.sink,
+      creator: r.creator,
       leaseUntil: new Date(r.lease_until),
     }));
   }
@@ -100,6 +114,16 @@ export class DeliveryQueue {
       .returning("lease_until")
       .executeTakeFirst();
     return row ? until : undefined;
+  }
+
+  /** The subscription's sink now; undefined once it is deleted. */
+  async currentSink(uid: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom("event_subscriptions")
+      .select("sink")
+      .where("uid", "=", uid)
+      .executeTakeFirst();
+    return row?.sink;
   }
 
   /** Gives the lease up, if `owner` still holds it. */
@@ -121,6 +145,7 @@ export class DeliveryQueue {
         "d.event_seq",
         "d.attempts",
         "d.next_attempt_time",
+        "d.retry_from",
         "e.uid",
         "e.parent_uid",
         "e.type",
@@ -140,6 +165,7 @@ export class DeliveryQueue {
       seq: String(r.event_seq),
       attempts: r.attempts,
       nextAttemptTime: new Date(r.next_attempt_time),
+      retryFrom: r.retry_from && new Date(r.retry_from),
       event: {
         uid: r.uid,
         group: r.parent_uid,

@@ -45,6 +45,8 @@ export interface EventDeliveriesTable {
   last_status_code: number | null;
   last_error: string | null;
   delivered_time: Date | null;
+  /** set by a redelivery: the retry period counts from it instead of the event's time */
+  retry_from: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface EventTables {
