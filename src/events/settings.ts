@@ -12,7 +12,7 @@ export interface EventsSettings {
   deliveryRetryForMs?: number;
   /** the first retry's delay bound; each later one doubles it, the delay drawn between half the bound and the bound (default 1 s) */
   deliveryBackoffMinMs?: number;
-  /** the longest delay between two attempts, a receiver's Retry-After included (default 10 min) */
+  /** the longest backoff between two attempts (default 10 min); a receiver's longer Retry-After is still honoured */
   deliveryBackoffMaxMs?: number;
   /** how long a replica holds a subscription it delivers to without renewing (default 30 s) */
   deliveryLeaseMs?: number;

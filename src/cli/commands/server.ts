@@ -231,7 +231,10 @@ export function registerServerCommands(program: Command): void {
         .argParser(parseDuration),
     )
     .addOption(
-      new Option("--delivery-timeout <duration>", "deadline of one delivery request (default 10s)")
+      new Option(
+        "--delivery-timeout <duration>",
+        "deadline of one delivery request (default 10s; less than half of --delivery-lease)",
+      )
         .env("BULWARK_DELIVERY_TIMEOUT")
         .argParser(parseDuration),
     )
