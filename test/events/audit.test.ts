@@ -5,7 +5,6 @@
 // deliveries, not how they are made.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +17,7 @@ import { query, restClient } from "../support/http.js";
 import { workload } from "../support/principals.js";
 import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 import { until } from "../support/wait.js";
+import { subscribeDirectly } from "../support/events.js";
 
 const EVENTS = "/bulwark/events/v1/events";
 const DELIVERIES = "/bulwark/events/v1/deliveries";
@@ -35,16 +35,6 @@ async function allEvents(api: Api, params: Record<string, string | string[] | nu
     token = res.body.nextPageToken;
   } while (token);
   return out;
-}
-
-/** A subscription under `group`, written directly (its API is another suite's). */
-async function subscribe(server: TestServer, group: string): Promise<string> {
-  const uid = `${group}/${randomBytes(8).toString("hex")}`;
-  await server.db
-    .insertInto("event_subscriptions")
-    .values({ uid, parent_uid: group, sink: "https://receiver.example/hook", types: [] })
-    .execute();
-  return uid;
 }
 
 for (const backend of backends()) {
@@ -155,7 +145,7 @@ for (const backend of backends()) {
 
     it("ListDeliveries: newest event first, paged, by state; RedeliverEvents queues one event or a range again", async () => {
       const org = await createGroup(op, undefined, "deliveries org");
-      const subscription = await subscribe(server, org.uid);
+      const subscription = await subscribeDirectly(server, org.uid, "https://receiver.example/hook");
       const made: Json[] = [];
       for (let i = 0; i < 5; i++) made.push(await createGroup(op, org.uid, `delivered ${i}`));
       const events = await allEvents(op, {
@@ -261,7 +251,7 @@ for (const backend of backends()) {
 
     it("deliveries: bad requests change nothing; another org's caller finds no subscription", async () => {
       const org = await createGroup(op, undefined, "deliveries bad org");
-      const subscription = await subscribe(server, org.uid);
+      const subscription = await subscribeDirectly(server, org.uid, "https://receiver.example/hook");
       await createGroup(op, org.uid, "one");
       const redeliver = (body: Json) => op.post(`${DELIVERIES}:redeliver`, { subscriptionUid: subscription, ...body });
       assertInvalidArgument(await redeliver({}), "event_id");
@@ -326,7 +316,7 @@ for (const backend of backends()) {
     it("prunes events older than the retention in the background, their deliveries with them, and keeps the rest", async () => {
       const op = restClient(server.url, server.operatorToken);
       const org = await createGroup(op, undefined, "retention org");
-      const subscription = await subscribe(server, org.uid);
+      const subscription = await subscribeDirectly(server, org.uid, "https://receiver.example/hook");
       const old = await createGroup(op, org.uid, "old");
       const young = await createGroup(op, org.uid, "young");
       const aged = await server.db

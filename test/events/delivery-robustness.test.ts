@@ -6,7 +6,6 @@
 // may see the group's subscriptions can make one.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -21,66 +20,10 @@ import {
 } from "../support/fixtures.js";
 import { assertPermissionDenied, ok } from "../support/assertions.js";
 import { signal, until, withinHang } from "../support/wait.js";
-import { SubscriptionsRepository } from "../../src/events/storage/subscriptions.js";
 import { EventsRepository } from "../../src/events/storage/events.js";
 import { DeliveryQueue } from "../../src/events/storage/delivery-queue.js";
 import { CREATOR_ACCESS_LOST } from "../../src/events/delivery.js";
-
-interface Row {
-  event_seq: string;
-  state: string;
-  attempts: number;
-  next_attempt_time: Date;
-  last_attempt_time: Date | null;
-  last_error: string | null;
-  uid: string;
-  subject: string;
-  type: string;
-}
-
-async function subscribe(server: TestServer, group: string, sink: string, creator?: string): Promise<string> {
-  const uid = `${group}/${randomBytes(8).toString("hex")}`;
-  const result = await new SubscriptionsRepository(server.db).insert(
-    uid,
-    group,
-    { sink, types: [] },
-    creator,
-    new Date(),
-  );
-  assert.equal(result.kind, "ok");
-  return uid;
-}
-
-async function deliveriesOf(server: TestServer, subscription: string): Promise<Row[]> {
-  return (await server.db
-    .selectFrom("event_deliveries as d")
-    .innerJoin("events as e", "e.seq", "d.event_seq")
-    .select([
-      "d.event_seq",
-      "d.state",
-      "d.attempts",
-      "d.next_attempt_time",
-      "d.last_attempt_time",
-      "d.last_error",
-      "e.uid",
-      "e.subject",
-      "e.type",
-    ])
-    .where("d.subscription_uid", "=", subscription)
-    .orderBy("d.event_seq")
-    .execute()) as Row[];
-}
-
-async function deliveriesWhen(
-  server: TestServer,
-  subscription: string,
-  ready: (rows: Row[]) => boolean,
-  what: string,
-): Promise<Row[]> {
-  let rows: Row[] = [];
-  await until(async () => ready((rows = await deliveriesOf(server, subscription))), what);
-  return rows;
-}
+import { deliveriesOf, deliveriesWhen, subscribeDirectly, type DeliveryView } from "../support/events.js";
 
 /** An event of `group` recorded as a module would, with a subject of our choosing. */
 function eventOf(group: string, subject: string) {
@@ -118,7 +61,7 @@ for (const backend of backends()) {
       const org = await createGroup(api, undefined, "unsendable-org");
       const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
       try {
-        const subscription = await subscribe(server, org.uid, receiver.url);
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url);
         // A line break in a header value: the request throws before anything is sent.
         await new EventsRepository(server.db).insert(eventOf(org.uid, "broken\nsubject"));
         const [row] = await deliveriesWhen(
@@ -186,7 +129,7 @@ for (const backend of backends()) {
       const org = await createGroup(api, undefined, "redelivered-org");
       const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
       try {
-        const subscription = await subscribe(server, org.uid, receiver.url);
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url);
         const group = await createGroup(api, org.uid, "old");
         const [delivered] = await deliveriesWhen(
           server,
@@ -330,7 +273,7 @@ describe("events delivery claims busy subscriptions [postgres]", () => {
     async () => {
       const api = restClient(server.url, server.operatorToken);
       const org = await createGroup(api, undefined, "busy-org");
-      const subscription = await subscribe(server, org.uid, "https://receiver.example.com/busy");
+      const subscription = await subscribeDirectly(server, org.uid, "https://receiver.example.com/busy");
       await createGroup(api, org.uid, "due");
       const inserted = signal();
       const done = signal();

@@ -4,7 +4,6 @@
 // resends, with the same Ce-Id. PostgreSQL only (PGlite is one process's database).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import { postgresUrl } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -12,20 +11,7 @@ import { startEventReceiver, type EventReceiver } from "../support/event-receive
 import { serveProcess, type ServeProcess } from "../support/cli.js";
 import { createGroup } from "../support/fixtures.js";
 import { until, withinHang } from "../support/wait.js";
-import { SubscriptionsRepository } from "../../src/events/storage/subscriptions.js";
-
-async function subscribe(server: TestServer, group: string, sink: string): Promise<string> {
-  const uid = `${group}/${randomBytes(8).toString("hex")}`;
-  const result = await new SubscriptionsRepository(server.db).insert(
-    uid,
-    group,
-    { sink, types: [] },
-    undefined,
-    new Date(),
-  );
-  assert.equal(result.kind, "ok");
-  return uid;
-}
+import { subscribeDirectly } from "../support/events.js";
 
 /** The event uids a subscription has deliveries for, in event order, once none is pending. */
 async function settledDeliveries(server: TestServer, subscription: string, expected: number): Promise<string[]> {
@@ -73,7 +59,7 @@ describe("events delivery across replicas [postgres]", { skip: !postgresUrl() &&
     const org = await createGroup(apis[0]!, undefined, "replicated-org");
     const receivers = await Promise.all([0, 1].map(() => startEventReceiver(primary.urls.issuer, () => org.uid)));
     try {
-      const subscriptions = await Promise.all(receivers.map((r) => subscribe(primary, org.uid, r.url)));
+      const subscriptions = await Promise.all(receivers.map((r) => subscribeDirectly(primary, org.uid, r.url)));
       const CHANGES = 2_000;
       let next = 0;
       // Eight callers at a time, each change on the next replica in turn.
@@ -133,7 +119,7 @@ describe("events delivery after a replica's kill -9 [postgres]", { skip: !postgr
         { DATABASE_URL: primary.databaseUrl! },
       );
       const childApi = restClient(child.url, primary.operatorToken);
-      const subscription = await subscribe(primary, org.uid, receiver.url);
+      const subscription = await subscribeDirectly(primary, org.uid, receiver.url);
       let held: string | undefined;
       let holding!: () => void;
       const heldArrived = new Promise<void>((resolve) => (holding = resolve));
