@@ -33,78 +33,7 @@ import { ok } from "../support/assertions.js";
 import { until } from "../support/wait.js";
 import { buildOciLayout } from "../support/oci-layout.js";
 import { skopeoIn } from "../support/skopeo.js";
-import { SubscriptionsRepository } from "../../src/events/storage/subscriptions.js";
-
-interface DeliveryView {
-  event_seq: string;
-  state: string;
-  attempts: number;
-  next_attempt_time: Date;
-  last_attempt_time: Date | null;
-  last_status_code: number | null;
-  last_error: string | null;
-  uid: string;
-  parent_uid: string | null;
-  type: string;
-  source: string;
-  subject: string;
-  actor: unknown;
-  body: unknown;
-  traceparent: string;
-  time: Date;
-}
-
-async function subscribe(server: TestServer, group: string, sink: string, types: string[] = []): Promise<string> {
-  const uid = `${group}/${randomBytes(8).toString("hex")}`;
-  const result = await new SubscriptionsRepository(server.db).insert(
-    uid,
-    group,
-    { sink, types },
-    undefined,
-    new Date(),
-  );
-  assert.equal(result.kind, "ok");
-  return uid;
-}
-
-async function deliveriesOf(server: TestServer, subscription: string): Promise<DeliveryView[]> {
-  return (await server.db
-    .selectFrom("event_deliveries as d")
-    .innerJoin("events as e", "e.seq", "d.event_seq")
-    .select([
-      "d.event_seq",
-      "d.state",
-      "d.attempts",
-      "d.next_attempt_time",
-      "d.last_attempt_time",
-      "d.last_status_code",
-      "d.last_error",
-      "e.uid",
-      "e.parent_uid",
-      "e.type",
-      "e.source",
-      "e.subject",
-      "e.actor",
-      "e.body",
-      "e.traceparent",
-      "e.time",
-    ])
-    .where("d.subscription_uid", "=", subscription)
-    .orderBy("d.event_seq")
-    .execute()) as DeliveryView[];
-}
-
-/** The subscription's deliveries once `ready` holds for them. */
-async function deliveriesWhen(
-  server: TestServer,
-  subscription: string,
-  ready: (rows: DeliveryView[]) => boolean,
-  what: string,
-): Promise<DeliveryView[]> {
-  let rows: DeliveryView[] = [];
-  await until(async () => ready((rows = await deliveriesOf(server, subscription))), what);
-  return rows;
-}
+import { deliveriesOf, deliveriesWhen, subscribeDirectly, type DeliveryView } from "../support/events.js";
 
 const settled = (rows: DeliveryView[]) => rows.length > 0 && rows.every((r) => r.state !== "pending");
 
@@ -150,10 +79,19 @@ for (const backend of backends()) {
       const org = await createGroup(api, undefined, "delivery-org");
       const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
       try {
-        const subscription = await subscribe(server, org.uid, receiver.url);
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url);
+        // another organization's changes, made meanwhile, are none of this subscription's
+        const other = await createGroup(api, undefined, "delivery-other-org");
+        await mutateEveryKind(api, other.uid);
         await mutateEveryKind(api, org.uid);
         const rows = await deliveriesWhen(server, subscription, (r) => settled(r), "every delivery settled");
         assert.ok(rows.length >= 15, `deliveries: ${rows.length}`);
+        assert.ok(
+          rows.every(
+            (r) => r.parent_uid !== null && (r.parent_uid === org.uid || r.parent_uid.startsWith(`${org.uid}/`)),
+          ),
+          "only the subscription's subtree",
+        );
         assert.deepEqual(receiver.rejected, []);
         const got = receiver.accepted();
         assert.deepEqual(
@@ -198,7 +136,7 @@ for (const backend of backends()) {
       const org = await createGroup(api, undefined, "registry-changes-org");
       const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
       try {
-        const subscription = await subscribe(server, org.uid, receiver.url);
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url);
         const repo = ok(await api.post(`/registry/v2beta1/repos/${org.uid}`, { name: "app" }), "create repo");
         ok(await api.patch(`/registry/v2beta1/repos/${repo.uid}`, { description: "changed" }), "update repo");
         ok(
@@ -273,7 +211,9 @@ for (const backend of backends()) {
       try {
         const skopeo = skopeoIn(work);
         const image = await buildOciLayout(join(work, "src"));
-        const subscription = await subscribe(server, org.uid, receiver.url, ["dev.chainguard.registry."]);
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url, {
+          types: ["dev.chainguard.registry."],
+        });
         const password = await server.tokenFor(OPERATOR_SUBJECT, { audience: [server.urls.registryAudience] });
         const ref = `docker://${new URL(server.url).host}/${org.name}/app:v1`;
         const push = await skopeo(
@@ -378,7 +318,7 @@ for (const backend of backends()) {
       let failures = 0;
       receiver.answer = () => (failures < RECEIVER_DOWN_ATTEMPTS ? (failures++, { status: 503 }) : { status: 204 });
       try {
-        const subscription = await subscribe(server, org.uid, receiver.url);
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url);
         const groups: string[] = [];
         for (let i = 0; i < 12; i++) groups.push((await createGroup(api, org.uid, `g${i}`)).uid);
         const rows = await deliveriesWhen(
@@ -418,7 +358,9 @@ for (const backend of backends()) {
       const org = await createGroup(api, undefined, "filter-org");
       const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
       try {
-        const subscription = await subscribe(server, org.uid, receiver.url, ["dev.chainguard.api.iam.roles."]);
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url, {
+          types: ["dev.chainguard.api.iam.roles."],
+        });
         await mutateEveryKind(api, org.uid);
         const marker = await createRole(api, org.uid, "last-one");
         const rows = await deliveriesWhen(
@@ -467,7 +409,7 @@ for (const backend of backends()) {
         d.event.subject === first.uid ? { status: 429, headers: { "retry-after": "3600" } } : { status: 200 };
       let first: Json = { uid: "" };
       try {
-        const subscription = await subscribe(server, org.uid, receiver.url);
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url);
         first = await createGroup(api, org.uid, "first");
         const second = await createGroup(api, org.uid, "second");
         const [head] = await deliveriesWhen(
@@ -526,9 +468,9 @@ for (const backend of backends()) {
       const port = (listener.address() as net.AddressInfo).port;
       try {
         const org = await createGroup(api, undefined, "ssrf-org");
-        const byName = await subscribe(server, org.uid, `https://localhost:${port}/hook`);
-        const byLiteral = await subscribe(server, org.uid, `https://127.0.0.1:${port}/hook`);
-        const plain = await subscribe(server, org.uid, `http://127.0.0.1:${port}/hook`);
+        const byName = await subscribeDirectly(server, org.uid, `https://localhost:${port}/hook`);
+        const byLiteral = await subscribeDirectly(server, org.uid, `https://127.0.0.1:${port}/hook`);
+        const plain = await subscribeDirectly(server, org.uid, `http://127.0.0.1:${port}/hook`);
         await createGroup(api, org.uid, "team");
         const failedTwice = async (subscription: string) =>
           (
