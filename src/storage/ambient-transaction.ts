@@ -229,11 +229,6 @@ export async function withinTransaction<T>(db: Kysely<any>, fn: () => Promise<T>
   return dialect.driver!.run(fn);
 }
 
-/** Whether the calling code runs inside a `withinTransaction` scope. */
-export function inAmbientTransaction(): boolean {
-  return scopes.getStore()?.open === true;
-}
-
 /**
  * Runs `then` once what the calling code wrote is committed: at the end of the open transaction
  * scope, or now outside one. Never after a rollback. `then` must not throw.
