@@ -1,8 +1,11 @@
 // The events module's journal: records an event (in the caller's transaction scope, if any) and,
-// once it is committed, tells whoever listens (the audit log file, the delivery worker).
+// once it is committed, tells whoever listens (the audit log file, the delivery worker). Events
+// that are no change (pulls) are gathered for a moment and recorded together (recordSoon).
+import type { Logger } from "pino";
 import type { PublicUrls } from "../platform/config.js";
 import type { EventJournal, EventRecord } from "../platform/events.js";
-import { afterCommit } from "../storage/ambient-transaction.js";
+import { afterCommit, withinTransaction } from "../storage/ambient-transaction.js";
+import type { Db } from "../storage/db.js";
 import { isValidUidp } from "../core/uidp.js";
 import type { EventsRepository, StoredEvent } from "./storage/events.js";
 import { storableJson, storableText } from "./storable.js";
@@ -10,21 +13,57 @@ import { traceparentOf } from "./trace-context.js";
 
 export type EventListener = (event: StoredEvent) => void;
 
+/** How long recordSoon gathers events, and how many at most, before they are recorded together. */
+const SOON_MS = 50;
+const SOON_MAX = 500;
+
 export class Journal implements EventJournal {
   readonly #listeners: EventListener[] = [];
+  readonly #soon: Array<EventRecord & { time: Date }> = [];
+  #soonTimer: NodeJS.Timeout | undefined;
+  #flushed: Promise<void> = Promise.resolve();
 
   constructor(
+    private readonly db: Db,
     private readonly events: EventsRepository,
     private readonly urls: Readonly<PublicUrls>,
     private readonly now: () => Date,
+    private readonly logger: Logger,
   ) {}
+
+  recordSoon(event: EventRecord): void {
+    this.#soon.push({ ...event, time: this.now() });
+    if (this.#soon.length >= SOON_MAX) void this.flush();
+    else if (!this.#soonTimer) {
+      this.#soonTimer = setTimeout(() => void this.flush(), SOON_MS);
+      this.#soonTimer.unref();
+    }
+  }
+
+  /** Records what recordSoon gathered, now; resolves once everything gathered so far is recorded. */
+  flush(): Promise<void> {
+    clearTimeout(this.#soonTimer);
+    this.#soonTimer = undefined;
+    const batch = this.#soon.splice(0);
+    if (batch.length > 0)
+      this.#flushed = this.#flushed
+        .then(() =>
+          withinTransaction(this.db, async () => {
+            for (const event of batch) await this.record(event);
+          }),
+        )
+        .catch((err: unknown) =>
+          this.logger.error({ err, events: batch.length }, "events: recording gathered events failed"),
+        );
+    return this.#flushed;
+  }
 
   /** Called with each event once it is committed (on this replica). */
   onCommitted(listener: EventListener): void {
     this.#listeners.push(listener);
   }
 
-  async record(event: EventRecord & { undelivered?: boolean }): Promise<void> {
+  async record(event: EventRecord & { undelivered?: boolean; time?: Date }): Promise<void> {
     const group = event.group && isValidUidp(event.group) ? event.group : undefined;
     const stored = await this.events.insert({
       type: storableText(event.type),
@@ -37,7 +76,7 @@ export class Journal implements EventJournal {
       },
       body: storableJson(event.body),
       traceparent: traceparentOf(event.traceparent),
-      time: this.now(),
+      time: event.time ?? this.now(),
       undelivered: event.undelivered,
     });
     afterCommit(() => {

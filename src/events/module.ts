@@ -91,7 +91,7 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
         `the event retention (${retentionMs} ms) is shorter than the delivery retry period (${retryForMs} ms): ` +
           `events would be deleted while their deliveries are still retried`,
       );
-    const journal = new Journal(events, ctx.urls, ctx.now);
+    const journal = new Journal(ctx.db, events, ctx.urls, ctx.now, ctx.logger);
     const deps = {
       subscriptions,
       lists: ctx.lists,
@@ -127,6 +127,7 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
       // The delivery tokens name the issuer, whose URL is final once the server listens.
       listening: async () => worker.start(),
       close: async () => {
+        await journal.flush();
         await worker.stop();
         await auditLog?.close();
       },

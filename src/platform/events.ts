@@ -33,10 +33,17 @@ export interface EventJournal {
    * with that transaction, else on its own.
    */
   record(event: EventRecord): Promise<void>;
+  /**
+   * Records an event that is no change (a registry pull) within a moment, in one transaction with
+   * the others of that moment, so a read path pays no write of its own (on the embedded database a
+   * write also ends every cached read). The event keeps the time it was given at; the ones of the
+   * last moment are lost if the process dies.
+   */
+  recordSoon(event: EventRecord): void;
 }
 
 /** A journal that records nothing: for a server run without the events module. */
-export const NO_EVENTS: EventJournal = { record: async () => {} };
+export const NO_EVENTS: EventJournal = { record: async () => {}, recordSoon: () => {} };
 
 /** The actor of an authenticated call; undefined for an anonymous one. */
 export function actorOf(call: Pick<CallContext, "principal" | "token">): EventActor | undefined {

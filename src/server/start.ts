@@ -182,7 +182,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     };
     // Modules starting before the journal's provider get this forwarder: it records once that one started.
     let journal: EventJournal = NO_EVENTS;
-    const events: EventJournal = { record: (event) => journal.record(event) };
+    const events: EventJournal = {
+      record: (event) => journal.record(event),
+      recordSoon: (event) => journal.recordSoon(event),
+    };
     const ctx: Omit<ModuleContext, "moduleSettings"> = {
       db: database.db,
       settings: config,

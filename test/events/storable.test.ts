@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { flushEvents } from "../support/events.js";
 import { storableJson, storableText } from "../../src/events/storable.js";
 
 describe("storable event text", () => {
@@ -34,6 +35,7 @@ for (const backend of backends()) {
       assert.ok(res.status >= 400 && res.status < 500, `a client error, not ${res.status}`);
       const anonymous = await fetch(`${server.url}/v2/storable-org/app/manifests/%00`);
       assert.ok(anonymous.status >= 400 && anonymous.status < 500, `a client error, not ${anonymous.status}`);
+      await flushEvents(server);
       const recorded = await server.db
         .selectFrom("events")
         .select(["type", "body"])

@@ -16,7 +16,7 @@ import { restClient } from "../support/http.js";
 import { buildOciLayout, type LayoutImage } from "../support/oci-layout.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { skopeoIn, type Run } from "../support/skopeo.js";
-import { lastEventSeq } from "../support/events.js";
+import { flushEvents, lastEventSeq } from "../support/events.js";
 
 const PUSH = "dev.chainguard.registry.push.v1";
 const PULL = "dev.chainguard.registry.pull.v1";
@@ -63,14 +63,16 @@ for (const backend of backends()) {
     const ref = (suffix: string) => `docker://${host}/acme/app${suffix}`;
 
     /** The registry events recorded after `sinceSeq`, in order. */
-    const registryEvents = async (sinceSeq: string): Promise<RegistryEventRow[]> =>
-      (await server.db
+    const registryEvents = async (sinceSeq: string): Promise<RegistryEventRow[]> => {
+      await flushEvents(server);
+      return (await server.db
         .selectFrom("events")
         .select(["seq", "type", "source", "subject", "parent_uid", "actor_subject", "actor", "body"])
         .where("type", "in", [PUSH, PULL])
         .where("seq", ">", sinceSeq as never)
         .orderBy("seq")
         .execute()) as RegistryEventRow[];
+    };
     const lastSeq = () => lastEventSeq(server);
 
     before(async () => {

@@ -3,12 +3,14 @@
 // subscription's deliveries joined with their events.
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { eventsModule } from "../../src/events/api.js";
 import { SubscriptionsRepository } from "../../src/events/storage/subscriptions.js";
 import type { TestServer } from "./server.js";
 import { until } from "./wait.js";
 
-/** The newest recorded event's `seq` ("0" when there is none). */
-export async function lastEventSeq(server: Pick<TestServer, "db">): Promise<string> {
+/** The newest recorded event's `seq` ("0" when there is none), what was gathered recorded first. */
+export async function lastEventSeq(server: Pick<TestServer, "db" | "exportsOf">): Promise<string> {
+  await flushEvents(server);
   const row = (await server.db
     .selectFrom("events")
     .select((eb: any) => eb.fn.max("seq").as("seq"))
@@ -93,4 +95,9 @@ export async function deliveriesWhen(
   let rows: DeliveryView[] = [];
   await until(async () => ready((rows = await deliveriesOf(server, subscription))), what);
   return rows;
+}
+
+/** Records now what the server gathered to record in a moment (registry pulls). */
+export async function flushEvents(server: Pick<TestServer, "exportsOf">): Promise<void> {
+  await server.exportsOf(eventsModule).journal.flush();
 }

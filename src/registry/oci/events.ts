@@ -126,15 +126,22 @@ export class RegistryEvents {
       when: this.now().toISOString().replace(/Z$/, ""),
       ...(error ? { error } : {}),
     };
-    return this.journal.record({
+    const event = {
       type,
-      source: "registry",
+      source: "registry" as const,
       subject: place.subject,
       group: place.group,
       actor: actorOf(call),
       body,
       traceparent: call.headers.get("traceparent") ?? undefined,
-    });
+    };
+    // A pull changes nothing: it is recorded with the other pulls of the moment, so the read
+    // path pays no write of its own.
+    if (type === PULL_EVENT) {
+      this.journal.recordSoon(event);
+      return Promise.resolve();
+    }
+    return this.journal.record(event);
   }
 }
 
