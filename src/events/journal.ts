@@ -7,7 +7,7 @@ import type { EventJournal, EventRecord } from "../platform/events.js";
 import { afterCommit, withinTransaction } from "../storage/ambient-transaction.js";
 import type { Db } from "../storage/db.js";
 import { isValidUidp } from "../core/uidp.js";
-import type { EventsRepository, StoredEvent } from "./storage/events.js";
+import type { EventsRepository, NewEvent, StoredEvent } from "./storage/events.js";
 import { storableJson, storableText } from "./storable.js";
 import { traceparentOf } from "./trace-context.js";
 
@@ -49,7 +49,10 @@ export class Journal implements EventJournal {
       this.#flushed = this.#flushed
         .then(() =>
           withinTransaction(this.db, async () => {
-            for (const event of batch) await this.record(event);
+            const { stored, deliveries } = await this.events.insertMany(batch.map((e) => this.#newEvent(e)));
+            // the listeners learn the batch's deliveries once, from its last event
+            if (stored.length) stored[stored.length - 1]!.deliveries = deliveries;
+            afterCommit(() => this.#committed(stored));
           }),
         )
         .catch((err: unknown) =>
@@ -64,8 +67,14 @@ export class Journal implements EventJournal {
   }
 
   async record(event: EventRecord & { undelivered?: boolean; time?: Date }): Promise<void> {
+    const stored = await this.events.insert(this.#newEvent(event));
+    afterCommit(() => this.#committed([stored]));
+  }
+
+  /** What the repository stores for a recorded event: its text made storable, its source and time. */
+  #newEvent(event: EventRecord & { undelivered?: boolean; time?: Date }): NewEvent {
     const group = event.group && isValidUidp(event.group) ? event.group : undefined;
-    const stored = await this.events.insert({
+    return {
       type: storableText(event.type),
       source: event.source === "registry" ? this.urls.registryAudience : this.urls.apiAudience,
       subject: storableText(event.subject),
@@ -78,15 +87,17 @@ export class Journal implements EventJournal {
       traceparent: traceparentOf(event.traceparent),
       time: event.time ?? this.now(),
       undelivered: event.undelivered,
-    });
-    afterCommit(() => {
+    };
+  }
+
+  #committed(stored: StoredEvent[]): void {
+    for (const event of stored)
       for (const listener of this.#listeners) {
         try {
-          listener(stored);
+          listener(event);
         } catch {
           // a listener's failure is its own (it logs); the event is recorded
         }
       }
-    });
   }
 }

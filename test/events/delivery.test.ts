@@ -33,7 +33,7 @@ import { ok } from "../support/assertions.js";
 import { until } from "../support/wait.js";
 import { buildOciLayout } from "../support/oci-layout.js";
 import { skopeoIn } from "../support/skopeo.js";
-import { deliveriesOf, deliveriesWhen, subscribeDirectly, type DeliveryView } from "../support/events.js";
+import { deliveriesOf, deliveriesWhen, flushEvents, subscribeDirectly, type DeliveryView } from "../support/events.js";
 
 const settled = (rows: DeliveryView[]) => rows.length > 0 && rows.every((r) => r.state !== "pending");
 
@@ -235,6 +235,7 @@ for (const backend of backends()) {
           `oci:${join(work, "pulled")}:v1`,
         );
         assert.equal(pull.code, 0, pull.stderr);
+        await flushEvents(server);
         const rows = await deliveriesWhen(
           server,
           subscription,

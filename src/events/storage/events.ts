@@ -80,6 +80,48 @@ export class EventsRepository {
     return { ...event, uid, seq: String(rows[0]!.seq), deliveries: Number(rows[0]!.deliveries) };
   }
 
+  /**
+   * Inserts deliverable events together, with their deliveries, in one statement (what
+   * recordSoon gathered); answers them with their uids and sequence numbers, in order, and how
+   * many deliveries they made in all.
+   */
+  async insertMany(events: readonly NewEvent[]): Promise<{ stored: StoredEvent[]; deliveries: number }> {
+    if (events.length === 0) return { stored: [], deliveries: 0 };
+    const uids = events.map((e) => eventUid(e.group));
+    const values = sql.join(
+      events.map(
+        (event, i) => sql`(
+          ${i}::int, ${uids[i]}, ${event.group ?? null}, ${event.type}, ${event.source}, ${event.subject},
+          ${event.actor?.subject ?? null}, ${event.actor ? JSON.stringify(event.actor) : null}::jsonb,
+          ${JSON.stringify(event.body ?? null)}::jsonb, ${event.traceparent}, ${event.time}::timestamptz)`,
+      ),
+    );
+    // A subscription matches an event of its group or of a group below it (as insert's ancestors).
+    const { rows } = await sql<{ uid: string; seq: string; deliveries: number }>`
+      with v (i, uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time) as (
+        values ${values}
+      ),
+      e as (
+        insert into events (uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time)
+        select uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time from v order by i
+        returning seq, uid, parent_uid, type
+      ),
+      d as (
+        insert into event_deliveries (subscription_uid, event_seq)
+        select s.uid, e.seq from e join event_subscriptions s
+          on e.parent_uid = s.parent_uid or starts_with(e.parent_uid, s.parent_uid || '/')
+        where cardinality(s.types) = 0 or e.type = any(s.types)
+          or exists (select 1 from unnest(s.types) t where right(t, 1) = '.' and starts_with(e.type, t))
+        returning 1
+      )
+      select uid, seq, (select count(*) from d)::int as deliveries from e`.execute(this.db);
+    const seqOf = new Map(rows.map((r) => [r.uid, String(r.seq)]));
+    return {
+      stored: events.map((event, i) => ({ ...event, uid: uids[i]!, seq: seqOf.get(uids[i]!)!, deliveries: 0 })),
+      deliveries: Number(rows[0]?.deliveries ?? 0),
+    };
+  }
+
   /** The FROM + WHERE the list engine pages (it adds the selection and the count). */
   listQuery(filter: EventFilter) {
     return () => {
