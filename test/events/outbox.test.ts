@@ -6,6 +6,8 @@ import assert from "node:assert/strict";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { deliveriesOf, subscribeDirectly } from "../support/events.js";
+import { EventsRepository } from "../../src/events/storage/events.js";
 
 interface EventRowView {
   uid: string;
@@ -87,6 +89,54 @@ for (const backend of backends()) {
         recorded.map((e) => [e.type, e.parent_uid]),
         [["dev.chainguard.api.platform.registry.repo.created.v1", org.uid]],
       );
+    });
+  });
+}
+
+for (const backend of backends()) {
+  describe(`events gathered and recorded together [${backend}]`, () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer(backend, { events: { deliveryConcurrency: 0 } });
+    });
+    after(() => server.close());
+
+    it("deliver to subscriptions of their group and of its ancestors, as events recorded one by one do", async () => {
+      const api = restClient(server.url, server.operatorToken);
+      const org = (await api.post("/iam/v2beta1/groups", { name: "gathered-org" })).body;
+      const team = (await api.post(`/iam/v2beta1/groups/${org.uid}`, { name: "team" })).body;
+      const other = (await api.post("/iam/v2beta1/groups", { name: "gathered-other" })).body;
+      const atOrg = await subscribeDirectly(server, org.uid, "https://receiver.example/org");
+      const atTeam = await subscribeDirectly(server, team.uid, "https://receiver.example/team");
+      const filtered = await subscribeDirectly(server, org.uid, "https://receiver.example/f", { types: ["dev.x."] });
+      const event = (group: string | undefined, n: number) => ({
+        type: "dev.chainguard.registry.pull.v1",
+        source: "registry.test",
+        subject: `s-${n}`,
+        group,
+        actor: undefined,
+        body: { n },
+        traceparent: "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01",
+        time: new Date(),
+      });
+      const { stored, deliveries } = await new EventsRepository(server.db).insertMany([
+        event(team.uid, 1),
+        event(org.uid, 2),
+        event(other.uid, 3),
+        event(undefined, 4),
+      ]);
+      assert.equal(stored.length, 4);
+      assert.ok(stored.every((e) => /^\d+$/.test(e.seq)));
+      assert.deepEqual(
+        (await deliveriesOf(server, atOrg)).map((d) => d.subject),
+        ["s-1", "s-2"],
+      );
+      assert.deepEqual(
+        (await deliveriesOf(server, atTeam)).map((d) => d.subject),
+        ["s-1"],
+      );
+      assert.deepEqual(await deliveriesOf(server, filtered), []);
+      assert.equal(deliveries, 3);
     });
   });
 }
