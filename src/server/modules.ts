@@ -3,6 +3,7 @@
 import { authModule } from "../auth/api.js";
 import { eventsModule, type EventsSettings } from "../events/api.js";
 import { iamModule } from "../iam/api.js";
+import { imagesModule, type ImagesSettings } from "../images/api.js";
 import type { FeatureModule } from "../platform/module.js";
 import { registryModule, type RegistrySettings } from "../registry/api.js";
 import { vulnerabilitiesModule, type AdvisorySettings } from "../vulnerabilities/api.js";
@@ -13,6 +14,7 @@ export const MODULES: readonly FeatureModule<any, any>[] = [
   eventsModule,
   registryModule,
   vulnerabilitiesModule,
+  imagesModule,
 ];
 
 /** Each feature's own settings, by module name (`ServerConfig.moduleSettings`; `ctx.moduleSettings`). */
@@ -20,4 +22,5 @@ export interface ModuleSettings {
   events?: EventsSettings;
   registry?: RegistrySettings;
   vulnerabilities?: AdvisorySettings;
+  images?: ImagesSettings;
 }

@@ -19,13 +19,17 @@ import type { UIDPFilter } from "../../common/v1/uidp.platform_pb.js";
 import { file_platform_common_v1_uidp_platform } from "../../common/v1/uidp.platform_pb.js";
 import type { ApkoConfig_Accounts } from "./apko.platform_pb.js";
 import { file_platform_registry_v1_apko_platform } from "./apko.platform_pb.js";
+import type { Sbom2Schema } from "../../tenant/v1/sbom.platform_pb.js";
+import { file_platform_tenant_v1_sbom_platform } from "../../tenant/v1/sbom.platform_pb.js";
+import type { Scanner, VulnReportSchema } from "../../tenant/v1/vuln.platform_pb.js";
+import { file_platform_tenant_v1_vuln_platform } from "../../tenant/v1/vuln.platform_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file platform/registry/v1/registry.platform.proto.
  */
 export const file_platform_registry_v1_registry_platform: GenFile = /*@__PURE__*/
-  fileDesc("CixwbGF0Zm9ybS9yZWdpc3RyeS92MS9yZWdpc3RyeS5wbGF0Zm9ybS5wcm90bxIcY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeSKHAwoEUmVwbxISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSPwoMY2F0YWxvZ190aWVyGAMgASgOMikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DYXRhbG9nVGllchIPCgdidW5kbGVzGAQgAygJEg4KBnJlYWRtZRgFIAEoCRJKCgtzeW5jX2NvbmZpZxgGIAEoCzIoLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuU3luY0NvbmZpZ1ILc3luY19jb25maWcSQwoOY3VzdG9tX292ZXJsYXkYByABKAsyKy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkSDwoHYWxpYXNlcxgIIAMoCRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLYWN0aXZlX3RhZ3MYCiADKAkSEwoLZGVzY3JpcHRpb24YCyABKAki0wEKClN5bmNDb25maWcSDgoGc291cmNlGAEgASgJEhMKC3VuaXF1ZV90YWdzGAIgASgIEi4KCmV4cGlyYXRpb24YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmdvb2dsZRgEIAEoCRIOCgZhbWF6b24YBSABKAkSDQoFYXp1cmUYBiABKAkSFQoJc3luY19hcGtzGAcgASgIQgIYARIUCgxhcGtvX292ZXJsYXkYCCABKAkSFAoMZ3JhY2VfcGVyaW9kGAkgASgIIqUFCg1DdXN0b21PdmVybGF5Ej0KCGNvbnRlbnRzGAEgASgLMisuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5JbWFnZUNvbnRlbnRzElEKC2Vudmlyb25tZW50GAIgAygLMjwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DdXN0b21PdmVybGF5LkVudmlyb25tZW50RW50cnkSUQoLYW5ub3RhdGlvbnMYAyADKAsyPC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkuQW5ub3RhdGlvbnNFbnRyeRJDCghhY2NvdW50cxgEIAEoCzIxLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuQXBrb0NvbmZpZy5BY2NvdW50cxJOCgxjZXJ0aWZpY2F0ZXMYDyABKAsyOC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkuQ2VydGlmaWNhdGVzGjIKEEVudmlyb25tZW50RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoyChBBbm5vdGF0aW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEasQEKDENlcnRpZmljYXRlcxJcCgphZGRpdGlvbmFsGAEgAygLMkguY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DdXN0b21PdmVybGF5LkNlcnRpZmljYXRlcy5BZGRpdGlvbmFsRW50cnkSEQoJcHJvdmlkZXJzGAIgAygJGjAKD0FkZGl0aW9uYWxFbnRyeRIMCgRuYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAkizwEKDUltYWdlQ29udGVudHMSEAoIcGFja2FnZXMYASADKAkSHAoUcnVudGltZV9yZXBvc2l0b3JpZXMYAiADKAkSWAoPcnVudGltZV9rZXlyaW5nGAMgAygLMj8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5JbWFnZUNvbnRlbnRzLlJ1bnRpbWVLZXlyaW5nRW50cnkaNAoTUnVudGltZUtleXJpbmdFbnRyeRIMCgRuYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAkiegoRQ3JlYXRlUmVwb1JlcXVlc3QSGQoJcGFyZW50X2lkGAEgASgJQgaQr6jSBQESMAoEcmVwbxgCIAEoCzIiLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmVwbxIYChBwcmV2ZW50X2V4aXN0aW5nGAMgASgIIjEKG0dldFJlcG9Db3VudEJ5U291cmNlUmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIhoKCVJlcG9Db3VudBINCgVjb3VudBgBIAEoAyInChFEZWxldGVSZXBvUmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIj0KCFJlcG9MaXN0EjEKBWl0ZW1zGAEgAygLMiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvIlwKClJlcG9GaWx0ZXISNAoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXISDAoEbmFtZRgCIAEoCRIKCgJpZBgDIAEoCSJbChBDcmVhdGVUYWdSZXF1ZXN0EhcKB3JlcG9faWQYASABKAlCBpCvqNIFARIuCgN0YWcYAiABKAsyIS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZyImChBEZWxldGVUYWdSZXF1ZXN0EhIKAmlkGAEgASgJQgaQr6jSBQEijgEKA1RhZxISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSDgoGZGlnZXN0GAMgASgJEjAKDGxhc3RfdXBkYXRlZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVwcmVjYXRlZBgFIAEoCBIPCgdidW5kbGVzGAYgAygJIuMCCgZFb2xUYWcSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIZChFtYWluX3BhY2thZ2VfbmFtZRgHIAEoCRI+Cgp0YWdfc3RhdHVzGA4gASgOMiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5Fb2xUYWdTdGF0dXMSSgoUbWFpbl9wYWNrYWdlX3ZlcnNpb24YDSABKAsyLC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlBhY2thZ2VWZXJzaW9uEkgKDGdyYWNlX3N0YXR1cxgJIAEoDjIyLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuRW9sR3JhY2VQZXJpb2RTdGF0dXMSPAoYZ3JhY2VfcGVyaW9kX2V4cGlyeV9kYXRlGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEoECAMQB0oECAgQCUoECAoQDCLoAQoJVGFnRmlsdGVyEjQKBHVpZHAYASABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyEgwKBG5hbWUYAiABKAkSMQoNdXBkYXRlZF9zaW5jZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRZXhjbHVkZV9yZWZlcnJlcnMYBiABKAgSFQoNZXhjbHVkZV9kYXRlcxgHIAEoCBIWCg5leGNsdWRlX2Vwb2NocxgIIAEoCBIKCgJpZBgJIAEoCRIOCgZkaWdlc3QYCiABKAkiqAEKDEVvbFRhZ0ZpbHRlchI0CgR1aWRwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24uVUlEUEZpbHRlchIMCgRuYW1lGAIgASgJEhIKCnBhZ2VfdG9rZW4YAyABKAkSEQoJcGFnZV9zaXplGAQgASgDEhUKDWV4Y2x1ZGVfZGF0ZXMYBSABKAgSFgoOZXhjbHVkZV9lcG9jaHMYBiABKAgiOwoHVGFnTGlzdBIwCgVpdGVtcxgBIAMoCzIhLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnIrkBCg9SZXBvVGFnc1N1bW1hcnkSEgoCaWQYASABKAlCBpCvqNIFARIRCgl0YWdfY291bnQYAiABKAMSMAoMbGFzdF91cGRhdGVkGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1CgpsYXRlc3RfdGFnGAQgASgLMiEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWcSFgoObGF0ZXN0X3ZlcnNpb24YBSABKAkifgoZR2V0UmVwb1RhZ3NTdW1tYXJ5UmVxdWVzdBIXCgdyZXBvX2lkGAEgASgJQgaQr6jSBQESGQoRZXhjbHVkZV9yZWZlcnJlcnMYAiABKAgSFQoNZXhjbHVkZV9kYXRlcxgDIAEoCBIWCg5leGNsdWRlX2Vwb2NocxgEIAEoCCJaCgpFb2xUYWdMaXN0EjMKBWl0ZW1zGAEgAygLMiQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5Fb2xUYWcSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoEBChBUYWdIaXN0b3J5RmlsdGVyEhkKCXBhcmVudF9pZBgBIAEoCUIGkK+o0gUBEikKBXN0YXJ0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgNlbmQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkkKDlRhZ0hpc3RvcnlMaXN0EjcKBWl0ZW1zGAEgAygLMiguY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWdIaXN0b3J5IlIKClRhZ0hpc3RvcnkSNAoQdXBkYXRlX3RpbWVzdGFtcBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGlnZXN0GAIgASgJIq4CCg5QYWNrYWdlVmVyc2lvbhIPCgdlb2xEYXRlGAEgASgJEg4KBmV4aXN0cxgCIAEoCBIMCgRmaXBzGAMgASgIEhIKCmxlZ2FjeV9sdHMYBCABKAkSCwoDbHRzGAkgASgIEhMKC3JlbGVhc2VEYXRlGAUgASgJEg8KB3ZlcnNpb24YBiABKAkSEQoJZW9sQnJva2VuGAcgASgIEhUKDWxhdGVzdFZlcnNpb24YCCABKAkSUQoNdmVyc2lvblNvdXJjZRgKIAEoCzI6LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUGFja2FnZVZlcnNpb24uVmVyc2lvblNvdXJjZRopCg1WZXJzaW9uU291cmNlEgsKA3JlZhgBIAEoCRILCgNzaGEYAiABKAkqawoLQ2F0YWxvZ1RpZXISCwoHVU5LTk9XThAAEg8KC0FQUExJQ0FUSU9OEAQSCAoEQkFTRRAFEggKBEZJUFMQBhIGCgJBSRAHEgwKCERFVlRPT0xTEAgSDgoKQ09NTUVSQ0lBTBAJIgQIARADKkIKDEVvbFRhZ1N0YXR1cxIOCgpUQUdfQUNUSVZFEAASEAoMVEFHX0lOX0dSQUNFEAESEAoMVEFHX0lOQUNUSVZFEAIqeQoURW9sR3JhY2VQZXJpb2RTdGF0dXMSFgoSR1JBQ0VfTk9UX0VMSUdJQkxFEAASEgoOR1JBQ0VfRUxJR0lCTEUQARIQCgxHUkFDRV9BQ1RJVkUQAhIQCgxHUkFDRV9CUk9LRU4QAxIRCg1HUkFDRV9FWFBJUkVEEAQy2BEKCFJlZ2lzdHJ5EuQBCgpDcmVhdGVSZXBvEi8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DcmVhdGVSZXBvUmVxdWVzdBoiLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmVwbyKAAYLT5JMCKToEcmVwbyIhL3JlZ2lzdHJ5L3YxL3JlcG9zL3twYXJlbnRfaWQ9Kip9iq+o0gUGEgQKAsMMwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkucGxhdGZvcm0ucmVnaXN0cnkucmVwby5jcmVhdGVkLnYxEgVncm91cBgBEswBCgpVcGRhdGVSZXBvEiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvGiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvInaC0+STAh86ASoaGi9yZWdpc3RyeS92MS9yZXBvcy97aWQ9Kip9iq+o0gUGEgQKAsQMwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkucGxhdGZvcm0ucmVnaXN0cnkucmVwby51cGRhdGVkLnYxEgVncm91cBgBEooBCglMaXN0UmVwb3MSKC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG9GaWx0ZXIaJi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG9MaXN0IiuQAgGC0+STAhQSEi9yZWdpc3RyeS92MS9yZXBvc4qvqNIFCBIGCgLFDBABErkBChRHZXRSZXBvQ291bnRCeVNvdXJjZRI5LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuR2V0UmVwb0NvdW50QnlTb3VyY2VSZXF1ZXN0GicuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvQ291bnQiPZACAYLT5JMCKBImL3JlZ2lzdHJ5L3YxL3JlcG9jb3VudGJ5c291cmNlL3tpZD0qKn2Kr6jSBQYSBAoCxQwSygEKCkRlbGV0ZVJlcG8SLy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkRlbGV0ZVJlcG9SZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5InOC0+STAhwqGi9yZWdpc3RyeS92MS9yZXBvcy97aWQ9Kip9iq+o0gUGEgQKAsYMwvCO/As/CjRkZXYuY2hhaW5ndWFyZC5hcGkucGxhdGZvcm0ucmVnaXN0cnkucmVwby5kZWxldGVkLnYxEgVncm91cBgBEtsBCglDcmVhdGVUYWcSLi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkNyZWF0ZVRhZ1JlcXVlc3QaIS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZyJ7gtPkkwIlOgN0YWciHi9yZWdpc3RyeS92MS90YWdzL3tyZXBvX2lkPSoqfYqvqNIFBhIECgLLDMLwjvwLPgozZGV2LmNoYWluZ3VhcmQuYXBpLnBsYXRmb3JtLnJlZ2lzdHJ5LnRhZy5jcmVhdGVkLnYxEgVncm91cBgBEscBCglVcGRhdGVUYWcSIS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZxohLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnInSC0+STAh46ASoaGS9yZWdpc3RyeS92MS90YWdzL3tpZD0qKn2Kr6jSBQYSBAoCzAzC8I78Cz4KM2Rldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS50YWcudXBkYXRlZC52MRIFZ3JvdXAYARLGAQoJRGVsZXRlVGFnEi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5EZWxldGVUYWdSZXF1ZXN0GhYuZ29vZ2xlLnByb3RvYnVmLkVtcHR5InGC0+STAhsqGS9yZWdpc3RyeS92MS90YWdzL3tpZD0qKn2Kr6jSBQYSBAoCzgzC8I78Cz4KM2Rldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS50YWcuZGVsZXRlZC52MRIFZ3JvdXAYARKGAQoITGlzdFRhZ3MSJy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZ0ZpbHRlcholLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnTGlzdCIqkAIBgtPkkwITEhEvcmVnaXN0cnkvdjEvdGFnc4qvqNIFCBIGCgLNDBABEr4BChJHZXRSZXBvVGFnc1N1bW1hcnkSNy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkdldFJlcG9UYWdzU3VtbWFyeVJlcXVlc3QaLS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG9UYWdzU3VtbWFyeSJAkAIBgtPkkwIrEikvcmVnaXN0cnkvdjEvcmVwb3RhZ3NzdW1tYXJ5L3tyZXBvX2lkPSoqfYqvqNIFBhIECgLNDBKSAQoLTGlzdEVvbFRhZ3MSKi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkVvbFRhZ0ZpbHRlchooLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuRW9sVGFnTGlzdCItkAIBgtPkkwIWEhQvcmVnaXN0cnkvdjEvZW9sdGFnc4qvqNIFCBIGCgLNDBABEq8BCg5MaXN0VGFnSGlzdG9yeRIuLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnSGlzdG9yeUZpbHRlchosLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnSGlzdG9yeUxpc3QiP5ACAYLT5JMCKhIoL3JlZ2lzdHJ5L3YxL3RhZ3Mve3BhcmVudF9pZD0qKn0vaGlzdG9yeYqvqNIFBhIECgLNDGIGcHJvdG8z", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform, file_platform_registry_v1_apko_platform]);
+  fileDesc("CixwbGF0Zm9ybS9yZWdpc3RyeS92MS9yZWdpc3RyeS5wbGF0Zm9ybS5wcm90bxIcY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeSKHAwoEUmVwbxISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSPwoMY2F0YWxvZ190aWVyGAMgASgOMikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DYXRhbG9nVGllchIPCgdidW5kbGVzGAQgAygJEg4KBnJlYWRtZRgFIAEoCRJKCgtzeW5jX2NvbmZpZxgGIAEoCzIoLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuU3luY0NvbmZpZ1ILc3luY19jb25maWcSQwoOY3VzdG9tX292ZXJsYXkYByABKAsyKy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkSDwoHYWxpYXNlcxgIIAMoCRIvCgtjcmVhdGVfdGltZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLYWN0aXZlX3RhZ3MYCiADKAkSEwoLZGVzY3JpcHRpb24YCyABKAki0wEKClN5bmNDb25maWcSDgoGc291cmNlGAEgASgJEhMKC3VuaXF1ZV90YWdzGAIgASgIEi4KCmV4cGlyYXRpb24YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmdvb2dsZRgEIAEoCRIOCgZhbWF6b24YBSABKAkSDQoFYXp1cmUYBiABKAkSFQoJc3luY19hcGtzGAcgASgIQgIYARIUCgxhcGtvX292ZXJsYXkYCCABKAkSFAoMZ3JhY2VfcGVyaW9kGAkgASgIIqUFCg1DdXN0b21PdmVybGF5Ej0KCGNvbnRlbnRzGAEgASgLMisuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5JbWFnZUNvbnRlbnRzElEKC2Vudmlyb25tZW50GAIgAygLMjwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DdXN0b21PdmVybGF5LkVudmlyb25tZW50RW50cnkSUQoLYW5ub3RhdGlvbnMYAyADKAsyPC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkuQW5ub3RhdGlvbnNFbnRyeRJDCghhY2NvdW50cxgEIAEoCzIxLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuQXBrb0NvbmZpZy5BY2NvdW50cxJOCgxjZXJ0aWZpY2F0ZXMYDyABKAsyOC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkN1c3RvbU92ZXJsYXkuQ2VydGlmaWNhdGVzGjIKEEVudmlyb25tZW50RW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARoyChBBbm5vdGF0aW9uc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEasQEKDENlcnRpZmljYXRlcxJcCgphZGRpdGlvbmFsGAEgAygLMkguY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5DdXN0b21PdmVybGF5LkNlcnRpZmljYXRlcy5BZGRpdGlvbmFsRW50cnkSEQoJcHJvdmlkZXJzGAIgAygJGjAKD0FkZGl0aW9uYWxFbnRyeRIMCgRuYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAkizwEKDUltYWdlQ29udGVudHMSEAoIcGFja2FnZXMYASADKAkSHAoUcnVudGltZV9yZXBvc2l0b3JpZXMYAiADKAkSWAoPcnVudGltZV9rZXlyaW5nGAMgAygLMj8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5JbWFnZUNvbnRlbnRzLlJ1bnRpbWVLZXlyaW5nRW50cnkaNAoTUnVudGltZUtleXJpbmdFbnRyeRIMCgRuYW1lGAEgASgJEg8KB2NvbnRlbnQYAiABKAkiegoRQ3JlYXRlUmVwb1JlcXVlc3QSGQoJcGFyZW50X2lkGAEgASgJQgaQr6jSBQESMAoEcmVwbxgCIAEoCzIiLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmVwbxIYChBwcmV2ZW50X2V4aXN0aW5nGAMgASgIIjEKG0dldFJlcG9Db3VudEJ5U291cmNlUmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIhoKCVJlcG9Db3VudBINCgVjb3VudBgBIAEoAyInChFEZWxldGVSZXBvUmVxdWVzdBISCgJpZBgBIAEoCUIGkK+o0gUBIj0KCFJlcG9MaXN0EjEKBWl0ZW1zGAEgAygLMiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvIlwKClJlcG9GaWx0ZXISNAoEdWlkcBgBIAEoCzImLmNoYWluZ3VhcmQucGxhdGZvcm0uY29tbW9uLlVJRFBGaWx0ZXISDAoEbmFtZRgCIAEoCRIKCgJpZBgDIAEoCSJbChBDcmVhdGVUYWdSZXF1ZXN0EhcKB3JlcG9faWQYASABKAlCBpCvqNIFARIuCgN0YWcYAiABKAsyIS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlRhZyImChBEZWxldGVUYWdSZXF1ZXN0EhIKAmlkGAEgASgJQgaQr6jSBQEijgEKA1RhZxISCgJpZBgBIAEoCUIGkK+o0gUBEgwKBG5hbWUYAiABKAkSDgoGZGlnZXN0GAMgASgJEjAKDGxhc3RfdXBkYXRlZBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZGVwcmVjYXRlZBgFIAEoCBIPCgdidW5kbGVzGAYgAygJIuMCCgZFb2xUYWcSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIZChFtYWluX3BhY2thZ2VfbmFtZRgHIAEoCRI+Cgp0YWdfc3RhdHVzGA4gASgOMiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5Fb2xUYWdTdGF0dXMSSgoUbWFpbl9wYWNrYWdlX3ZlcnNpb24YDSABKAsyLC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlBhY2thZ2VWZXJzaW9uEkgKDGdyYWNlX3N0YXR1cxgJIAEoDjIyLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuRW9sR3JhY2VQZXJpb2RTdGF0dXMSPAoYZ3JhY2VfcGVyaW9kX2V4cGlyeV9kYXRlGAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEoECAMQB0oECAgQCUoECAoQDCLoAQoJVGFnRmlsdGVyEjQKBHVpZHAYASABKAsyJi5jaGFpbmd1YXJkLnBsYXRmb3JtLmNvbW1vbi5VSURQRmlsdGVyEgwKBG5hbWUYAiABKAkSMQoNdXBkYXRlZF9zaW5jZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoRZXhjbHVkZV9yZWZlcnJlcnMYBiABKAgSFQoNZXhjbHVkZV9kYXRlcxgHIAEoCBIWCg5leGNsdWRlX2Vwb2NocxgIIAEoCBIKCgJpZBgJIAEoCRIOCgZkaWdlc3QYCiABKAkiqAEKDEVvbFRhZ0ZpbHRlchI0CgR1aWRwGAEgASgLMiYuY2hhaW5ndWFyZC5wbGF0Zm9ybS5jb21tb24uVUlEUEZpbHRlchIMCgRuYW1lGAIgASgJEhIKCnBhZ2VfdG9rZW4YAyABKAkSEQoJcGFnZV9zaXplGAQgASgDEhUKDWV4Y2x1ZGVfZGF0ZXMYBSABKAgSFgoOZXhjbHVkZV9lcG9jaHMYBiABKAgiOwoHVGFnTGlzdBIwCgVpdGVtcxgBIAMoCzIhLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnIrkBCg9SZXBvVGFnc1N1bW1hcnkSEgoCaWQYASABKAlCBpCvqNIFARIRCgl0YWdfY291bnQYAiABKAMSMAoMbGFzdF91cGRhdGVkGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1CgpsYXRlc3RfdGFnGAQgASgLMiEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWcSFgoObGF0ZXN0X3ZlcnNpb24YBSABKAkifgoZR2V0UmVwb1RhZ3NTdW1tYXJ5UmVxdWVzdBIXCgdyZXBvX2lkGAEgASgJQgaQr6jSBQESGQoRZXhjbHVkZV9yZWZlcnJlcnMYAiABKAgSFQoNZXhjbHVkZV9kYXRlcxgDIAEoCBIWCg5leGNsdWRlX2Vwb2NocxgEIAEoCCJaCgpFb2xUYWdMaXN0EjMKBWl0ZW1zGAEgAygLMiQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5Fb2xUYWcSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoEBChBUYWdIaXN0b3J5RmlsdGVyEhkKCXBhcmVudF9pZBgBIAEoCUIGkK+o0gUBEikKBXN0YXJ0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgNlbmQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkkKDlRhZ0hpc3RvcnlMaXN0EjcKBWl0ZW1zGAEgAygLMiguY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWdIaXN0b3J5IlIKClRhZ0hpc3RvcnkSNAoQdXBkYXRlX3RpbWVzdGFtcBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGZGlnZXN0GAIgASgJIq4CCg5QYWNrYWdlVmVyc2lvbhIPCgdlb2xEYXRlGAEgASgJEg4KBmV4aXN0cxgCIAEoCBIMCgRmaXBzGAMgASgIEhIKCmxlZ2FjeV9sdHMYBCABKAkSCwoDbHRzGAkgASgIEhMKC3JlbGVhc2VEYXRlGAUgASgJEg8KB3ZlcnNpb24YBiABKAkSEQoJZW9sQnJva2VuGAcgASgIEhUKDWxhdGVzdFZlcnNpb24YCCABKAkSUQoNdmVyc2lvblNvdXJjZRgKIAEoCzI6LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUGFja2FnZVZlcnNpb24uVmVyc2lvblNvdXJjZRopCg1WZXJzaW9uU291cmNlEgsKA3JlZhgBIAEoCRILCgNzaGEYAiABKAkiuwEKEURpZmZJbWFnZVJlc3BvbnNlEjwKCHBhY2thZ2VzGAEgASgLMiouY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5QYWNrYWdlc0RpZmYSSgoPdnVsbmVyYWJpbGl0aWVzGAIgASgLMjEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5WdWxuZXJhYmlsaXRpZXNEaWZmEhAKCHdhcm5pbmdzGAUgAygJSgQIAxAESgQIBBAFIkgKC1Nib21SZXF1ZXN0EhcKB3JlcG9faWQYASABKAlCBpCvqNIFARIOCgZkaWdlc3QYAiABKAkSDAoEYXJjaBgDIAEoCToCGAEiFgoFQXJjaHMSDQoFYXJjaHMYASADKAkiIgoEU2l6ZRIMCgRzaXplGAEgASgDEgwKBGFyY2gYAiABKAki7QQKC0ltYWdlQ29uZmlnEgwKBHVzZXIYASABKAkSUgoNZXhwb3NlZF9wb3J0cxgCIAMoCzI7LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuSW1hZ2VDb25maWcuRXhwb3NlZFBvcnRzRW50cnkSCwoDZW52GAMgAygJEhIKCmVudHJ5cG9pbnQYBCADKAkSCwoDY21kGAUgAygJEkcKB3ZvbHVtZXMYBiADKAsyNi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkltYWdlQ29uZmlnLlZvbHVtZXNFbnRyeRITCgt3b3JraW5nX2RpchgHIAEoCRJFCgZsYWJlbHMYCCADKAsyNS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkltYWdlQ29uZmlnLkxhYmVsc0VudHJ5EhMKC3N0b3Bfc2lnbmFsGAkgASgJGg0KC0V4cG9zZWRQb3J0GmoKEUV4cG9zZWRQb3J0c0VudHJ5EgsKA2tleRgBIAEoCRJECgV2YWx1ZRgCIAEoCzI1LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuSW1hZ2VDb25maWcuRXhwb3NlZFBvcnQ6AjgBGggKBlZvbHVtZRpgCgxWb2x1bWVzRW50cnkSCwoDa2V5GAEgASgJEj8KBXZhbHVlGAIgASgLMjAuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5JbWFnZUNvbmZpZy5Wb2x1bWU6AjgBGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEikAMKDFBhY2thZ2VzRGlmZhI9CgVhZGRlZBgBIAMoCzIuLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUGFja2FnZVJlZmVyZW5jZRI/CgdyZW1vdmVkGAIgAygLMi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5QYWNrYWdlUmVmZXJlbmNlElMKB2NoYW5nZWQYAyADKAsyQi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlBhY2thZ2VzRGlmZi5DaGFuZ2VkUGFja2FnZVJlZmVyZW5jZRqqAQoXQ2hhbmdlZFBhY2thZ2VSZWZlcmVuY2USDAoEbmFtZRgBIAEoCRI/CgdjdXJyZW50GAIgASgLMi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5WZXJzaW9uUmVmZXJlbmNlEkAKCHByZXZpb3VzGAMgASgLMi4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5WZXJzaW9uUmVmZXJlbmNlIjYKEFZlcnNpb25SZWZlcmVuY2USDwoHdmVyc2lvbhgBIAEoCRIRCglyZWZlcmVuY2UYAiABKAkiRAoQUGFja2FnZVJlZmVyZW5jZRIMCgRuYW1lGAEgASgJEg8KB3ZlcnNpb24YAiABKAkSEQoJcmVmZXJlbmNlGAMgASgJIuIBChNWdWxuZXJhYmlsaXRpZXNEaWZmEkMKBWFkZGVkGAEgAygLMjQuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5WdWxuZXJhYmlsaXR5UmVmZXJlbmNlEkUKB3JlbW92ZWQYAiADKAsyNC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlZ1bG5lcmFiaWxpdHlSZWZlcmVuY2USPwoIbWV0YWRhdGEYAyADKAsyLS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlNjYW5uZXJNZXRhZGF0YSLGAQoPU2Nhbm5lck1ldGFkYXRhEg4KBmRpZ2VzdBgBIAEoCRI0CgdzY2FubmVyGAIgASgLMiMuY2hhaW5ndWFyZC5wbGF0Zm9ybS50ZW5hbnQuU2Nhbm5lchJECiB2dWxuZXJhYmlsaXR5X2RiX2xhc3RfYnVpbGRfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwofdnVsbmVyYWJpbGl0eV9kYl9zY2hlbWFfdmVyc2lvbhgEIAEoCSJJChZWdWxuZXJhYmlsaXR5UmVmZXJlbmNlEgoKAmlkGAEgASgJEhEKCXJlZmVyZW5jZRgCIAEoCRIQCghzZXZlcml0eRgDIAEoCSI2CgtBcmNoUmVxdWVzdBIXCgdyZXBvX2lkGAEgASgJQgaQr6jSBQESDgoGZGlnZXN0GAIgASgJIkQKC1NpemVSZXF1ZXN0EhcKB3JlcG9faWQYASABKAlCBpCvqNIFARIOCgZkaWdlc3QYAiABKAkSDAoEYXJjaBgDIAEoCSJdChJJbWFnZUNvbmZpZ1JlcXVlc3QSFwoHcmVwb19pZBgBIAEoCUIGkK+o0gUBEg4KBmRpZ2VzdBgCIAEoCRIMCgRhcmNoGAMgASgJEhAKCHJlZ2lzdHJ5GAQgASgIIl4KDlJhd1Nib21SZXF1ZXN0EhcKB3JlcG9faWQYASABKAlCBpCvqNIFARIOCgZkaWdlc3QYAiABKAkSEQoJcmVmZXJlbmNlGAMgASgJEgwKBGFyY2gYBCABKAk6AhgBIjwKEVZ1bG5SZXBvcnRSZXF1ZXN0EhcKB3JlcG9faWQYASABKAlCBpCvqNIFARIOCgZkaWdlc3QYAiABKAkiOwobTWFuaWZlc3RNZXRhZGF0YUluZGV4RmlsdGVyEg4KBmRpZ2VzdBgBIAEoCRIMCgRhcmNoGAIgASgJIpIBChtNYW5pZmVzdE1ldGFkYXRhRmlsdGVyRW50cnkSFgoMaW1hZ2VfZGlnZXN0GAEgASgJSAASUQoMaW5kZXhfZmlsdGVyGAIgASgLMjkuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5NYW5pZmVzdE1ldGFkYXRhSW5kZXhGaWx0ZXJIAEIICgZmaWx0ZXIiewoWTWFuaWZlc3RNZXRhZGF0YUZpbHRlchIXCgdyZXBvX2lkGAEgASgJQgaQr6jSBQESSAoFaXRlbXMYAiADKAsyOS5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5Lk1hbmlmZXN0TWV0YWRhdGFGaWx0ZXJFbnRyeSKkAQoLUGtnTWV0YWRhdGESDAoEcHVybBgBIAEoCRITCgtvcmlnaW5fcHVybBgCIAEoCRIsCghlb2xfZGF0ZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPYnVpbGRfdGltZXN0YW1wGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdsaWNlbnNlGAUgASgJImMKEE1hbmlmZXN0TWV0YWRhdGESDgoGZGlnZXN0GAEgASgJEj8KDHBrZ19tZXRhZGF0YRgCIAMoCzIpLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUGtnTWV0YWRhdGEiVQoUTWFuaWZlc3RNZXRhZGF0YUxpc3QSPQoFaXRlbXMYASADKAsyLi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5Lk1hbmlmZXN0TWV0YWRhdGEiHgoHUmF3U2JvbRIPCgdyYXdTYm9tGAEgASgJOgIYASprCgtDYXRhbG9nVGllchILCgdVTktOT1dOEAASDwoLQVBQTElDQVRJT04QBBIICgRCQVNFEAUSCAoERklQUxAGEgYKAkFJEAcSDAoIREVWVE9PTFMQCBIOCgpDT01NRVJDSUFMEAkiBAgBEAMqQgoMRW9sVGFnU3RhdHVzEg4KClRBR19BQ1RJVkUQABIQCgxUQUdfSU5fR1JBQ0UQARIQCgxUQUdfSU5BQ1RJVkUQAip5ChRFb2xHcmFjZVBlcmlvZFN0YXR1cxIWChJHUkFDRV9OT1RfRUxJR0lCTEUQABISCg5HUkFDRV9FTElHSUJMRRABEhAKDEdSQUNFX0FDVElWRRACEhAKDEdSQUNFX0JST0tFThADEhEKDUdSQUNFX0VYUElSRUQQBDL6GwoIUmVnaXN0cnkS5AEKCkNyZWF0ZVJlcG8SLy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkNyZWF0ZVJlcG9SZXF1ZXN0GiIuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SZXBvIoABgtPkkwIpOgRyZXBvIiEvcmVnaXN0cnkvdjEvcmVwb3Mve3BhcmVudF9pZD0qKn2Kr6jSBQYSBAoCwwzC8I78Cz8KNGRldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS5yZXBvLmNyZWF0ZWQudjESBWdyb3VwGAESzAEKClVwZGF0ZVJlcG8SIi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG8aIi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG8idoLT5JMCHzoBKhoaL3JlZ2lzdHJ5L3YxL3JlcG9zL3tpZD0qKn2Kr6jSBQYSBAoCxAzC8I78Cz8KNGRldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS5yZXBvLnVwZGF0ZWQudjESBWdyb3VwGAESigEKCUxpc3RSZXBvcxIoLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmVwb0ZpbHRlchomLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmVwb0xpc3QiK5ACAYLT5JMCFBISL3JlZ2lzdHJ5L3YxL3JlcG9ziq+o0gUIEgYKAsUMEAESuQEKFEdldFJlcG9Db3VudEJ5U291cmNlEjkuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5HZXRSZXBvQ291bnRCeVNvdXJjZVJlcXVlc3QaJy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlJlcG9Db3VudCI9kAIBgtPkkwIoEiYvcmVnaXN0cnkvdjEvcmVwb2NvdW50Ynlzb3VyY2Uve2lkPSoqfYqvqNIFBhIECgLFDBLKAQoKRGVsZXRlUmVwbxIvLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuRGVsZXRlUmVwb1JlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkic4LT5JMCHCoaL3JlZ2lzdHJ5L3YxL3JlcG9zL3tpZD0qKn2Kr6jSBQYSBAoCxgzC8I78Cz8KNGRldi5jaGFpbmd1YXJkLmFwaS5wbGF0Zm9ybS5yZWdpc3RyeS5yZXBvLmRlbGV0ZWQudjESBWdyb3VwGAES2wEKCUNyZWF0ZVRhZxIuLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuQ3JlYXRlVGFnUmVxdWVzdBohLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnInuC0+STAiU6A3RhZyIeL3JlZ2lzdHJ5L3YxL3RhZ3Mve3JlcG9faWQ9Kip9iq+o0gUGEgQKAssMwvCO/As+CjNkZXYuY2hhaW5ndWFyZC5hcGkucGxhdGZvcm0ucmVnaXN0cnkudGFnLmNyZWF0ZWQudjESBWdyb3VwGAESxwEKCVVwZGF0ZVRhZxIhLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnGiEuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWcidILT5JMCHjoBKhoZL3JlZ2lzdHJ5L3YxL3RhZ3Mve2lkPSoqfYqvqNIFBhIECgLMDMLwjvwLPgozZGV2LmNoYWluZ3VhcmQuYXBpLnBsYXRmb3JtLnJlZ2lzdHJ5LnRhZy51cGRhdGVkLnYxEgVncm91cBgBEsYBCglEZWxldGVUYWcSLi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkRlbGV0ZVRhZ1JlcXVlc3QaFi5nb29nbGUucHJvdG9idWYuRW1wdHkicYLT5JMCGyoZL3JlZ2lzdHJ5L3YxL3RhZ3Mve2lkPSoqfYqvqNIFBhIECgLODMLwjvwLPgozZGV2LmNoYWluZ3VhcmQuYXBpLnBsYXRmb3JtLnJlZ2lzdHJ5LnRhZy5kZWxldGVkLnYxEgVncm91cBgBEoYBCghMaXN0VGFncxInLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVGFnRmlsdGVyGiUuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWdMaXN0IiqQAgGC0+STAhMSES9yZWdpc3RyeS92MS90YWdziq+o0gUIEgYKAs0MEAESvgEKEkdldFJlcG9UYWdzU3VtbWFyeRI3LmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuR2V0UmVwb1RhZ3NTdW1tYXJ5UmVxdWVzdBotLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmVwb1RhZ3NTdW1tYXJ5IkCQAgGC0+STAisSKS9yZWdpc3RyeS92MS9yZXBvdGFnc3N1bW1hcnkve3JlcG9faWQ9Kip9iq+o0gUGEgQKAs0MEpIBCgtMaXN0RW9sVGFncxIqLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuRW9sVGFnRmlsdGVyGiguY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5Fb2xUYWdMaXN0Ii2QAgGC0+STAhYSFC9yZWdpc3RyeS92MS9lb2x0YWdziq+o0gUIEgYKAs0MEAESrwEKDkxpc3RUYWdIaXN0b3J5Ei4uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWdIaXN0b3J5RmlsdGVyGiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5UYWdIaXN0b3J5TGlzdCI/kAIBgtPkkwIqEigvcmVnaXN0cnkvdjEvdGFncy97cGFyZW50X2lkPSoqfS9oaXN0b3J5iq+o0gUGEgQKAs0MEqsBCgdHZXRTYm9tEikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5TYm9tUmVxdWVzdBohLmNoYWluZ3VhcmQucGxhdGZvcm0udGVuYW50LlNib20yIlKQAgGC0+STAjkSNy9yZWdpc3RyeS92MS9yZXBvcy97cmVwb19pZD0qKn0vZGlnZXN0cy97ZGlnZXN0PSp9L3Nib22Kr6jSBQoSCAoGxQyKBc8MEsYBCg5HZXRJbWFnZUNvbmZpZxIwLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuSW1hZ2VDb25maWdSZXF1ZXN0GikuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5JbWFnZUNvbmZpZyJXkAIBgtPkkwJAEj4vcmVnaXN0cnkvdjEvcmVwb3Mve3JlcG9faWQ9Kip9L2RpZ2VzdHMve2RpZ2VzdD0qfS9pbWFnZWNvbmZpZ4qvqNIFCBIGCgTFDM8MErUBCghHZXRBcmNocxIpLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuQXJjaFJlcXVlc3QaIy5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LkFyY2hzIlmQAgGC0+STAkISQC9yZWdpc3RyeS92MS9yZXBvcy97cmVwb19pZD0qKn0vZGlnZXN0cy97ZGlnZXN0PSp9L2FyY2hpdGVjdHVyZXOKr6jSBQgSBgoExQzPDBKqAQoHR2V0U2l6ZRIpLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuU2l6ZVJlcXVlc3QaIi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5LlNpemUiUJACAYLT5JMCORI3L3JlZ2lzdHJ5L3YxL3JlcG9zL3tyZXBvX2lkPSoqfS9kaWdlc3RzL3tkaWdlc3Q9Kn0vc2l6ZYqvqNIFCBIGCgTFDM8MErUBCgpHZXRSYXdTYm9tEiwuY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5SYXdTYm9tUmVxdWVzdBolLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuUmF3U2JvbSJSkAIBgtPkkwI7EjkvcmVnaXN0cnkvdjEvcmVwb3Mve3JlcG9faWQ9Kip9L2RpZ2VzdC97ZGlnZXN0PSp9L3Jhd3Nib22Kr6jSBQgSBgoExQyKBRLAAQoNR2V0VnVsblJlcG9ydBIvLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuVnVsblJlcG9ydFJlcXVlc3QaJi5jaGFpbmd1YXJkLnBsYXRmb3JtLnRlbmFudC5WdWxuUmVwb3J0IlaQAgGC0+STAj8SPS9yZWdpc3RyeS92MS9yZXBvcy97cmVwb19pZD0qKn0vZGlnZXN0cy97ZGlnZXN0PSp9L3Z1bG5yZXBvcnSKr6jSBQgSBgoExQyUBRLIAQoUTGlzdE1hbmlmZXN0TWV0YWRhdGESNC5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5Lk1hbmlmZXN0TWV0YWRhdGFGaWx0ZXIaMi5jaGFpbmd1YXJkLnBsYXRmb3JtLnJlZ2lzdHJ5Lk1hbmlmZXN0TWV0YWRhdGFMaXN0IkaQAgGC0+STAjESLy9yZWdpc3RyeS92MS9yZXBvcy97cmVwb19pZD0qKn0vbWFuaWZlc3RtZXRkYXRhiq+o0gUGEgQKAs8MYgZwcm90bzM", [file_annotations_auth, file_annotations_events, file_google_api_annotations, file_google_protobuf_empty, file_google_protobuf_timestamp, file_platform_common_v1_uidp_platform, file_platform_registry_v1_apko_platform, file_platform_tenant_v1_sbom_platform, file_platform_tenant_v1_vuln_platform]);
 
 /**
  * A repo (v1 shape).
@@ -1051,6 +1055,779 @@ export const PackageVersion_VersionSourceSchema: GenMessage<PackageVersion_Versi
   messageDesc(file_platform_registry_v1_registry_platform, 23, 0);
 
 /**
+ * @generated from message chainguard.platform.registry.DiffImageResponse
+ */
+export type DiffImageResponse = Message<"chainguard.platform.registry.DiffImageResponse"> & {
+  /**
+   * @generated from field: chainguard.platform.registry.PackagesDiff packages = 1;
+   */
+  packages?: PackagesDiff | undefined;
+
+  /**
+   * @generated from field: chainguard.platform.registry.VulnerabilitiesDiff vulnerabilities = 2;
+   */
+  vulnerabilities?: VulnerabilitiesDiff | undefined;
+
+  /**
+   * warnings is a list of warning messages to return to the requesting client.
+   * Warning messages describe a problem the requesting client should correct or be aware of.
+   * Warnings over 256 characters and large numbers of warnings may be truncated.
+   *
+   * @generated from field: repeated string warnings = 5;
+   */
+  warnings: string[];
+};
+
+/**
+ * Describes the message chainguard.platform.registry.DiffImageResponse.
+ * Use `create(DiffImageResponseSchema)` to create a new message.
+ */
+export const DiffImageResponseSchema: GenMessage<DiffImageResponse> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 24);
+
+/**
+ * The service for this request is deprecated.
+ *
+ * @generated from message chainguard.platform.registry.SbomRequest
+ * @deprecated
+ */
+export type SbomRequest = Message<"chainguard.platform.registry.SbomRequest"> & {
+  /**
+   * The UIDP of the image repo to get an SBOM for.
+   *
+   * @generated from field: string repo_id = 1;
+   */
+  repoId: string;
+
+  /**
+   * The digest of the image to get an SBOM for.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * The architecture to get the SBOM for.
+   *
+   * @generated from field: string arch = 3;
+   */
+  arch: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.SbomRequest.
+ * Use `create(SbomRequestSchema)` to create a new message.
+ * @deprecated
+ */
+export const SbomRequestSchema: GenMessage<SbomRequest> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 25);
+
+/**
+ * @generated from message chainguard.platform.registry.Archs
+ */
+export type Archs = Message<"chainguard.platform.registry.Archs"> & {
+  /**
+   * Architectures belonging to the requested digest's manifests.
+   *
+   * @generated from field: repeated string archs = 1;
+   */
+  archs: string[];
+};
+
+/**
+ * Describes the message chainguard.platform.registry.Archs.
+ * Use `create(ArchsSchema)` to create a new message.
+ */
+export const ArchsSchema: GenMessage<Archs> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 26);
+
+/**
+ * @generated from message chainguard.platform.registry.Size
+ */
+export type Size = Message<"chainguard.platform.registry.Size"> & {
+  /**
+   * Size per manifest digest, by architecture.
+   *
+   * @generated from field: int64 size = 1;
+   */
+  size: bigint;
+
+  /**
+   * Architecture.
+   *
+   * @generated from field: string arch = 2;
+   */
+  arch: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.Size.
+ * Use `create(SizeSchema)` to create a new message.
+ */
+export const SizeSchema: GenMessage<Size> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 27);
+
+/**
+ * @generated from message chainguard.platform.registry.ImageConfig
+ */
+export type ImageConfig = Message<"chainguard.platform.registry.ImageConfig"> & {
+  /**
+   * User defines the username or UID which the process in the container should run as.
+   *
+   * @generated from field: string user = 1;
+   */
+  user: string;
+
+  /**
+   * @generated from field: map<string, chainguard.platform.registry.ImageConfig.ExposedPort> exposed_ports = 2;
+   */
+  exposedPorts: { [key: string]: ImageConfig_ExposedPort };
+
+  /**
+   * Env is a list of environment variables to be used in a container.
+   *
+   * @generated from field: repeated string env = 3;
+   */
+  env: string[];
+
+  /**
+   * Entrypoint defines a list of arguments to use as the command to execute when the container starts.
+   *
+   * @generated from field: repeated string entrypoint = 4;
+   */
+  entrypoint: string[];
+
+  /**
+   * Cmd defines the default arguments to the entrypoint of the container.
+   *
+   * @generated from field: repeated string cmd = 5;
+   */
+  cmd: string[];
+
+  /**
+   * Volumes is a set of directories describing where the process is likely write data specific to a container instance.
+   *
+   * @generated from field: map<string, chainguard.platform.registry.ImageConfig.Volume> volumes = 6;
+   */
+  volumes: { [key: string]: ImageConfig_Volume };
+
+  /**
+   * WorkingDir sets the current working directory of the entrypoint process in the container.
+   *
+   * @generated from field: string working_dir = 7;
+   */
+  workingDir: string;
+
+  /**
+   * Labels contains arbitrary metadata for the container.
+   *
+   * @generated from field: map<string, string> labels = 8;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * StopSignal contains the system call signal that will be sent to the container to exit.
+   *
+   * @generated from field: string stop_signal = 9;
+   */
+  stopSignal: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ImageConfig.
+ * Use `create(ImageConfigSchema)` to create a new message.
+ */
+export const ImageConfigSchema: GenMessage<ImageConfig> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 28);
+
+/**
+ * ExposedPorts a set of ports to expose from a container running this image.
+ *
+ * @generated from message chainguard.platform.registry.ImageConfig.ExposedPort
+ */
+export type ImageConfig_ExposedPort = Message<"chainguard.platform.registry.ImageConfig.ExposedPort"> & {
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ImageConfig.ExposedPort.
+ * Use `create(ImageConfig_ExposedPortSchema)` to create a new message.
+ */
+export const ImageConfig_ExposedPortSchema: GenMessage<ImageConfig_ExposedPort> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 28, 0);
+
+/**
+ * @generated from message chainguard.platform.registry.ImageConfig.Volume
+ */
+export type ImageConfig_Volume = Message<"chainguard.platform.registry.ImageConfig.Volume"> & {
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ImageConfig.Volume.
+ * Use `create(ImageConfig_VolumeSchema)` to create a new message.
+ */
+export const ImageConfig_VolumeSchema: GenMessage<ImageConfig_Volume> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 28, 1);
+
+/**
+ * @generated from message chainguard.platform.registry.PackagesDiff
+ */
+export type PackagesDiff = Message<"chainguard.platform.registry.PackagesDiff"> & {
+  /**
+   * @generated from field: repeated chainguard.platform.registry.PackageReference added = 1;
+   */
+  added: PackageReference[];
+
+  /**
+   * @generated from field: repeated chainguard.platform.registry.PackageReference removed = 2;
+   */
+  removed: PackageReference[];
+
+  /**
+   * @generated from field: repeated chainguard.platform.registry.PackagesDiff.ChangedPackageReference changed = 3;
+   */
+  changed: PackagesDiff_ChangedPackageReference[];
+};
+
+/**
+ * Describes the message chainguard.platform.registry.PackagesDiff.
+ * Use `create(PackagesDiffSchema)` to create a new message.
+ */
+export const PackagesDiffSchema: GenMessage<PackagesDiff> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 29);
+
+/**
+ * @generated from message chainguard.platform.registry.PackagesDiff.ChangedPackageReference
+ */
+export type PackagesDiff_ChangedPackageReference = Message<"chainguard.platform.registry.PackagesDiff.ChangedPackageReference"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: chainguard.platform.registry.VersionReference current = 2;
+   */
+  current?: VersionReference | undefined;
+
+  /**
+   * @generated from field: chainguard.platform.registry.VersionReference previous = 3;
+   */
+  previous?: VersionReference | undefined;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.PackagesDiff.ChangedPackageReference.
+ * Use `create(PackagesDiff_ChangedPackageReferenceSchema)` to create a new message.
+ */
+export const PackagesDiff_ChangedPackageReferenceSchema: GenMessage<PackagesDiff_ChangedPackageReference> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 29, 0);
+
+/**
+ * @generated from message chainguard.platform.registry.VersionReference
+ */
+export type VersionReference = Message<"chainguard.platform.registry.VersionReference"> & {
+  /**
+   * @generated from field: string version = 1;
+   */
+  version: string;
+
+  /**
+   * @generated from field: string reference = 2;
+   */
+  reference: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.VersionReference.
+ * Use `create(VersionReferenceSchema)` to create a new message.
+ */
+export const VersionReferenceSchema: GenMessage<VersionReference> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 30);
+
+/**
+ * PackageReference is a reference to a package, containing minimal information to identify it.
+ *
+ * @generated from message chainguard.platform.registry.PackageReference
+ */
+export type PackageReference = Message<"chainguard.platform.registry.PackageReference"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string version = 2;
+   */
+  version: string;
+
+  /**
+   * @generated from field: string reference = 3;
+   */
+  reference: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.PackageReference.
+ * Use `create(PackageReferenceSchema)` to create a new message.
+ */
+export const PackageReferenceSchema: GenMessage<PackageReference> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 31);
+
+/**
+ * @generated from message chainguard.platform.registry.VulnerabilitiesDiff
+ */
+export type VulnerabilitiesDiff = Message<"chainguard.platform.registry.VulnerabilitiesDiff"> & {
+  /**
+   * @generated from field: repeated chainguard.platform.registry.VulnerabilityReference added = 1;
+   */
+  added: VulnerabilityReference[];
+
+  /**
+   * @generated from field: repeated chainguard.platform.registry.VulnerabilityReference removed = 2;
+   */
+  removed: VulnerabilityReference[];
+
+  /**
+   * @generated from field: repeated chainguard.platform.registry.ScannerMetadata metadata = 3;
+   */
+  metadata: ScannerMetadata[];
+};
+
+/**
+ * Describes the message chainguard.platform.registry.VulnerabilitiesDiff.
+ * Use `create(VulnerabilitiesDiffSchema)` to create a new message.
+ */
+export const VulnerabilitiesDiffSchema: GenMessage<VulnerabilitiesDiff> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 32);
+
+/**
+ * @generated from message chainguard.platform.registry.ScannerMetadata
+ */
+export type ScannerMetadata = Message<"chainguard.platform.registry.ScannerMetadata"> & {
+  /**
+   * @generated from field: string digest = 1;
+   */
+  digest: string;
+
+  /**
+   * @generated from field: chainguard.platform.tenant.Scanner scanner = 2;
+   */
+  scanner?: Scanner | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp vulnerability_db_last_build_time = 3;
+   */
+  vulnerabilityDbLastBuildTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string vulnerability_db_schema_version = 4;
+   */
+  vulnerabilityDbSchemaVersion: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ScannerMetadata.
+ * Use `create(ScannerMetadataSchema)` to create a new message.
+ */
+export const ScannerMetadataSchema: GenMessage<ScannerMetadata> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 33);
+
+/**
+ * VulnerabilityReference is a reference to a vulnerability, containing minimal information to identify it.
+ *
+ * @generated from message chainguard.platform.registry.VulnerabilityReference
+ */
+export type VulnerabilityReference = Message<"chainguard.platform.registry.VulnerabilityReference"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string reference = 2;
+   */
+  reference: string;
+
+  /**
+   * @generated from field: string severity = 3;
+   */
+  severity: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.VulnerabilityReference.
+ * Use `create(VulnerabilityReferenceSchema)` to create a new message.
+ */
+export const VulnerabilityReferenceSchema: GenMessage<VulnerabilityReference> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 34);
+
+/**
+ * @generated from message chainguard.platform.registry.ArchRequest
+ */
+export type ArchRequest = Message<"chainguard.platform.registry.ArchRequest"> & {
+  /**
+   * The UIDP of the image repo to get architectures for.
+   *
+   * @generated from field: string repo_id = 1;
+   */
+  repoId: string;
+
+  /**
+   * The digest of the image to get architectures for.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ArchRequest.
+ * Use `create(ArchRequestSchema)` to create a new message.
+ */
+export const ArchRequestSchema: GenMessage<ArchRequest> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 35);
+
+/**
+ * @generated from message chainguard.platform.registry.SizeRequest
+ */
+export type SizeRequest = Message<"chainguard.platform.registry.SizeRequest"> & {
+  /**
+   * The UIDP of the image repo to get size and architecture information for.
+   *
+   * @generated from field: string repo_id = 1;
+   */
+  repoId: string;
+
+  /**
+   * The digest of the image to get size and architecture information for.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * The architecture to filter on.
+   *
+   * @generated from field: string arch = 3;
+   */
+  arch: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.SizeRequest.
+ * Use `create(SizeRequestSchema)` to create a new message.
+ */
+export const SizeRequestSchema: GenMessage<SizeRequest> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 36);
+
+/**
+ * @generated from message chainguard.platform.registry.ImageConfigRequest
+ */
+export type ImageConfigRequest = Message<"chainguard.platform.registry.ImageConfigRequest"> & {
+  /**
+   * The UIDP of the image repo to get config for.
+   *
+   * @generated from field: string repo_id = 1;
+   */
+  repoId: string;
+
+  /**
+   * The digest of the image to get config for.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * The architecture to get config for.
+   *
+   * @generated from field: string arch = 3;
+   */
+  arch: string;
+
+  /**
+   * Fetch config from registry.
+   *
+   * @generated from field: bool registry = 4;
+   */
+  registry: boolean;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ImageConfigRequest.
+ * Use `create(ImageConfigRequestSchema)` to create a new message.
+ */
+export const ImageConfigRequestSchema: GenMessage<ImageConfigRequest> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 37);
+
+/**
+ * The service for this request is deprecated.
+ *
+ * @generated from message chainguard.platform.registry.RawSbomRequest
+ * @deprecated
+ */
+export type RawSbomRequest = Message<"chainguard.platform.registry.RawSbomRequest"> & {
+  /**
+   * The UIDP of the image repo to get config for.
+   *
+   * @generated from field: string repo_id = 1;
+   */
+  repoId: string;
+
+  /**
+   * The digest of the image to get config for.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * The oci reference to get sbom for.
+   *
+   * @generated from field: string reference = 3;
+   */
+  reference: string;
+
+  /**
+   * The architecture to get config for.
+   *
+   * @generated from field: string arch = 4;
+   */
+  arch: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.RawSbomRequest.
+ * Use `create(RawSbomRequestSchema)` to create a new message.
+ * @deprecated
+ */
+export const RawSbomRequestSchema: GenMessage<RawSbomRequest> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 38);
+
+/**
+ * @generated from message chainguard.platform.registry.VulnReportRequest
+ */
+export type VulnReportRequest = Message<"chainguard.platform.registry.VulnReportRequest"> & {
+  /**
+   * The UIDP of the image repo to get a VulnReport for.
+   *
+   * @generated from field: string repo_id = 1;
+   */
+  repoId: string;
+
+  /**
+   * The digest of the image to get a VulnReport for.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.VulnReportRequest.
+ * Use `create(VulnReportRequestSchema)` to create a new message.
+ */
+export const VulnReportRequestSchema: GenMessage<VulnReportRequest> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 39);
+
+/**
+ * @generated from message chainguard.platform.registry.ManifestMetadataIndexFilter
+ */
+export type ManifestMetadataIndexFilter = Message<"chainguard.platform.registry.ManifestMetadataIndexFilter"> & {
+  /**
+   * The tag/index digest to fetch metadata for.
+   *
+   * @generated from field: string digest = 1;
+   */
+  digest: string;
+
+  /**
+   * The architecture to fetch metadata for.
+   *
+   * @generated from field: string arch = 2;
+   */
+  arch: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ManifestMetadataIndexFilter.
+ * Use `create(ManifestMetadataIndexFilterSchema)` to create a new message.
+ */
+export const ManifestMetadataIndexFilterSchema: GenMessage<ManifestMetadataIndexFilter> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 40);
+
+/**
+ * @generated from message chainguard.platform.registry.ManifestMetadataFilterEntry
+ */
+export type ManifestMetadataFilterEntry = Message<"chainguard.platform.registry.ManifestMetadataFilterEntry"> & {
+  /**
+   * @generated from oneof chainguard.platform.registry.ManifestMetadataFilterEntry.filter
+   */
+  filter: {
+    /**
+     * For fetching metadata for an image digest
+     *
+     * @generated from field: string image_digest = 1;
+     */
+    value: string;
+    case: "imageDigest";
+  } | {
+    /**
+     * For fetching metadata for an index digest
+     *
+     * @generated from field: chainguard.platform.registry.ManifestMetadataIndexFilter index_filter = 2;
+     */
+    value: ManifestMetadataIndexFilter;
+    case: "indexFilter";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ManifestMetadataFilterEntry.
+ * Use `create(ManifestMetadataFilterEntrySchema)` to create a new message.
+ */
+export const ManifestMetadataFilterEntrySchema: GenMessage<ManifestMetadataFilterEntry> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 41);
+
+/**
+ * @generated from message chainguard.platform.registry.ManifestMetadataFilter
+ */
+export type ManifestMetadataFilter = Message<"chainguard.platform.registry.ManifestMetadataFilter"> & {
+  /**
+   * The UIDP of the image repo that the digests belongs to.
+   *
+   * @generated from field: string repo_id = 1;
+   */
+  repoId: string;
+
+  /**
+   * List of image digests or index digest to fetch package metadata for.
+   * All entries specified would be retrieved.
+   *
+   * @generated from field: repeated chainguard.platform.registry.ManifestMetadataFilterEntry items = 2;
+   */
+  items: ManifestMetadataFilterEntry[];
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ManifestMetadataFilter.
+ * Use `create(ManifestMetadataFilterSchema)` to create a new message.
+ */
+export const ManifestMetadataFilterSchema: GenMessage<ManifestMetadataFilter> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 42);
+
+/**
+ * @generated from message chainguard.platform.registry.PkgMetadata
+ */
+export type PkgMetadata = Message<"chainguard.platform.registry.PkgMetadata"> & {
+  /**
+   * purl of package or subpackage; spec https://github.com/package-url/purl-spec
+   *
+   * @generated from field: string purl = 1;
+   */
+  purl: string;
+
+  /**
+   * if differ from purl, it means it is a subpackage
+   *
+   * @generated from field: string origin_purl = 2;
+   */
+  originPurl: string;
+
+  /**
+   * date when EOL, date 0-0-0 when not eol
+   *
+   * @generated from field: google.protobuf.Timestamp eol_date = 3;
+   */
+  eolDate?: Timestamp | undefined;
+
+  /**
+   * timestamp when package was built, date 0-0-0 when build timestamp not available
+   *
+   * @generated from field: google.protobuf.Timestamp build_timestamp = 4;
+   */
+  buildTimestamp?: Timestamp | undefined;
+
+  /**
+   * license of package, empty if unknown
+   *
+   * @generated from field: string license = 5;
+   */
+  license: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.PkgMetadata.
+ * Use `create(PkgMetadataSchema)` to create a new message.
+ */
+export const PkgMetadataSchema: GenMessage<PkgMetadata> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 43);
+
+/**
+ * @generated from message chainguard.platform.registry.ManifestMetadata
+ */
+export type ManifestMetadata = Message<"chainguard.platform.registry.ManifestMetadata"> & {
+  /**
+   * Digest of image that packages are associated with.
+   *
+   * @generated from field: string digest = 1;
+   */
+  digest: string;
+
+  /**
+   * List of packages that are part of image.
+   *
+   * @generated from field: repeated chainguard.platform.registry.PkgMetadata pkg_metadata = 2;
+   */
+  pkgMetadata: PkgMetadata[];
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ManifestMetadata.
+ * Use `create(ManifestMetadataSchema)` to create a new message.
+ */
+export const ManifestMetadataSchema: GenMessage<ManifestMetadata> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 44);
+
+/**
+ * @generated from message chainguard.platform.registry.ManifestMetadataList
+ */
+export type ManifestMetadataList = Message<"chainguard.platform.registry.ManifestMetadataList"> & {
+  /**
+   * @generated from field: repeated chainguard.platform.registry.ManifestMetadata items = 1;
+   */
+  items: ManifestMetadata[];
+};
+
+/**
+ * Describes the message chainguard.platform.registry.ManifestMetadataList.
+ * Use `create(ManifestMetadataListSchema)` to create a new message.
+ */
+export const ManifestMetadataListSchema: GenMessage<ManifestMetadataList> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 45);
+
+/**
+ * The service for this request is deprecated.
+ *
+ * @generated from message chainguard.platform.registry.RawSbom
+ * @deprecated
+ */
+export type RawSbom = Message<"chainguard.platform.registry.RawSbom"> & {
+  /**
+   * @generated from field: string rawSbom = 1;
+   */
+  rawSbom: string;
+};
+
+/**
+ * Describes the message chainguard.platform.registry.RawSbom.
+ * Use `create(RawSbomSchema)` to create a new message.
+ * @deprecated
+ */
+export const RawSbomSchema: GenMessage<RawSbom> = /*@__PURE__*/
+  messageDesc(file_platform_registry_v1_registry_platform, 46);
+
+/**
  * @generated from enum chainguard.platform.registry.CatalogTier
  */
 export enum CatalogTier {
@@ -1303,6 +2080,66 @@ export const Registry: GenService<{
     methodKind: "unary";
     input: typeof TagHistoryFilterSchema;
     output: typeof TagHistoryListSchema;
+  },
+  /**
+   * Deprecated
+   *
+   * @generated from rpc chainguard.platform.registry.Registry.GetSbom
+   */
+  getSbom: {
+    methodKind: "unary";
+    input: typeof SbomRequestSchema;
+    output: typeof Sbom2Schema;
+  },
+  /**
+   * @generated from rpc chainguard.platform.registry.Registry.GetImageConfig
+   */
+  getImageConfig: {
+    methodKind: "unary";
+    input: typeof ImageConfigRequestSchema;
+    output: typeof ImageConfigSchema;
+  },
+  /**
+   * @generated from rpc chainguard.platform.registry.Registry.GetArchs
+   */
+  getArchs: {
+    methodKind: "unary";
+    input: typeof ArchRequestSchema;
+    output: typeof ArchsSchema;
+  },
+  /**
+   * @generated from rpc chainguard.platform.registry.Registry.GetSize
+   */
+  getSize: {
+    methodKind: "unary";
+    input: typeof SizeRequestSchema;
+    output: typeof SizeSchema;
+  },
+  /**
+   * Deprecated
+   *
+   * @generated from rpc chainguard.platform.registry.Registry.GetRawSbom
+   */
+  getRawSbom: {
+    methodKind: "unary";
+    input: typeof RawSbomRequestSchema;
+    output: typeof RawSbomSchema;
+  },
+  /**
+   * @generated from rpc chainguard.platform.registry.Registry.GetVulnReport
+   */
+  getVulnReport: {
+    methodKind: "unary";
+    input: typeof VulnReportRequestSchema;
+    output: typeof VulnReportSchema;
+  },
+  /**
+   * @generated from rpc chainguard.platform.registry.Registry.ListManifestMetadata
+   */
+  listManifestMetadata: {
+    methodKind: "unary";
+    input: typeof ManifestMetadataFilterSchema;
+    output: typeof ManifestMetadataListSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_platform_registry_v1_registry_platform, 0);

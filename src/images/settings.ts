@@ -1,0 +1,15 @@
+// The images module's settings (its `moduleSettings`: `bulwark serve --attach-sboms`,
+// --inventory-concurrency, ...). Absent: the defaults below.
+export interface ImagesSettings {
+  /** also push each generated SBOM to the image's repo as an OCI referrer (`--attach-sboms`) */
+  attachSboms?: boolean;
+  /** images read at once by this replica (0: this replica reads none; default 1) */
+  inventoryConcurrency?: number;
+  /** how often a replica looks for work other replicas queued (default 1 s) */
+  pollIntervalMs?: number;
+}
+
+export const IMAGES_DEFAULTS = {
+  inventoryConcurrency: 1,
+  pollIntervalMs: 1000,
+} as const;
