@@ -8,9 +8,14 @@ import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import * as m014 from "./migrations/014_images.js";
 import type { ImagesSettings } from "./settings.js";
+import { ReportsRepository } from "./storage/reports.js";
+import { imagesDb } from "./storage/schema.js";
 
-export function imagesRepositories(_db: Db) {
-  return {};
+export function imagesRepositories(db: Db) {
+  const images = imagesDb(db);
+  return {
+    reports: new ReportsRepository(images),
+  };
 }
 
 export type ImagesExports = Record<string, never>;
