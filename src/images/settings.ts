@@ -7,6 +7,11 @@ export interface ImagesSettings {
   inventoryConcurrency?: number;
   /** how often a replica looks for work other replicas queued (default 1 s) */
   pollIntervalMs?: number;
+  /**
+   * bounds on reading one image (inventory/reader.ts InventoryLimits: decompressed bytes,
+   * entries, package database sizes, ...); absent: the reader's defaults
+   */
+  inventoryLimits?: Readonly<Record<string, number>>;
 }
 
 export const IMAGES_DEFAULTS = {

@@ -276,13 +276,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
             clearTimeout(force);
           }
           await tasksStopped;
-          for (const runtime of runtimes) await runtime.close?.();
+          // Last started, first closed: a module may be using an earlier one's exports (the
+          // images module's background reads, the registry's blob store) until it closes.
+          for (const runtime of [...runtimes].reverse()) await runtime.close?.();
           await database.close();
         })()),
     };
   } catch (err) {
     await tasks.stop();
-    for (const runtime of runtimes) await runtime.close?.().catch(() => undefined);
+    for (const runtime of [...runtimes].reverse()) await runtime.close?.().catch(() => undefined);
     await database.close();
     throw err;
   }

@@ -46,6 +46,16 @@ export class InventoriesRepository {
     return rows[0]!.state;
   }
 
+  /** Queues each of `digests` not known yet (the one-time backfill of images pushed earlier). */
+  async enqueueMany(digests: readonly string[], now: Date): Promise<void> {
+    for (let i = 0; i < digests.length; i += PACKAGE_CHUNK)
+      await this.db
+        .insertInto("image_inventories")
+        .values(digests.slice(i, i + PACKAGE_CHUNK).map((digest) => ({ digest, discover_time: now })))
+        .onConflict((oc) => oc.column("digest").doNothing())
+        .execute();
+  }
+
   /**
    * Reads `digest` again from the start (an SBOM was attached to it): pending, attempts and error
    * cleared. A read in progress loses its lease, so its result is not saved (see `save`). Nothing
@@ -69,7 +79,9 @@ export class InventoriesRepository {
     await sql`
       update image_inventories set state = 'failed', lease_until = null,
         error = coalesce(error, ${`reading the image stopped unfinished ${MAX_INVENTORY_ATTEMPTS} times (the reading process ended or its lease ran out)`})
-      where state = 'pending' and attempts >= ${MAX_INVENTORY_ATTEMPTS} and lease_until < ${now}`.execute(this.db);
+      where state = 'pending' and attempts >= ${MAX_INVENTORY_ATTEMPTS} and (lease_until is null or lease_until < ${now})`.execute(
+      this.db,
+    );
     const until = new Date(now.getTime() + leaseMs);
     const { rows } = await sql<{ digest: string }>`
       update image_inventories i set lease_until = ${until}, attempts = i.attempts + 1
@@ -95,6 +107,27 @@ export class InventoriesRepository {
       .where("lease_until", "is not", null)
       .executeTakeFirst();
     return r.numUpdatedRows > 0n;
+  }
+
+  /**
+   * Frees every lease: on an embedded database, whose one process at a time is this one, a lease
+   * left is a killed process's, and its read resumes now instead of when the lease runs out (the
+   * killed read still counts as an attempt).
+   */
+  async releaseAll(): Promise<void> {
+    await this.db
+      .updateTable("image_inventories")
+      .set({ lease_until: null })
+      .where("state", "=", "pending")
+      .where("lease_until", "is not", null)
+      .execute();
+  }
+
+  /** Gives a read's lease back unfinished (a server stopping): not counted as an attempt. */
+  async release(digest: string): Promise<void> {
+    await sql`
+      update image_inventories set lease_until = null, attempts = greatest(attempts - 1, 0)
+      where digest = ${digest} and state = 'pending' and lease_until is not null`.execute(this.db);
   }
 
   /**
