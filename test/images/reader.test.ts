@@ -1,0 +1,686 @@
+// The inventory reader (src/images/inventory/reader.ts) on real image bytes: tar layers packed by
+// tar-stream, compressed by the system's gzip and zstd, served by an in-memory ImageSource as the
+// registry's store would. What an image's layers leave in its root filesystem (apk and dpkg
+// databases, os-release, whiteouts, opaque directories, overrides), attached SBOMs used instead of
+// the layers, and every kind of hostile image ending in an InventoryError that says why.
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { execFile } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { promisify } from "node:util";
+import { readInventory } from "../../src/images/inventory/reader.js";
+import { InventoryError, type Inventory } from "../../src/images/inventory/types.js";
+import {
+  apkInstalled,
+  digestOf,
+  DOCKER_LAYER_GZIP,
+  gzipOf,
+  imageSource,
+  layoutSource,
+  LAYER_GZIP,
+  LAYER_TAR,
+  LAYER_ZSTD,
+  tarOf,
+  zstdOf,
+  type LayerEntry,
+  type TestImage,
+  type TestLayer,
+} from "../support/layers.js";
+import { HANG_MS } from "../support/wait.js";
+
+// Real Wolfi packages (names, versions, origins and licenses as Wolfi's repository has them).
+const WOLFI_PACKAGES = [
+  { name: "ca-certificates-bundle", version: "20240705-r0", origin: "ca-certificates", license: "MPL-2.0 AND MIT" },
+  { name: "glibc", version: "2.40-r3", license: "LGPL-2.1-or-later" },
+  { name: "libcrypto3", version: "3.3.2-r0", origin: "openssl", license: "Apache-2.0" },
+  { name: "libssl3", version: "3.3.2-r0", origin: "openssl", license: "Apache-2.0" },
+  { name: "wolfi-baselayout", version: "20230201-r15", license: "MIT" },
+];
+const WOLFI_OS_RELEASE =
+  'ID=wolfi\nNAME="Wolfi"\nPRETTY_NAME="Wolfi"\nVERSION_ID="20230201"\nHOME_URL="https://wolfi.dev"\n';
+
+const gzLayer = async (entries: LayerEntry[]): Promise<TestLayer> => ({
+  mediaType: LAYER_GZIP,
+  bytes: await gzipOf(await tarOf(entries)),
+});
+const tarLayer = async (entries: LayerEntry[]): Promise<TestLayer> => ({
+  mediaType: LAYER_TAR,
+  bytes: await tarOf(entries),
+});
+
+const read = (image: TestImage, limits?: Parameters<typeof readInventory>[1]) =>
+  readInventory(imageSource(image), limits);
+
+async function rejectsWith(image: TestImage, message: RegExp, limits?: Parameters<typeof readInventory>[1]) {
+  await assert.rejects(read(image, limits), (error: unknown) => {
+    assert.ok(error instanceof InventoryError, `an InventoryError, not ${String(error)}`);
+    assert.match(error.message, message);
+    return true;
+  });
+}
+
+const names = (inventory: Inventory) => inventory.packages.map((p) => `${p.name}@${p.version}`).sort();
+
+describe("inventory reader: apk images", () => {
+  it("reads a Wolfi image's config, sizes and apk database, subpackages keeping their origin", async () => {
+    const base = await gzLayer([
+      { name: "etc/", type: "directory" },
+      { name: "etc/os-release", content: WOLFI_OS_RELEASE },
+      { name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) },
+    ]);
+    const app = await gzLayer([{ name: "usr/bin/app", content: randomBytes(2000) }]);
+    const source = imageSource({ layers: [base, app] });
+    const inventory = await readInventory(source);
+
+    assert.equal(inventory.os, "linux");
+    assert.equal(inventory.architecture, "amd64");
+    assert.equal(inventory.variant, "");
+    assert.deepEqual(inventory.created, new Date("2024-05-01T12:00:00Z"));
+    assert.deepEqual(inventory.config, {
+      User: "65532",
+      Env: ["PATH=/usr/bin"],
+      Entrypoint: ["/usr/bin/app"],
+      Labels: { team: "bulwark" },
+    });
+    const manifest = JSON.parse(Buffer.from(source.manifest).toString());
+    assert.equal(inventory.sizeCompressed, manifest.config.size + base.bytes.length + app.bytes.length);
+    assert.equal(inventory.packageSource, "apk");
+    assert.equal(inventory.distro, "wolfi");
+    assert.equal(inventory.distroVersion, "20230201");
+
+    const libcrypto = inventory.packages.find((p) => p.name === "libcrypto3");
+    assert.deepEqual(libcrypto, {
+      type: "apk",
+      name: "libcrypto3",
+      version: "3.3.2-r0",
+      arch: "x86_64",
+      origin: "openssl",
+      license: "Apache-2.0",
+      purl: "pkg:apk/wolfi/libcrypto3@3.3.2-r0?arch=x86_64",
+    });
+    // No `o:` line: the package is its own origin.
+    assert.equal(inventory.packages.find((p) => p.name === "glibc")?.origin, "glibc");
+    assert.deepEqual(names(inventory), WOLFI_PACKAGES.map((p) => `${p.name}@${p.version}`).sort());
+  });
+
+  it("counts the layers' decompressed tar bytes as the uncompressed size", async () => {
+    const tars = [
+      await tarOf([{ name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) }]),
+      await tarOf([{ name: "app/data", content: randomBytes(100_000) }]),
+    ];
+    const inventory = await read({
+      layers: [
+        { mediaType: LAYER_GZIP, bytes: await gzipOf(tars[0]!) },
+        { mediaType: LAYER_TAR, bytes: tars[1]! },
+      ],
+    });
+    assert.equal(inventory.sizeUncompressed, tars[0]!.length + tars[1]!.length);
+  });
+
+  it("takes the distro from os-release for the purls (alpine; Wolfi when there is none; /usr/lib/os-release behind a symlinked /etc one)", async () => {
+    const db = { name: "lib/apk/db/installed", content: apkInstalled([{ name: "musl", version: "1.2.5-r0" }]) };
+    const alpine = await read({
+      layers: [await gzLayer([{ name: "etc/os-release", content: "ID=alpine\nVERSION_ID=3.20.3\n" }, db])],
+    });
+    assert.equal(alpine.distro, "alpine");
+    assert.equal(alpine.packages[0]!.purl, "pkg:apk/alpine/musl@1.2.5-r0?arch=x86_64");
+
+    const none = await read({ layers: [await gzLayer([db])] });
+    assert.equal(none.distro, "");
+    assert.equal(none.packages[0]!.purl, "pkg:apk/wolfi/musl@1.2.5-r0?arch=x86_64");
+
+    const viaUsrLib = await read({
+      layers: [
+        await gzLayer([
+          { name: "usr/lib/os-release", content: 'ID="chainguard"\nVERSION_ID=20230214\n' },
+          { name: "etc/os-release", type: "symlink", linkname: "../usr/lib/os-release" },
+          db,
+        ]),
+      ],
+    });
+    assert.equal(viaUsrLib.distro, "chainguard");
+    assert.equal(viaUsrLib.packages[0]!.purl, "pkg:apk/chainguard/musl@1.2.5-r0?arch=x86_64");
+  });
+
+  it("honours a later layer: its database replaces the earlier one", async () => {
+    const inventory = await read({
+      layers: [
+        await gzLayer([{ name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) }]),
+        await gzLayer([
+          {
+            name: "./lib/apk/db/installed",
+            content: apkInstalled([{ name: "libcrypto3", version: "3.4.0-r1", origin: "openssl" }]),
+          },
+        ]),
+      ],
+    });
+    assert.deepEqual(names(inventory), ["libcrypto3@3.4.0-r1"]);
+  });
+
+  it("honours whiteouts: a deleted database (or its directory) lists nothing", async () => {
+    const db = await gzLayer([{ name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) }]);
+    const fileDeleted = await read({ layers: [db, await gzLayer([{ name: "lib/apk/db/.wh.installed" }])] });
+    assert.deepEqual(fileDeleted.packages, []);
+    assert.equal(fileDeleted.packageSource, "");
+
+    const dirDeleted = await read({ layers: [db, await gzLayer([{ name: "/lib/.wh.apk" }])] });
+    assert.deepEqual(dirDeleted.packages, []);
+
+    // A whiteout deletes from the layers below, never its own layer's file.
+    const recreated = await read({
+      layers: [
+        db,
+        await gzLayer([
+          { name: "lib/apk/db/installed", content: apkInstalled([{ name: "busybox", version: "1.37.0-r0" }]) },
+          { name: "lib/apk/db/.wh.installed" },
+        ]),
+      ],
+    });
+    assert.deepEqual(names(recreated), ["busybox@1.37.0-r0"]);
+
+    // Deleting something else leaves the database.
+    const unrelated = await read({
+      layers: [db, await gzLayer([{ name: "lib/apk/db/.wh.lock" }, { name: "etc/.wh.motd" }])],
+    });
+    assert.equal(unrelated.packages.length, WOLFI_PACKAGES.length);
+  });
+
+  it("honours opaque directories: the layers below contribute nothing under them", async () => {
+    const db = await gzLayer([{ name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) }]);
+    const emptied = await read({ layers: [db, await gzLayer([{ name: "lib/apk/.wh..wh..opq" }])] });
+    assert.deepEqual(emptied.packages, []);
+
+    const replaced = await read({
+      layers: [
+        db,
+        await gzLayer([
+          { name: "lib/apk/db/.wh..wh..opq" },
+          { name: "lib/apk/db/installed", content: apkInstalled([{ name: "busybox", version: "1.37.0-r0" }]) },
+        ]),
+      ],
+    });
+    assert.deepEqual(names(replaced), ["busybox@1.37.0-r0"]);
+
+    const elsewhere = await read({ layers: [db, await gzLayer([{ name: "var/.wh..wh..opq" }])] });
+    assert.equal(elsewhere.packages.length, WOLFI_PACKAGES.length);
+  });
+
+  it("reads zstd layers (and plain tar, and Docker's gzip media type in a schema 2 manifest)", async () => {
+    const tar = await tarOf([
+      { name: "etc/os-release", content: WOLFI_OS_RELEASE },
+      { name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) },
+      // Big enough for several zstd blocks around the database.
+      { name: "usr/share/blob", content: randomBytes(400_000) },
+    ]);
+    const zstd = await read({ layers: [{ mediaType: LAYER_ZSTD, bytes: await zstdOf(tar) }] });
+    assert.deepEqual(names(zstd), WOLFI_PACKAGES.map((p) => `${p.name}@${p.version}`).sort());
+    assert.equal(zstd.sizeUncompressed, tar.length);
+
+    const plain = await read({ layers: [{ mediaType: LAYER_TAR, bytes: tar }] });
+    assert.deepEqual(names(plain), names(zstd));
+
+    const docker = await read({
+      manifestMediaType: "application/vnd.docker.distribution.manifest.v2+json",
+      layers: [{ mediaType: DOCKER_LAYER_GZIP, bytes: await gzipOf(tar) }],
+    });
+    assert.deepEqual(names(docker), names(zstd));
+  });
+});
+
+describe("inventory reader: an image umoci built", () => {
+  // umoci's unpack/repack (its `insert` of this version writes a layer without the tar's final
+  // padding and end blocks, which GNU tar and Go's archive/tar refuse, and so does the reader).
+  it("reads the layers umoci writes, the whiteouts it makes for deleted files included", async () => {
+    const exec = promisify(execFile);
+    const umoci = (...args: string[]) => exec("umoci", args, { timeout: HANG_MS });
+    const work = mkdtempSync(join(tmpdir(), "bulwark-reader-"));
+    try {
+      const image = `${join(work, "layout")}:v1`;
+      const rootfs = join(work, "bundle", "rootfs");
+      const file = (path: string, content: string) => {
+        mkdirSync(join(rootfs, path, ".."), { recursive: true });
+        writeFileSync(join(rootfs, path), content);
+      };
+      await umoci("init", "--layout", join(work, "layout"));
+      await umoci("new", "--image", image);
+      await umoci(
+        "config",
+        "--image",
+        image,
+        "--os",
+        "linux",
+        "--architecture",
+        "arm64",
+        "--config.label",
+        "stage=base",
+      );
+      await umoci("unpack", "--rootless", "--image", image, join(work, "bundle"));
+      file("etc/os-release", WOLFI_OS_RELEASE);
+      file("lib/apk/db/installed", apkInstalled(WOLFI_PACKAGES));
+      file("var/lib/dpkg/status", "Package: leftover\nStatus: install ok installed\nVersion: 1.0\n");
+      await umoci("repack", "--refresh-bundle", "--image", image, join(work, "bundle"));
+      // The next layer: the dpkg database deleted (a whiteout), the apk one rewritten.
+      rmSync(join(rootfs, "var", "lib", "dpkg"), { recursive: true });
+      file("lib/apk/db/installed", apkInstalled([{ name: "libcrypto3", version: "3.4.0-r1", origin: "openssl" }]));
+      await umoci("repack", "--image", image, join(work, "bundle"));
+
+      const source = await layoutSource(join(work, "layout"), "v1");
+      assert.equal(JSON.parse(Buffer.from(source.manifest).toString()).layers.length, 2);
+      const inventory = await readInventory(source);
+      assert.equal(inventory.architecture, "arm64");
+      assert.deepEqual(inventory.config.Labels, { stage: "base" });
+      assert.equal(inventory.packageSource, "apk");
+      assert.equal(inventory.distro, "wolfi");
+      assert.deepEqual(names(inventory), ["libcrypto3@3.4.0-r1"]);
+      assert.equal(inventory.packages[0]!.purl, "pkg:apk/wolfi/libcrypto3@3.4.0-r1?arch=x86_64");
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("inventory reader: dpkg images", () => {
+  const STATUS = [
+    "Package: libssl3",
+    "Status: install ok installed",
+    "Priority: optional",
+    "Architecture: amd64",
+    "Multi-Arch: same",
+    "Source: openssl",
+    "Version: 3.0.14-1~deb12u2",
+    "Description: Secure Sockets Layer toolkit - shared libraries",
+    " This package is part of the OpenSSL project's implementation.",
+    "",
+    "Package: libc6",
+    "Status: install ok installed",
+    "Architecture: amd64",
+    "Source: glibc (2.36-9+deb12u7)",
+    "Version: 2.36-9+deb12u8",
+    "",
+    "Package: tzdata",
+    "Status: deinstall ok config-files",
+    "Architecture: all",
+    "Version: 2024a-0+deb12u1",
+    "",
+    "Package: dpkg",
+    "Status: install ok installed",
+    "Architecture: amd64",
+    "Version: 1:1.21.22",
+    "",
+  ].join("\n");
+
+  it("reads var/lib/dpkg/status: installed stanzas only, Source as the origin, deb purls", async () => {
+    const inventory = await read({
+      layers: [
+        await gzLayer([
+          {
+            name: "etc/os-release",
+            content: 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n',
+          },
+          { name: "var/lib/dpkg/status", content: STATUS },
+        ]),
+      ],
+    });
+    assert.equal(inventory.packageSource, "dpkg");
+    assert.equal(inventory.distro, "debian");
+    assert.equal(inventory.distroVersion, "12");
+    assert.deepEqual(names(inventory), ["dpkg@1:1.21.22", "libc6@2.36-9+deb12u8", "libssl3@3.0.14-1~deb12u2"]);
+    const byName = new Map(inventory.packages.map((p) => [p.name, p]));
+    assert.deepEqual(byName.get("libc6"), {
+      type: "deb",
+      name: "libc6",
+      version: "2.36-9+deb12u8",
+      arch: "amd64",
+      origin: "glibc",
+      license: "",
+      purl: "pkg:deb/debian/libc6@2.36-9%2Bdeb12u8?arch=amd64",
+    });
+    assert.equal(byName.get("libssl3")!.origin, "openssl");
+    assert.equal(byName.get("libssl3")!.purl, "pkg:deb/debian/libssl3@3.0.14-1~deb12u2?arch=amd64");
+    assert.equal(byName.get("dpkg")!.origin, "dpkg");
+    assert.equal(byName.get("dpkg")!.purl, "pkg:deb/debian/dpkg@1:1.21.22?arch=amd64");
+  });
+
+  it("reads distroless's status.d/ (one file per package, no Status field, .md5sums skipped) beside apk", async () => {
+    const inventory = await read({
+      layers: [
+        await tarLayer([
+          { name: "var/lib/dpkg/status.d/", type: "directory" },
+          {
+            name: "var/lib/dpkg/status.d/base-files",
+            content: "Package: base-files\nVersion: 12.4+deb12u7\nArchitecture: amd64\n",
+          },
+          {
+            name: "var/lib/dpkg/status.d/base-files.md5sums",
+            content: "d41d8cd98f00b204e9800998ecf8427e  etc/debian_version\n",
+          },
+          { name: "var/lib/dpkg/status.d/netbase", content: "Package: netbase\nVersion: 6.4\nArchitecture: all\n" },
+        ]),
+        await tarLayer([
+          { name: "lib/apk/db/installed", content: apkInstalled([{ name: "busybox", version: "1.37.0-r0" }]) },
+        ]),
+        await tarLayer([{ name: "var/lib/dpkg/status.d/.wh.netbase" }]),
+      ],
+    });
+    assert.equal(inventory.packageSource, "apk+dpkg");
+    assert.deepEqual(names(inventory), ["base-files@12.4+deb12u7", "busybox@1.37.0-r0"]);
+    assert.equal(
+      inventory.packages.find((p) => p.name === "base-files")!.purl,
+      "pkg:deb/debian/base-files@12.4%2Bdeb12u7?arch=amd64",
+    );
+  });
+});
+
+describe("inventory reader: attached SBOMs", () => {
+  const encode = (doc: unknown) => new TextEncoder().encode(JSON.stringify(doc));
+  // A layer the source does not hold: reading any layer would fail, so a result proves none was.
+  const unreadable = async (): Promise<Pick<TestImage, "layers" | "missing">> => {
+    const layer = await gzLayer([{ name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) }]);
+    return { layers: [layer], missing: [digestOf(layer.bytes)] };
+  };
+
+  const SPDX = {
+    spdxVersion: "SPDX-2.3",
+    SPDXID: "SPDXRef-DOCUMENT",
+    name: "sbom-sha256:abc",
+    documentDescribes: ["SPDXRef-Package-image"],
+    packages: [
+      {
+        SPDXID: "SPDXRef-Package-image",
+        name: "sha256:abc",
+        externalRefs: [
+          { referenceCategory: "PACKAGE-MANAGER", referenceType: "purl", referenceLocator: "pkg:oci/app@sha256%3Aabc" },
+        ],
+      },
+      {
+        SPDXID: "SPDXRef-OperatingSystem",
+        name: "wolfi",
+        versionInfo: "20230201",
+        primaryPackagePurpose: "OPERATING-SYSTEM",
+      },
+      {
+        SPDXID: "SPDXRef-Package-libcrypto3",
+        name: "libcrypto3",
+        versionInfo: "3.3.2-r0",
+        licenseConcluded: "NOASSERTION",
+        licenseDeclared: "Apache-2.0",
+        externalRefs: [
+          {
+            referenceCategory: "PACKAGE-MANAGER",
+            referenceType: "purl",
+            referenceLocator: "pkg:apk/wolfi/libcrypto3@3.3.2-r0?arch=x86_64&upstream=openssl&distro=wolfi",
+          },
+        ],
+      },
+      { SPDXID: "SPDXRef-File-x", name: "no purl, not a package we can type" },
+    ],
+  };
+  const CYCLONEDX = {
+    bomFormat: "CycloneDX",
+    specVersion: "1.5",
+    version: 1,
+    metadata: { component: { type: "container", name: "app" } },
+    components: [
+      { type: "operating-system", name: "debian", version: "12" },
+      {
+        type: "library",
+        name: "libssl3",
+        version: "3.0.14-1~deb12u2",
+        purl: "pkg:deb/debian/libssl3@3.0.14-1~deb12u2?arch=amd64&upstream=openssl",
+        licenses: [{ license: { id: "Apache-2.0" } }],
+      },
+      {
+        type: "library",
+        name: "express",
+        version: "4.19.2",
+        purl: "pkg:npm/express@4.19.2",
+        licenses: [{ expression: "MIT" }],
+        components: [{ type: "library", name: "qs", version: "6.11.0", purl: "pkg:npm/qs@6.11.0" }],
+      },
+    ],
+  };
+
+  it("uses an attached SPDX document instead of the layers", async () => {
+    const inventory = await read({
+      ...(await unreadable()),
+      sboms: [{ artifactType: "application/spdx+json", content: encode(SPDX) }],
+    });
+    assert.equal(inventory.packageSource, "sbom:spdx");
+    assert.equal(inventory.sizeUncompressed, 0);
+    assert.equal(inventory.distro, "wolfi");
+    assert.deepEqual(inventory.packages, [
+      {
+        type: "apk",
+        name: "libcrypto3",
+        version: "3.3.2-r0",
+        arch: "x86_64",
+        origin: "openssl",
+        license: "Apache-2.0",
+        purl: "pkg:apk/wolfi/libcrypto3@3.3.2-r0?arch=x86_64&upstream=openssl&distro=wolfi",
+      },
+    ]);
+  });
+
+  it("uses an attached CycloneDX document (media type with a version parameter), nested components included", async () => {
+    const inventory = await read({
+      ...(await unreadable()),
+      sboms: [
+        { artifactType: "application/vnd.cyclonedx+json;version=1.5", content: encode(CYCLONEDX) },
+        { artifactType: "application/spdx+json", content: encode(SPDX) },
+      ],
+    });
+    assert.equal(inventory.packageSource, "sbom:cyclonedx");
+    assert.equal(inventory.distro, "debian");
+    assert.deepEqual(names(inventory), ["express@4.19.2", "libssl3@3.0.14-1~deb12u2", "qs@6.11.0"]);
+    const libssl = inventory.packages.find((p) => p.name === "libssl3")!;
+    assert.deepEqual(
+      [libssl.type, libssl.arch, libssl.origin, libssl.license],
+      ["deb", "amd64", "openssl", "Apache-2.0"],
+    );
+    assert.equal(inventory.packages.find((p) => p.name === "express")!.type, "npm");
+  });
+
+  it("falls back to the layers when no attached document parses", async () => {
+    const inventory = await read({
+      layers: [await gzLayer([{ name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) }])],
+      sboms: [
+        { artifactType: "application/spdx+json", content: new TextEncoder().encode("{not json") },
+        { artifactType: "application/vnd.cyclonedx+json", content: encode({ bomFormat: "SPDX?" }) },
+        { artifactType: "application/vnd.dev.cosign.simplesigning.v1+json", content: encode(SPDX) },
+      ],
+    });
+    assert.equal(inventory.packageSource, "apk");
+    assert.equal(inventory.packages.length, WOLFI_PACKAGES.length);
+  });
+});
+
+describe("inventory reader: hostile and malformed images end in an InventoryError", () => {
+  const db = { name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) };
+
+  it("a tar bomb passes the decompressed-bytes limit", async () => {
+    // 8 MiB of zeros gzip to a few KiB.
+    const bomb = await gzLayer([{ name: "zeros", content: Buffer.alloc(8 << 20) }]);
+    assert.ok(bomb.bytes.length < 64 * 1024);
+    await rejectsWith({ layers: [bomb] }, /decompress to more than 1048576 bytes/, { maxDecompressedBytes: 1 << 20 });
+    // The limit is over all layers together.
+    const half = await gzLayer([{ name: "zeros", content: Buffer.alloc(600 << 10) }]);
+    await rejectsWith({ layers: [half, half] }, /decompress to more than/, { maxDecompressedBytes: 1 << 20 });
+  });
+
+  it("a `../` path is refused (also a hard link's target)", async () => {
+    await rejectsWith(
+      { layers: [await gzLayer([db, { name: "../../etc/passwd", content: "root::0:0" }])] },
+      /"\.\.\/\.\.\/etc\/passwd" leaves the image root/,
+    );
+    await rejectsWith(
+      { layers: [await gzLayer([{ name: "lib/apk/db/../../../x", content: "" }])] },
+      /leaves the image root/,
+    );
+    await rejectsWith(
+      { layers: [await gzLayer([{ name: "etc/shadow", type: "link", linkname: "../../../etc/shadow" }])] },
+      /leaves the image root/,
+    );
+  });
+
+  it("symlinks are never followed: a symlinked database, a loop, a symlink over the database", async () => {
+    const symlinked = await read({
+      layers: [
+        await gzLayer([
+          { name: "tmp/installed", content: db.content },
+          { name: "lib/apk/db/installed", type: "symlink", linkname: "/tmp/installed" },
+          { name: "var/lib/dpkg", type: "symlink", linkname: "../../var/lib/dpkg" },
+          { name: "etc/os-release", type: "symlink", linkname: "os-release" },
+          { name: "a", type: "symlink", linkname: "b" },
+          { name: "b", type: "symlink", linkname: "a" },
+        ]),
+      ],
+    });
+    assert.deepEqual(symlinked.packages, []);
+    assert.equal(symlinked.distro, "");
+
+    const replaced = await read({
+      layers: [await gzLayer([db]), await gzLayer([{ name: "lib/apk", type: "symlink", linkname: "/tmp/elsewhere" }])],
+    });
+    assert.deepEqual(replaced.packages, []);
+
+    // A hard link is the same file: kept.
+    const hardLinked = await read({
+      layers: [
+        await gzLayer([
+          { name: "usr/lib/os-release", content: "ID=wolfi\n" },
+          { name: "etc/os-release", type: "link", linkname: "usr/lib/os-release" },
+          db,
+        ]),
+      ],
+    });
+    assert.equal(hardLinked.distro, "wolfi");
+  });
+
+  it("a corrupt tar header, a header claiming more data than the layer has, and a truncated tar", async () => {
+    const garbage = randomBytes(4096);
+    await rejectsWith(
+      { layers: [{ mediaType: LAYER_TAR, bytes: garbage }] },
+      /layer 1 \(sha256:[0-9a-f]{64}\): not a readable tar archive/,
+    );
+
+    // A header saying the entry is 64 GiB (octal 1000000000000 in the 12-byte size field), checksum fixed.
+    const tar = Buffer.from(await tarOf([{ name: "huge", content: "x" }]));
+    tar.write("1000000000000".slice(0, 11) + "\0", 124, "latin1");
+    tar.fill(" ", 148, 156);
+    let sum = 0;
+    for (let i = 0; i < 512; i++) sum += tar[i]!;
+    tar.write(sum.toString(8).padStart(6, "0") + "\0 ", 148, "latin1");
+    await rejectsWith({ layers: [{ mediaType: LAYER_GZIP, bytes: await gzipOf(tar) }] }, /not a readable tar archive/);
+
+    const truncated = (await tarOf([db, { name: "big", content: randomBytes(50_000) }])).subarray(0, 20_000);
+    await rejectsWith({ layers: [{ mediaType: LAYER_TAR, bytes: truncated }] }, /not a readable tar archive/);
+  });
+
+  it("truncated or corrupt gzip and zstd data", async () => {
+    const tar = await tarOf([db, { name: "big", content: randomBytes(200_000) }]);
+    const gz = await gzipOf(tar);
+    await rejectsWith(
+      { layers: [{ mediaType: LAYER_GZIP, bytes: gz.subarray(0, gz.length / 2) }] },
+      /the gzip data is corrupt or truncated/,
+    );
+    await rejectsWith({ layers: [{ mediaType: LAYER_GZIP, bytes: tar }] }, /the gzip data is corrupt or truncated/);
+    const zst = await zstdOf(tar);
+    await rejectsWith(
+      { layers: [{ mediaType: LAYER_ZSTD, bytes: zst.subarray(0, zst.length / 2) }] },
+      /the zstd data is corrupt or truncated/,
+    );
+    await rejectsWith({ layers: [{ mediaType: LAYER_ZSTD, bytes: gz }] }, /the zstd data is corrupt or truncated/);
+  });
+
+  it("a zstd frame whose window passes the limit", async () => {
+    // From stdin zstd does not know the size, so the frame declares its level's window (2 MiB at -3).
+    const zst = await zstdOf(await tarOf([db]), ["-3"]);
+    await rejectsWith(
+      { layers: [{ mediaType: LAYER_ZSTD, bytes: zst }] },
+      /zstd window is \d+ bytes, more than the 65536 allowed/,
+      {
+        maxZstdWindowBytes: 65536,
+      },
+    );
+  });
+
+  it("a missing blob (layer or config)", async () => {
+    const layer = await gzLayer([db]);
+    await rejectsWith(
+      { layers: [layer], missing: [digestOf(layer.bytes)] },
+      /the layer 1's blob sha256:[0-9a-f]{64} is missing from the store/,
+    );
+    const source = imageSource({ layers: [layer] });
+    const withoutConfig = {
+      ...source,
+      openBlob: async (d: string) => (d === source.configDigest ? undefined : source.openBlob(d)),
+    };
+    await assert.rejects(
+      readInventory(withoutConfig),
+      (e: unknown) => e instanceof InventoryError && /config's blob .* is missing/.test(e.message),
+    );
+  });
+
+  it("limits on entries, layers, the package database's size and the config's size", async () => {
+    const many = await tarLayer(Array.from({ length: 50 }, (_, i) => ({ name: `f${i}`, content: "" })));
+    await rejectsWith({ layers: [many] }, /more than 40 entries/, { maxEntries: 40 });
+    const small = await tarLayer([db]);
+    await rejectsWith({ layers: [small, small, small] }, /3 layers, more than the 2 allowed/, { maxLayers: 2 });
+    await rejectsWith({ layers: [small] }, /lib\/apk\/db\/installed is \d+ bytes, more than the 100 allowed/, {
+      maxPackageDbBytes: 100,
+    });
+    await rejectsWith({ layers: [small] }, /the config is \d+ bytes, more than the 100 allowed/, {
+      maxConfigBytes: 100,
+    });
+  });
+
+  it("anything but an image manifest with an image config and known layer types", async () => {
+    const index = {
+      manifest: new TextEncoder().encode(
+        JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: [] }),
+      ),
+      openBlob: async () => undefined,
+      sboms: async () => [],
+    };
+    await assert.rejects(readInventory(index), /an image index has no layers of its own/);
+    await assert.rejects(
+      readInventory({ ...index, manifest: new TextEncoder().encode("[1,2") }),
+      /the manifest is not valid UTF-8 JSON/,
+    );
+    await assert.rejects(
+      readInventory({ ...index, manifest: new TextEncoder().encode(JSON.stringify({ schemaVersion: 1, name: "x" })) }),
+      /not an OCI or Docker schema 2 image manifest/,
+    );
+    await rejectsWith(
+      { layers: [{ mediaType: "application/vnd.example.layer+weird", bytes: new Uint8Array(10) }] },
+      /unsupported layer media type "application\/vnd.example.layer\+weird"/,
+    );
+    await rejectsWith(
+      { layers: [await gzLayer([db])], config: [1, 2] as unknown as Record<string, unknown> },
+      /the config is not a JSON object/,
+    );
+  });
+
+  it("an error of the store itself is passed on as it is, not recorded as the image's", async () => {
+    const source = imageSource({ layers: [await gzLayer([db])] });
+    const failing = {
+      ...source,
+      openBlob: async (digest: string) => {
+        if (digest === source.configDigest) return source.openBlob(digest);
+        return new Readable({
+          read() {
+            this.destroy(new Error("store unavailable"));
+          },
+        });
+      },
+    };
+    await assert.rejects(
+      readInventory(failing),
+      (e: unknown) => !(e instanceof InventoryError) && (e as Error).message === "store unavailable",
+    );
+  });
+});
