@@ -5,7 +5,9 @@
 // chainguard.platform.registry.Vulnerabilities, the image methods of the v1 Registry service,
 // ImagesService (v2beta1 and v2) and the extension bulwark.registry.v1.ImageContentsService.
 import type { FeatureModule } from "../platform/module.js";
+import { registryModule } from "../registry/api.js";
 import type { Db } from "../storage/db.js";
+import { startIndexer } from "./indexer-start.js";
 import * as m014 from "./migrations/014_images.js";
 import type { ImagesSettings } from "./settings.js";
 import { InventoriesRepository } from "./storage/inventories.js";
@@ -20,7 +22,10 @@ export function imagesRepositories(db: Db) {
   };
 }
 
-export type ImagesExports = Record<string, never>;
+export interface ImagesExports {
+  /** the background inventory reader: `wake()` looks for queued images now */
+  indexer: { wake(): void };
+}
 
 export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, ImagesExports, ImagesSettings> = {
   name: "images",
@@ -29,7 +34,15 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
   listings: {},
   repositories: imagesRepositories,
 
-  async start() {
-    return { bindings: [], exports: {} };
+  async start(ctx) {
+    const repositories = ctx.repositoriesOf(imagesModule);
+    const indexer = await startIndexer(ctx, repositories, ctx.exportsOf(registryModule));
+    return {
+      bindings: [],
+      exports: { indexer },
+      async close() {
+        await indexer.stop();
+      },
+    };
   },
 };

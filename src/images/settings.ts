@@ -1,5 +1,7 @@
 // The images module's settings (its `moduleSettings`: `bulwark serve --attach-sboms`,
 // --inventory-concurrency, ...). Absent: the defaults below.
+import type { InventoryLimits } from "./inventory/reader.js";
+
 export interface ImagesSettings {
   /** also push each generated SBOM to the image's repo as an OCI referrer (`--attach-sboms`) */
   attachSboms?: boolean;
@@ -11,7 +13,7 @@ export interface ImagesSettings {
    * bounds on reading one image (inventory/reader.ts InventoryLimits: decompressed bytes,
    * entries, package database sizes, ...); absent: the reader's defaults
    */
-  inventoryLimits?: Readonly<Record<string, number>>;
+  inventoryLimits?: Partial<InventoryLimits>;
 }
 
 export const IMAGES_DEFAULTS = {
