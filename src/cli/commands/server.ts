@@ -248,6 +248,14 @@ export function registerServerCommands(program: Command): void {
     )
     .addOption(
       new Option(
+        "--inventory-concurrency <n>",
+        "pushed images one replica reads (packages, config) at once, in the background (default 1; 0: this replica reads none, others do)",
+      )
+        .env("BULWARK_INVENTORY_CONCURRENCY")
+        .argParser(parseCount),
+    )
+    .addOption(
+      new Option(
         "--public-advisories <group>",
         "advisories in this group (uid) are readable by every authenticated caller; the first is where `advisories import` puts documents by default (repeatable)",
       )
@@ -378,6 +386,7 @@ export function registerServerCommands(program: Command): void {
             deliveryPoll?: number;
             deliveryTimeout?: number;
             deliveryConcurrency?: number;
+            inventoryConcurrency?: number;
             publicAdvisories?: string[];
             corsOrigin?: string[];
             trustProxy?: boolean;
@@ -478,6 +487,7 @@ export function registerServerCommands(program: Command): void {
               auditLog: opts.auditLog || undefined,
             },
             vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
+            images: { inventoryConcurrency: opts.inventoryConcurrency },
             registry: registrySettings(
               io.env,
               { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
