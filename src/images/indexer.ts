@@ -156,6 +156,7 @@ export class Indexer {
 
   async #read(digest: string): Promise<void> {
     const { inventories, logger } = this.deps;
+    logger.debug({ digest }, "reading an image's inventory");
     const abort = new AbortController();
     this.#reads.add(abort);
     const renewal = this.#renewWhileReading(digest, abort);
