@@ -5,7 +5,7 @@
 // the API) and in image_packages (indexed by name and origin, for finding the images an advisory
 // concerns), replaced together on every save.
 import { sql } from "kysely";
-import type { ImageRuntimeConfig, InstalledPackage, Inventory, PackageSource } from "../inventory/types.js";
+import type { ImageRuntimeConfig, InstalledPackage, Inventory, PackageSource } from "./inventory-types.js";
 import type { ImagesDb } from "./schema.js";
 
 /** Reads of one image that end unfinished (a failure that may pass, or the reader's death) before it counts as failed. */

@@ -1,7 +1,7 @@
 // The images module's table types (migration 014). Column names are snake_case as in SQL.
 import type { ColumnType, Generated, Kysely } from "kysely";
 import { viewOf, type Db } from "../../storage/db.js";
-import type { ImageRuntimeConfig, InstalledPackage } from "../inventory/types.js";
+import type { ImageRuntimeConfig, InstalledPackage } from "./inventory-types.js";
 
 type JsonColumn<T> = ColumnType<T, string, string>;
 type Time = ColumnType<Date, Date, Date>;
