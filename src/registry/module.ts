@@ -12,6 +12,7 @@ import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
+import * as m015 from "./migrations/015_registry_image_reads.js";
 import { RegistryEvents } from "./oci/events.js";
 import { registerOciRoutes } from "./oci/routes.js";
 import type { BlobStore } from "./storage/blob-store.js";
@@ -111,7 +112,7 @@ export const registryModule: FeatureModule<
   RegistrySettings
 > = {
   name: "registry",
-  migrations: { "006_registry": m006 },
+  migrations: { "006_registry": m006, "015_registry_image_reads": m015 },
   services: [ReposService, TagsService, RegistryExtensionsService, ...GA.services, Registry],
   listings: GA.listings({ [RepoSchema.typeName]: repoListing, [TagSchema.typeName]: tagListing }),
   repositories: registryRepositories,
