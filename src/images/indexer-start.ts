@@ -1,5 +1,6 @@
 // The indexer as the images module starts it: on the module's settings, over the registry's
 // exports, hooked into every manifest push, with the images pushed before this module queued once.
+// Answered unstarted: `indexer.start()` once its listeners are subscribed.
 import type { ModuleContext } from "../platform/module.js";
 import type { RegistryExports } from "../registry/api.js";
 import { Indexer, INVENTORY_LEASE_MS } from "./indexer.js";
@@ -35,6 +36,6 @@ export async function startIndexer(
   // An embedded database on disk is this process's alone: a lease left is a killed process's.
   if (ctx.dataDir) await inventories.releaseAll();
   await indexer.backfill();
-  indexer.start();
+  // Not started here: the module subscribes its onInventory listeners first, then starts it.
   return indexer;
 }

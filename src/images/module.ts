@@ -37,6 +37,8 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
   async start(ctx) {
     const repositories = ctx.repositoriesOf(imagesModule);
     const indexer = await startIndexer(ctx, repositories, ctx.exportsOf(registryModule));
+    // (indexer.onInventory(...) subscriptions go here, before the reads start)
+    indexer.start();
     return {
       bindings: [],
       exports: { indexer },
