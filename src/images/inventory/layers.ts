@@ -10,6 +10,13 @@ import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { Decompress } from "fzstd";
 import { extract as tarExtract, type Header as TarHeader } from "tar-stream";
+
+/** A tar entry's content stream (a streamx Readable): iterable, or drained by resume(). */
+interface TarEntry extends AsyncIterable<unknown> {
+  resume(): unknown;
+  on(event: "end", listener: () => void): unknown;
+  on(event: "error", listener: (error: unknown) => void): unknown;
+}
 import { InventoryError } from "./types.js";
 
 export interface LayerLimits {
@@ -208,7 +215,7 @@ export async function readLayer(
     for (const kept of [...changes.files.keys()]) if (isAtOrUnder(kept, path)) changes.files.delete(kept);
   };
 
-  const onEntry = async (header: TarHeader, stream: AsyncIterable<unknown>): Promise<void> => {
+  const onEntry = async (header: TarHeader, stream: TarEntry): Promise<void> => {
     state.entries += 1;
     if (state.entries > limits.maxEntries)
       throw new InventoryError(`the layers hold more than ${limits.maxEntries} entries (the limit)`);
@@ -248,7 +255,11 @@ export async function readLayer(
       normalizePath(header.linkname ?? "", layer);
     }
     // Skipped as it streams by (tar-stream reads the next entry only once this one is consumed).
-    for await (const _ of stream);
+    await new Promise<void>((resolve, reject) => {
+      stream.on("end", () => resolve());
+      stream.on("error", reject);
+      stream.resume();
+    });
   };
 
   const extract = tarExtract();
