@@ -12,6 +12,7 @@ import type { UpstreamProvider } from "../../src/platform/config.js";
 import type { RegistrySettings } from "../../src/registry/api.js";
 import type { AdvisorySettings } from "../../src/vulnerabilities/api.js";
 import type { EventsSettings } from "../../src/events/api.js";
+import type { ImagesSettings } from "../../src/images/api.js";
 import type { FeatureModule } from "../../src/platform/module.js";
 import type { RateLimitSettings } from "../../src/server/limits.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
@@ -121,6 +122,8 @@ export interface TestServerOptions {
   registryPort?: number;
   /** the events module's settings: retention and its pruning, the audit log, deliveries' retries, leases and polling, insecure sinks */
   events?: EventsSettings;
+  /** the images module's settings (inventory concurrency and polling, SBOM attachment) */
+  images?: ImagesSettings;
   /** public advisory groups (create them with `rootGroups`: the setting is read at start) */
   advisories?: AdvisorySettings;
   /** organizations written into the database before the server starts, with uids of the test's choosing */
@@ -160,6 +163,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
           : { ...options.events, allowInsecureSinks: options.allowInsecureSinks },
       registry: options.registry,
       vulnerabilities: options.advisories,
+      images: options.images,
     },
     registryPort: options.registryPort,
     preparedStatements: options.preparedStatements,
