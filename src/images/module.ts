@@ -5,6 +5,8 @@
 // chainguard.platform.registry.Vulnerabilities, the image methods of the v1 Registry service,
 // ImagesService (v2beta1 and v2) and the extension bulwark.registry.v1.ImageContentsService.
 import type { FeatureModule } from "../platform/module.js";
+import { registryModule } from "../registry/api.js";
+import { sbomV1Handlers } from "./sboms.js";
 import type { Db } from "../storage/db.js";
 import * as m014 from "./migrations/014_images.js";
 import type { ImagesSettings } from "./settings.js";
@@ -29,7 +31,10 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
   listings: {},
   repositories: imagesRepositories,
 
-  async start() {
+  async start(ctx) {
+    const registry = ctx.exportsOf(registryModule);
+    const { inventories } = ctx.repositoriesOf(imagesModule);
+    registry.serveV1Registry(sbomV1Handlers({ registry, inventories, urls: ctx.urls }));
     return { bindings: [], exports: {} };
   },
 };
