@@ -6,6 +6,7 @@
 // ImagesService (v2beta1 and v2) and the extension bulwark.registry.v1.ImageContentsService.
 import type { FeatureModule } from "../platform/module.js";
 import { registryModule } from "../registry/api.js";
+import { sbomV1Handlers } from "./sboms.js";
 import type { Db } from "../storage/db.js";
 import { startIndexer } from "./indexer-start.js";
 import * as m014 from "./migrations/014_images.js";
@@ -36,7 +37,9 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
 
   async start(ctx) {
     const repositories = ctx.repositoriesOf(imagesModule);
-    const indexer = await startIndexer(ctx, repositories, ctx.exportsOf(registryModule));
+    const registry = ctx.exportsOf(registryModule);
+    registry.serveV1Registry(sbomV1Handlers({ registry, inventories: repositories.inventories, urls: ctx.urls }));
+    const indexer = await startIndexer(ctx, repositories, registry);
     // (indexer.onInventory(...) subscriptions go here, before the reads start)
     indexer.start();
     return {

@@ -57,6 +57,8 @@ export interface RegistryExports extends ImageAccess {
   collectGarbage(options?: { dryRun?: boolean; graceMs?: number }): Promise<GcReport>;
   /** answers some of the v1 Registry's image methods (GetSbom, ...): the images module, at its start */
   serveV1Registry(handlers: V1ImageMethodHandlers): void;
+  /** a repo's name as pulls name it ("org/team/app"), by its uid; undefined when there is no such repo */
+  repoName(repoUid: string): Promise<string | undefined>;
 }
 
 /** The blob store the settings ask for; `fallbackDir` when nothing is configured. */
@@ -182,6 +184,10 @@ export const registryModule: FeatureModule<
         store,
         collectGarbage: gc,
         serveV1Registry: v1ImageMethodServer(v1Registry),
+        repoName: async (uid: string) => {
+          const repo = await repos.get(uid);
+          return repo && (await names.namesOf([repo]))[0];
+        },
         ...imageAccess(ctx.db, tags, manifestHooks),
       },
       async close() {

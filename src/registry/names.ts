@@ -62,7 +62,11 @@ export class RepositoryNames {
   /** The names of every repo under the given subtrees ("all": everywhere), sorted. */
   async catalog(visibility: "all" | readonly string[]): Promise<string[]> {
     if (visibility !== "all" && visibility.length === 0) return [];
-    const repos = await this.repos.catalog(visibility);
+    return (await this.namesOf(await this.repos.catalog(visibility))).sort();
+  }
+
+  /** The names the catalog lists for these repos (same order). */
+  async namesOf(repos: readonly { name: string; parent_uid: string }[]): Promise<string[]> {
     const chains = repos.map((r) => ancestry(r.parent_uid));
     const groups = new Map<string, GroupRef>();
     for (const g of await this.groups.byUids([...new Set(chains.flat())])) groups.set(g.uid, g);
@@ -73,7 +77,7 @@ export class RepositoryNames {
     const roots = [...new Set(entries.map((e) => e.groups[0]!.name))];
     const counts = await this.groups.rootNameCounts(roots);
     const unique = new Set(roots.filter((r) => counts.get(r) === 1));
-    return entries.map((e) => canonicalName(e.groups, e.repo, unique)).sort();
+    return entries.map((e) => canonicalName(e.groups, e.repo, unique));
   }
 }
 

@@ -28,6 +28,7 @@ import {
   type DescField,
   type DescFile,
   type DescMessage,
+  type DescMethod,
   type DescService,
 } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
@@ -166,12 +167,47 @@ const EXTENSION_PACKAGE_PREFIX = "bulwark.";
 // (chainguard-dev/sdk at the reference's commit; proto/README.md, "Trees"): the events
 // subscriptions services (their v2 twin derived like the other GA packages) and the `mcp`
 // method option they use.
+// The images files: the SBOM and vulnerability report messages of the tenant package, the
+// Vulnerabilities service (with CreateVulnReport restored from the SDK's earlier version of the
+// file), and ImagesService (v2beta1, which the reference lists in `alsoExists`, and its v2 twin).
 const SDK_VENDORED = new Map([
   ["annotations/mcp.proto", "chainguard.annotations"],
   ["chainguard/platform/events/v2beta1/subscriptions.proto", "chainguard.platform.events.v2beta1"],
   ["chainguard/platform/events/v2/subscriptions.proto", "chainguard.platform.events.v2"],
   ["platform/events/v1/subscriptions.platform.proto", "chainguard.platform.events"],
+  ["platform/tenant/v1/sbom.platform.proto", "chainguard.platform.tenant"],
+  ["platform/tenant/v1/vuln.platform.proto", "chainguard.platform.tenant"],
+  ["platform/registry/v1/vulnerabilities.platform.proto", "chainguard.platform.registry"],
+  ["chainguard/platform/registry/v2beta1/images.proto", "chainguard.platform.registry.v2beta1"],
+  ["chainguard/platform/registry/v2/images.proto", "chainguard.platform.registry.v2"],
 ]);
+// The v1 Registry methods restored unchanged from the SDK's registry.platform.proto (the images
+// module serves them): the reference names them among the file's "methods outside scope" in
+// `alsoExists` without recording their shapes. They, and exactly the messages of the package
+// they need (plus DiffImageResponse: a message of the same SDK file, no RPC's there, which the
+// extension's DiffImages answers), are what the package may hold beyond the reference.
+const RESTORED_V1_PACKAGE = "chainguard.platform.registry";
+const RESTORED_V1_SERVICE = "Registry";
+const RESTORED_V1_METHODS = [
+  "GetSbom",
+  "GetImageConfig",
+  "GetArchs",
+  "GetSize",
+  "GetRawSbom",
+  "GetVulnReport",
+  "ListManifestMetadata",
+];
+const RESTORED_V1_MESSAGE_ROOTS = ["DiffImageResponse"];
+const OUTSIDE_SCOPE = "platform/registry/v1/registry.platform.proto (methods outside scope)";
+{
+  const also = (
+    ref as unknown as { alsoExists: Record<string, { package: string; services: Record<string, string[]> }> }
+  ).alsoExists;
+  const listed = also[OUTSIDE_SCOPE];
+  assert.equal(listed?.package, RESTORED_V1_PACKAGE, `reference alsoExists["${OUTSIDE_SCOPE}"]`);
+  for (const m of RESTORED_V1_METHODS)
+    assert.ok(listed.services[RESTORED_V1_SERVICE]?.includes(m), `the reference lists ${RESTORED_V1_SERVICE}.${m}`);
+}
 const EXTENSION_DIR = "bulwark/";
 
 // ---------------------------------------------------------------------------
@@ -390,11 +426,17 @@ function compareMessage(d: Diff, path: string, r: RefMessage, m: DescMessage): v
   );
 }
 
-function compareService(d: Diff, path: string, r: RefService, s: DescService): void {
+/**
+ * `restored`: methods the service may hold beyond the reference's (RESTORED_V1_METHODS), whose
+ * shapes the reference does not record; they must keep the project's RPC rules.
+ */
+function compareService(d: Diff, path: string, r: RefService, s: DescService, restored: readonly string[] = []): void {
   d.eq(`${path} fullName`, r.fullName, s.typeName);
   d.eq(`${path} file`, r.file, s.file.proto.name);
   const methods = new Map(s.methods.map((m) => [m.name, m]));
-  for (const name of d.names(`${path} methods`, Object.keys(r.methods), methods.keys())) {
+  const present = d.names(`${path} methods`, [...Object.keys(r.methods), ...restored], methods.keys());
+  for (const name of present.filter((n) => restored.includes(n))) checkRpcRules(d, methods.get(name)!, "");
+  for (const name of present.filter((n) => !restored.includes(n))) {
     const rm = r.methods[name]!;
     const m = methods.get(name)!;
     const p = `${path}/${name}`;
@@ -467,7 +509,7 @@ function compareCapabilities(d: Diff, e: DescEnum): void {
   );
 }
 
-function countPackage(files: DescFile[]) {
+function countPackage(files: DescFile[], topLevel: DescMessage[] = []) {
   let messages = 0;
   let enums = 0;
   const walk = (m: DescMessage): void => {
@@ -477,6 +519,7 @@ function countPackage(files: DescFile[]) {
   };
   let services = 0;
   let rpcs = 0;
+  topLevel.forEach(walk);
   for (const f of files) {
     f.messages.forEach(walk);
     enums += f.enums.length;
@@ -484,6 +527,33 @@ function countPackage(files: DescFile[]) {
     rpcs += f.services.reduce((n, s) => n + s.methods.length, 0);
   }
   return { services, rpcs, messages, enums };
+}
+
+/**
+ * The package's top-level messages the restored v1 methods need, beyond the reference's
+ * (`recorded`): their requests and answers in `files`, and every message of `files` those reach
+ * through fields, starting also from RESTORED_V1_MESSAGE_ROOTS.
+ */
+function restoredMessagesOf(files: DescFile[], recorded: readonly string[]): DescMessage[] {
+  const topLevel = new Map(files.flatMap((f) => f.messages).map((m) => [m.typeName, m]));
+  const service = files.flatMap((f) => f.services).find((s) => s.name === RESTORED_V1_SERVICE);
+  const roots = [
+    ...(service?.methods ?? []).filter((m) => RESTORED_V1_METHODS.includes(m.name)).flatMap((m) => [m.input, m.output]),
+    ...RESTORED_V1_MESSAGE_ROOTS.map((n) => topLevel.get(`${RESTORED_V1_PACKAGE}.${n}`)).filter((m) => m !== undefined),
+  ];
+  const reached = new Set<string>();
+  const visit = (m: DescMessage): void => {
+    if (reached.has(m.typeName)) return;
+    reached.add(m.typeName);
+    for (const f of m.fields) {
+      const target =
+        f.fieldKind === "message" ? f.message : (f.fieldKind === "list" || f.fieldKind === "map") && f.message;
+      if (target) visit(target);
+    }
+    m.nestedMessages.forEach(visit);
+  };
+  roots.forEach(visit);
+  return [...topLevel.values()].filter((m) => reached.has(m.typeName) && !recorded.includes(m.name));
 }
 
 /** Compare everything in scope; `getFile` resolves a .proto path to its descriptor. */
@@ -507,7 +577,12 @@ function compareAll(getFile: (path: string) => DescFile | undefined): Diff {
       files.push(f);
     }
     const messages = new Map(files.flatMap((f) => f.messages).map((m) => [m.name, m]));
-    for (const name of d.names(`${pkgName} messages`, Object.keys(pkg.messages), messages.keys())) {
+    const restoredMethods = pkgName === RESTORED_V1_PACKAGE ? RESTORED_V1_METHODS : [];
+    const restoredMessages =
+      pkgName === RESTORED_V1_PACKAGE ? restoredMessagesOf(files, Object.keys(pkg.messages)) : [];
+    const expectedMessages = [...Object.keys(pkg.messages), ...restoredMessages.map((m) => m.name)];
+    for (const name of d.names(`${pkgName} messages`, expectedMessages, messages.keys())) {
+      if (!pkg.messages[name]) continue; // restored: the reference does not record its shape
       compareMessage(d, `${pkgName}.${name}`, pkg.messages[name]!, messages.get(name)!);
     }
     const enums = new Map(files.flatMap((f) => f.enums).map((e) => [e.name, e]));
@@ -516,10 +591,24 @@ function compareAll(getFile: (path: string) => DescFile | undefined): Diff {
     }
     const services = new Map(files.flatMap((f) => f.services).map((s) => [s.name, s]));
     for (const name of d.names(`${pkgName} services`, Object.keys(pkg.services), services.keys())) {
-      compareService(d, `${pkgName}.${name}`, pkg.services[name]!, services.get(name)!);
+      const restored = name === RESTORED_V1_SERVICE ? restoredMethods : [];
+      compareService(d, `${pkgName}.${name}`, pkg.services[name]!, services.get(name)!, restored);
     }
     const want = ref.counts.perPackage[pkgName];
-    if (want) d.eq(`${pkgName} counts`, want, countPackage(files));
+    if (want) {
+      // the reference's counts, plus exactly what was restored
+      const extra = countPackage([], restoredMessages);
+      d.eq(
+        `${pkgName} counts`,
+        {
+          ...want,
+          rpcs: want.rpcs + restoredMethods.length,
+          messages: want.messages + extra.messages,
+          enums: want.enums + extra.enums,
+        },
+        countPackage(files),
+      );
+    }
   }
 
   const capFile = getFile("capabilities/capabilities.proto");
@@ -544,6 +633,13 @@ function compareAll(getFile: (path: string) => DescFile | undefined): Diff {
     const pkg = f.proto.package;
     if (SDK_VENDORED.has(path)) {
       d.eq(`${path} package`, SDK_VENDORED.get(path), pkg);
+      const listed = alsoExistsOf(path);
+      if (listed)
+        d.eq(
+          `${path} services (reference alsoExists)`,
+          listed,
+          Object.fromEntries(f.services.map((s) => [s.name, s.methods.map((m) => m.name)])),
+        );
     } else if (pkg.startsWith(EXTENSION_PACKAGE_PREFIX)) {
       if (!path.startsWith(EXTENSION_DIR)) d.problems.push(`${path}: extension package ${pkg} outside proto/bulwark/`);
       checkExtensionFile(d, f);
@@ -556,6 +652,13 @@ function compareAll(getFile: (path: string) => DescFile | undefined): Diff {
     }
   }
   return d;
+}
+
+/** The services and methods the reference's `alsoExists` lists for a file (a GA file: its v2beta1 twin's). */
+function alsoExistsOf(path: string): Record<string, string[]> | undefined {
+  const also = (ref as unknown as { alsoExists: Record<string, { services: Record<string, string[]> }> }).alsoExists;
+  const ga = GA_PACKAGES.find((p) => path.startsWith(`${p.replaceAll(".", "/")}/`));
+  return also[ga ? path.replace("/v2/", "/v2beta1/") : path]?.services;
 }
 
 /** The .proto files of proto/ (the project's module; third_party/ is the other one), as import paths. */
@@ -575,22 +678,23 @@ const PROTO_FILES: string[] = (() => {
  * it is a GET.
  */
 function checkExtensionFile(d: Diff, f: DescFile): void {
-  for (const s of f.services) {
-    for (const m of s.methods) {
-      const p = `${s.typeName}/${m.name}`;
-      d.eq(`${p} kind`, "unary", m.methodKind);
-      if (!hasOption(m, http)) d.problems.push(`${p}: no google.api.http rule`);
-      else if (!httpOf(getOption(m, http)).path.startsWith("/bulwark/"))
-        d.problems.push(`${p}: HTTP path outside /bulwark/: ${httpOf(getOption(m, http)).path}`);
-      if (!hasOption(m, iam)) d.problems.push(`${p}: no chainguard.annotations.iam option`);
-      const isGet = hasOption(m, http) && getOption(m, http).pattern.case === "get";
-      d.eq(
-        `${p} idempotency_level`,
-        isGet ? "NO_SIDE_EFFECTS" : "IDEMPOTENCY_UNKNOWN",
-        MethodOptions_IdempotencyLevel[m.idempotency],
-      );
-    }
-  }
+  for (const s of f.services) for (const m of s.methods) checkRpcRules(d, m, "/bulwark/");
+}
+
+/** The project's RPC rules: unary, an HTTP rule (under `pathPrefix`), an iam option, NO_SIDE_EFFECTS exactly on GETs. */
+function checkRpcRules(d: Diff, m: DescMethod, pathPrefix: string): void {
+  const p = `${m.parent.typeName}/${m.name}`;
+  d.eq(`${p} kind`, "unary", m.methodKind);
+  if (!hasOption(m, http)) d.problems.push(`${p}: no google.api.http rule`);
+  else if (!httpOf(getOption(m, http)).path.startsWith(pathPrefix))
+    d.problems.push(`${p}: HTTP path outside ${pathPrefix}: ${httpOf(getOption(m, http)).path}`);
+  if (!hasOption(m, iam)) d.problems.push(`${p}: no chainguard.annotations.iam option`);
+  const isGet = hasOption(m, http) && getOption(m, http).pattern.case === "get";
+  d.eq(
+    `${p} idempotency_level`,
+    isGet ? "NO_SIDE_EFFECTS" : "IDEMPOTENCY_UNKNOWN",
+    MethodOptions_IdempotencyLevel[m.idempotency],
+  );
 }
 
 // ---------------------------------------------------------------------------
