@@ -15,6 +15,7 @@ import { registerFeedRoutes } from "./feeds.js";
 import { advisoryImportService } from "./import.js";
 import { advisorySharedGrants, type AdvisorySettings } from "./settings.js";
 import { AdvisoriesRepository } from "./storage/advisories.js";
+import { vulnerabilitiesExports, type VulnerabilitiesExports } from "./exports.js";
 
 export function vulnerabilityRepositories(db: Db) {
   return { advisories: new AdvisoriesRepository(db) };
@@ -25,7 +26,7 @@ const GA = new GaTwins([AdvisoriesService], [file_chainguard_platform_vulnerabil
 
 export const vulnerabilitiesModule: FeatureModule<
   ReturnType<typeof vulnerabilityRepositories>,
-  Record<string, never>,
+  VulnerabilitiesExports,
   AdvisorySettings
 > = {
   name: "vulnerabilities",
@@ -51,7 +52,7 @@ export const vulnerabilitiesModule: FeatureModule<
       routes(router) {
         registerFeedRoutes(router, { advisories, publicGroups: ctx.moduleSettings?.publicGroups ?? [] });
       },
-      exports: {},
+      exports: vulnerabilitiesExports(advisories, ctx.moduleSettings?.publicGroups ?? []),
     };
   },
 };

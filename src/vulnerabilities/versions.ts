@@ -116,65 +116,140 @@ function semverOf(version: string): semver.SemVer | null {
 }
 
 // ---------------------------------------------------------------------------------------------
-// apk versions: <digits>(.<digits>)*[letter](_suffix[digits])*[~hash](-r<digits>)
+// apk versions, as apk-tools 3 compares them (its src/version.c, tested by its test/unit/version.data):
+//   <digits>{.<digits>}[<letter>]{_<suffix>[<digits>]}[~<hex hash>][-r<digits>]
+// read as a run of tokens compared pairwise while both are of the same kind.
 
-const APK_VERSION =
-  /^(\d+(?:\.\d+)*)([a-z])?((?:_(?:alpha|beta|pre|rc|cvs|svn|git|hg|p)\d*)*)(?:~[0-9a-f]+)?(?:-r(\d+))?$/;
-const APK_SUFFIX = /_(alpha|beta|pre|rc|cvs|svn|git|hg|p)(\d*)/g;
-/** Suffix ranks; no suffix ranks between the pre-releases and the post-releases. */
-const SUFFIX_RANK: Readonly<Record<string, number>> = {
-  alpha: 0,
-  beta: 1,
-  pre: 2,
-  rc: 3,
-  cvs: 5,
-  svn: 6,
-  git: 7,
-  hg: 8,
-  p: 9,
-};
-const NO_SUFFIX = { rank: 4, number: "0" };
+const INITIAL_DIGIT = 0;
+const DIGIT = 1;
+const LETTER = 2;
+const SUFFIX = 3;
+const SUFFIX_NO = 4;
+const COMMIT_HASH = 5;
+const REVISION_NO = 6;
+const END = 7;
+const INVALID = 8;
 
-interface ApkVersion {
-  numbers: string[];
-  letter: string;
-  suffixes: { rank: number; number: string }[];
-  revision: string;
+/** Suffix ranks; no suffix (5) ranks between the pre-releases and the post-releases. */
+const SUFFIX_RANK: ReadonlyMap<string, number> = new Map([
+  ["alpha", 1],
+  ["beta", 2],
+  ["pre", 3],
+  ["rc", 4],
+  ["cvs", 6],
+  ["svn", 7],
+  ["git", 8],
+  ["hg", 9],
+  ["p", 10],
+]);
+const NO_SUFFIX = 5;
+
+/** A position in one version string and the token just read there. */
+interface ApkLexer {
+  text: string;
+  at: number;
+  kind: number;
+  token: string;
+  /** the suffix's rank, for a SUFFIX token */
+  rank: number;
 }
 
-function parseApk(version: string): ApkVersion | undefined {
-  const m = APK_VERSION.exec(version.trim());
-  if (!m) return undefined;
-  return {
-    numbers: m[1]!.split("."),
-    letter: m[2] ?? "",
-    suffixes: [...(m[3] ?? "").matchAll(APK_SUFFIX)].map((s) => ({ rank: SUFFIX_RANK[s[1]!]!, number: s[2] || "0" })),
-    revision: m[4] ?? "0",
-  };
+const isDigit = (c: string | undefined) => c !== undefined && c >= "0" && c <= "9";
+const isLower = (c: string | undefined) => c !== undefined && c >= "a" && c <= "z";
+const isHex = (c: string | undefined) => isDigit(c) || (c !== undefined && c >= "a" && c <= "f");
+
+function readWhile(lexer: ApkLexer, accept: (c: string | undefined) => boolean): string {
+  const start = lexer.at;
+  while (accept(lexer.text[lexer.at])) lexer.at++;
+  return lexer.text.slice(start, lexer.at);
 }
 
-/** apk ordering; anything it cannot read is ordered naturally. The ~hash part has no order. */
-function compareApk(a: string, b: string): number {
-  const x = parseApk(a);
-  const y = parseApk(b);
-  if (!x || !y) return compareNatural(a, b);
-  for (let i = 0; i < Math.max(x.numbers.length, y.numbers.length); i++) {
-    const p = x.numbers[i];
-    const q = y.numbers[i];
-    // 1.2 < 1.2.0: the version with more components is the later one
-    if (p === undefined || q === undefined) return p === undefined ? -1 : 1;
-    const c = compareDigits(p, q);
-    if (c !== 0) return c;
+function readDigits(lexer: ApkLexer, kind: number): void {
+  lexer.token = readWhile(lexer, isDigit);
+  lexer.kind = lexer.token === "" ? INVALID : kind;
+}
+
+function firstToken(text: string): ApkLexer {
+  const lexer: ApkLexer = { text, at: 0, kind: INITIAL_DIGIT, token: "", rank: 0 };
+  readDigits(lexer, INITIAL_DIGIT);
+  return lexer;
+}
+
+/** Reads the next token; a token that may not follow the previous one (or none known) is INVALID. */
+function nextToken(lexer: ApkLexer): void {
+  const c = lexer.text[lexer.at];
+  const previous = lexer.kind;
+  if (c === undefined) {
+    lexer.kind = END;
+  } else if (isLower(c)) {
+    lexer.kind = previous > DIGIT ? INVALID : LETTER;
+    lexer.token = c;
+    lexer.at++;
+  } else if (c === "." || isDigit(c)) {
+    if (c === ".") lexer.at++;
+    if (previous === INITIAL_DIGIT || previous === DIGIT) readDigits(lexer, DIGIT);
+    else if (previous === SUFFIX && c !== ".") readDigits(lexer, SUFFIX_NO);
+    else lexer.kind = INVALID;
+  } else if (c === "_") {
+    lexer.at++;
+    lexer.token = readWhile(lexer, isLower);
+    const rank = SUFFIX_RANK.get(lexer.token);
+    lexer.kind = previous > SUFFIX_NO || rank === undefined ? INVALID : SUFFIX;
+    lexer.rank = rank ?? 0;
+  } else if (c === "~") {
+    lexer.at++;
+    lexer.token = readWhile(lexer, isHex);
+    lexer.kind = previous >= COMMIT_HASH || lexer.token === "" ? INVALID : COMMIT_HASH;
+  } else if (c === "-" && lexer.text[lexer.at + 1] === "r" && previous < REVISION_NO) {
+    lexer.at += 2;
+    readDigits(lexer, REVISION_NO);
+  } else {
+    lexer.kind = INVALID;
   }
-  if (x.letter !== y.letter) return x.letter < y.letter ? -1 : 1;
-  for (let i = 0; i < Math.max(x.suffixes.length, y.suffixes.length); i++) {
-    const p = x.suffixes[i] ?? NO_SUFFIX;
-    const q = y.suffixes[i] ?? NO_SUFFIX;
-    if (p.rank !== q.rank) return p.rank < q.rank ? -1 : 1;
-    const c = compareDigits(p.number, q.number);
-    if (c !== 0) return c;
+}
+
+/** Two tokens of the same kind. */
+function compareTokens(kind: number, x: ApkLexer, y: ApkLexer): number {
+  switch (kind) {
+    case DIGIT:
+      // a component with a leading zero compares as text (as Gentoo's: 1.02 < 1.1, 1.0 < 1.00)
+      if (x.token.startsWith("0") || y.token.startsWith("0")) return compareText(x.token, y.token);
+      return compareDigits(x.token, y.token);
+    case INITIAL_DIGIT:
+    case SUFFIX_NO:
+    case REVISION_NO:
+      return compareDigits(x.token, y.token);
+    case SUFFIX:
+      return Math.sign(x.rank - y.rank);
+    default:
+      // letters and commit hashes
+      return compareText(x.token, y.token);
   }
-  return compareDigits(x.revision, y.revision);
+}
+
+/**
+ * apk ordering. Where apk-tools stops at a token it cannot read in both versions at the same
+ * point (it calls them equal), the two are ordered naturally, so distinct strings still get one
+ * order; a version that turns unreadable where the other goes on sorts first, as in apk-tools.
+ */
+export function compareApk(a: string, b: string): number {
+  const x = firstToken(a);
+  const y = firstToken(b);
+  while (x.kind === y.kind && x.kind < END) {
+    const c = compareTokens(x.kind, x, y);
+    if (c !== 0) return c;
+    nextToken(x);
+    nextToken(y);
+  }
+  if (x.kind === y.kind) return x.kind === INVALID ? compareNatural(a, b) : 0;
+  // the version that goes on is the later one, unless what follows is a pre-release suffix
+  if (x.kind === SUFFIX && x.rank < NO_SUFFIX) return -1;
+  if (y.kind === SUFFIX && y.rank < NO_SUFFIX) return 1;
+  return x.kind > y.kind ? -1 : 1;
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** Two runs of digits by numeric value, however long. */

@@ -29,7 +29,9 @@ describe("compareVersions: apk (Chainguard, Wolfi, Alpine)", () => {
     assertAscending("Alpine", ["1.9", "1.10", "1.10.1", "1.100", "2", "10"]);
     assertAscending("Chainguard", ["1.2", "1.2.0", "1.2.0.1"]);
     assertAscending("Chainguard", ["20230101", "99999999999999999999", "100000000000000000000"]);
-    assert.equal(compareVersions("Chainguard", "1.02", "1.2"), 0);
+    assert.equal(compareVersions("Chainguard", "01.2", "1.2"), 0);
+    // after the first component, a leading zero makes the component compare as text (apk-tools 3)
+    assertAscending("Chainguard", ["1.0", "1.00", "1.02", "1.1", "1.2"]);
   });
 
   it("puts pre-release suffixes before the release and post-release ones after", () => {
@@ -57,10 +59,9 @@ describe("compareVersions: apk (Chainguard, Wolfi, Alpine)", () => {
     assertAscending("Wolfi", ["1.1.1w-r0", "1.1.1w-r1", "1.1.1x-r0"]);
   });
 
-  it("treats a missing revision as -r0 and ignores the ~hash", () => {
-    assert.equal(compareVersions("Chainguard", "1.0", "1.0-r0"), 0);
-    assert.equal(compareVersions("Chainguard", "0_git20240101~abc123-r0", "0_git20240101~def456-r0"), 0);
-    assert.equal(compareVersions("Chainguard", "0_git20240101~abc123-r1", "0_git20240101~def456-r0"), 1);
+  it("puts a version without revision before its -r0, and orders ~hashes as text before the revision", () => {
+    assertAscending("Chainguard", ["1.0", "1.0-r0", "1.0-r1"]);
+    assertAscending("Chainguard", ["0_git20240101~abc123-r0", "0_git20240101~abc123-r1", "0_git20240101~def456-r0"]);
   });
 
   it("matches the ecosystem name case-insensitively, release suffix included", () => {

@@ -35,6 +35,32 @@ const FEED_COLUMNS = [
 ] as const;
 export type FeedRow = Pick<AdvisoryRow, (typeof FEED_COLUMNS)[number]>;
 
+/** The columns image vulnerability matching reads (the images module, through the exports). */
+const MATCH_COLUMNS = [
+  "uid",
+  "parent_uid",
+  "advisory_id",
+  "aliases",
+  "artifact_name",
+  "component_location",
+  "ecosystem",
+  "purl",
+  "latest_event_type",
+  "fixed_versions",
+  "severities",
+  "osv",
+] as const;
+export type MatchRow = Pick<AdvisoryRow, (typeof MATCH_COLUMNS)[number]>;
+
+/** What changed among the advisories after a time (they are never deleted: a change moves update_time). */
+export interface AdvisoryChanges {
+  /** artifact names and package URLs of the advisories updated after the time */
+  names: string[];
+  purls: string[];
+  /** the latest update_time among them */
+  latest?: Date;
+}
+
 /** ReviewState.REVIEW_STATE_APPROVED: imported advisories are published ones. */
 const APPROVED = 2;
 
@@ -343,6 +369,52 @@ export class AdvisoriesRepository {
       .orderBy("uid")
       .limit(1000)
       .execute();
+  }
+
+  /**
+   * Advisories of every group whose artifact name is one of `names` or whose package URL is one
+   * of `purls` (candidates only: the matcher decides), in uid order. Arrays as one parameter
+   * each, so the statement's text is the same whatever the number of packages.
+   */
+  forPackages(names: readonly string[], purls: readonly string[]): Promise<MatchRow[]> {
+    if (names.length === 0 && purls.length === 0) return Promise.resolve([]);
+    return this.db
+      .selectFrom("advisories")
+      .select(MATCH_COLUMNS)
+      .where(
+        sql<SqlBool>`(artifact_name = any(${sql.val([...names])}::text[]) or purl = any(${sql.val([...purls])}::text[]))`,
+      )
+      .orderBy("uid")
+      .execute();
+  }
+
+  /** The artifact names and package URLs of advisories updated after `after` (all when undefined). */
+  async changedSince(after: Date | undefined): Promise<AdvisoryChanges> {
+    let q = this.db
+      .selectFrom("advisories")
+      .select(["artifact_name", "purl", (eb) => eb.fn.max("update_time").as("latest")])
+      .groupBy(["artifact_name", "purl"]);
+    if (after) q = q.where("update_time", ">", after);
+    const rows = await q.execute();
+    const names = new Set<string>();
+    const purls = new Set<string>();
+    let latest: Date | undefined;
+    for (const row of rows) {
+      names.add(row.artifact_name);
+      purls.add(row.purl);
+      const time = new Date(row.latest);
+      if (!latest || time > latest) latest = time;
+    }
+    return { names: [...names].sort(), purls: [...purls].sort(), ...(latest ? { latest } : {}) };
+  }
+
+  /** When the advisories last changed: the latest update_time, undefined while there are none. */
+  async lastChange(): Promise<Date | undefined> {
+    const row = await this.db
+      .selectFrom("advisories")
+      .select((eb) => eb.fn.max("update_time").as("latest"))
+      .executeTakeFirst();
+    return row?.latest ? new Date(row.latest) : undefined;
   }
 
   /**
