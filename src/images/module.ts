@@ -5,6 +5,11 @@
 // chainguard.platform.registry.Vulnerabilities, the image methods of the v1 Registry service,
 // ImagesService (v2beta1 and v2) and the extension bulwark.registry.v1.ImageContentsService.
 import type { FeatureModule } from "../platform/module.js";
+import { registryModule } from "../registry/api.js";
+import { vulnerabilitiesModule } from "../vulnerabilities/api.js";
+import { Vulnerabilities } from "../gen/platform/registry/v1/vulnerabilities.platform_pb.js";
+import { reportAdvisories } from "./reports.js";
+import { vulnerabilitiesBinding } from "./vulnerabilities.js";
 import type { Db } from "../storage/db.js";
 import * as m014 from "./migrations/014_images.js";
 import type { ImagesSettings } from "./settings.js";
@@ -25,11 +30,15 @@ export type ImagesExports = Record<string, never>;
 export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, ImagesExports, ImagesSettings> = {
   name: "images",
   migrations: { "014_images": m014 },
-  services: [],
+  services: [Vulnerabilities],
   listings: {},
   repositories: imagesRepositories,
 
-  async start() {
-    return { bindings: [], exports: {} };
+  async start(ctx) {
+    const { inventories, reports } = ctx.repositoriesOf(imagesModule);
+    const registry = ctx.exportsOf(registryModule);
+    const advisories = reportAdvisories(ctx.exportsOf(vulnerabilitiesModule));
+    const vulnerabilities = vulnerabilitiesBinding({ reports, registry, inventories, advisories, now: ctx.now });
+    return { bindings: [vulnerabilities], exports: {} };
   },
 };

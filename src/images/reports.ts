@@ -15,6 +15,7 @@ import type { EventJournal } from "../platform/events.js";
 import { withinTransaction } from "../storage/ambient-transaction.js";
 import type { Db } from "../storage/db.js";
 import type { InstalledPackage } from "./inventory/types.js";
+import { purlTypeAndName } from "./storage/inventories.js";
 import {
   ADVISORY_UID_KEY,
   queueKey,
@@ -81,10 +82,10 @@ export interface ReportDeps<A extends CandidateAdvisory = CandidateAdvisory> {
   logger: Logger;
 }
 
-/** "pkg:apk/wolfi/openssl@3.1?arch=x86_64" → "pkg:apk/wolfi/openssl": what a versionless advisory purl names. */
-export function purlBase(purl: string): string {
-  const end = purl.search(/[@?#]/);
-  return (end < 0 ? purl : purl.slice(0, end)).toLowerCase();
+/** "pkg:deb/debian/openssl@3.0?arch=amd64" → "deb/openssl": what a versionless advisory purl and a package share. */
+export function purlKey(purl: string): string | undefined {
+  const p = purlTypeAndName(purl);
+  return p && `${p.type}/${p.name}`;
 }
 
 /** The VulnReport event body and API answer of a stored report (proto JSON). */
@@ -186,7 +187,8 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
       const byPurl = new Map<string, A[]>();
       for (const a of candidates) {
         if (a.artifactName) push(byName, a.artifactName, a);
-        if (a.purl) push(byPurl, purlBase(a.purl), a);
+        const key = a.purl ? purlKey(a.purl) : undefined;
+        if (key) push(byPurl, key, a);
       }
       const dbBuildTime = await deps.advisories.lastChange();
       const previous = await deps.reports.latestFindingsDigests(ready);
@@ -229,7 +231,9 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
     for (const p of packages) {
       take(byName.get(p.origin));
       take(byName.get(p.name));
-      if (p.purl) take(byPurl.get(purlBase(p.purl)));
+      const key = p.purl ? purlTypeAndName(p.purl) : undefined;
+      // An OSV record names the binary or the source package (deb: the source).
+      if (key) (take(byPurl.get(`${key.type}/${key.name}`)), take(byPurl.get(`${key.type}/${p.origin}`)));
     }
     return out;
   }
@@ -297,4 +301,24 @@ function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
 /** sha256 of the findings as stored: an unchanged recomputation writes nothing. */
 export function findingsDigest(vulnerabilities: readonly StoredVulnerability[]): string {
   return createHash("sha256").update(JSON.stringify(vulnerabilities)).digest("hex");
+}
+
+/** What the reports use of the vulnerabilities module's exports (img-match adds them there). */
+export type ReportAdvisories<
+  A extends CandidateAdvisory = CandidateAdvisory & { osv: Record<string, unknown> | null },
+> = ReportDeps<A>["advisories"];
+
+/**
+ * The vulnerabilities module's exports as the reports use them. Until that module exports its
+ * advisory lookups, an empty stand-in: no advisory matches, no raw report names one.
+ */
+export function reportAdvisories(exports: object): ReportAdvisories {
+  const given = exports as Partial<ReportAdvisories>;
+  if (given.advisoriesForPackages && given.advisoriesChangedSince && given.lastChange) return given as ReportAdvisories;
+  return {
+    advisoriesForPackages: async () => [],
+    advisoriesChangedSince: async () => ({ names: [], purls: [] }),
+    lastChange: async () => undefined,
+    publicGroups: given.publicGroups ?? [],
+  };
 }
