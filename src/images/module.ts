@@ -8,9 +8,16 @@ import type { FeatureModule } from "../platform/module.js";
 import type { Db } from "../storage/db.js";
 import * as m014 from "./migrations/014_images.js";
 import type { ImagesSettings } from "./settings.js";
+import { InventoriesRepository } from "./storage/inventories.js";
+import { ReportsRepository } from "./storage/reports.js";
+import { imagesDb } from "./storage/schema.js";
 
-export function imagesRepositories(_db: Db) {
-  return {};
+export function imagesRepositories(db: Db) {
+  const images = imagesDb(db);
+  return {
+    inventories: new InventoriesRepository(images),
+    reports: new ReportsRepository(images),
+  };
 }
 
 export type ImagesExports = Record<string, never>;

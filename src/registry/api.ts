@@ -5,3 +5,11 @@
 export { registryModule, openBlobStore, registryRepositories, type RegistryExports } from "./module.js";
 export { collectGarbage, type GcReport } from "./gc.js";
 export type { RegistrySettings } from "./settings.js";
+export type { V1ImageMethodHandlers } from "./v1-image-methods.js";
+export {
+  isImageManifest,
+  IMAGE_CONFIG_TYPES,
+  type ImageAccess,
+  type StoredManifest,
+  type StoredReferrer,
+} from "./image-access.js";

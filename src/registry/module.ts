@@ -25,6 +25,8 @@ import { file_chainguard_platform_registry_v2_tags } from "../gen/chainguard/pla
 import { GaTwins } from "../platform/ga-twins.js";
 import { Registry } from "../gen/platform/registry/v1/registry.platform_pb.js";
 import { v1RegistryService, type V1RegistryStores } from "./v1.js";
+import { imageAccess, ManifestHooks, type ImageAccess } from "./image-access.js";
+import { v1ImageMethodServer, type V1ImageMethodHandlers } from "./v1-image-methods.js";
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
 import { repoVisibilityService } from "./visibility.js";
@@ -48,10 +50,12 @@ export function registryRepositories(db: Db) {
   };
 }
 
-export interface RegistryExports {
+export interface RegistryExports extends ImageAccess {
   store: BlobStore;
   /** one garbage collection now (what `bulwark registry gc` and the schedule run) */
   collectGarbage(options?: { dryRun?: boolean; graceMs?: number }): Promise<GcReport>;
+  /** answers some of the v1 Registry's image methods (GetSbom, ...): the images module, at its start */
+  serveV1Registry(handlers: V1ImageMethodHandlers): void;
 }
 
 /** The blob store the settings ask for; `fallbackDir` when nothing is configured. */
@@ -134,15 +138,19 @@ export const registryModule: FeatureModule<
         dryRun: options.dryRun,
         logger: ctx.logger,
       });
+    const bindings = withV1(
+      GA.bind([
+        reposService({ repos, lists: ctx.lists, now: ctx.now }),
+        tagsService({ tags, lists: ctx.lists, now: ctx.now }),
+        repoVisibilityService({ repos, tags, now: ctx.now }),
+      ]),
+      { tags },
+    );
+    // Pushes tell the images module what they stored, inside their transaction.
+    const manifestHooks = new ManifestHooks();
+    const v1Registry = bindings.find((b) => b.service.typeName === Registry.typeName)!;
     return {
-      bindings: withV1(
-        GA.bind([
-          reposService({ repos, lists: ctx.lists, now: ctx.now }),
-          tagsService({ tags, lists: ctx.lists, now: ctx.now }),
-          repoVisibilityService({ repos, tags, now: ctx.now }),
-        ]),
-        { tags },
-      ),
+      bindings,
       routes(router) {
         registerOciRoutes(router, {
           repos,
@@ -153,6 +161,7 @@ export const registryModule: FeatureModule<
           names,
           store,
           events: new RegistryEvents(ctx.events, ctx.db, ctx.now),
+          manifestHooks,
           urls: ctx.urls,
           now: ctx.now,
         });
@@ -168,7 +177,12 @@ export const registryModule: FeatureModule<
       tasks: settings?.gcIntervalMs
         ? [{ name: "registry garbage collection", everyMs: settings.gcIntervalMs, run: async () => void (await gc()) }]
         : [],
-      exports: { store, collectGarbage: gc },
+      exports: {
+        store,
+        collectGarbage: gc,
+        serveV1Registry: v1ImageMethodServer(v1Registry),
+        ...imageAccess(ctx.db, tags, manifestHooks),
+      },
       async close() {
         await store.close();
         if (temporary) await rm(temporary, { recursive: true, force: true });

@@ -9,6 +9,7 @@ import { TAG_PATTERN as TAG } from "../names.js";
 import { algorithmOf, digestOf, isDigest, looksLikeDigest } from "./digest.js";
 import { OciError, digestInvalid, manifestInvalid, manifestUnknown } from "./errors.js";
 import type { RegistryEvents } from "./events.js";
+import type { ManifestHooks } from "../image-access.js";
 import { sendHead, type RepoRequest } from "./http.js";
 import type { MethodHandlers } from "./router.js";
 import { MAX_MANIFEST_BYTES, parseManifest } from "./manifest.js";
@@ -17,6 +18,8 @@ export interface ManifestRouteDeps {
   manifests: ManifestsRepository;
   tags: TagsRepository;
   events: RegistryEvents;
+  /** told of every stored manifest inside its push's transaction (the images module queues it) */
+  manifestHooks: ManifestHooks;
   now(): Date;
 }
 
@@ -83,8 +86,16 @@ async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
       tag: byDigest ? undefined : reference,
       now: deps.now(),
     });
-    if (put.kind === "ok")
-      await deps.events.pushed(r, { type: "manifest", digest, tag: byDigest ? undefined : reference });
+    if (put.kind !== "ok") return put;
+    await deps.events.pushed(r, { type: "manifest", digest, tag: byDigest ? undefined : reference });
+    await deps.manifestHooks.stored({
+      repoUid: repo.uid,
+      digest,
+      mediaType: parsed.mediaType,
+      artifactType: parsed.artifactType,
+      subjectDigest: parsed.subject,
+      annotations: parsed.annotations,
+    });
     return put;
   });
   if (result.kind !== "ok") {

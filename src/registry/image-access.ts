@@ -1,0 +1,158 @@
+// What the images module (which starts after the registry and which the registry must not import)
+// uses of the registry's content: a hook called inside every manifest push's transaction (so
+// what it queues commits with the push, or not at all), and reads of stored manifests, referrers,
+// tags and the repos holding an image. The reads span repos: an image is read once per digest,
+// whichever repos hold it.
+import { sql } from "kysely";
+import { afterCommit } from "../storage/ambient-transaction.js";
+import type { Db } from "../storage/db.js";
+import { DOCKER_MANIFEST, OCI_MANIFEST } from "./oci/manifest.js";
+import { registryDb, type RegistryDb } from "./storage/tables.js";
+import type { TagsRepository } from "./storage/tags.js";
+
+/** A manifest as a push stored it. */
+export interface StoredManifest {
+  repoUid: string;
+  digest: string;
+  mediaType: string;
+  /** the manifest's artifactType, else its config's media type (an image manifest's: an image config type) */
+  artifactType?: string;
+  subjectDigest?: string;
+  annotations?: Record<string, string>;
+}
+
+/** Called inside the push's transaction; a failure fails the push. */
+export type ManifestStoredListener = (manifest: StoredManifest) => Promise<void>;
+
+/** A referrer of an image, from any repo. */
+export interface StoredReferrer {
+  repoUid: string;
+  digest: string;
+  mediaType: string;
+  artifactType: string | null;
+  annotations: Record<string, string> | null;
+  createTime: Date;
+}
+
+/** The config media types of a container image (OCI and Docker). */
+export const IMAGE_CONFIG_TYPES: readonly string[] = [
+  "application/vnd.oci.image.config.v1+json",
+  "application/vnd.docker.container.image.v1+json",
+];
+
+/** Whether a stored manifest is a (platform) image: an image manifest with an image config. */
+export function isImageManifest(mediaType: string, artifactType: string | null | undefined): boolean {
+  return (
+    (mediaType === OCI_MANIFEST || mediaType === DOCKER_MANIFEST) && IMAGE_CONFIG_TYPES.includes(artifactType ?? "")
+  );
+}
+
+/** The registry's exports about image contents (RegistryExports extends this). */
+export interface ImageAccess {
+  /** `listener` runs inside every successful manifest push's transaction, after the manifest is stored */
+  onManifestStored(listener: ManifestStoredListener): void;
+  /** `then` runs once the calling push (or any transaction scope) committed; at once outside one */
+  afterPushCommits(then: () => void): void;
+  /** a manifest by digest, from whichever repo holds it */
+  manifestOf(digest: string): Promise<{ mediaType: string; content: Uint8Array } | undefined>;
+  /** a manifest of one repo */
+  manifestIn(repoUid: string, digest: string): Promise<{ mediaType: string; content: Uint8Array } | undefined>;
+  /** the manifests whose subject is `digest`, in any repo, of the given artifact types; newest first, each digest once */
+  referrersOf(digest: string, artifactTypes: readonly string[]): Promise<StoredReferrer[]>;
+  /** the repos holding the manifest `digest` (sorted) */
+  reposHolding(digest: string): Promise<string[]>;
+  /** the digest a tag of a repo points at */
+  resolveTag(repoUid: string, tag: string): Promise<string | undefined>;
+  /** every stored image manifest's digest (each once, sorted): for queueing what was pushed before the images module */
+  imageManifests(): Promise<string[]>;
+}
+
+/** The listeners of manifest pushes: the push path calls `stored`. */
+export class ManifestHooks {
+  readonly #listeners: ManifestStoredListener[] = [];
+
+  add(listener: ManifestStoredListener): void {
+    this.#listeners.push(listener);
+  }
+
+  async stored(manifest: StoredManifest): Promise<void> {
+    for (const listener of this.#listeners) await listener(manifest);
+  }
+}
+
+/** The reads, over the registry's tables. */
+export function imageAccess(db: Db, tags: TagsRepository, hooks: ManifestHooks): ImageAccess {
+  const registry = registryDb(db);
+  return {
+    onManifestStored: (listener) => hooks.add(listener),
+    afterPushCommits: afterCommit,
+    manifestOf: (digest) => manifestWhere(registry, digest),
+    manifestIn: (repoUid, digest) => manifestWhere(registry, digest, repoUid),
+    referrersOf: (digest, artifactTypes) => referrersAcrossRepos(registry, digest, artifactTypes),
+    async reposHolding(digest) {
+      const rows = await registry
+        .selectFrom("manifests")
+        .select("repo_uid")
+        .where("digest", "=", digest)
+        .orderBy("repo_uid")
+        .execute();
+      return rows.map((r) => r.repo_uid);
+    },
+    resolveTag: (repoUid, tag) => tags.digestOf(repoUid, tag),
+    async imageManifests() {
+      const rows = await registry
+        .selectFrom("manifests")
+        .select("digest")
+        .distinct()
+        .where("media_type", "in", [OCI_MANIFEST, DOCKER_MANIFEST])
+        .where("artifact_type", "in", [...IMAGE_CONFIG_TYPES])
+        .orderBy("digest")
+        .execute();
+      return rows.map((r) => r.digest);
+    },
+  };
+}
+
+async function manifestWhere(
+  db: RegistryDb,
+  digest: string,
+  repoUid?: string,
+): Promise<{ mediaType: string; content: Uint8Array } | undefined> {
+  let query = db.selectFrom("manifests").select(["media_type", "content"]).where("digest", "=", digest);
+  if (repoUid !== undefined) query = query.where("repo_uid", "=", repoUid);
+  const row = await query.limit(1).executeTakeFirst();
+  return row && { mediaType: row.media_type, content: row.content };
+}
+
+async function referrersAcrossRepos(
+  db: RegistryDb,
+  digest: string,
+  artifactTypes: readonly string[],
+): Promise<StoredReferrer[]> {
+  if (artifactTypes.length === 0) return [];
+  // The same referrer pushed to several repos is one document: its newest copy answers.
+  const { rows } = await sql<{
+    repo_uid: string;
+    digest: string;
+    media_type: string;
+    artifact_type: string | null;
+    annotations: Record<string, string> | null;
+    create_time: Date;
+  }>`
+    select * from (
+      select distinct on (digest) repo_uid, digest, media_type, artifact_type, annotations, create_time
+      from manifests
+      where subject_digest = ${digest} and artifact_type = any(${[...artifactTypes]}::text[])
+      order by digest, create_time desc, repo_uid
+    ) r
+    order by create_time desc, digest
+    limit 1000`.execute(db);
+  return rows.map((r) => ({
+    repoUid: r.repo_uid,
+    digest: r.digest,
+    mediaType: r.media_type,
+    artifactType: r.artifact_type,
+    annotations: r.annotations,
+    createTime: new Date(r.create_time),
+  }));
+}
