@@ -4,7 +4,14 @@
 // keeps each image's vulnerability reports as the advisories change (reports), and serves them:
 // chainguard.platform.registry.Vulnerabilities, the image methods of the v1 Registry service,
 // ImagesService (v2beta1 and v2) and the extension bulwark.registry.v1.ImageContentsService.
+import { ImageContentsService } from "../gen/bulwark/registry/v1/images_pb.js";
+import { file_chainguard_platform_registry_v2_images } from "../gen/chainguard/platform/registry/v2/images_pb.js";
+import { ImagesService } from "../gen/chainguard/platform/registry/v2beta1/images_pb.js";
+import { GaTwins } from "../platform/ga-twins.js";
 import type { FeatureModule } from "../platform/module.js";
+import { registryModule } from "../registry/api.js";
+import { imageContentsService, newestReportOfOurs } from "./contents.js";
+import { imagesService, v1ImageInfoHandlers } from "./image-info.js";
 import type { Db } from "../storage/db.js";
 import * as m014 from "./migrations/014_images.js";
 import type { ImagesSettings } from "./settings.js";
@@ -22,14 +29,27 @@ export function imagesRepositories(db: Db) {
 
 export type ImagesExports = Record<string, never>;
 
+/** chainguard.platform.registry.v2.ImagesService: the v2beta1 service under its GA name */
+const GA = new GaTwins([ImagesService], [file_chainguard_platform_registry_v2_images]);
+
 export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, ImagesExports, ImagesSettings> = {
   name: "images",
   migrations: { "014_images": m014 },
-  services: [],
+  services: [...GA.services, ImagesService, ImageContentsService],
   listings: {},
   repositories: imagesRepositories,
 
-  async start() {
-    return { bindings: [], exports: {} };
+  async start(ctx) {
+    const { inventories } = ctx.repositoriesOf(imagesModule);
+    const registry = ctx.exportsOf(registryModule);
+    const reads = { registry, inventories };
+    registry.serveV1Registry(v1ImageInfoHandlers(reads));
+    return {
+      bindings: [
+        ...GA.bind([imagesService(reads)]),
+        imageContentsService({ ...reads, newestReport: newestReportOfOurs }),
+      ],
+      exports: {},
+    };
   },
 };
