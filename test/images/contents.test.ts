@@ -9,77 +9,12 @@ import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { Registry } from "../../src/gen/platform/registry/v1/registry.platform_pb.js";
 import { ImageContentsService } from "../../src/gen/bulwark/registry/v1/images_pb.js";
 import { ImagesService as GaImagesService } from "../../src/gen/chainguard/platform/registry/v2/images_pb.js";
-import type { InstalledPackage, Inventory } from "../../src/images/inventory/types.js";
-import { InventoriesRepository } from "../../src/images/storage/inventories.js";
-import { imagesDb } from "../../src/images/storage/schema.js";
 import { assertInvalidArgument, assertResourceNotFound, assertRpcError, ok } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import { restClient, query } from "../support/http.js";
 import { descriptorOf, digestOf, MEDIA_TYPES, OciClient } from "../support/oci.js";
+import { inventory, pkg, pushPlatformImage, saveInventory, type Pushed } from "../support/image-contents.js";
 import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
-
-interface Pushed {
-  digest: string;
-  size: number;
-}
-
-/** Pushes an image for one platform (a config with runtime settings and one layer); its digest and stored size. */
-async function pushPlatformImage(
-  oci: OciClient,
-  name: string,
-  platform: { architecture: string; variant?: string },
-): Promise<Pushed> {
-  const config = JSON.stringify({
-    ...platform,
-    os: "linux",
-    config: {
-      User: "65532",
-      Env: ["PATH=/usr/bin", `PLATFORM=${platform.architecture}`],
-      Entrypoint: ["/usr/bin/app"],
-      Cmd: ["--serve"],
-      ExposedPorts: { "8080/tcp": {} },
-      WorkingDir: "/work",
-      Labels: { "org.opencontainers.image.title": `app ${platform.architecture}` },
-      StopSignal: "SIGTERM",
-    },
-  });
-  const layer = `layer for ${platform.architecture}${platform.variant ?? ""} `.repeat(40);
-  for (const blob of [config, layer]) assert.equal((await oci.postBlob(name, blob)).status, 201);
-  const manifest = JSON.stringify({
-    schemaVersion: 2,
-    mediaType: MEDIA_TYPES.ociManifest,
-    config: descriptorOf(MEDIA_TYPES.ociConfig, config),
-    layers: [descriptorOf(MEDIA_TYPES.ociLayer, layer)],
-  });
-  const digest = digestOf(manifest);
-  const put = await oci.putManifest(name, digest, manifest, MEDIA_TYPES.ociManifest);
-  assert.equal(put.status, 201, put.body.toString());
-  return { digest, size: Buffer.byteLength(config) + Buffer.byteLength(layer) };
-}
-
-const pkg = (name: string, version: string, origin = name): InstalledPackage => ({
-  type: "apk",
-  name,
-  version,
-  arch: "x86_64",
-  origin,
-  license: "Apache-2.0",
-  purl: `pkg:apk/wolfi/${name}@${version}?arch=x86_64`,
-});
-
-const inventory = (packages: InstalledPackage[]): Inventory => ({
-  os: "linux",
-  architecture: "amd64",
-  variant: "",
-  created: new Date("2026-01-02T03:04:05Z"),
-  config: { Labels: { tier: "test" } },
-  sizeCompressed: 1234,
-  sizeUncompressed: 5678,
-  packageSource: "apk",
-  distro: "wolfi",
-  distroVersion: "20230201",
-  packages,
-});
 
 for (const backend of backends()) {
   describe(`image read RPCs [${backend}]`, () => {
@@ -91,22 +26,6 @@ for (const backend of backends()) {
     let armv7: Pushed;
     let index: string;
     let newer: Pushed;
-
-    /**
-     * Records `inv` as the read inventory of `digest`, through the repository's own queue steps
-     * (this branch runs no indexer over these synthetic layers).
-     */
-    async function saveInventory(digest: string, inv: Inventory) {
-      const inventories = new InventoriesRepository(imagesDb(server.db));
-      const now = new Date();
-      await inventories.enqueue(digest, now);
-      for (;;) {
-        const claimed = await inventories.claim(now, 60_000);
-        assert.ok(claimed, `nothing to claim before ${digest}`);
-        if (claimed === digest) break;
-      }
-      assert.equal(await inventories.save(digest, inv, now), true);
-    }
 
     before(async () => {
       server = await startTestServer(backend);
@@ -225,6 +144,7 @@ for (const backend of backends()) {
         ],
       );
       await saveInventory(
+        server,
         amd64.digest,
         inventory([pkg("openssl", "3.3.0-r0"), pkg("libcrypto3", "3.3.0-r0", "openssl")]),
       );
@@ -298,6 +218,7 @@ for (const backend of backends()) {
 
     it("DiffImages: packages added, removed and changed by type and name", async () => {
       await saveInventory(
+        server,
         newer.digest,
         inventory([pkg("openssl", "3.3.2-r0"), pkg("libcrypto3", "3.3.2-r0", "openssl"), pkg("busybox", "1.36.1-r7")]),
       );
