@@ -10,7 +10,14 @@ import { IAM_Rules, iam, iam_scope } from "../gen/annotations/auth_pb.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { permissionDenied, unauthenticated } from "../core/errors.js";
-import type { Audience, Authorizer, CallContext, Freshness, RouteRule } from "../core/service.js";
+import {
+  declaredScopeOf,
+  type Audience,
+  type Authorizer,
+  type CallContext,
+  type Freshness,
+  type RouteRule,
+} from "../core/service.js";
 import type { RoleBindingDirectory } from "../iam/api.js";
 import { Access, type Grant, type Principal, type VerifiedToken } from "../core/access.js";
 import { LruCache } from "../core/lru.js";
@@ -67,12 +74,16 @@ export function iamRule(method: DescMethod): IamRule {
         rule = { mode: "self-checked", capabilities: [], unscoped: true, scopePath: [], ...common };
       else {
         const r: IAM_Rules = option.mode.value;
+        // A reference proto without an iam_scope field may have its scope declared by the server.
+        const declared = r.unscoped ? undefined : declaredScopeOf(method);
+        const declaredField = declared && method.input.fields.find((f) => f.name === declared.field);
         rule = {
           mode: "enabled",
           capabilities: [...r.capabilities],
           unscoped: r.unscoped,
-          scopePath: r.unscoped ? [] : scopePathOf(method.input),
+          scopePath: r.unscoped ? [] : declaredField ? [declaredField] : scopePathOf(method.input),
           ...common,
+          ...(declared ? { noun: declared.noun } : {}),
         };
       }
     }

@@ -185,3 +185,29 @@ export async function invoke(
 }
 
 type DescMessageOf<M extends DescMethodUnary, K extends "input" | "output" = "input"> = M[K];
+
+/**
+ * The request field a method is scoped by when its proto marks none with `iam_scope`: a
+ * reference proto we serve unchanged (CreateVulnReport's `repo_id`). Without it such a method
+ * would be the operator's alone; declared (once, when the serving module loads), the authorizer
+ * requires the method's capabilities on that field's uid and the outbox takes it as the event's
+ * subject, exactly as for an `iam_scope` field.
+ */
+export interface DeclaredScope {
+  /** the request field's proto name ("repo_id") */
+  field: string;
+  /** the noun a NOT_FOUND answer uses for it ("repo") */
+  noun: string;
+}
+
+const declaredScopes = new WeakMap<DescMethod, DeclaredScope>();
+
+export function declareScope(method: DescMethod, scope: DeclaredScope): void {
+  if (!method.input.fields.some((f) => f.name === scope.field && f.fieldKind === "scalar"))
+    throw new Error(`${method.parent.typeName}.${method.name} has no scalar field ${scope.field}`);
+  declaredScopes.set(method, scope);
+}
+
+export function declaredScopeOf(method: DescMethod): DeclaredScope | undefined {
+  return declaredScopes.get(method);
+}

@@ -24,6 +24,8 @@ export const MAX_STRING_LENGTH: Readonly<Record<string, number>> = {
   description: 4096,
   /** a JWKS document (an identity's static keys) */
   issuer_keys: 65536,
+  /** an uploaded scanner report given inline (CreateVulnReport; images/scanner-reports.ts) */
+  raw_report_filepath: 1048576,
   /** an invite code */
   code: 4096,
   page_token: 2048,

@@ -14,7 +14,7 @@ import {
 } from "@bufbuild/protobuf";
 import { EventAttributes_Audience, events as eventsOption } from "../gen/annotations/events_pb.js";
 import { iam_scope } from "../gen/annotations/auth_pb.js";
-import type { CallContext, CallRecorder } from "../core/service.js";
+import { declaredScopeOf, type CallContext, type CallRecorder } from "../core/service.js";
 import { parentOf } from "../core/uidp.js";
 import { actorOf, type EventRecord } from "../platform/events.js";
 import { withinTransaction } from "../storage/ambient-transaction.js";
@@ -94,6 +94,14 @@ function scopeOf(desc: DescMessage, message: Record<string, unknown>): string | 
   return typeof value === "string" && value ? value : undefined;
 }
 
+/** The value of the scope field the server declared for a method whose proto marks none. */
+function declaredScope(method: DescMethodUnary, request: Message): string | undefined {
+  const declared = declaredScopeOf(method);
+  const field = declared && method.input.fields.find((f) => f.name === declared.field);
+  const value = field ? (request as unknown as Record<string, unknown>)[field.localName] : undefined;
+  return typeof value === "string" && value ? value : undefined;
+}
+
 const ID_FIELDS = ["uid", "id"];
 
 /**
@@ -118,7 +126,9 @@ function rpcEvent(
 ): EventRecord {
   const fromResponse = stringField(response as never, ID_FIELDS);
   const fromRequest = fromResponse ?? stringField(request as never, ID_FIELDS);
-  const fromScope = fromRequest ? undefined : scopeOf(method.input, request as never);
+  const fromScope = fromRequest
+    ? undefined
+    : (scopeOf(method.input, request as never) ?? declaredScope(method, request));
   const subject = fromRequest ?? fromScope ?? "";
   return {
     type,

@@ -16,6 +16,8 @@ import {
 } from "../gen/bulwark/registry/v1/images_pb.js";
 import * as v1 from "../gen/platform/registry/v1/registry.platform_pb.js";
 import {
+  Scanner_Name,
+  Vulnerabilities,
   Vulnerability_Severity,
   type VulnReport,
   type Vulnerability,
@@ -23,6 +25,8 @@ import {
 import { checkDigest, imageFor, pickPlatform, readManifest, type ManifestReads } from "./image-manifests.js";
 import { readInventories, type InventoryView } from "./image-info.js";
 import type { InstalledPackage } from "./inventory/types.js";
+import { OUR_SCANNER_VERSION } from "./reports.js";
+import { delegateTo } from "../platform/v1.js";
 
 export interface ContentsDeps {
   registry: ManifestReads;
@@ -35,12 +39,21 @@ export interface ContentsDeps {
 }
 
 /**
- * The newest report of ours for an image, as the caller may see it. PLACEHOLDER until the
- * Vulnerabilities service (img-reports) is merged: no report, so DiffImages compares packages and
- * warns that vulnerabilities were not compared.
+ * The newest report of ours for an image, as the caller may see it: through the Vulnerabilities
+ * service's ListVulnReports (authorized as that RPC, CAP_VULN_REPORT_LIST, with its visibility:
+ * findings of advisories the caller cannot see are left out there). Listed by digest, so the
+ * newest report of ours in any repo the caller may read answers.
  */
-export async function newestReportOfOurs(): Promise<VulnReport | undefined> {
-  return undefined;
+export function newestReportOfOurs(vulnerabilities: ServiceBinding): ContentsDeps["newestReport"] {
+  const list = delegateTo(Vulnerabilities, [vulnerabilities]);
+  return async (_repoUid, digest, call) => {
+    const { items } = await list(
+      "listVulnReports",
+      { digest, scanner: { name: Scanner_Name.UNKNOWN, version: OUR_SCANNER_VERSION } },
+      call,
+    );
+    return items[0];
+  };
 }
 
 const STATES = {

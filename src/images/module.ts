@@ -12,6 +12,10 @@ import type { FeatureModule } from "../platform/module.js";
 import { registryModule } from "../registry/api.js";
 import { imageContentsService, newestReportOfOurs } from "./contents.js";
 import { imagesService, v1ImageInfoHandlers } from "./image-info.js";
+import { vulnerabilitiesModule } from "../vulnerabilities/api.js";
+import { Vulnerabilities } from "../gen/platform/registry/v1/vulnerabilities.platform_pb.js";
+import { reportAdvisories } from "./reports.js";
+import { vulnerabilitiesBinding } from "./vulnerabilities.js";
 import type { Db } from "../storage/db.js";
 import * as m014 from "./migrations/014_images.js";
 import type { ImagesSettings } from "./settings.js";
@@ -35,19 +39,22 @@ const GA = new GaTwins([ImagesService], [file_chainguard_platform_registry_v2_im
 export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, ImagesExports, ImagesSettings> = {
   name: "images",
   migrations: { "014_images": m014 },
-  services: [...GA.services, ImagesService, ImageContentsService],
+  services: [Vulnerabilities, ...GA.services, ImagesService, ImageContentsService],
   listings: {},
   repositories: imagesRepositories,
 
   async start(ctx) {
-    const { inventories } = ctx.repositoriesOf(imagesModule);
+    const { inventories, reports } = ctx.repositoriesOf(imagesModule);
     const registry = ctx.exportsOf(registryModule);
+    const advisories = reportAdvisories(ctx.exportsOf(vulnerabilitiesModule));
+    const vulnerabilities = vulnerabilitiesBinding({ reports, registry, inventories, advisories, now: ctx.now });
     const reads = { registry, inventories };
     registry.serveV1Registry(v1ImageInfoHandlers(reads));
     return {
       bindings: [
+        vulnerabilities,
         ...GA.bind([imagesService(reads)]),
-        imageContentsService({ ...reads, newestReport: newestReportOfOurs }),
+        imageContentsService({ ...reads, newestReport: newestReportOfOurs(vulnerabilities) }),
       ],
       exports: {},
     };

@@ -10,6 +10,9 @@ import { Registry } from "../../src/gen/platform/registry/v1/registry.platform_p
 import { ImageContentsService } from "../../src/gen/bulwark/registry/v1/images_pb.js";
 import { ImagesService as GaImagesService } from "../../src/gen/chainguard/platform/registry/v2/images_pb.js";
 import { assertInvalidArgument, assertResourceNotFound, assertRpcError, ok } from "../support/assertions.js";
+import { OUR_SCANNER_VERSION } from "../../src/images/reports.js";
+import { ReportsRepository } from "../../src/images/storage/reports.js";
+import { imagesDb } from "../../src/images/storage/schema.js";
 import { backends } from "../support/db-templates.js";
 import { restClient, query } from "../support/http.js";
 import { descriptorOf, digestOf, MEDIA_TYPES, OciClient } from "../support/oci.js";
@@ -246,6 +249,49 @@ for (const backend of backends()) {
         back.packages.removed.map((p: { name: string }) => p.name),
         ["busybox"],
       );
+      assert.deepEqual(diff.vulnerabilities, { added: [], removed: [], metadata: [] });
+      assert.equal(diff.warnings.length, 2);
+
+      // vulnerabilities: from each image's newest report of ours
+      const reports = new ReportsRepository(imagesDb(server.db));
+      const vuln = (id: string, cve: string, severity: string) => ({
+        id,
+        aliases: [cve],
+        purls: ["pkg:apk/wolfi/openssl@3.3.0-r0?arch=x86_64"],
+        severity,
+      });
+      const report = (digest: string, vulnerabilities: object[]) =>
+        reports.insert({
+          repoUid: repo,
+          digest,
+          scannerName: 0,
+          scannerVersion: OUR_SCANNER_VERSION,
+          origin: "bulwark",
+          createdAt: new Date(),
+          vulnerabilities: vulnerabilities as Record<string, unknown>[],
+          findingsDigest: digest,
+        });
+      await report(amd64.digest, [vuln("CGA-aaaa", "CVE-2024-0001", "HIGH"), vuln("CGA-bbbb", "CVE-2024-0002", "LOW")]);
+      await report(newer.digest, [
+        vuln("CGA-bbbb", "CVE-2024-0002", "LOW"),
+        vuln("CGA-cccc", "CVE-2024-0003", "CRITICAL"),
+      ]);
+      const withVulns = ok(await api.get(path + query({ from: index, to: newer.digest })));
+      assert.deepEqual(withVulns.vulnerabilities.added, [
+        { id: "CVE-2024-0003", reference: "CGA-cccc", severity: "CRITICAL" },
+      ]);
+      assert.deepEqual(withVulns.vulnerabilities.removed, [
+        { id: "CVE-2024-0001", reference: "CGA-aaaa", severity: "HIGH" },
+      ]);
+      assert.deepEqual(
+        withVulns.vulnerabilities.metadata.map((m: { digest: string; scanner: object }) => [m.digest, m.scanner]),
+        [
+          [amd64.digest, { name: "bulwark", version: OUR_SCANNER_VERSION }],
+          [newer.digest, { name: "bulwark", version: OUR_SCANNER_VERSION }],
+        ],
+      );
+      assert.deepEqual(withVulns.warnings, []);
+
       // an image not read yet cannot be compared
       assertRpcError(await api.get(path + query({ from: arm64.digest, to: newer.digest })), 400, 9, "pending");
       assertInvalidArgument(await api.get(path + query({ from: "nope", to: newer.digest })), "from");

@@ -47,8 +47,10 @@ export interface NewReport {
 }
 
 export interface ReportFilter {
-  /** only reports of these images */
-  digests: readonly string[];
+  /** only reports of these images; absent: any image (then repoUids is given) */
+  digests?: readonly string[];
+  /** only reports in repos inside these subtrees (the caller's visibility); absent: anywhere */
+  visibleIn?: readonly string[];
   /** only reports in these repos; absent: any repo */
   repoUids?: readonly string[];
   scannerName?: number;
@@ -132,11 +134,14 @@ export class ReportsRepository {
 
   /** Reports matching the filter, newest first. */
   async list(filter: ReportFilter): Promise<ReportRow[]> {
-    if (filter.digests.length === 0 || filter.repoUids?.length === 0) return [];
-    let q = this.db
-      .selectFrom("vuln_reports")
-      .selectAll()
-      .where("digest", "in", [...filter.digests]);
+    if (filter.digests?.length === 0 || filter.repoUids?.length === 0 || filter.visibleIn?.length === 0) return [];
+    let q = this.db.selectFrom("vuln_reports").selectAll();
+    if (filter.digests) q = q.where("digest", "in", [...filter.digests]);
+    const roots = filter.visibleIn;
+    if (roots)
+      q = q.where((eb) =>
+        eb.or(roots.flatMap((root) => [eb("repo_uid", "=", root), eb("repo_uid", "like", `${root}/%`)])),
+      );
     if (filter.repoUids) q = q.where("repo_uid", "in", [...filter.repoUids]);
     if (filter.scannerName !== undefined) {
       q = q.where("scanner_name", "=", filter.scannerName);
