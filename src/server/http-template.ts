@@ -103,9 +103,14 @@ export function compileTemplate(template: string): CompiledTemplate {
   };
 }
 
-/** More specific templates first: custom verbs, then more literal text, then fewer wildcards. */
+/** More specific templates first: custom verbs, then fewer `**`, then more literal text, then fewer `*`. */
 export function compareSpecificity(a: CompiledTemplate, b: CompiledTemplate): number {
   if (a.hasVerb !== b.hasVerb) return a.hasVerb ? -1 : 1;
-  if (a.wildcards !== b.wildcards) return a.wildcards - b.wildcards;
-  return b.literalLength - a.literalLength;
+  // Fewer `**` first; among equals, more literal text before fewer `*`: a `**` route with a
+  // literal tail (`/repos/{repo_uid=**}/digests/{digest}/size`) is tried before the bare
+  // `/repos/{uid=**}`, which would match its paths too.
+  const multi = Math.floor(a.wildcards / 100) - Math.floor(b.wildcards / 100);
+  if (multi !== 0) return multi;
+  if (a.literalLength !== b.literalLength) return b.literalLength - a.literalLength;
+  return a.wildcards - b.wildcards;
 }

@@ -226,6 +226,11 @@ describe("compareSpecificity", () => {
     assert.deepEqual(sorted("/v1/{a=**}", "/v1/items/{a=**}"), ["/v1/items/{a=**}", "/v1/{a=**}"]);
   });
 
+  it("puts a ** route with a literal tail before the bare ** route that would also match its paths", () => {
+    const size = "/registry/v2beta1/repos/{repo_uid=**}/digests/{digest}/size";
+    assert.deepEqual(sorted("/registry/v2beta1/repos/{uid=**}", size), [size, "/registry/v2beta1/repos/{uid=**}"]);
+  });
+
   it("is a consistent comparator", () => {
     const a = compileTemplate("/v1/{id}");
     const b = compileTemplate("/v2/{id}");

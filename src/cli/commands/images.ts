@@ -18,6 +18,7 @@ import { CliError, UsageError, unreachable } from "../errors.js";
 import { listAll, messageView, time, type Printer, type View } from "../output.js";
 import type { Session } from "../session.js";
 import { parentUid, repoPaths, resolveRepo } from "../resolve.js";
+import { registerImageContents } from "./images-contents.js";
 
 function tierName(tier: CatalogTier): string {
   return tier === CatalogTier.UNSPECIFIED ? "" : (CatalogTier[tier] ?? String(tier)).toLowerCase();
@@ -243,7 +244,10 @@ function updateMask(
 }
 
 export function registerImages(program: Command): void {
-  const images = program.command("images").description("the registry's images: repos, their tags, and tag history");
+  const images = program
+    .command("images")
+    .description("the registry's images: repos, their tags, tag history, and what is inside them");
+  registerImageContents(images);
 
   run(
     clientCommand(images, "list", {
