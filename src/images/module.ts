@@ -1,19 +1,32 @@
 // The images module: what is inside each pushed image and which advisories affect it. It reads
-// every pushed image's config and installed packages in the background (inventory/), writes
-// SBOMs from them (sbom/), matches them against the advisories the server holds (matching/),
-// keeps each image's vulnerability reports as the advisories change (reports), and serves them:
-// chainguard.platform.registry.Vulnerabilities, the image methods of the v1 Registry service,
-// ImagesService (v2beta1 and v2) and the extension bulwark.registry.v1.ImageContentsService.
+// every pushed image's config and installed packages in the background (inventory/, indexer.ts),
+// writes SBOMs from them (sbom/), matches them against the advisories the server holds
+// (matching/), keeps each image's vulnerability reports as the advisories change (reports.ts),
+// and serves them: chainguard.platform.registry.Vulnerabilities, the image methods of the v1
+// Registry service, ImagesService (v2beta1 and v2) and the extension
+// bulwark.registry.v1.ImageContentsService.
+import { ImageContentsService } from "../gen/bulwark/registry/v1/images_pb.js";
+import { file_chainguard_platform_registry_v2_images } from "../gen/chainguard/platform/registry/v2/images_pb.js";
+import { ImagesService } from "../gen/chainguard/platform/registry/v2beta1/images_pb.js";
+import { Vulnerabilities } from "../gen/platform/registry/v1/vulnerabilities.platform_pb.js";
+import { GaTwins } from "../platform/ga-twins.js";
 import type { FeatureModule } from "../platform/module.js";
 import { registryModule } from "../registry/api.js";
-import { sbomV1Handlers } from "./sboms.js";
 import type { Db } from "../storage/db.js";
+import { vulnerabilitiesModule } from "../vulnerabilities/api.js";
+import { imageContentsService, newestReportOfOurs } from "./contents.js";
+import { imagesService, v1ImageInfoHandlers } from "./image-info.js";
+import type { Indexer } from "./indexer.js";
 import { startIndexer } from "./indexer-start.js";
+import { matchPackages } from "./matching/match.js";
 import * as m014 from "./migrations/014_images.js";
-import type { ImagesSettings } from "./settings.js";
+import { ReportWorker } from "./reports.js";
+import { IMAGES_DEFAULTS, type ImagesSettings } from "./settings.js";
+import { sbomV1Handlers } from "./sboms.js";
 import { InventoriesRepository } from "./storage/inventories.js";
 import { ReportsRepository } from "./storage/reports.js";
 import { imagesDb } from "./storage/schema.js";
+import { vulnerabilitiesBinding } from "./vulnerabilities.js";
 
 export function imagesRepositories(db: Db) {
   const images = imagesDb(db);
@@ -24,29 +37,69 @@ export function imagesRepositories(db: Db) {
 }
 
 export interface ImagesExports {
-  /** the background inventory reader: `wake()` looks for queued images now */
-  indexer: { wake(): void };
+  indexer: Pick<Indexer, "wake">;
+  /** recomputes the queued vulnerability reports now (after the indexer or an advisory change queued some) */
+  reports: Pick<ReportWorker, "wake">;
 }
+
+/** chainguard.platform.registry.v2.ImagesService: the v2beta1 service under its GA name */
+const GA = new GaTwins([ImagesService], [file_chainguard_platform_registry_v2_images]);
 
 export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, ImagesExports, ImagesSettings> = {
   name: "images",
   migrations: { "014_images": m014 },
-  services: [],
+  services: [Vulnerabilities, ImagesService, ...GA.services, ImageContentsService],
   listings: {},
   repositories: imagesRepositories,
 
   async start(ctx) {
     const repositories = ctx.repositoriesOf(imagesModule);
+    const { inventories, reports } = repositories;
     const registry = ctx.exportsOf(registryModule);
-    registry.serveV1Registry(sbomV1Handlers({ registry, inventories: repositories.inventories, urls: ctx.urls }));
+    const advisories = ctx.exportsOf(vulnerabilitiesModule);
+    const reads = { registry, inventories };
+
+    const worker = new ReportWorker({
+      db: ctx.db,
+      reports,
+      inventories,
+      advisories,
+      registry,
+      match: matchPackages,
+      events: ctx.events,
+      now: ctx.now,
+      logger: ctx.logger,
+    });
     const indexer = await startIndexer(ctx, repositories, registry);
-    // (indexer.onInventory(...) subscriptions go here, before the reads start)
+    // A read inventory has its reports queued (in the save's transaction): compute them now.
+    indexer.onInventory(() => worker.wake());
     indexer.start();
+
+    registry.serveV1Registry(sbomV1Handlers({ registry, inventories, urls: ctx.urls }));
+    registry.serveV1Registry(v1ImageInfoHandlers(reads));
+    const vulnerabilities = vulnerabilitiesBinding({ reports, registry, inventories, advisories, now: ctx.now });
     return {
-      bindings: [],
-      exports: { indexer },
+      bindings: [
+        vulnerabilities,
+        ...GA.bind([imagesService(reads)]),
+        imageContentsService({ ...reads, newestReport: newestReportOfOurs(vulnerabilities) }),
+      ],
+      // Advisory changes (from any replica's imports) queue the images they concern; what is
+      // queued is recomputed, here or on another replica, whichever claims it first.
+      tasks: [
+        {
+          name: "vulnerability reports",
+          everyMs: ctx.moduleSettings?.pollIntervalMs ?? IMAGES_DEFAULTS.pollIntervalMs,
+          run: async () => {
+            await worker.checkAdvisories();
+            await worker.drain();
+          },
+        },
+      ],
+      exports: { indexer, reports: worker },
       async close() {
         await indexer.stop();
+        await worker.close();
       },
     };
   },
