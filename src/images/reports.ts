@@ -307,18 +307,3 @@ export function findingsDigest(vulnerabilities: readonly StoredVulnerability[]):
 export type ReportAdvisories<
   A extends CandidateAdvisory = CandidateAdvisory & { osv: Record<string, unknown> | null },
 > = ReportDeps<A>["advisories"];
-
-/**
- * The vulnerabilities module's exports as the reports use them. Until that module exports its
- * advisory lookups, an empty stand-in: no advisory matches, no raw report names one.
- */
-export function reportAdvisories(exports: object): ReportAdvisories {
-  const given = exports as Partial<ReportAdvisories>;
-  if (given.advisoriesForPackages && given.advisoriesChangedSince && given.lastChange) return given as ReportAdvisories;
-  return {
-    advisoriesForPackages: async () => [],
-    advisoriesChangedSince: async () => ({ names: [], purls: [] }),
-    lastChange: async () => undefined,
-    publicGroups: given.publicGroups ?? [],
-  };
-}
