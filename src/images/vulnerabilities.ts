@@ -8,7 +8,7 @@
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Access, Visibility } from "../core/access.js";
-import { invalidArgument, notFound, unimplemented } from "../core/errors.js";
+import { invalidArgument, notFound } from "../core/errors.js";
 import { accessOf, bindService, declareScope, type CallContext, type ServiceBinding } from "../core/service.js";
 import { isAncestorOrSelf, isValidUidp } from "../core/uidp.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
@@ -33,6 +33,7 @@ import {
   type StoredVulnerability,
 } from "./storage/reports.js";
 import { parseScannerReport, RawReportError } from "./scanner-reports.js";
+import { vulnCountHandlers } from "./vuln-counts.js";
 
 // The public proto marks no iam_scope on CreateVulnReport: the repo it names is its scope.
 declareScope(Vulnerabilities.method.createVulnReport, { field: "repo_id", noun: "repo" });
@@ -55,19 +56,20 @@ export interface VulnerabilitiesDeps<A extends CandidateAdvisory & { osv: Record
     manifestIn(repoUid: string, digest: string): Promise<{ mediaType: string; content: Uint8Array } | undefined>;
     resolveTag(repoUid: string, tag: string): Promise<string | undefined>;
     reposHolding(digest: string): Promise<string[]>;
+    repoByName(name: string): Promise<string | undefined>;
   };
-  inventories: { get(digests: string[]): Promise<InventoryForReport[]> };
+  inventories: { get(digests: string[]): Promise<(InventoryForReport & { sizeCompressed?: number | null })[]> };
   advisories: { advisoriesForPackages(names: string[], purls: string[]): Promise<A[]> };
   now(): Date;
 }
 
-function canSeeRepo(visibility: Visibility | undefined, repoUid: string): boolean {
+export function canSeeRepo(visibility: Visibility | undefined, repoUid: string): boolean {
   if (visibility === undefined) return false;
   return visibility === "all" || visibility.some((root) => isAncestorOrSelf(root, repoUid));
 }
 
 /** A stored report's findings the caller may see, as the API shows them. */
-function visibleFindings(report: ReportRow, access: Access): StoredVulnerability[] {
+export function visibleFindings(report: ReportRow, access: Access): StoredVulnerability[] {
   return report.vulnerabilities
     .filter((v) => {
       const advisory = v[ADVISORY_UID_KEY];
@@ -94,7 +96,7 @@ function reportMessage(report: ReportRow, access: Access) {
 }
 
 /** The platform images of an index's manifest; [digest] itself for an image manifest. */
-function platformDigests(digest: string, manifest: { mediaType: string; content: Uint8Array }): string[] {
+export function platformDigests(digest: string, manifest: { mediaType: string; content: Uint8Array }): string[] {
   let doc: { mediaType?: unknown; manifests?: unknown };
   try {
     doc = JSON.parse(Buffer.from(manifest.content).toString("utf8"));
@@ -237,12 +239,7 @@ export function vulnerabilitiesBinding<A extends CandidateAdvisory & { osv: Reco
       return reportMessage(row, accessOf(call));
     },
 
-    async listVulnCountReports() {
-      throw unimplemented("Vulnerabilities.ListVulnCountReports is not implemented by this server");
-    },
-    async listCumulativeVulnCountReports() {
-      throw unimplemented("Vulnerabilities.ListCumulativeVulnCountReports is not implemented by this server");
-    },
+    ...vulnCountHandlers({ ...deps, imagesIn, canSeeRepo, visibleFindings }),
   });
 
   /**

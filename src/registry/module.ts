@@ -59,6 +59,8 @@ export interface RegistryExports extends ImageAccess {
   serveV1Registry(handlers: V1ImageMethodHandlers): void;
   /** a repo's name as pulls name it ("org/team/app"), by its uid; undefined when there is no such repo */
   repoName(repoUid: string): Promise<string | undefined>;
+  /** the uid of the repo a name as pulls name it ("org/team/app") resolves to; undefined when none */
+  repoByName(name: string): Promise<string | undefined>;
 }
 
 /** The blob store the settings ask for; `fallbackDir` when nothing is configured. */
@@ -188,6 +190,7 @@ export const registryModule: FeatureModule<
           const repo = await repos.get(uid);
           return repo && (await names.namesOf([repo]))[0];
         },
+        repoByName: async (name: string) => (await names.resolve(name))?.repo?.uid,
         ...imageAccess(ctx.db, tags, manifestHooks),
       },
       async close() {

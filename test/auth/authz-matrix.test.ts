@@ -80,7 +80,11 @@ import {
   type ModelBinding,
 } from "../support/principals.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { lastEventSeq } from "../support/events.js";
+import { pushPlatformImage } from "../support/image-contents.js";
+import { imagesRepositories } from "../../src/images/module.js";
+import { OciClient } from "../support/oci.js";
 
 // ---------------------------------------------------------------------------------------------
 // The served RPCs and their rules, read from the descriptors.
@@ -150,6 +154,34 @@ const HANDLER_SCOPES: Record<string, string> = {
   "RolesService.GetRole": "uid",
 };
 
+/**
+ * Methods whose published proto marks no scope field although they act on one resource: the
+ * server declares the field it authorizes on (core/service.ts declareScope). Keyed "Service.Method".
+ */
+const DECLARED_SCOPES: Record<string, string> = {
+  "Vulnerabilities.CreateVulnReport": "repo_id",
+};
+
+/**
+ * Unscoped List RPCs that answer only about one resource named in the request (a repo's
+ * vulnerability reports): called with it; items are seen exactly by holders of the List
+ * capability there.
+ */
+const LIST_QUERIES: Record<
+  string,
+  { query: (fx: Fixtures) => Record<string, string>; target: (fx: Fixtures) => string }
+> = {
+  "Vulnerabilities.ListVulnReports": { query: (fx) => ({ repo_id: fx.a.repo }), target: (fx) => fx.a.repo },
+  "Vulnerabilities.ListVulnCountReports": {
+    query: (fx) => ({ repo: fx.a.repo, tag: "latest" }),
+    target: (fx) => fx.a.repo,
+  },
+  "Vulnerabilities.ListCumulativeVulnCountReports": {
+    query: (fx) => ({ repo: fx.a.repo, tag: "latest" }),
+    target: (fx) => fx.a.repo,
+  },
+};
+
 /** Unscoped methods without capabilities whose handler answers NOT_FOUND about what the caller cannot list. */
 const LOOKUPS: Record<
   string,
@@ -165,6 +197,12 @@ const LOOKUPS: Record<
     query: (fx) => ({ issuer: fx.identityIssuer, subject: fx.identitySubject }),
     target: (fx) => fx.a.identity,
   },
+  // an image's raw report: answered only from repos where the caller may list reports
+  "Vulnerabilities.GetRawVulnReport": {
+    cap: "CAP_VULN_REPORT_LIST",
+    query: (fx) => ({ digest: fx.a.image, scanner: "GRYPE" }),
+    target: (fx) => fx.a.repo,
+  },
 };
 
 type Kind =
@@ -179,7 +217,8 @@ type Kind =
   | "tag"
   | "advisory"
   | "subscription"
-  | "event";
+  | "event"
+  | "image";
 const KINDS: readonly Kind[] = [
   "group",
   "role",
@@ -193,6 +232,8 @@ const KINDS: readonly Kind[] = [
   "advisory",
   "subscription",
   "event",
+  // an image digest in the repo fixture (made with it, see makeAll)
+  "image",
 ];
 
 /** Sub-resources and extension messages whose uid is their resource's (a repo's readme, visibility). */
@@ -216,6 +257,9 @@ function kindOf(service: DescService, input: DescMessage, variable: string): Kin
     kind = f?.fieldKind === "message" ? snake(f.message.name) : undefined;
     kind = SAME_UID_AS[kind ?? ""] ?? kind;
   } else if (path.length === 1) {
+    // an image names its digest beside its repo (the repo fixture holds the image fixture)
+    if (variable === "digest") return "image";
+    if (variable === "repo_id" && service.name === "Vulnerabilities") return "repo";
     // A tag's parent is a repo; everything else lives in a group.
     if (variable === "parent") kind = service.name === "TagsService" ? "repo" : "group";
     // Extension RPCs name their resource in the request's name (GetRepoVisibility, DeprecateTag).
@@ -324,6 +368,8 @@ function classify(rpc: Rpc): { category?: Category; problem?: string } {
     if (rule.caps.length === 0) return { category: { kind: "any-authenticated" } };
     return { problem: `unscoped ${rpc.label} requires ${rule.caps.join(", ")} but HANDLER_SCOPES does not say where` };
   }
+  const declared = DECLARED_SCOPES[rpc.label];
+  if (declared) return { category: { kind: "scoped", field: declared, caps: rule.caps } };
   if (rule.scopePath.length === 0)
     return { category: rule.caps.length ? { kind: "operator-only" } : { kind: "any-authenticated" } };
   return { category: { kind: "scoped", field: rule.scopePath.join("."), caps: rule.caps } };
@@ -438,6 +484,9 @@ async function makeKind(api: Api, group: string, kind: Kind, subject = `fixture-
       return (await importAdvisory(api, group, cgaId(++serial), `package-${serial}`)).uid;
     case "subscription":
       return (await createSubscription(api, group, `https://receiver.example.com/${++serial}`)).uid;
+    // made with its repo (makeAll): the image a repo-and-digest request names must be in that repo
+    case "image":
+      throw new Error("an image fixture is pushed into its repo fixture by makeAll");
     // the event of a group's creation
     case "event": {
       const made = await createGroup(api, group, nextName("evented"));
@@ -448,10 +497,54 @@ async function makeKind(api: Api, group: string, kind: Kind, subject = `fixture-
   }
 }
 
-async function makeAll(api: Api, group: string, subject: string): Promise<KindFixtures> {
+/** Pushes an image into a repo (by uid) and uploads a scanner's report of it; its digest. */
+type ImagePusher = (repoUid: string) => Promise<string>;
+
+async function makeAll(api: Api, group: string, subject: string, pushImage: ImagePusher): Promise<KindFixtures> {
   const out = {} as KindFixtures;
-  for (const kind of KINDS) out[kind] = kind === "group" ? group : await makeKind(api, group, kind, subject);
+  for (const kind of KINDS)
+    out[kind] =
+      kind === "group"
+        ? group
+        : kind === "image"
+          ? await pushImage(out.repo)
+          : await makeKind(api, group, kind, subject);
   return out;
+}
+
+/**
+ * The pusher of the matrix's server: a one-layer image over the registry protocol (one per
+ * architecture: the two orgs' images differ), tagged `latest`, an uploaded Grype report of it
+ * and one of ours (as the report worker writes them).
+ */
+function imagePusher(server: TestServer, api: Api, architecture: string): ImagePusher {
+  return async (repoUid) => {
+    const repo = await api.get(`/registry/v2beta1/repos/${repoUid}`);
+    assert.equal(repo.status, 200, JSON.stringify(repo.body));
+    const [org, ...groups] = repoUid.split("/").slice(0, -1);
+    const name = [org, ...groups.map((g) => g.slice(-16)), repo.body.name].join("/");
+    const token = await server.tokenFor(OPERATOR_SUBJECT, { audience: [server.tokens.urls.registryAudience] });
+    const oci = new OciClient(server.url, { credential: { username: "_token", password: token } });
+    const { digest } = await pushPlatformImage(oci, name, { architecture });
+    const tag = await api.post(`/registry/v2beta1/tags/${repoUid}`, { name: "latest", digest });
+    assert.equal(tag.status, 200, JSON.stringify(tag.body));
+    await imagesRepositories(server.db).reports.insert({
+      repoUid,
+      digest,
+      scannerName: 0,
+      scannerVersion: "bulwark matrix",
+      origin: "bulwark",
+      createdAt: new Date(),
+      vulnerabilities: [{ id: "CVE-2024-0001", severity: "HIGH" }],
+      findingsDigest: "matrix",
+    });
+    const report = await api.post(`/registry/v1/vuln_reports/${repoUid}`, {
+      digest,
+      scanner: { name: "GRYPE", version: "0.80.0" },
+    });
+    assert.equal(report.status, 200, JSON.stringify(report.body));
+    return digest;
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -546,7 +639,7 @@ async function buildRequest(rpc: Rpc, fx: Fixtures, fresh: (kind: Kind) => Promi
       else path += `${path.includes("?") ? "&" : "?"}${encodeURIComponent(c.field)}=${encodeURIComponent(scope)}`;
     }
   }
-  const lookup = LOOKUPS[rpc.label];
+  const lookup = LOOKUPS[rpc.label] ?? LIST_QUERIES[rpc.label];
   if (lookup) path += "?" + new URLSearchParams(lookup.query(fx)).toString();
   // v1 lists have no pages: they answer everything
   if (c?.kind === "list" && rpc.method.input.fields.some((f) => f.name === "page_size")) path += "?page_size=200";
@@ -612,8 +705,8 @@ for (const backend of backends()) {
       fx = {
         orgA,
         orgB,
-        a: await makeAll(op, groupA, subject),
-        b: await makeAll(op, groupB, `${subject}-b`),
+        a: await makeAll(op, groupA, subject, imagePusher(server, op, "amd64")),
+        b: await makeAll(op, groupB, `${subject}-b`, imagePusher(server, op, "arm64")),
         identityIssuer: "https://issuer.example",
         identitySubject: subject,
       };
@@ -736,7 +829,8 @@ for (const backend of backends()) {
             ![401, 403, 404].includes(res.status) && res.status !== 500,
             `${where}: expected to reach the handler, got ${describeOutcome(res)}`,
           );
-          if (rpc.category?.kind === "list") checkList(rpc, p, res, where);
+          // (a List RPC without a handler is authorized, then answers UNIMPLEMENTED)
+          if (rpc.category?.kind === "list" && rpc.hasHandler) checkList(rpc, p, res, where);
         }
         if (req.target && want !== "allowed") {
           // A refused Delete leaves its target in place.
@@ -802,6 +896,13 @@ for (const backend of backends()) {
       const items = res.body[c.itemsField] as Json[];
       assert.ok(Array.isArray(items), `${where}: no ${c.itemsField}`);
       assert.ok(!res.body.nextPageToken, `${where}: more than one page; raise page_size`);
+      const about = LIST_QUERIES[rpc.label];
+      if (about) {
+        // items about the one resource asked for: all of them to a holder of the capability there, none to others
+        const sees = p.operator || holdsAll(p.bindings, about.target(fx), [c.cap]);
+        assert.equal(items.length > 0, sees, `${where}: ${items.length} items`);
+        return;
+      }
       if (rpc.method.output.fields.some((f) => f.name === "total_count"))
         assert.equal(
           res.body.totalCount,

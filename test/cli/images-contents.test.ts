@@ -21,7 +21,8 @@ for (const backend of backends()) {
       runCli(home, args, { env: { BULWARK_API_URL: server.url, BULWARK_TOKEN: server.operatorToken } });
 
     before(async () => {
-      server = await startTestServer(backend);
+      // Synthetic images with inventories recorded by the test: the indexer must not read them.
+      server = await startTestServer(backend, { images: { inventoryConcurrency: 0 } });
       home = new CliHome();
       await restClient(server.url, server.operatorToken).post("/iam/v2beta1/groups", { name: "acme" });
       const registryHost = server.tokens.urls.registryAudience;
