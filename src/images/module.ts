@@ -26,6 +26,7 @@ import { sbomV1Handlers } from "./sboms.js";
 import { InventoriesRepository } from "./storage/inventories.js";
 import { ReportsRepository } from "./storage/reports.js";
 import { imagesDb } from "./storage/schema.js";
+import { vulnReportV1Handler } from "./vuln-report-v1.js";
 import { vulnerabilitiesBinding } from "./vulnerabilities.js";
 
 export function imagesRepositories(db: Db) {
@@ -77,6 +78,7 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
 
     registry.serveV1Registry(sbomV1Handlers({ registry, inventories, urls: ctx.urls }));
     registry.serveV1Registry(v1ImageInfoHandlers(reads));
+    registry.serveV1Registry(vulnReportV1Handler({ reports, registry, inventories, advisories }));
     const vulnerabilities = vulnerabilitiesBinding({ reports, registry, inventories, advisories, now: ctx.now });
     return {
       bindings: [

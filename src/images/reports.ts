@@ -14,6 +14,7 @@ import { VERSION } from "../core/version.js";
 import type { EventJournal } from "../platform/events.js";
 import { withinTransaction } from "../storage/ambient-transaction.js";
 import type { Db } from "../storage/db.js";
+import { AdvisoryCache, type AdvisoryView } from "./advisory-cache.js";
 import type { InstalledPackage } from "./inventory/types.js";
 import { purlTypeAndName } from "./storage/inventories.js";
 import {
@@ -82,12 +83,6 @@ export interface ReportDeps<A extends CandidateAdvisory = CandidateAdvisory> {
   logger: Logger;
 }
 
-/** "pkg:deb/debian/openssl@3.0?arch=amd64" → "deb/openssl": what a versionless advisory purl and a package share. */
-export function purlKey(purl: string): string | undefined {
-  const p = purlTypeAndName(purl);
-  return p && `${p.type}/${p.name}`;
-}
-
 /** The VulnReport event body and API answer of a stored report (proto JSON). */
 export function vulnReportJson(report: ReportRow, vulnerabilities: StoredVulnerability[]): Record<string, unknown> {
   return {
@@ -120,7 +115,17 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
   /** the last look's answer, so an unchanged answer inside the lookback queues nothing again */
   #lastLook = "";
 
-  constructor(private readonly deps: ReportDeps<A>) {}
+  /** every matchable advisory, kept in this process (advisory-cache.ts) */
+  readonly #advisories: AdvisoryCache<A>;
+
+  constructor(private readonly deps: ReportDeps<A>) {
+    this.#advisories = new AdvisoryCache(deps.advisories, LOOKBACK_MS);
+  }
+
+  /** Advisory rows this worker read so far (the steady state reads none: the bench and tests). */
+  get advisoryRowsRead(): number {
+    return this.#advisories.rowsRead;
+  }
 
   /** Recomputes what is queued now, in the background (the indexer calls this after queueing). */
   wake(): void {
@@ -174,23 +179,7 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
       const ready = claimed.filter((c) => inventories.has(c.digest));
       if (ready.length === 0) return claimed.length;
 
-      const names = new Set<string>();
-      const purls = new Set<string>();
-      for (const inv of inventories.values())
-        for (const p of inv.packages) {
-          names.add(p.name);
-          names.add(p.origin);
-          if (p.purl) purls.add(p.purl);
-        }
-      const candidates = await deps.advisories.advisoriesForPackages([...names], [...purls]);
-      const byName = new Map<string, A[]>();
-      const byPurl = new Map<string, A[]>();
-      for (const a of candidates) {
-        if (a.artifactName) push(byName, a.artifactName, a);
-        const key = a.purl ? purlKey(a.purl) : undefined;
-        if (key) push(byPurl, key, a);
-      }
-      const dbBuildTime = await deps.advisories.lastChange();
+      const { byName, byPurl, lastChange: dbBuildTime } = await this.#advisories.current();
       const previous = await deps.reports.latestFindingsDigests(ready);
       const now = deps.now();
       // The same image in repos of one organization matches the same advisories: computed once.
@@ -201,7 +190,7 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
         let result = computed.get(memo);
         if (!result) {
           const inv = inventories.get(item.digest)!;
-          const considered = this.consideredFor(org, inv.packages, byName, byPurl);
+          const considered = consideredAdvisories(org, deps.advisories.publicGroups, inv.packages, { byName, byPurl });
           const findings = deps.match(inv.packages, considered);
           const vulnerabilities = findings.map((f) => ({ ...f.vulnerability, [ADVISORY_UID_KEY]: f.advisoryUid }));
           result = { vulnerabilities, digest: findingsDigest(vulnerabilities) };
@@ -212,30 +201,6 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
       }
       return claimed.length;
     });
-  }
-
-  /** The candidates an image in organization `org` considers: its packages' advisories of public groups and of `org`. */
-  private consideredFor(
-    org: string,
-    packages: readonly InstalledPackage[],
-    byName: Map<string, A[]>,
-    byPurl: Map<string, A[]>,
-  ): A[] {
-    const seen = new Set<string>();
-    const out: A[] = [];
-    const allowed = (a: A) =>
-      isAncestorOrSelf(org, a.uid) || this.deps.advisories.publicGroups.some((g) => isAncestorOrSelf(g, a.uid));
-    const take = (list: A[] | undefined) => {
-      for (const a of list ?? []) if (!seen.has(a.uid) && allowed(a)) (seen.add(a.uid), out.push(a));
-    };
-    for (const p of packages) {
-      take(byName.get(p.origin));
-      take(byName.get(p.name));
-      const key = p.purl ? purlTypeAndName(p.purl) : undefined;
-      // An OSV record names the binary or the source package (deb: the source).
-      if (key) (take(byPurl.get(`${key.type}/${key.name}`)), take(byPurl.get(`${key.type}/${p.origin}`)));
-    }
-    return out;
   }
 
   private async write(
@@ -280,6 +245,8 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
       const look = JSON.stringify([since?.toISOString(), [...changed.names].sort(), [...changed.purls].sort()]);
       if (look === this.#lastLook || (changed.names.length === 0 && changed.purls.length === 0)) return 0;
       this.#lastLook = look;
+      // What queues images here also refreshes their advisories before they are matched.
+      this.#advisories.invalidate(changed.names, changed.purls);
       const digests = await deps.inventories.digestsWithPackages(changed.names, changed.purls);
       const images: QueuedReport[] = [];
       for (const digest of digests)
@@ -292,10 +259,31 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
   }
 }
 
-function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
-  const list = map.get(key);
-  if (list) list.push(value);
-  else map.set(key, [value]);
+/**
+ * The advisories an image in organization `org` considers: its packages' candidates (by origin,
+ * name and purl) among the advisories of the public groups and of `org`.
+ */
+export function consideredAdvisories<A extends CandidateAdvisory>(
+  org: string,
+  publicGroups: readonly string[],
+  packages: readonly InstalledPackage[],
+  advisories: Pick<AdvisoryView<A>, "byName" | "byPurl">,
+): A[] {
+  const seen = new Set<string>();
+  const out: A[] = [];
+  const allowed = (a: A) => isAncestorOrSelf(org, a.uid) || publicGroups.some((g) => isAncestorOrSelf(g, a.uid));
+  const take = (list: readonly A[] | undefined) => {
+    for (const a of list ?? []) if (!seen.has(a.uid) && allowed(a)) (seen.add(a.uid), out.push(a));
+  };
+  for (const p of packages) {
+    take(advisories.byName.get(p.origin));
+    take(advisories.byName.get(p.name));
+    const key = p.purl ? purlTypeAndName(p.purl) : undefined;
+    // An OSV record names the binary or the source package (deb: the source).
+    if (key)
+      (take(advisories.byPurl.get(`${key.type}/${key.name}`)), take(advisories.byPurl.get(`${key.type}/${p.origin}`)));
+  }
+  return out;
 }
 
 /** sha256 of the findings as stored: an unchanged recomputation writes nothing. */

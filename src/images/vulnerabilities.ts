@@ -19,6 +19,7 @@ import {
   type Vulnerability,
 } from "../gen/platform/registry/v1/vulnerabilities.platform_pb.js";
 import type { InstalledPackage } from "./inventory/types.js";
+import { lookupKeysOf } from "./matching/match.js";
 import {
   OUR_SCANNER_NAME,
   findingsDigest,
@@ -180,7 +181,7 @@ export function vulnerabilitiesBinding<A extends CandidateAdvisory & { osv: Reco
       });
       if (!report) throw notFound("vulnerability report", req.digest);
       const raw =
-        report.origin === "uploaded" ? (report.raw ?? "") : JSON.stringify(await ourRawReport(report, access));
+        report.origin === "uploaded" ? (report.raw ?? "") : JSON.stringify(await ourRawReport(deps, report, access));
       return {
         digest: report.digest,
         scanner: {
@@ -241,51 +242,55 @@ export function vulnerabilitiesBinding<A extends CandidateAdvisory & { osv: Reco
 
     ...vulnCountHandlers({ ...deps, imagesIn, canSeeRepo, visibleFindings }),
   });
+}
 
-  /**
-   * Our raw report (documented in the README): the scanner, the image, and for each finding the
-   * caller may see its Vulnerability, the advisory as an OSV record and the installed packages
-   * it concerns.
-   */
-  async function ourRawReport(report: ReportRow, access: Access) {
-    const findings = report.vulnerabilities.filter((v) => {
-      const uid = v[ADVISORY_UID_KEY];
-      return typeof uid === "string" && access.can([Capability.CAP_ADVISORIES_LIST], uid);
-    });
-    const [inventory] = await deps.inventories.get([report.digest]);
-    const packages: readonly InstalledPackage[] = inventory?.packages ?? [];
-    const uids = new Set(findings.map((v) => v[ADVISORY_UID_KEY] as string));
-    const names = [...new Set(packages.flatMap((p) => [p.name, p.origin]))];
-    const advisories = uids.size
-      ? (await deps.advisories.advisoriesForPackages(names, packages.map((p) => p.purl).filter(Boolean))).filter((a) =>
-          uids.has(a.uid),
-        )
-      : [];
-    const byUid = new Map(advisories.map((a) => [a.uid, a]));
-    return {
-      schema: "bulwark.dev/vuln-report/v1",
-      scanner: {
-        name: "bulwark",
-        version: report.scannerVersion,
-        dbBuildTime: report.dbBuildTime?.toISOString(),
-      },
-      digest: report.digest,
-      createdAt: report.createdAt.toISOString(),
-      matches: findings.map((v) => {
-        const advisory = byUid.get(v[ADVISORY_UID_KEY] as string);
-        const purls = new Set(Array.isArray(v.purls) ? (v.purls as string[]) : []);
-        return {
-          vulnerability: publicVulnerability(v),
-          advisory: advisory?.osv ?? null,
-          packages: packages.filter(
-            (p) =>
-              purls.has(p.purl) ||
-              (advisory !== undefined && (p.origin === advisory.artifactName || p.name === advisory.artifactName)),
-          ),
-        };
-      }),
-    };
-  }
+/**
+ * Our raw report (documented in the README): the scanner, the image, and for each finding the
+ * caller may see its Vulnerability, the advisory as an OSV record and the installed packages
+ * it concerns.
+ */
+export async function ourRawReport<A extends CandidateAdvisory & { osv: Record<string, unknown> | null }>(
+  deps: Pick<VulnerabilitiesDeps<A>, "inventories" | "advisories">,
+  report: ReportRow,
+  access: Access,
+) {
+  const findings = report.vulnerabilities.filter((v) => {
+    const uid = v[ADVISORY_UID_KEY];
+    return typeof uid === "string" && access.can([Capability.CAP_ADVISORIES_LIST], uid);
+  });
+  const [inventory] = await deps.inventories.get([report.digest]);
+  const packages: readonly InstalledPackage[] = inventory?.packages ?? [];
+  const uids = new Set(findings.map((v) => v[ADVISORY_UID_KEY] as string));
+  // What the worker considered for these packages (lookupKeysOf: versionless purl keys).
+  const keys = lookupKeysOf(packages);
+  const names = [...new Set([...keys.names, ...packages.flatMap((p) => [p.name, p.origin])])];
+  const advisories = uids.size
+    ? (await deps.advisories.advisoriesForPackages(names, keys.purls)).filter((a) => uids.has(a.uid))
+    : [];
+  const byUid = new Map(advisories.map((a) => [a.uid, a]));
+  return {
+    schema: "bulwark.dev/vuln-report/v1",
+    scanner: {
+      name: "bulwark",
+      version: report.scannerVersion,
+      dbBuildTime: report.dbBuildTime?.toISOString(),
+    },
+    digest: report.digest,
+    createdAt: report.createdAt.toISOString(),
+    matches: findings.map((v) => {
+      const advisory = byUid.get(v[ADVISORY_UID_KEY] as string);
+      const purls = new Set(Array.isArray(v.purls) ? (v.purls as string[]) : []);
+      return {
+        vulnerability: publicVulnerability(v),
+        advisory: advisory?.osv ?? null,
+        packages: packages.filter(
+          (p) =>
+            purls.has(p.purl) ||
+            (advisory !== undefined && (p.origin === advisory.artifactName || p.name === advisory.artifactName)),
+        ),
+      };
+    }),
+  };
 }
 
 function toJsonVulnerability(v: Vulnerability): StoredVulnerability {
