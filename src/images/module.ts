@@ -22,7 +22,7 @@ import { matchPackages } from "./matching/match.js";
 import * as m014 from "./migrations/014_images.js";
 import { ReportWorker } from "./reports.js";
 import { IMAGES_DEFAULTS, type ImagesSettings } from "./settings.js";
-import { sbomV1Handlers } from "./sboms.js";
+import { imageSbomHandler, sbomV1Handlers } from "./sboms.js";
 import { InventoriesRepository } from "./storage/inventories.js";
 import { ReportsRepository } from "./storage/reports.js";
 import { imagesDb } from "./storage/schema.js";
@@ -75,14 +75,19 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
     indexer.onInventory(() => worker.wake());
     indexer.start();
 
-    registry.serveV1Registry(sbomV1Handlers({ registry, inventories, urls: ctx.urls }));
+    const sbomDeps = { registry, inventories, urls: ctx.urls };
+    registry.serveV1Registry(sbomV1Handlers(sbomDeps));
     registry.serveV1Registry(v1ImageInfoHandlers(reads));
     const vulnerabilities = vulnerabilitiesBinding({ reports, registry, inventories, advisories, now: ctx.now });
     return {
       bindings: [
         vulnerabilities,
         ...GA.bind([imagesService(reads)]),
-        imageContentsService({ ...reads, newestReport: newestReportOfOurs(vulnerabilities) }),
+        imageContentsService({
+          ...reads,
+          newestReport: newestReportOfOurs(vulnerabilities),
+          imageSbom: imageSbomHandler(sbomDeps),
+        }),
       ],
       // Advisory changes (from any replica's imports) queue the images they concern; what is
       // queued is recomputed, here or on another replica, whichever claims it first.
