@@ -22,6 +22,7 @@ import { matchPackages } from "./matching/match.js";
 import * as m014 from "./migrations/014_images.js";
 import { ReportWorker } from "./reports.js";
 import { IMAGES_DEFAULTS, type ImagesSettings } from "./settings.js";
+import { sbomAttacher } from "./sbom-attach.js";
 import { imageSbomHandler, sbomV1Handlers } from "./sboms.js";
 import { InventoriesRepository } from "./storage/inventories.js";
 import { ReportsRepository } from "./storage/reports.js";
@@ -73,6 +74,8 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
     const indexer = await startIndexer(ctx, repositories, registry);
     // A read inventory has its reports queued (in the save's transaction): compute them now.
     indexer.onInventory(() => worker.wake());
+    if (ctx.moduleSettings?.attachSboms)
+      indexer.onInventory(sbomAttacher({ registry, inventories, urls: ctx.urls, logger: ctx.logger }));
     indexer.start();
 
     const sbomDeps = { registry, inventories, urls: ctx.urls };

@@ -27,6 +27,7 @@ import { GaTwins } from "../platform/ga-twins.js";
 import { Registry } from "../gen/platform/registry/v1/registry.platform_pb.js";
 import { v1RegistryService, type V1RegistryStores } from "./v1.js";
 import { imageAccess, ManifestHooks, type ImageAccess } from "./image-access.js";
+import { artifactPusher, type ArtifactPusher } from "./artifacts.js";
 import { v1ImageMethodServer, type V1ImageMethodHandlers } from "./v1-image-methods.js";
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
@@ -51,7 +52,7 @@ export function registryRepositories(db: Db) {
   };
 }
 
-export interface RegistryExports extends ImageAccess {
+export interface RegistryExports extends ImageAccess, ArtifactPusher {
   store: BlobStore;
   /** one garbage collection now (what `bulwark registry gc` and the schedule run) */
   collectGarbage(options?: { dryRun?: boolean; graceMs?: number }): Promise<GcReport>;
@@ -149,6 +150,10 @@ export const registryModule: FeatureModule<
       ]),
       { tags },
     );
+    const repoName = async (uid: string) => {
+      const repo = await repos.get(uid);
+      return repo && (await names.namesOf([repo]))[0];
+    };
     // Pushes tell the images module what they stored, inside their transaction.
     const manifestHooks = new ManifestHooks();
     const v1Registry = bindings.find((b) => b.service.typeName === Registry.typeName)!;
@@ -184,11 +189,19 @@ export const registryModule: FeatureModule<
         store,
         collectGarbage: gc,
         serveV1Registry: v1ImageMethodServer(v1Registry),
-        repoName: async (uid: string) => {
-          const repo = await repos.get(uid);
-          return repo && (await names.namesOf([repo]))[0];
-        },
+        repoName,
         ...imageAccess(ctx.db, tags, manifestHooks),
+        // the server's own pushes (generated SBOMs attached to their images)
+        ...artifactPusher({
+          db: ctx.db,
+          blobs,
+          manifests,
+          store,
+          events: ctx.events,
+          manifestHooks,
+          repoName,
+          now: ctx.now,
+        }),
       },
       async close() {
         await store.close();
