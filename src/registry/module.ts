@@ -105,6 +105,14 @@ async function refuseUnsharedStore(
   );
 }
 
+/** A repo's name as pulls name it ("org/team/app"), by its uid; undefined when there is no such repo. */
+function repoNameOf(repos: ReposRepository, names: RepositoryNames) {
+  return async (uid: string): Promise<string | undefined> => {
+    const repo = await repos.get(uid);
+    return repo && (await names.namesOf([repo]))[0];
+  };
+}
+
 function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBinding[] {
   return [...bindings, v1RegistryService(bindings, stores)];
 }
@@ -150,10 +158,7 @@ export const registryModule: FeatureModule<
       ]),
       { tags },
     );
-    const repoName = async (uid: string) => {
-      const repo = await repos.get(uid);
-      return repo && (await names.namesOf([repo]))[0];
-    };
+    const repoName = repoNameOf(repos, names);
     // Pushes tell the images module what they stored, inside their transaction.
     const manifestHooks = new ManifestHooks();
     const v1Registry = bindings.find((b) => b.service.typeName === Registry.typeName)!;
@@ -192,16 +197,7 @@ export const registryModule: FeatureModule<
         repoName,
         ...imageAccess(ctx.db, tags, manifestHooks),
         // the server's own pushes (generated SBOMs attached to their images)
-        ...artifactPusher({
-          db: ctx.db,
-          blobs,
-          manifests,
-          store,
-          events: ctx.events,
-          manifestHooks,
-          repoName,
-          now: ctx.now,
-        }),
+        ...artifactPusher(ctx, { blobs, manifests, store, manifestHooks, repoName }),
       },
       async close() {
         await store.close();
