@@ -12,7 +12,9 @@ import {
   ImageInventory_State,
   ImageInventorySchema,
   type DiffImagesRequest,
+  type GetImageSbomRequest,
   type ImageInventory,
+  type ImageSbom,
 } from "../gen/bulwark/registry/v1/images_pb.js";
 import * as v1 from "../gen/platform/registry/v1/registry.platform_pb.js";
 import {
@@ -36,6 +38,8 @@ export interface ContentsDeps {
    * cannot see left out); undefined when there is none or the caller may read none.
    */
   newestReport(repoUid: string, digest: string, call: CallContext): Promise<VulnReport | undefined>;
+  /** GetImageSbom (sboms.ts imageSbomHandler) */
+  imageSbom(req: GetImageSbomRequest): Promise<ImageSbom>;
 }
 
 /**
@@ -218,5 +222,6 @@ export function imageContentsService(deps: ContentsDeps): ServiceBinding {
       return { items: await imageInventory(deps, req.repoUid, req.digest, req.arch) };
     },
     diffImages: (req, call) => diffImages(deps, req, call),
+    getImageSbom: (req) => deps.imageSbom(req),
   });
 }

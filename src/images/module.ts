@@ -22,7 +22,8 @@ import { matchPackages } from "./matching/match.js";
 import * as m014 from "./migrations/014_images.js";
 import { ReportWorker } from "./reports.js";
 import { IMAGES_DEFAULTS, type ImagesSettings } from "./settings.js";
-import { sbomV1Handlers } from "./sboms.js";
+import { sbomAttacher } from "./sbom-attach.js";
+import { imageSbomHandler, sbomV1Handlers } from "./sboms.js";
 import { InventoriesRepository } from "./storage/inventories.js";
 import { ReportsRepository } from "./storage/reports.js";
 import { imagesDb } from "./storage/schema.js";
@@ -74,9 +75,12 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
     const indexer = await startIndexer(ctx, repositories, registry);
     // A read inventory has its reports queued (in the save's transaction): compute them now.
     indexer.onInventory(() => worker.wake());
+    if (ctx.moduleSettings?.attachSboms)
+      indexer.onInventory(sbomAttacher({ registry, inventories, urls: ctx.urls, logger: ctx.logger }));
     indexer.start();
 
-    registry.serveV1Registry(sbomV1Handlers({ registry, inventories, urls: ctx.urls }));
+    const sbomDeps = { registry, inventories, urls: ctx.urls };
+    registry.serveV1Registry(sbomV1Handlers(sbomDeps));
     registry.serveV1Registry(v1ImageInfoHandlers(reads));
     registry.serveV1Registry(vulnReportV1Handler({ reports, registry, inventories, advisories }));
     const vulnerabilities = vulnerabilitiesBinding({ reports, registry, inventories, advisories, now: ctx.now });
@@ -84,7 +88,11 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
       bindings: [
         vulnerabilities,
         ...GA.bind([imagesService(reads)]),
-        imageContentsService({ ...reads, newestReport: newestReportOfOurs(vulnerabilities) }),
+        imageContentsService({
+          ...reads,
+          newestReport: newestReportOfOurs(vulnerabilities),
+          imageSbom: imageSbomHandler(sbomDeps),
+        }),
       ],
       // Advisory changes (from any replica's imports) queue the images they concern; what is
       // queued is recomputed, here or on another replica, whichever claims it first.

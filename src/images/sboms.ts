@@ -1,6 +1,6 @@
-// The v1 Registry's SBOM methods (GetSbom, GetRawSbom), answered from an image's stored
-// inventory: the SPDX document is written on each request (it is a pure function of the
-// inventory, so the same document every time), never stored.
+// The v1 Registry's SBOM methods (GetSbom, GetRawSbom) and the extension's GetImageSbom (either
+// format), answered from an image's stored inventory: the document is written on each request (it
+// is a pure function of the inventory, so the same document every time), never stored.
 import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -12,11 +12,13 @@ import {
   Sbom2_Source,
   Sbom2Schema,
 } from "../gen/platform/tenant/v1/sbom.platform_pb.js";
+import { ImageSbomSchema, type GetImageSbomRequest, type ImageSbom } from "../gen/bulwark/registry/v1/images_pb.js";
 import { RawSbomSchema } from "../gen/platform/registry/v1/registry.platform_pb.js";
 import type { PublicUrls } from "../platform/config.js";
 import type { RegistryExports, V1ImageMethodHandlers } from "../registry/api.js";
 import type { Inventory } from "./inventory/types.js";
-import { SBOM_TOOL, SPDX_FORMAT, spdxOf } from "./sbom/spdx.js";
+import { CYCLONEDX_FORMAT, CYCLONEDX_MEDIA_TYPE, cyclonedxOf } from "./sbom/cyclonedx.js";
+import { SBOM_TOOL, SPDX_FORMAT, SPDX_MEDIA_TYPE, spdxOf } from "./sbom/spdx.js";
 import type { SbomSubject } from "./sbom/subject.js";
 import type { InventoriesRepository } from "./storage/inventories.js";
 
@@ -56,8 +58,11 @@ async function imageOf(
   repoId: string,
   digest: string,
   arch: string,
+  /** the request's name for the repo's uid, for error details */
+  repoField = "repo_id",
 ): Promise<{ subject: SbomSubject; inventory: Inventory }> {
-  requireUid("repo_id", repoId);
+  requireUid(repoField, repoId);
+  if (arch.length > 64) throw invalidArgument({ field: "arch", description: "at most 64 characters" });
   if (!DIGEST.test(digest))
     throw invalidArgument({ field: "digest", description: `${JSON.stringify(digest)} is not a sha256 digest` });
   const repoName = await deps.registry.repoName(repoId);
@@ -139,5 +144,30 @@ export function sbomV1Handlers(deps: SbomDeps): V1ImageMethodHandlers {
       const { subject, inventory } = await imageOf(deps, req.repoId, req.digest, req.arch);
       return create(RawSbomSchema, { rawSbom: JSON.stringify(spdxOf(subject, inventory)) });
     },
+  };
+}
+
+/** The formats GetImageSbom writes, by the name a request gives ("" is the first). */
+const SBOM_FORMATS = {
+  spdx: { format: SPDX_FORMAT, mediaType: SPDX_MEDIA_TYPE, write: spdxOf },
+  cyclonedx: { format: CYCLONEDX_FORMAT, mediaType: CYCLONEDX_MEDIA_TYPE, write: cyclonedxOf },
+} as const;
+
+/** bulwark.registry.v1.ImageContentsService.GetImageSbom: an image's SBOM as SPDX or CycloneDX JSON. */
+export function imageSbomHandler(deps: SbomDeps): (req: GetImageSbomRequest) => Promise<ImageSbom> {
+  return async (req) => {
+    const name = req.format || "spdx";
+    if (!Object.hasOwn(SBOM_FORMATS, name))
+      throw invalidArgument({
+        field: "format",
+        description: `${JSON.stringify(req.format)} is not a format: spdx or cyclonedx`,
+      });
+    const format = SBOM_FORMATS[name as keyof typeof SBOM_FORMATS];
+    const { subject, inventory } = await imageOf(deps, req.repoUid, req.digest, req.arch, "repo_uid");
+    return create(ImageSbomSchema, {
+      format: format.format,
+      mediaType: format.mediaType,
+      document: JSON.stringify(format.write(subject, inventory)),
+    });
   };
 }

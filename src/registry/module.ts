@@ -27,6 +27,7 @@ import { GaTwins } from "../platform/ga-twins.js";
 import { Registry } from "../gen/platform/registry/v1/registry.platform_pb.js";
 import { v1RegistryService, type V1RegistryStores } from "./v1.js";
 import { imageAccess, ManifestHooks, type ImageAccess } from "./image-access.js";
+import { artifactPusher, type ArtifactPusher } from "./artifacts.js";
 import { v1ImageMethodServer, type V1ImageMethodHandlers } from "./v1-image-methods.js";
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
@@ -51,7 +52,7 @@ export function registryRepositories(db: Db) {
   };
 }
 
-export interface RegistryExports extends ImageAccess {
+export interface RegistryExports extends ImageAccess, ArtifactPusher {
   store: BlobStore;
   /** one garbage collection now (what `bulwark registry gc` and the schedule run) */
   collectGarbage(options?: { dryRun?: boolean; graceMs?: number }): Promise<GcReport>;
@@ -106,6 +107,14 @@ async function refuseUnsharedStore(
   );
 }
 
+/** A repo's name as pulls name it ("org/team/app"), by its uid; undefined when there is no such repo. */
+function repoNameOf(repos: ReposRepository, names: RepositoryNames) {
+  return async (uid: string): Promise<string | undefined> => {
+    const repo = await repos.get(uid);
+    return repo && (await names.namesOf([repo]))[0];
+  };
+}
+
 function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBinding[] {
   return [...bindings, v1RegistryService(bindings, stores)];
 }
@@ -151,6 +160,7 @@ export const registryModule: FeatureModule<
       ]),
       { tags },
     );
+    const repoName = repoNameOf(repos, names);
     // Pushes tell the images module what they stored, inside their transaction.
     const manifestHooks = new ManifestHooks();
     const v1Registry = bindings.find((b) => b.service.typeName === Registry.typeName)!;
@@ -186,12 +196,11 @@ export const registryModule: FeatureModule<
         store,
         collectGarbage: gc,
         serveV1Registry: v1ImageMethodServer(v1Registry),
-        repoName: async (uid: string) => {
-          const repo = await repos.get(uid);
-          return repo && (await names.namesOf([repo]))[0];
-        },
+        repoName,
         repoByName: async (name: string) => (await names.resolve(name))?.repo?.uid,
         ...imageAccess(ctx.db, tags, manifestHooks),
+        // the server's own pushes (generated SBOMs attached to their images)
+        ...artifactPusher(ctx, { blobs, manifests, store, manifestHooks, repoName }),
       },
       async close() {
         await store.close();

@@ -180,9 +180,9 @@ for (const backend of backends()) {
 
     it("images tags list: a repo's tags by <org>/<image> or uid", async () => {
       const expected =
-        "ID  NAME  DIGEST  UPDATED  DEPRECATED\n" +
-        `<uid>  latest  ${latestDigest.slice(0, 18)}…  <time>  no\n` +
-        `<uid>  v1  ${v1Digests[1]!.slice(0, 18)}…  <time>  no\n`;
+        "ID  NAME  DIGEST  VULNS  UPDATED  DEPRECATED\n" +
+        `<uid>  latest  ${latestDigest.slice(0, 18)}…  -  <time>  no\n` +
+        `<uid>  v1  ${v1Digests[1]!.slice(0, 18)}…  -  <time>  no\n`;
       assert.equal(table(await ok(["images", "tags", "list", "acme/app"])), expected);
       assert.equal(table(await ok(["images", "tags", "list", `${org}/app`])), expected);
       const tags = JSON.parse(await ok(["images", "tags", "list", "acme/app", "-o", "json"]));
@@ -206,11 +206,11 @@ for (const backend of backends()) {
     it("images list: each repo with its tags", async () => {
       assert.equal(
         table(await ok(["images", "list", "--parent", org])),
-        "REPO  TAGS  UPDATED\nacme/app  latest, v1  <time>\n",
+        "REPO  TAGS  VULNS  UPDATED\nacme/app  latest, v1  -  <time>\n",
       );
       assert.equal(
         table(await ok(["images", "list", "--parent", org, "-o", "wide"])),
-        `ID  REPO  TAGS  DIGESTS  UPDATED\n<uid>  acme/app  latest, v1  ${latestDigest}, ${v1Digests[1]}  <time>\n`,
+        `ID  REPO  TAGS  DIGESTS  VULNS  UPDATED\n<uid>  acme/app  latest, v1  ${latestDigest}, ${v1Digests[1]}  -  <time>\n`,
       );
       const [image] = JSON.parse(await ok(["images", "list", "-o", "json"]));
       assert.equal(image.name, "app");
@@ -218,7 +218,7 @@ for (const backend of backends()) {
         image.tags.map((t: { name: string }) => t.name),
         ["latest", "v1"],
       );
-      assert.equal(normalize(await ok(["images", "list", "-o", "terse"])), "acme/app\tlatest, v1\t<time>\n");
+      assert.equal(normalize(await ok(["images", "list", "-o", "terse"])), "acme/app\tlatest, v1\t-\t<time>\n");
     });
 
     it("images history: the digests a tag pointed to, oldest first", async () => {

@@ -1,29 +1,21 @@
-// Registry v1 GetSbom and GetRawSbom on a real server: images pushed over the registry protocol
+// Registry v1 GetSbom and GetRawSbom, and the extension's GetImageSbom (SPDX or CycloneDX), on a real server: images pushed over the registry protocol
 // (a single-platform image and a two-platform index), their inventories recorded in the images
 // tables as the indexer records them (the background reader is another part of the module), and
 // the answers read over REST: the SPDX document valid against the official schema, the graph
 // matching it, an index's platform picked by `arch` (amd64 by default), and the errors.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { Ajv } from "ajv";
-import addFormatsModule from "ajv-formats";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
+import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
 import type { Inventory } from "../../src/images/inventory/types.js";
 import { InventoriesRepository } from "../../src/images/storage/inventories.js";
 import { imagesDb } from "../../src/images/storage/schema.js";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
+import { workload } from "../support/principals.js";
 import { descriptorOf, digestOf, MEDIA_TYPES, OciClient } from "../support/oci.js";
+import { assertValid, validCycloneDx, validSpdx } from "../support/sbom-schemas.js";
 import { startTestServer, type TestServer } from "../support/server.js";
-
-const SCHEMA = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "sbom-schemas", "spdx-2.3.schema.json");
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-const validSpdx = addFormats(new Ajv({ allErrors: true, strict: false })).compile(
-  JSON.parse(readFileSync(SCHEMA, "utf8")) as object,
-);
 
 const OCI_INDEX = "application/vnd.oci.image.index.v1+json";
 
@@ -79,7 +71,7 @@ for (const backend of backends()) {
     }
 
     before(async () => {
-      // Synthetic images with inventories recorded by the test: the indexer must not read them.
+      // the indexer stays idle: the synthetic layers are no file system; the inventories are recorded below
       server = await startTestServer(backend, { images: { inventoryConcurrency: 0 } });
       api = restClient(server.url, server.operatorToken);
       const org = (await api.post("/iam/v2beta1/groups", { name: "acme" })).body.uid as string;
@@ -202,6 +194,65 @@ for (const backend of backends()) {
       assert.equal(waiting.status, 400, JSON.stringify(waiting.body));
       assert.equal(waiting.body.code, 9); // FAILED_PRECONDITION
       assert.match(waiting.body.message, /still being read/);
+    });
+
+    const imageSbomPath = (digest: string, query: Record<string, string> = {}) =>
+      `/bulwark/registry/v1/repos/${repoId}/digests/${digest}/sbom` +
+      (Object.keys(query).length ? `?${new URLSearchParams(query)}` : "");
+
+    it("GetImageSbom answers SPDX by default and CycloneDX when asked, each valid against its schema", async () => {
+      const spdx = await api.get(imageSbomPath(single));
+      assert.equal(spdx.status, 200, JSON.stringify(spdx.body));
+      assert.equal(spdx.body.format, "spdx-2.3");
+      assert.equal(spdx.body.mediaType, "application/spdx+json");
+      assertValid(validSpdx, JSON.parse(spdx.body.document as string));
+      // the same document GetRawSbom answers
+      assert.equal(spdx.body.document, (await api.get(rawPath(single))).body.rawSbom);
+
+      const cdx = await api.get(imageSbomPath(single, { format: "cyclonedx" }));
+      assert.equal(cdx.status, 200, JSON.stringify(cdx.body));
+      assert.equal(cdx.body.format, "cyclonedx-1.5");
+      assert.equal(cdx.body.mediaType, "application/vnd.cyclonedx+json");
+      const bom = JSON.parse(cdx.body.document as string) as { components: { purl: string }[] };
+      assertValid(validCycloneDx, bom);
+      assert.deepEqual(
+        bom.components.map((c) => c.purl),
+        ["pkg:apk/wolfi/glibc@2.39-r5?arch=x86_64", "pkg:apk/wolfi/libcrypto3@3.3.0-r8?arch=x86_64"],
+      );
+
+      // an index: amd64 by default, `arch` picks another platform
+      const platformOf = async (query: Record<string, string>) => {
+        const res = await api.get(imageSbomPath(index, query));
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        const doc = JSON.parse(res.body.document as string) as { components: { name: string }[] };
+        return doc.components.map((c) => c.name);
+      };
+      assert.deepEqual(await platformOf({ format: "cyclonedx" }), ["busybox"]);
+      assert.deepEqual(await platformOf({ format: "cyclonedx", arch: "arm64" }), ["busybox", "zlib"]);
+    });
+
+    it("GetImageSbom answers errors as GetSbom does, and an unknown format is INVALID_ARGUMENT", async () => {
+      const format = await api.get(imageSbomPath(single, { format: "xml" }));
+      assert.equal(format.status, 400, JSON.stringify(format.body));
+      assert.equal(format.body.code, 3);
+      assert.match(format.body.message, /format/);
+      assert.equal((await api.get(imageSbomPath(`sha256:${"0".repeat(64)}`))).status, 404);
+      assert.equal((await api.get(imageSbomPath(index, { arch: "s390x" }))).status, 404);
+      const bad = await api.get(imageSbomPath("sha256:nothex"));
+      assert.equal(bad.status, 400, JSON.stringify(bad.body));
+      assert.equal(bad.body.code, 3);
+      const waiting = await api.get(imageSbomPath(pending, { format: "cyclonedx" }));
+      assert.equal(waiting.body.code, 9, JSON.stringify(waiting.body)); // FAILED_PRECONDITION
+      assert.match(waiting.body.message, /still being read/);
+      // another org's caller cannot read it
+      const globex = (await api.post("/iam/v2beta1/groups", { name: "globex" })).body.uid as string;
+      const owner = { uid: builtinRoleUid("owner"), capabilities: [] };
+      const outsider = restClient(
+        server.url,
+        (await workload(server, api, globex, "owner-globex", [{ at: globex, role: owner }])).token,
+      );
+      const denied = await outsider.get(imageSbomPath(single));
+      assert.ok([403, 404].includes(denied.status), JSON.stringify(denied.body));
     });
   });
 }

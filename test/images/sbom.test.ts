@@ -3,40 +3,11 @@
 // where each came from), and what the documents say about a wolfi and a Debian inventory.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { Ajv, type ValidateFunction } from "ajv";
-import addFormatsModule from "ajv-formats";
 import type { Inventory, InstalledPackage } from "../../src/images/inventory/types.js";
 import { spdxOf } from "../../src/images/sbom/spdx.js";
 import { cyclonedxOf } from "../../src/images/sbom/cyclonedx.js";
 import { uuidV5, type SbomSubject } from "../../src/images/sbom/subject.js";
-
-const SCHEMAS = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "sbom-schemas");
-const schema = (name: string) => JSON.parse(readFileSync(join(SCHEMAS, name), "utf8")) as object;
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
-
-function validator(main: string, ...referenced: string[]): ValidateFunction {
-  // strict off: the official schemas use keywords (e.g. `javaType`-style annotations) ajv's strict mode rejects
-  const ajv = addFormats(new Ajv({ allErrors: true, strict: false }));
-  // the main schema refers to the others by file name, resolved against its own $id
-  const base = (schema(main) as { $id: string }).$id;
-  for (const r of referenced) ajv.addSchema({ ...schema(r), $id: new URL(r, base).href });
-  return ajv.compile(schema(main));
-}
-
-const validSpdx = validator("spdx-2.3.schema.json");
-const validCycloneDx = validator(
-  "bom-1.5.SNAPSHOT.schema.json",
-  "spdx.SNAPSHOT.schema.json",
-  "jsf-0.82.SNAPSHOT.schema.json",
-);
-
-function assertValid(validate: ValidateFunction, document: unknown): void {
-  const ok = validate(document);
-  assert.ok(ok, `schema errors: ${JSON.stringify(validate.errors, null, 2)}`);
-}
+import { assertValid, validCycloneDx, validSpdx } from "../support/sbom-schemas.js";
 
 const apk = (name: string, version: string, origin: string, license: string): InstalledPackage => ({
   type: "apk",

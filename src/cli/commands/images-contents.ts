@@ -1,10 +1,11 @@
 // `bulwark images diff|vulns|sbom`: what is inside an image and which advisories affect it, for an
 // image named `<org>/[<folder>/…]<image>[:<tag>|@<digest>]` (tag default latest).
 import { toJson } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
 import { ImageContentsService } from "../../gen/bulwark/registry/v1/images_pb.js";
 import { TagsService } from "../../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
-import { DiffImageResponseSchema, Registry } from "../../gen/platform/registry/v1/registry.platform_pb.js";
+import { DiffImageResponseSchema } from "../../gen/platform/registry/v1/registry.platform_pb.js";
 import {
   Vulnerabilities,
   Vulnerability_Fix_State,
@@ -67,6 +68,33 @@ export async function newestReport(session: Session, digest: string): Promise<Vu
   const sorted = [...items].sort((a, b) => time(b) - time(a));
   return sorted.find(isOurs) ?? sorted[0];
 }
+
+/** The refusals that leave a vulnerability count unknown ("-") rather than failing a listing. */
+const COUNT_UNKNOWN = new Set([Code.PermissionDenied, Code.NotFound, Code.Unimplemented]);
+
+/**
+ * The vulnerability count of the newest report of ours for each image digest in a repo, from one
+ * ListVulnReports (newest first). A caller who may not read reports (or a server without them)
+ * gets none: the listings show "-" then, as for an image not reported yet.
+ */
+export async function vulnerabilityCounts(session: Session, repoUid: string): Promise<Map<string, number>> {
+  const client = session.client(Vulnerabilities);
+  const res = await session.call(async () => {
+    try {
+      return await client.listVulnReports({ repoId: repoUid });
+    } catch (err) {
+      if (COUNT_UNKNOWN.has(ConnectError.from(err).code)) return undefined;
+      throw err;
+    }
+  });
+  const counts = new Map<string, number>();
+  for (const report of res?.items ?? [])
+    if (isOurs(report) && !counts.has(report.digest)) counts.set(report.digest, report.vulnerabilities.length);
+  return counts;
+}
+
+/** A count for a table: "-" when the image has no report of ours (yet). */
+export const countText = (counts: ReadonlyMap<string, number>, digest: string) => String(counts.get(digest) ?? "-");
 
 const severityName = (s: Vulnerability_Severity) => Vulnerability_Severity[s] ?? "UNKNOWN";
 const fixState = (v: Vulnerability) => (v.fix ? (Vulnerability_Fix_State[v.fix.state] ?? "UNKNOWN") : "UNKNOWN");
@@ -178,20 +206,27 @@ export function registerImageContents(images: Command): void {
   run<{ format: string; arch?: string }>(
     clientCommand(images, "sbom <image>", {
       description: "print an image's SBOM (image: <org>/<image>[:<tag>|@<digest>], tag default latest)",
-      examples: ["bulwark images sbom acme/app:1.0 > sbom.spdx.json", "bulwark images sbom acme/app --arch arm64"],
+      examples: [
+        "bulwark images sbom acme/app:1.0 > sbom.spdx.json",
+        "bulwark images sbom acme/app --format cyclonedx > sbom.cdx.json",
+        "bulwark images sbom acme/app --arch arm64",
+      ],
     })
       .option("--format <format>", "spdx (SPDX 2.3 JSON) or cyclonedx (CycloneDX 1.5 JSON)", "spdx")
       .option("--arch <arch>", "the platform of a multi-platform image (default amd64)"),
     async ({ session, print, opts }, text: string) => {
       if (opts.format !== "spdx" && opts.format !== "cyclonedx")
         throw new UsageError(`--format must be spdx or cyclonedx (got ${JSON.stringify(opts.format)})`);
-      if (opts.format === "cyclonedx")
-        throw new CliError("this server serves SBOMs as SPDX only (no API method answers CycloneDX yet)");
       const image = await resolveImage(session, text);
       const res = await session.call(() =>
-        session.client(Registry).getRawSbom({ repoId: image.repoUid, digest: image.digest, arch: opts.arch ?? "" }),
+        session.client(ImageContentsService).getImageSbom({
+          repoUid: image.repoUid,
+          digest: image.digest,
+          format: opts.format,
+          arch: opts.arch ?? "",
+        }),
       );
-      print.write(res.rawSbom.endsWith("\n") ? res.rawSbom : res.rawSbom + "\n");
+      print.write(res.document.endsWith("\n") ? res.document : res.document + "\n");
     },
   );
 }

@@ -18,7 +18,7 @@ import { CliError, UsageError, unreachable } from "../errors.js";
 import { listAll, messageView, time, type Printer, type View } from "../output.js";
 import type { Session } from "../session.js";
 import { parentUid, repoPaths, resolveRepo } from "../resolve.js";
-import { registerImageContents } from "./images-contents.js";
+import { countText, registerImageContents, vulnerabilityCounts } from "./images-contents.js";
 
 function tierName(tier: CatalogTier): string {
   return tier === CatalogTier.UNSPECIFIED ? "" : (CatalogTier[tier] ?? String(tier)).toLowerCase();
@@ -70,20 +70,29 @@ async function printRepo(session: Session, print: Printer, repo: Repo, isPublic?
   );
 }
 
-export const tagView = messageView(TagSchema, [
-  { header: "ID", value: (t) => t.uid },
-  { header: "NAME", value: (t) => t.name },
-  { header: "DIGEST", value: (t) => t.digest, max: DIGEST_IN_TABLE },
-  { header: "UPDATED", value: (t) => time(t.updateTime) },
-  { header: "DEPRECATED", value: (t) => (t.deprecated ? "yes" : "no") },
-]);
+/** Tags as a table; VULNS: the count of the newest report of ours for the tag's image (`counts`, by digest). */
+export const tagView = (counts: ReadonlyMap<string, number>) =>
+  messageView(TagSchema, [
+    { header: "ID", value: (t) => t.uid },
+    { header: "NAME", value: (t) => t.name },
+    { header: "DIGEST", value: (t) => t.digest, max: DIGEST_IN_TABLE },
+    { header: "VULNS", value: (t) => countText(counts, t.digest) },
+    { header: "UPDATED", value: (t) => time(t.updateTime) },
+    { header: "DEPRECATED", value: (t) => (t.deprecated ? "yes" : "no") },
+  ]);
 
 /** A repo with its full name and its tags, for `images list`. */
 interface Image {
   repo: Repo;
   path: string;
   tags: Tag[];
+  /** the vulnerability count of the image its most recently updated tag names; undefined: no report of ours */
+  vulnerabilities?: number;
 }
+
+/** The tag updated last (the image a repo's row stands for), if any. */
+const newestTag = (tags: readonly Tag[]) =>
+  tags.reduce<Tag | undefined>((a, b) => (!a || time(b.updateTime) > time(a.updateTime) ? b : a), undefined);
 
 const newestTime = (image: Image) =>
   image.tags.map((t) => time(t.updateTime)).reduce((a, b) => (b > a ? b : a), time(image.repo.updateTime));
@@ -98,6 +107,7 @@ const imageView: View<Image> = {
       value: (i) => [...new Set(i.tags.map((t) => t.digest))].join(", "),
       wide: true,
     },
+    { header: "VULNS", value: (i) => String(i.vulnerabilities ?? "-") },
     { header: "UPDATED", value: newestTime },
   ],
   id: (i) => i.repo.uid,
@@ -270,10 +280,16 @@ export function registerImages(program: Command): void {
         byRepo.set(repoUid, list);
         list.push(tag);
       }
-      print.list(
-        imageView,
-        repos.map((repo) => ({ repo, path: paths.get(repo.uid) ?? repo.name, tags: byRepo.get(repo.uid) ?? [] })),
-      );
+      const rows: Image[] = [];
+      for (const repo of repos) {
+        const repoTags = byRepo.get(repo.uid) ?? [];
+        const shown = newestTag(repoTags);
+        // one ListVulnReports per repo that has a tag to count for
+        const counted = shown && print.format !== "json" && print.format !== "id";
+        const vulnerabilities = counted ? (await vulnerabilityCounts(session, repo.uid)).get(shown.digest) : undefined;
+        rows.push({ repo, path: paths.get(repo.uid) ?? repo.name, tags: repoTags, vulnerabilities });
+      }
+      print.list(imageView, rows);
     },
   );
 
@@ -396,7 +412,10 @@ export function registerImages(program: Command): void {
     }),
     async ({ session, print, opts }, ref: string) => {
       const repo = await resolveRepo(session, ref);
-      print.list(tagView, await listTags(session, { childrenOf: repo.uid }, opts.limit));
+      const tags = await listTags(session, { childrenOf: repo.uid }, opts.limit);
+      const counts =
+        print.format === "json" || print.format === "id" ? new Map() : await vulnerabilityCounts(session, repo.uid);
+      print.list(tagView(counts), tags);
     },
   );
 

@@ -256,6 +256,14 @@ export function registerServerCommands(program: Command): void {
     )
     .addOption(
       new Option(
+        "--attach-sboms [bool]",
+        "also push each image's generated SPDX SBOM to its repo as an OCI referrer of the image (found by referrer-aware tools)",
+      )
+        .env("BULWARK_ATTACH_SBOMS")
+        .argParser(parseSwitch),
+    )
+    .addOption(
+      new Option(
         "--public-advisories <group>",
         "advisories in this group (uid) are readable by every authenticated caller; the first is where `advisories import` puts documents by default (repeatable)",
       )
@@ -387,6 +395,7 @@ export function registerServerCommands(program: Command): void {
             deliveryTimeout?: number;
             deliveryConcurrency?: number;
             inventoryConcurrency?: number;
+            attachSboms?: boolean;
             publicAdvisories?: string[];
             corsOrigin?: string[];
             trustProxy?: boolean;
@@ -487,7 +496,7 @@ export function registerServerCommands(program: Command): void {
               auditLog: opts.auditLog || undefined,
             },
             vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
-            images: { inventoryConcurrency: opts.inventoryConcurrency },
+            images: { inventoryConcurrency: opts.inventoryConcurrency, attachSboms: opts.attachSboms },
             registry: registrySettings(
               io.env,
               { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },

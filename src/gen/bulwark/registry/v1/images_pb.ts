@@ -23,7 +23,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file bulwark/registry/v1/images.proto.
  */
 export const file_bulwark_registry_v1_images: GenFile = /*@__PURE__*/
-  fileDesc("CiBidWx3YXJrL3JlZ2lzdHJ5L3YxL2ltYWdlcy5wcm90bxITYnVsd2Fyay5yZWdpc3RyeS52MSJfChhHZXRJbWFnZUludmVudG9yeVJlcXVlc3QSGwoIcmVwb191aWQYASABKAlCCeBBApCvqNIFARITCgZkaWdlc3QYAiABKAlCA+BBAhIRCgRhcmNoGAMgASgJQgPgQQEiSAoSSW1hZ2VJbnZlbnRvcnlMaXN0EjIKBWl0ZW1zGAEgAygLMiMuYnVsd2Fyay5yZWdpc3RyeS52MS5JbWFnZUludmVudG9yeSLrBAoOSW1hZ2VJbnZlbnRvcnkSDgoGZGlnZXN0GAEgASgJEjgKBXN0YXRlGAIgASgOMikuYnVsd2Fyay5yZWdpc3RyeS52MS5JbWFnZUludmVudG9yeS5TdGF0ZRINCgVlcnJvchgDIAEoCRIKCgJvcxgEIAEoCRIUCgxhcmNoaXRlY3R1cmUYBSABKAkSDwoHdmFyaWFudBgGIAEoCRIrCgdjcmVhdGVkGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI/CgZsYWJlbHMYCCADKAsyLy5idWx3YXJrLnJlZ2lzdHJ5LnYxLkltYWdlSW52ZW50b3J5LkxhYmVsc0VudHJ5EhcKD3NpemVfY29tcHJlc3NlZBgJIAEoAxIZChFzaXplX3VuY29tcHJlc3NlZBgKIAEoAxIWCg5wYWNrYWdlX3NvdXJjZRgLIAEoCRI3CghwYWNrYWdlcxgMIAMoCzIlLmJ1bHdhcmsucmVnaXN0cnkudjEuSW5zdGFsbGVkUGFja2FnZRIOCgZkaXN0cm8YDSABKAkSFgoOZGlzdHJvX3ZlcnNpb24YDiABKAkSLgoKaW5kZXhlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJTCgVTdGF0ZRIVChFTVEFURV9VTlNQRUNJRklFRBAAEhEKDVNUQVRFX1BFTkRJTkcQARIOCgpTVEFURV9ET05FEAISEAoMU1RBVEVfRkFJTEVEEAMifAoQSW5zdGFsbGVkUGFja2FnZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIMCgRhcmNoGAQgASgJEg4KBm9yaWdpbhgFIAEoCRIPCgdsaWNlbnNlGAYgASgJEgwKBHB1cmwYByABKAkigQEKEURpZmZJbWFnZXNSZXF1ZXN0EhsKCHJlcG9fdWlkGAEgASgJQgngQQKQr6jSBQESEQoEZnJvbRgCIAEoCUID4EECEg8KAnRvGAMgASgJQgPgQQISGAoLdG9fcmVwb191aWQYBCABKAlCA+BBARIRCgRhcmNoGAUgASgJQgPgQQEykgMKFEltYWdlQ29udGVudHNTZXJ2aWNlEskBChFHZXRJbWFnZUludmVudG9yeRItLmJ1bHdhcmsucmVnaXN0cnkudjEuR2V0SW1hZ2VJbnZlbnRvcnlSZXF1ZXN0GicuYnVsd2Fyay5yZWdpc3RyeS52MS5JbWFnZUludmVudG9yeUxpc3QiXJACAYLT5JMCRRJDL2J1bHdhcmsvcmVnaXN0cnkvdjEvcmVwb3Mve3JlcG9fdWlkPSoqfS9kaWdlc3RzL3tkaWdlc3R9L2ludmVudG9yeYqvqNIFCBIGCgTFDM8MEq0BCgpEaWZmSW1hZ2VzEiYuYnVsd2Fyay5yZWdpc3RyeS52MS5EaWZmSW1hZ2VzUmVxdWVzdBovLmNoYWluZ3VhcmQucGxhdGZvcm0ucmVnaXN0cnkuRGlmZkltYWdlUmVzcG9uc2UiRpACAYLT5JMCLxItL2J1bHdhcmsvcmVnaXN0cnkvdjEvcmVwb3Mve3JlcG9fdWlkPSoqfS9kaWZmiq+o0gUIEgYKBMUMzwxiBnByb3RvMw", [file_annotations_auth, file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_platform_registry_v1_registry_platform]);
+  fileDesc("CiBidWx3YXJrL3JlZ2lzdHJ5L3YxL2ltYWdlcy5wcm90bxITYnVsd2Fyay5yZWdpc3RyeS52MSJfChhHZXRJbWFnZUludmVudG9yeVJlcXVlc3QSGwoIcmVwb191aWQYASABKAlCCeBBApCvqNIFARITCgZkaWdlc3QYAiABKAlCA+BBAhIRCgRhcmNoGAMgASgJQgPgQQEiSAoSSW1hZ2VJbnZlbnRvcnlMaXN0EjIKBWl0ZW1zGAEgAygLMiMuYnVsd2Fyay5yZWdpc3RyeS52MS5JbWFnZUludmVudG9yeSLrBAoOSW1hZ2VJbnZlbnRvcnkSDgoGZGlnZXN0GAEgASgJEjgKBXN0YXRlGAIgASgOMikuYnVsd2Fyay5yZWdpc3RyeS52MS5JbWFnZUludmVudG9yeS5TdGF0ZRINCgVlcnJvchgDIAEoCRIKCgJvcxgEIAEoCRIUCgxhcmNoaXRlY3R1cmUYBSABKAkSDwoHdmFyaWFudBgGIAEoCRIrCgdjcmVhdGVkGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI/CgZsYWJlbHMYCCADKAsyLy5idWx3YXJrLnJlZ2lzdHJ5LnYxLkltYWdlSW52ZW50b3J5LkxhYmVsc0VudHJ5EhcKD3NpemVfY29tcHJlc3NlZBgJIAEoAxIZChFzaXplX3VuY29tcHJlc3NlZBgKIAEoAxIWCg5wYWNrYWdlX3NvdXJjZRgLIAEoCRI3CghwYWNrYWdlcxgMIAMoCzIlLmJ1bHdhcmsucmVnaXN0cnkudjEuSW5zdGFsbGVkUGFja2FnZRIOCgZkaXN0cm8YDSABKAkSFgoOZGlzdHJvX3ZlcnNpb24YDiABKAkSLgoKaW5kZXhlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJTCgVTdGF0ZRIVChFTVEFURV9VTlNQRUNJRklFRBAAEhEKDVNUQVRFX1BFTkRJTkcQARIOCgpTVEFURV9ET05FEAISEAoMU1RBVEVfRkFJTEVEEAMifAoQSW5zdGFsbGVkUGFja2FnZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIMCgRhcmNoGAQgASgJEg4KBm9yaWdpbhgFIAEoCRIPCgdsaWNlbnNlGAYgASgJEgwKBHB1cmwYByABKAkigQEKEURpZmZJbWFnZXNSZXF1ZXN0EhsKCHJlcG9fdWlkGAEgASgJQgngQQKQr6jSBQESEQoEZnJvbRgCIAEoCUID4EECEg8KAnRvGAMgASgJQgPgQQISGAoLdG9fcmVwb191aWQYBCABKAlCA+BBARIRCgRhcmNoGAUgASgJQgPgQQEibwoTR2V0SW1hZ2VTYm9tUmVxdWVzdBIbCghyZXBvX3VpZBgBIAEoCUIJ4EECkK+o0gUBEhMKBmRpZ2VzdBgCIAEoCUID4EECEhMKBmZvcm1hdBgDIAEoCUID4EEBEhEKBGFyY2gYBCABKAlCA+BBASJBCglJbWFnZVNib20SDgoGZm9ybWF0GAEgASgJEhIKCm1lZGlhX3R5cGUYAiABKAkSEAoIZG9jdW1lbnQYAyABKAkyyAQKFEltYWdlQ29udGVudHNTZXJ2aWNlErMBCgxHZXRJbWFnZVNib20SKC5idWx3YXJrLnJlZ2lzdHJ5LnYxLkdldEltYWdlU2JvbVJlcXVlc3QaHi5idWx3YXJrLnJlZ2lzdHJ5LnYxLkltYWdlU2JvbSJZkAIBgtPkkwJAEj4vYnVsd2Fyay9yZWdpc3RyeS92MS9yZXBvcy97cmVwb191aWQ9Kip9L2RpZ2VzdHMve2RpZ2VzdH0vc2JvbYqvqNIFChIICgbFDIoFzwwSyQEKEUdldEltYWdlSW52ZW50b3J5Ei0uYnVsd2Fyay5yZWdpc3RyeS52MS5HZXRJbWFnZUludmVudG9yeVJlcXVlc3QaJy5idWx3YXJrLnJlZ2lzdHJ5LnYxLkltYWdlSW52ZW50b3J5TGlzdCJckAIBgtPkkwJFEkMvYnVsd2Fyay9yZWdpc3RyeS92MS9yZXBvcy97cmVwb191aWQ9Kip9L2RpZ2VzdHMve2RpZ2VzdH0vaW52ZW50b3J5iq+o0gUIEgYKBMUMzwwSrQEKCkRpZmZJbWFnZXMSJi5idWx3YXJrLnJlZ2lzdHJ5LnYxLkRpZmZJbWFnZXNSZXF1ZXN0Gi8uY2hhaW5ndWFyZC5wbGF0Zm9ybS5yZWdpc3RyeS5EaWZmSW1hZ2VSZXNwb25zZSJGkAIBgtPkkwIvEi0vYnVsd2Fyay9yZWdpc3RyeS92MS9yZXBvcy97cmVwb191aWQ9Kip9L2RpZmaKr6jSBQgSBgoExQzPDGIGcHJvdG8z", [file_annotations_auth, file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_platform_registry_v1_registry_platform]);
 
 /**
  * @generated from message bulwark.registry.v1.GetImageInventoryRequest
@@ -320,11 +320,98 @@ export const DiffImagesRequestSchema: GenMessage<DiffImagesRequest> = /*@__PURE_
   messageDesc(file_bulwark_registry_v1_images, 4);
 
 /**
+ * @generated from message bulwark.registry.v1.GetImageSbomRequest
+ */
+export type GetImageSbomRequest = Message<"bulwark.registry.v1.GetImageSbomRequest"> & {
+  /**
+   * The UIDP of the repo holding the image.
+   *
+   * @generated from field: string repo_uid = 1;
+   */
+  repoUid: string;
+
+  /**
+   * The digest of an image manifest or an index.
+   *
+   * @generated from field: string digest = 2;
+   */
+  digest: string;
+
+  /**
+   * Optional: "spdx" (the default) or "cyclonedx".
+   *
+   * @generated from field: string format = 3;
+   */
+  format: string;
+
+  /**
+   * Optional: for an index, the platform whose SBOM is wanted (default "amd64").
+   *
+   * @generated from field: string arch = 4;
+   */
+  arch: string;
+};
+
+/**
+ * Describes the message bulwark.registry.v1.GetImageSbomRequest.
+ * Use `create(GetImageSbomRequestSchema)` to create a new message.
+ */
+export const GetImageSbomRequestSchema: GenMessage<GetImageSbomRequest> = /*@__PURE__*/
+  messageDesc(file_bulwark_registry_v1_images, 5);
+
+/**
+ * @generated from message bulwark.registry.v1.ImageSbom
+ */
+export type ImageSbom = Message<"bulwark.registry.v1.ImageSbom"> & {
+  /**
+   * "spdx-2.3" or "cyclonedx-1.5".
+   *
+   * @generated from field: string format = 1;
+   */
+  format: string;
+
+  /**
+   * "application/spdx+json" or "application/vnd.cyclonedx+json".
+   *
+   * @generated from field: string media_type = 2;
+   */
+  mediaType: string;
+
+  /**
+   * The SBOM document: its JSON text.
+   *
+   * @generated from field: string document = 3;
+   */
+  document: string;
+};
+
+/**
+ * Describes the message bulwark.registry.v1.ImageSbom.
+ * Use `create(ImageSbomSchema)` to create a new message.
+ */
+export const ImageSbomSchema: GenMessage<ImageSbom> = /*@__PURE__*/
+  messageDesc(file_bulwark_registry_v1_images, 6);
+
+/**
  * An image's contents: what the server read from its layers (or its attached SBOM).
  *
  * @generated from service bulwark.registry.v1.ImageContentsService
  */
 export const ImageContentsService: GenService<{
+  /**
+   * Gets an image's SBOM in either format: SPDX 2.3 JSON (as Registry.GetRawSbom answers) or
+   * CycloneDX 1.5 JSON, written from the image's inventory.
+   *
+   * `digest` may name an image manifest or an index (`arch` picks the platform, amd64 by
+   * default). Until the image's contents are read it fails with FAILED_PRECONDITION.
+   *
+   * @generated from rpc bulwark.registry.v1.ImageContentsService.GetImageSbom
+   */
+  getImageSbom: {
+    methodKind: "unary";
+    input: typeof GetImageSbomRequestSchema;
+    output: typeof ImageSbomSchema;
+  },
   /**
    * Gets what is inside an image: its platform(s), config, size and installed packages.
    *
