@@ -73,6 +73,7 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
     const indexer = await startIndexer(ctx, repositories, registry);
     // A read inventory has its reports queued (in the save's transaction): compute them now.
     indexer.onInventory(() => worker.wake());
+    indexer.onReportsQueued(() => worker.wake());
     indexer.start();
 
     registry.serveV1Registry(sbomV1Handlers({ registry, inventories, urls: ctx.urls }));
