@@ -1,11 +1,12 @@
 // The indexer: reads each queued image's inventory in the background, never in a push's path.
 // A push queues its image inside its own transaction (see `queueOnPush`) and wakes the indexer
 // once committed; other replicas' pushes are found by polling. Each read holds a lease on the
-// image's row, renewed while it runs: a replica that dies mid-read leaves the lease to run out,
-// and the image is read again elsewhere (or after a restart), the death counted as an attempt.
-// A read ends in a saved inventory — then every repo holding the image is queued for its report
-// and the `onInventory` listeners (SBOM attachment, the report worker) are told — or in an error
-// recorded on the image.
+// image's row (with a token: only the latest claim's read is recorded), renewed while it runs: a
+// replica that dies mid-read leaves the lease to run out, and the image is read again elsewhere
+// (or after a restart), the death counted as an attempt. A read ends in a saved inventory — then
+// every repo holding the image is queued for its report and the `onInventory` listeners (SBOM
+// attachment, the report worker) are told — or in an error recorded on the image: the image's
+// own fault (stays failed) or a transient one (retried, and read again when pushed again).
 import type { Readable } from "node:stream";
 import type { Logger } from "pino";
 import type { ImageAccess, StoredManifest } from "../registry/api.js";
@@ -13,7 +14,7 @@ import { isImageManifest } from "../registry/api.js";
 import { withinTransaction } from "../storage/ambient-transaction.js";
 import type { Db } from "../storage/db.js";
 import { InventoryError, type Inventory } from "./inventory/types.js";
-import type { InventoriesRepository } from "./storage/inventories.js";
+import type { InventoriesRepository, InventoryLease } from "./storage/inventories.js";
 import type { ReportsRepository } from "./storage/reports.js";
 
 export const SPDX_JSON = "application/spdx+json";
@@ -22,6 +23,15 @@ export const CYCLONEDX_JSON = "application/vnd.cyclonedx+json";
 export const GENERATED_SBOM_ANNOTATION = "dev.bulwark.sbom.generated";
 /** The images_state row that says the images pushed before this module existed were queued. */
 const BACKFILL_STATE = "inventory-backfill";
+/** What callers are shown of a failure that is not the image's fault (its detail is logged: it may name files or hosts). */
+export const INTERNAL_READ_ERROR = "the image could not be read: storage error; see the server log";
+
+/** The image's manifest is gone from every repo: nothing to read until it is pushed again. */
+class ManifestGoneError extends Error {
+  constructor() {
+    super("the image's manifest is no longer stored");
+  }
+}
 
 /** What the reader needs of an image (contract with inventory/reader.ts). */
 export interface ImageSourceLike {
@@ -54,6 +64,7 @@ export interface IndexerDeps {
 
 export class Indexer {
   readonly #listeners: InventoryListener[] = [];
+  readonly #reportsQueued: (() => void)[] = [];
   readonly #workers: Promise<void>[] = [];
   /** the waits of idle workers, ended by `wake` */
   #sleepers = new Set<() => void>();
@@ -69,6 +80,11 @@ export class Indexer {
     this.#listeners.push(listener);
   }
 
+  /** Told when a push queued a report of an image read before (the report worker). */
+  onReportsQueued(listener: () => void): void {
+    this.#reportsQueued.push(listener);
+  }
+
   /** Looks for queued images now (after a local push committed). */
   wake(): void {
     this.#pendingWake = true;
@@ -78,20 +94,46 @@ export class Indexer {
 
   /**
    * Queues a pushed manifest, inside its push's transaction: an image manifest is queued for
-   * reading (once per digest; already read, only its report in the new repo is queued), and a
-   * pushed SBOM (not one of ours) has its subject read again. Wakes the indexer after the commit.
+   * reading (once per digest; already read, only its report in the new repo is queued, after the
+   * commit), and a pushed SBOM (not one of ours) has its subject read again when it speaks for it
+   * (see ImageAccess.referrerHonoured). Wakes the indexer after the commit.
    */
   async queueOnPush(m: StoredManifest): Promise<void> {
-    const { inventories, reports, registry, now } = this.deps;
+    const { inventories, registry, now } = this.deps;
     if (isImageManifest(m.mediaType, m.artifactType)) {
-      const state = await inventories.enqueue(m.digest, now());
-      if (state === "done") await reports.enqueue([{ repoUid: m.repoUid, digest: m.digest }], now());
+      let state = await inventories.enqueue(m.digest, now());
+      if (state === "done" && (await this.#sbomNoLongerHonoured(m))) {
+        await inventories.requeue(m.digest, now());
+        state = "pending";
+      }
+      // Not inside the push: its queue row may be held by a report batch in progress.
+      if (state === "done") registry.afterPushCommits(() => void this.#queueReport(m.repoUid, m.digest));
       if (state === "pending") registry.afterPushCommits(() => this.wake());
       return;
     }
     const isSbom = m.artifactType === SPDX_JSON || m.artifactType === CYCLONEDX_JSON;
-    if (isSbom && m.subjectDigest && m.annotations?.[GENERATED_SBOM_ANNOTATION] === undefined)
-      if (await inventories.requeue(m.subjectDigest, now())) registry.afterPushCommits(() => this.wake());
+    if (!isSbom || !m.subjectDigest || m.annotations?.[GENERATED_SBOM_ANNOTATION] !== undefined) return;
+    if (!(await registry.referrerHonoured(m.repoUid, m.subjectDigest))) return;
+    if (await inventories.requeue(m.subjectDigest, now())) registry.afterPushCommits(() => this.wake());
+  }
+
+  /** Whether the image's inventory came from an attached SBOM that no longer speaks for it (a repo of another organization now holds it). */
+  async #sbomNoLongerHonoured(m: StoredManifest): Promise<boolean> {
+    const source = await this.deps.inventories.packageSourceOf(m.digest);
+    if (!source?.startsWith("sbom:")) return false;
+    return !(await this.deps.registry.referrerHonoured(m.repoUid, m.digest));
+  }
+
+  /** Queues the report of a read image in the repo it was pushed to (after the push committed). */
+  async #queueReport(repoUid: string, digest: string): Promise<void> {
+    try {
+      await this.deps.reports.enqueue([{ repoUid, digest }], this.deps.now());
+    } catch (err) {
+      // The next advisory change touching the image queues it again.
+      this.deps.logger.error({ err, digest, repo: repoUid }, "an image's report was not queued");
+      return;
+    }
+    for (const listener of this.#reportsQueued) listener();
   }
 
   /** Queues, once per database, every image pushed before the images module ran. */
@@ -122,9 +164,9 @@ export class Indexer {
 
   /** Claims and reads one queued image; whether there was one. */
   async readOne(): Promise<boolean> {
-    const digest = await this.deps.inventories.claim(this.deps.now(), this.deps.leaseMs);
-    if (digest === undefined) return false;
-    await this.#read(digest);
+    const lease = await this.deps.inventories.claim(this.deps.now(), this.deps.leaseMs);
+    if (lease === undefined) return false;
+    await this.#read(lease);
     return true;
   }
 
@@ -154,12 +196,13 @@ export class Indexer {
     });
   }
 
-  async #read(digest: string): Promise<void> {
+  async #read(lease: InventoryLease): Promise<void> {
     const { inventories, logger } = this.deps;
+    const { digest } = lease;
     logger.debug({ digest }, "reading an image's inventory");
     const abort = new AbortController();
     this.#reads.add(abort);
-    const renewal = this.#renewWhileReading(digest, abort);
+    const renewal = this.#renewWhileReading(lease, abort);
     let outcome: { inventory: Inventory } | { error: unknown };
     try {
       outcome = { inventory: await this.#readImage(digest, abort.signal) };
@@ -171,26 +214,43 @@ export class Indexer {
     }
     if (abort.signal.aborted) {
       // Stopped, or requeued meanwhile: nothing of this read is recorded.
-      if (this.#stopping) await inventories.release(digest).catch(() => {});
+      if (this.#stopping) await inventories.release(lease).catch(() => {});
       return;
     }
     if ("error" in outcome) {
-      const hostile = outcome.error instanceof InventoryError;
-      const message = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
-      // A malformed image fails at once; anything else (a blob unreadable now) is tried again.
-      const state = await inventories.fail(digest, message, this.deps.now(), { retry: !hostile });
-      logger[hostile ? "warn" : "error"]({ digest, state, err: outcome.error }, "an image's inventory was not read");
+      await this.#failed(lease, outcome.error);
       return;
     }
-    await this.#saved(digest, outcome.inventory);
+    await this.#saved(lease, outcome.inventory);
   }
 
-  /** Renews the read's lease every third of it; a lost lease (requeued) cuts the read short. */
-  #renewWhileReading(digest: string, abort: AbortController): NodeJS.Timeout {
+  /**
+   * Records a failed read: a malformed image fails at once with the reader's message; a manifest
+   * gone fails until the image is pushed again; anything else (a blob unreadable now, the store
+   * down) is tried again, and callers see a generic message — the detail goes to the log.
+   */
+  async #failed(lease: InventoryLease, error: unknown): Promise<void> {
+    const { inventories, logger, now } = this.deps;
+    const hostile = error instanceof InventoryError;
+    const gone = error instanceof ManifestGoneError;
+    const message = hostile || gone ? error.message : INTERNAL_READ_ERROR;
+    const state = await inventories.fail(lease, message, now(), {
+      kind: hostile ? "image" : "transient",
+      retry: !hostile && !gone,
+    });
+    logger[hostile ? "warn" : "error"](
+      { digest: lease.digest, state, err: error },
+      "an image's inventory was not read",
+    );
+  }
+
+  /** Renews the read's lease every third of it; a lost lease (requeued, claimed again) cuts the read short. */
+  #renewWhileReading(lease: InventoryLease, abort: AbortController): NodeJS.Timeout {
+    const { digest } = lease;
     const timer = setInterval(
       () => {
         this.deps.inventories
-          .renew(digest, this.deps.now(), this.deps.leaseMs)
+          .renew(lease, this.deps.now(), this.deps.leaseMs)
           .then((held) => {
             if (!held) abort.abort();
           })
@@ -205,7 +265,7 @@ export class Indexer {
   async #readImage(digest: string, signal: AbortSignal): Promise<Inventory> {
     const { registry } = this.deps;
     const manifest = await registry.manifestOf(digest);
-    if (!manifest) throw new InventoryError("the image's manifest is no longer stored");
+    if (!manifest) throw new ManifestGoneError();
     const opened = new Set<Readable>();
     signal.addEventListener("abort", () => {
       for (const stream of opened) stream.destroy(new Error("the read was stopped"));
@@ -269,18 +329,28 @@ export class Indexer {
   }
 
   /** Saves the inventory and queues every holding repo's report, together; then tells the listeners. */
-  async #saved(digest: string, inventory: Inventory): Promise<void> {
+  async #saved(lease: InventoryLease, inventory: Inventory): Promise<void> {
     const { db, inventories, reports, registry, now, logger } = this.deps;
+    const { digest } = lease;
     const saved = await withinTransaction(db, async () => {
-      if (!(await inventories.save(digest, inventory, now()))) return false;
+      if (!(await inventories.save(lease, inventory, now()))) return false;
       // A push of this image to another repo that is committing now holds the image's row (see
       // InventoriesRepository.enqueue): the save waited for it, so its repo is seen here.
       const repos = await registry.reposHolding(digest);
+      // That push made the attached SBOM read here speak for another organization's image: the
+      // save is undone and the image read again (from its layers: referrersOf answers none now).
+      if (inventory.packageSource.startsWith("sbom:") && !(await registry.referrerHonoured(repos[0] ?? "", digest)))
+        throw new SbomNoLongerHonoured();
       await reports.enqueue(
         repos.map((repoUid) => ({ repoUid, digest })),
         now(),
       );
       return true;
+    }).catch(async (err: unknown) => {
+      if (!(err instanceof SbomNoLongerHonoured)) throw err;
+      await inventories.release(lease);
+      this.wake();
+      return false;
     });
     if (!saved) return;
     logger.debug({ digest, packages: inventory.packages.length }, "an image's inventory was read");
@@ -293,6 +363,9 @@ export class Indexer {
     }
   }
 }
+
+/** A read's SBOM stopped speaking for its image while it was read (see `#saved`). */
+class SbomNoLongerHonoured extends Error {}
 
 /** How long a read's claim holds unrenewed: how long a dead replica's image waits to be read elsewhere. */
 export const INVENTORY_LEASE_MS = 30_000;

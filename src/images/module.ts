@@ -77,6 +77,7 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
     indexer.onInventory(() => worker.wake());
     if (ctx.moduleSettings?.attachSboms)
       indexer.onInventory(sbomAttacher({ registry, inventories, urls: ctx.urls, logger: ctx.logger }));
+    indexer.onReportsQueued(() => worker.wake());
     indexer.start();
 
     const sbomDeps = { registry, inventories, urls: ctx.urls };

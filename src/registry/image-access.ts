@@ -2,7 +2,9 @@
 // uses of the registry's content: a hook called inside every manifest push's transaction (so
 // what it queues commits with the push, or not at all), and reads of stored manifests, referrers,
 // tags and the repos holding an image. The reads span repos: an image is read once per digest,
-// whichever repos hold it.
+// whichever repos hold it. A referrer (an attached SBOM) speaks for an image only from a repo
+// holding the image, and only while every repo holding it is in one organization: otherwise
+// one tenant's document would decide what another tenant's image is said to contain.
 import { sql } from "kysely";
 import { afterCommit } from "../storage/ambient-transaction.js";
 import type { Db } from "../storage/db.js";
@@ -24,7 +26,7 @@ export interface StoredManifest {
 /** Called inside the push's transaction; a failure fails the push. */
 export type ManifestStoredListener = (manifest: StoredManifest) => Promise<void>;
 
-/** A referrer of an image, from any repo. */
+/** A referrer of an image, from a repo holding it. */
 export interface StoredReferrer {
   repoUid: string;
   digest: string;
@@ -57,8 +59,17 @@ export interface ImageAccess {
   manifestOf(digest: string): Promise<{ mediaType: string; content: Uint8Array } | undefined>;
   /** a manifest of one repo */
   manifestIn(repoUid: string, digest: string): Promise<{ mediaType: string; content: Uint8Array } | undefined>;
-  /** the manifests whose subject is `digest`, in any repo, of the given artifact types; newest first, each digest once */
+  /**
+   * the manifests whose subject is `digest`, of the given artifact types, in the repos holding
+   * `digest` — none when repos of several organizations hold it (see `referrerHonoured`);
+   * newest first, each digest once
+   */
   referrersOf(digest: string, artifactTypes: readonly string[]): Promise<StoredReferrer[]>;
+  /**
+   * whether a referrer pushed to `repoUid` speaks for `subjectDigest`: the repo holds the subject,
+   * and every repo holding it is in the repo's organization
+   */
+  referrerHonoured(repoUid: string, subjectDigest: string): Promise<boolean>;
   /** the repos holding the manifest `digest` (sorted) */
   reposHolding(digest: string): Promise<string[]>;
   /** the digest a tag of a repo points at */
@@ -88,7 +99,16 @@ export function imageAccess(db: Db, tags: TagsRepository, hooks: ManifestHooks):
     afterPushCommits: afterCommit,
     manifestOf: (digest) => manifestWhere(registry, digest),
     manifestIn: (repoUid, digest) => manifestWhere(registry, digest, repoUid),
-    referrersOf: (digest, artifactTypes) => referrersAcrossRepos(registry, digest, artifactTypes),
+    referrersOf: (digest, artifactTypes) => referrersInHoldingRepos(registry, digest, artifactTypes),
+    async referrerHonoured(repoUid, subjectDigest) {
+      // An organization is the first 40 hex digits of its repos' uids (the root group's uid).
+      const { rows } = await sql<{ honoured: boolean }>`
+        select exists (select 1 from manifests where repo_uid = ${repoUid} and digest = ${subjectDigest})
+          and not exists (
+            select 1 from manifests where digest = ${subjectDigest} and left(repo_uid, 40) <> left(${repoUid}, 40)
+          ) as honoured`.execute(registry);
+      return rows[0]?.honoured === true;
+    },
     async reposHolding(digest) {
       const rows = await registry
         .selectFrom("manifests")
@@ -124,13 +144,15 @@ async function manifestWhere(
   return row && { mediaType: row.media_type, content: row.content };
 }
 
-async function referrersAcrossRepos(
+async function referrersInHoldingRepos(
   db: RegistryDb,
   digest: string,
   artifactTypes: readonly string[],
 ): Promise<StoredReferrer[]> {
   if (artifactTypes.length === 0) return [];
-  // The same referrer pushed to several repos is one document: its newest copy answers.
+  // Only referrers in a repo that holds the image, while its holders are of one organization
+  // (the first 40 hex digits of a repo's uid). The same referrer pushed to several repos is one
+  // document: its newest copy answers.
   const { rows } = await sql<{
     repo_uid: string;
     digest: string;
@@ -140,10 +162,12 @@ async function referrersAcrossRepos(
     create_time: Date;
   }>`
     select * from (
-      select distinct on (digest) repo_uid, digest, media_type, artifact_type, annotations, create_time
-      from manifests
-      where subject_digest = ${digest} and artifact_type = any(${[...artifactTypes]}::text[])
-      order by digest, create_time desc, repo_uid
+      select distinct on (r.digest) r.repo_uid, r.digest, r.media_type, r.artifact_type, r.annotations, r.create_time
+      from manifests held
+      join manifests r on r.repo_uid = held.repo_uid and r.subject_digest = held.digest
+      where held.digest = ${digest} and r.artifact_type = any(${[...artifactTypes]}::text[])
+        and (select count(distinct left(h.repo_uid, 40)) from manifests h where h.digest = ${digest}) = 1
+      order by r.digest, r.create_time desc, r.repo_uid
     ) r
     order by create_time desc, digest
     limit 1000`.execute(db);

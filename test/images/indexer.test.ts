@@ -1,24 +1,30 @@
 // The background indexer over real pushes (skopeo, images built in the test): an apk image's
 // inventory (packages with origin and license, config, sizes), a dpkg image's, each platform of
 // an index, the same image in two repos read once with both repos' reports queued, an attached
-// SBOM re-reading its image, hostile layers recorded as the image's error while the queue goes
-// on, and the one-time backfill of images stored before the images module ran.
+// SBOM re-reading its image (only from a repo of the organization holding it: another tenant's
+// SBOM naming the image changes nothing), hostile layers recorded as the image's error while the
+// queue goes on, a storage failure shown as a generic error and retried by a push, a push of a
+// read image not waiting on a report batch, and the one-time backfill of images stored before the
+// images module ran.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { gzipSync } from "node:zlib";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "kysely";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { imagesModule } from "../../src/images/api.js";
+import { INTERNAL_READ_ERROR } from "../../src/images/indexer.js";
+import { InventoriesRepository } from "../../src/images/storage/inventories.js";
+import { imagesDb } from "../../src/images/storage/schema.js";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { digestOf, OciClient } from "../support/oci.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { skopeoIn, type Run } from "../support/skopeo.js";
-import { until } from "../support/wait.js";
+import { until, withinHang } from "../support/wait.js";
 import {
   apkInstalled,
   buildImage,
@@ -95,8 +101,10 @@ for (const backend of backends()) {
         images: { pollIntervalMs: 100, inventoryLimits: { maxDecompressedBytes: 8 * MiB } },
       });
       host = new URL(server.url).host;
-      const org = await restClient(server.url, server.operatorToken).post("/iam/v2beta1/groups", { name: "acme" });
-      assert.equal(org.status, 200, JSON.stringify(org.body));
+      for (const name of ["acme", "rival"]) {
+        const org = await restClient(server.url, server.operatorToken).post("/iam/v2beta1/groups", { name });
+        assert.equal(org.status, 200, JSON.stringify(org.body));
+      }
       password = await server.tokenFor(OPERATOR_SUBJECT, { audience: [server.tokens.urls.registryAudience] });
       creds = `_token:${password}`;
     });
@@ -286,6 +294,123 @@ for (const backend of backends()) {
       );
     });
 
+    const cyclonedx = (name: string, version: string) =>
+      Buffer.from(
+        JSON.stringify({
+          bomFormat: "CycloneDX",
+          specVersion: "1.5",
+          version: 1,
+          components: [{ type: "library", name, version, purl: `pkg:apk/wolfi/${name}@${version}?arch=x86_64` }],
+        }),
+      );
+
+    it("ignores an SBOM another organization attaches to an image: not read again, the layers still tell", async () => {
+      const image = await build(wolfiImage([unique()]));
+      await push(image, "acme/victim");
+      const before = await waitForInventory(server, image.digest);
+      assert.equal(before.packageSource, "apk");
+
+      // A repo of another organization, not holding the image, names it as its SBOM's subject.
+      await pushReferrer(server, password, "rival/forgery", image, cyclonedx("nothing", "1"), CYCLONEDX);
+      const unchanged = (await inventoryOf(server, image.digest))!;
+      assert.deepEqual(
+        [unchanged.state, unchanged.attempts, unchanged.indexTime?.getTime(), unchanged.packageSource],
+        ["done", before.attempts, before.indexTime?.getTime(), "apk"],
+        "not queued again by another organization's SBOM",
+      );
+
+      // Holding the image too does not let it speak for acme's copy: not queued, and a read
+      // (queued here by hand) ignores its SBOM while repos of two organizations hold the image.
+      await push(image, "rival/forgery");
+      await pushReferrer(server, password, "rival/forgery", image, cyclonedx("nothing", "2"), CYCLONEDX);
+      assert.equal((await inventoryOf(server, image.digest))!.indexTime?.getTime(), before.indexTime?.getTime());
+      assert.ok(await new InventoriesRepository(imagesDb(server.db)).requeue(image.digest, new Date()));
+      server.exportsOf(imagesModule).indexer.wake();
+      const reread = await until(async () => {
+        const row = await inventoryOf(server, image.digest);
+        return row?.state === "done" && row.indexTime! > before.indexTime! ? row : undefined;
+      }, "the image read again");
+      assert.equal(reread.packageSource, "apk", "read from its layers");
+      assert.equal(reread.packages.length, WOLFI.length);
+    });
+
+    it("reads an image from its layers again once another organization pushes it (its SBOM no longer speaks for it)", async () => {
+      const image = await build(wolfiImage([unique()]));
+      await push(image, "acme/sbom-first");
+      const first = await waitForInventory(server, image.digest);
+      await pushReferrer(server, password, "acme/sbom-first", image, cyclonedx("zlib", "1.3.1-r0"), CYCLONEDX);
+      const fromSbom = await until(async () => {
+        const row = await inventoryOf(server, image.digest);
+        return row?.state === "done" && row.packageSource === "sbom:cyclonedx" ? row : undefined;
+      }, "the image read from the SBOM of its own organization");
+      assert.ok(fromSbom.indexTime! > first.indexTime!);
+
+      await push(image, "rival/copy");
+      const fromLayers = await until(async () => {
+        const row = await inventoryOf(server, image.digest);
+        return row?.state === "done" && row.indexTime! > fromSbom.indexTime! ? row : undefined;
+      }, "the image read again after another organization pushed it");
+      assert.equal(fromLayers.packageSource, "apk");
+    });
+
+    it("shows a storage failure as a generic error, and reads the image again when it is pushed again", async () => {
+      const image = await build(wolfiImage([unique()]));
+      await push(image, "acme/flaky");
+      const before = await waitForInventory(server, image.digest);
+      assert.equal(before.state, "done");
+      // The image's own layer becomes unreadable: opening it fails with an error naming its path.
+      const layer = image.platforms[0]!.layers.at(-1)!.digest.slice("sha256:".length);
+      const path = join(work, "blobs", "blobs", "sha256", layer.slice(0, 2), layer);
+      renameSync(path, `${path}.aside`);
+      symlinkSync(path, path); // a loop: ELOOP on open
+      try {
+        assert.ok(await new InventoriesRepository(imagesDb(server.db)).requeue(image.digest, new Date()));
+        server.exportsOf(imagesModule).indexer.wake();
+        const failed = await until(async () => {
+          const row = await inventoryOf(server, image.digest);
+          return row?.state === "failed" ? row : undefined;
+        }, "the read failed (retried, then given up)");
+        assert.equal(failed.error, INTERNAL_READ_ERROR, "no internal detail (a file path) for callers");
+        assert.equal(failed.errorKind, "transient");
+      } finally {
+        rmSync(path);
+        renameSync(`${path}.aside`, path);
+      }
+      await pushImage(skopeo, image, { host, repository: "acme/flaky", creds, tag: "again" });
+      const after = await until(async () => {
+        const row = await inventoryOf(server, image.digest);
+        return row?.state === "done" ? row : undefined;
+      }, "the image read again after it was pushed again");
+      assert.equal(after.packages.length, WOLFI.length);
+    });
+
+    it(
+      "answers a push of a read image while a report batch holds that image's report queue row",
+      { skip: backend === "pglite" && "an embedded database runs one transaction at a time" },
+      async () => {
+        const image = await build(wolfiImage([unique()]));
+        await push(image, "acme/busy");
+        assert.equal((await waitForInventory(server, image.digest)).state, "done");
+        const repo = await repoUid("busy");
+        const platform = image.platforms[0]!;
+        const oci = new OciClient(server.url, { credential: { username: "_token", password } });
+        // A transaction holding the (repo, image) queue row uncommitted, as a report batch does.
+        await server.db.transaction().execute(async (trx) => {
+          await sql`insert into image_report_queue (repo_uid, digest, queue_time)
+            values (${repo}, ${image.digest}, now()) on conflict do nothing`.execute(trx);
+          await sql`delete from image_report_queue where repo_uid = ${repo} and digest = ${image.digest}`.execute(trx);
+          const put = await withinHang(
+            oci.request("PUT", `/v2/acme/busy/manifests/another-tag`, {
+              headers: { "content-type": image.mediaType },
+              body: platform.manifest,
+            }),
+            "answer to the push while the report queue row is held",
+          );
+          assert.equal(put.status, 201, put.body.toString());
+        });
+      },
+    );
+
     it(
       "queues, once, the images stored before the images module ran",
       { skip: backend === "pglite" && "needs a second server on the same database" },
@@ -321,6 +446,8 @@ async function imagePackagesDigests(server: TestServer, names: string[], purls: 
   const { imagesDb } = await import("../../src/images/storage/schema.js");
   return new InventoriesRepository(imagesDb(server.db)).digestsWithPackages(names, purls);
 }
+
+const CYCLONEDX = "application/vnd.cyclonedx+json";
 
 /** Pushes `document` as an OCI referrer (an artifact manifest with one layer) of `image`'s manifest. */
 async function pushReferrer(

@@ -126,7 +126,7 @@ for (const backend of backends()) {
       for (let i = 0; i < Object.keys(read).length + 1; i++) {
         const claimed = await inventories.claim(new Date(), 60_000);
         assert.ok(claimed);
-        if (claimed !== pending) assert.ok(await inventories.save(claimed, read[claimed]!, new Date()));
+        if (claimed.digest !== pending) assert.ok(await inventories.save(claimed, read[claimed.digest]!, new Date()));
       }
       // `pending` stays claimed and unsaved: a read in progress
     });

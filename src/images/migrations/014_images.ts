@@ -16,8 +16,15 @@ export async function up(db: Kysely<any>): Promise<void> {
       state text collate "C" not null default 'pending' check (state in ('pending', 'done', 'failed')),
       attempts integer not null default 0,
       lease_until timestamptz,
-      -- failed: why (a malformed or hostile layer, a missing blob), for the API to show
+      -- the claim holding the lease: a read whose claim was superseded (requeued, or its lease
+      -- ran out and another replica claimed) saves nothing
+      lease_token text collate "C",
+      -- failed: why (a malformed or hostile layer, a missing blob), for the API to show; never
+      -- an internal error's text (that is logged)
       error text,
+      -- image: the image itself is bad (stays failed); transient: the store or the reading
+      -- process failed (a push of the image reads it again)
+      error_kind text collate "C" check (error_kind in ('image', 'transient')),
       os text not null default '',
       architecture text not null default '',
       variant text not null default '',

@@ -4,6 +4,7 @@
 // counts that as an attempt. The packages are kept twice: in the row (the inventory as read, for
 // the API) and in image_packages (indexed by name and origin, for finding the images an advisory
 // concerns), replaced together on every save.
+import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import type { ImageRuntimeConfig, InstalledPackage, Inventory, PackageSource } from "./inventory-types.js";
 import type { ImagesDb } from "./schema.js";
@@ -13,12 +14,22 @@ export const MAX_INVENTORY_ATTEMPTS = 3;
 
 export type InventoryState = "pending" | "done" | "failed";
 
+/** Why a read failed: the image itself (it stays failed) or something a later read may not meet (a push retries it). */
+export type InventoryFailureKind = "image" | "transient";
+
+/** A claimed read: only its holder saves, renews, fails or releases it, and only until another claim supersedes it. */
+export interface InventoryLease {
+  digest: string;
+  token: string;
+}
+
 /** An image's row: its place in the queue and, once done, what it holds. */
 export interface InventoryRow extends Inventory {
   digest: string;
   state: InventoryState;
   /** why the last read failed (failed, or pending a retry) */
   error: string | null;
+  errorKind: InventoryFailureKind | null;
   /** reads begun (claims) */
   attempts: number;
   discoverTime: Date;
@@ -33,15 +44,21 @@ export class InventoriesRepository {
   constructor(private readonly db: ImagesDb) {}
 
   /**
-   * Queues `digest` for reading unless it is known already; answers its state after. The row is
-   * locked until the caller's transaction ends (a push's), so an indexer saving it at the same
-   * time either finished before (the caller sees "done") or saves after the push committed (and
-   * then sees the push's repo among those holding the image).
+   * Queues `digest` for reading unless it is known already; answers its state after. An image
+   * whose reads failed for a transient reason (the store, the reading process) is queued again,
+   * its attempts anew; one failed as bad stays failed. The row is locked until the caller's
+   * transaction ends (a push's), so an indexer saving it at the same time either finished before
+   * (the caller sees "done") or saves after the push committed (and then sees the push's repo
+   * among those holding the image).
    */
   async enqueue(digest: string, now: Date): Promise<InventoryState> {
     const { rows } = await sql<{ state: InventoryState }>`
       insert into image_inventories (digest, discover_time) values (${digest}, ${now})
-      on conflict (digest) do update set state = image_inventories.state
+      on conflict (digest) do update set
+        state = case when image_inventories.state = 'failed' and image_inventories.error_kind = 'transient'
+          then 'pending' else image_inventories.state end,
+        attempts = case when image_inventories.state = 'failed' and image_inventories.error_kind = 'transient'
+          then 0 else image_inventories.attempts end
       returning state`.execute(this.db);
     return rows[0]!.state;
   }
@@ -57,34 +74,40 @@ export class InventoriesRepository {
   }
 
   /**
-   * Reads `digest` again from the start (an SBOM was attached to it): pending, attempts and error
-   * cleared. A read in progress loses its lease, so its result is not saved (see `save`). Nothing
-   * when the image is unknown (its own push will queue it). Whether it was known.
+   * Reads `digest` again from the start (an SBOM was attached to it): pending, error cleared. A
+   * read in progress loses its lease, so its result is not saved (see `save`), and its attempts
+   * still count: requeues cannot keep an image's reads going forever. A finished image's
+   * attempts start anew. Nothing when the image is unknown (its own push will queue it).
+   * Whether it was known.
    */
   async requeue(digest: string, _now: Date): Promise<boolean> {
-    const r = await this.db
-      .updateTable("image_inventories")
-      .set({ state: "pending", attempts: 0, lease_until: null, error: null })
-      .where("digest", "=", digest)
-      .executeTakeFirst();
-    return r.numUpdatedRows > 0n;
+    const { rows } = await sql<{ digest: string }>`
+      update image_inventories set
+        attempts = case when state = 'pending' then attempts else 0 end,
+        state = 'pending', lease_until = null, lease_token = null, error = null, error_kind = null
+      where digest = ${digest}
+      returning digest`.execute(this.db);
+    return rows.length > 0;
   }
 
   /**
    * Leases the oldest pending image whose lease is free or ran out, until `now + leaseMs`, and
    * counts the attempt; undefined when none is waiting. An image whose earlier reads all ended
-   * unfinished `MAX_INVENTORY_ATTEMPTS` times is marked failed instead of being read again.
+   * unfinished `MAX_INVENTORY_ATTEMPTS` times is marked failed (transient: a push of it tries
+   * again) instead of being read again.
    */
-  async claim(now: Date, leaseMs: number): Promise<string | undefined> {
+  async claim(now: Date, leaseMs: number): Promise<InventoryLease | undefined> {
     await sql`
-      update image_inventories set state = 'failed', lease_until = null,
-        error = coalesce(error, ${`reading the image stopped unfinished ${MAX_INVENTORY_ATTEMPTS} times (the reading process ended or its lease ran out)`})
+      update image_inventories set state = 'failed', lease_until = null, lease_token = null,
+        error = coalesce(error, ${`reading the image stopped unfinished ${MAX_INVENTORY_ATTEMPTS} times (the reading process ended or its lease ran out)`}),
+        error_kind = coalesce(error_kind, 'transient')
       where state = 'pending' and attempts >= ${MAX_INVENTORY_ATTEMPTS} and (lease_until is null or lease_until < ${now})`.execute(
       this.db,
     );
     const until = new Date(now.getTime() + leaseMs);
+    const token = randomUUID();
     const { rows } = await sql<{ digest: string }>`
-      update image_inventories i set lease_until = ${until}, attempts = i.attempts + 1
+      update image_inventories i set lease_until = ${until}, lease_token = ${token}, attempts = i.attempts + 1
       from (
         select digest from image_inventories
         where state = 'pending' and (lease_until is null or lease_until < ${now})
@@ -94,17 +117,18 @@ export class InventoriesRepository {
       ) picked
       where i.digest = picked.digest
       returning i.digest`.execute(this.db);
-    return rows[0]?.digest;
+    const digest = rows[0]?.digest;
+    return digest === undefined ? undefined : { digest, token };
   }
 
-  /** Extends a read's lease (a long read); false when the read no longer holds it (requeued). */
-  async renew(digest: string, now: Date, leaseMs: number): Promise<boolean> {
+  /** Extends a read's lease (a long read); false when the read no longer holds it (requeued, or claimed again). */
+  async renew(lease: InventoryLease, now: Date, leaseMs: number): Promise<boolean> {
     const r = await this.db
       .updateTable("image_inventories")
       .set({ lease_until: new Date(now.getTime() + leaseMs) })
-      .where("digest", "=", digest)
+      .where("digest", "=", lease.digest)
       .where("state", "=", "pending")
-      .where("lease_until", "is not", null)
+      .where("lease_token", "=", lease.token)
       .executeTakeFirst();
     return r.numUpdatedRows > 0n;
   }
@@ -117,32 +141,35 @@ export class InventoriesRepository {
   async releaseAll(): Promise<void> {
     await this.db
       .updateTable("image_inventories")
-      .set({ lease_until: null })
+      .set({ lease_until: null, lease_token: null })
       .where("state", "=", "pending")
       .where("lease_until", "is not", null)
       .execute();
   }
 
   /** Gives a read's lease back unfinished (a server stopping): not counted as an attempt. */
-  async release(digest: string): Promise<void> {
+  async release(lease: InventoryLease): Promise<void> {
     await sql`
-      update image_inventories set lease_until = null, attempts = greatest(attempts - 1, 0)
-      where digest = ${digest} and state = 'pending' and lease_until is not null`.execute(this.db);
+      update image_inventories set lease_until = null, lease_token = null, attempts = greatest(attempts - 1, 0)
+      where digest = ${lease.digest} and state = 'pending' and lease_token = ${lease.token}`.execute(this.db);
   }
 
   /**
    * Records what a read found (done) and replaces the image's packages, in one transaction.
-   * Only while the read still holds its lease: an image requeued meanwhile is read again
-   * instead. Whether it was saved.
+   * Only while the read still holds its lease: an image requeued or claimed again meanwhile is
+   * read again instead. Whether it was saved.
    */
-  async save(digest: string, inventory: Inventory, now: Date): Promise<boolean> {
+  async save(lease: InventoryLease, inventory: Inventory, now: Date): Promise<boolean> {
+    const { digest } = lease;
     return this.db.transaction().execute(async (trx) => {
       const r = await trx
         .updateTable("image_inventories")
         .set({
           state: "done",
           lease_until: null,
+          lease_token: null,
           error: null,
+          error_kind: null,
           os: inventory.os,
           architecture: inventory.architecture,
           variant: inventory.variant,
@@ -158,7 +185,7 @@ export class InventoriesRepository {
         })
         .where("digest", "=", digest)
         .where("state", "=", "pending")
-        .where("lease_until", "is not", null)
+        .where("lease_token", "=", lease.token)
         .executeTakeFirst();
       if (r.numUpdatedRows === 0n) return false;
       await trx.deleteFrom("image_packages").where("digest", "=", digest).execute();
@@ -180,20 +207,21 @@ export class InventoriesRepository {
   }
 
   /**
-   * Records a read that failed with `error`: failed at once, or with `retry` (a failure that may
-   * pass: a blob not readable now) pending again until `MAX_INVENTORY_ATTEMPTS` reads failed.
-   * Only while the read holds its lease (see `save`). The resulting state; undefined if not held.
+   * Records a read that failed with `error` (shown to callers: never an internal error's text) of
+   * `kind`: failed at once, or with `retry` (a failure that may pass: a blob not readable now)
+   * pending again until `MAX_INVENTORY_ATTEMPTS` reads failed. Only while the read holds its
+   * lease (see `save`). The resulting state; undefined if not held.
    */
   async fail(
-    digest: string,
+    lease: InventoryLease,
     error: string,
     _now: Date,
-    options: { retry?: boolean } = {},
+    options: { kind: InventoryFailureKind; retry?: boolean },
   ): Promise<InventoryState | undefined> {
     const { rows } = await sql<{ state: InventoryState }>`
-      update image_inventories set lease_until = null, error = ${error},
+      update image_inventories set lease_until = null, lease_token = null, error = ${error}, error_kind = ${options.kind},
         state = case when ${options.retry === true}::boolean and attempts < ${MAX_INVENTORY_ATTEMPTS} then 'pending' else 'failed' end
-      where digest = ${digest} and state = 'pending' and lease_until is not null
+      where digest = ${lease.digest} and state = 'pending' and lease_token = ${lease.token}
       returning state`.execute(this.db);
     return rows[0]?.state;
   }
@@ -206,6 +234,7 @@ export class InventoriesRepository {
       digest: r.digest,
       state: r.state,
       error: r.error,
+      errorKind: r.error_kind,
       attempts: r.attempts,
       discoverTime: r.discover_time,
       indexTime: r.index_time ?? undefined,
@@ -221,6 +250,17 @@ export class InventoriesRepository {
       distroVersion: r.distro_version,
       packages: r.packages as InstalledPackage[],
     }));
+  }
+
+  /** Where a read image's packages came from (PackageSource); undefined when unknown or not read. */
+  async packageSourceOf(digest: string): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom("image_inventories")
+      .select("package_source")
+      .where("digest", "=", digest)
+      .where("state", "=", "done")
+      .executeTakeFirst();
+    return row?.package_source;
   }
 
   /**

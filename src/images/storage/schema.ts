@@ -11,7 +11,13 @@ export interface ImageInventoriesTable {
   state: ColumnType<"pending" | "done" | "failed", "pending" | "done" | "failed" | undefined>;
   attempts: ColumnType<number, number | undefined, number>;
   lease_until: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  lease_token: ColumnType<string | null, string | null | undefined, string | null>;
   error: ColumnType<string | null, string | null | undefined, string | null>;
+  error_kind: ColumnType<
+    "image" | "transient" | null,
+    "image" | "transient" | null | undefined,
+    "image" | "transient" | null
+  >;
   os: ColumnType<string, string | undefined, string>;
   architecture: ColumnType<string, string | undefined, string>;
   variant: ColumnType<string, string | undefined, string>;
