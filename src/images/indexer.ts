@@ -85,7 +85,7 @@ export class Indexer {
    */
   async queueOnPush(m: StoredManifest): Promise<void> {
     const { inventories, reports, registry, now } = this.deps;
-    if (isImageManifest(m.mediaType, m.artifactType)) {
+    if (isImageManifest(m.mediaType, m.artifactType, m.layerMediaTypes)) {
       const state = await inventories.enqueue(m.digest, now());
       if (state === "done") await reports.enqueue([{ repoUid: m.repoUid, digest: m.digest }], now());
       if (state === "pending") registry.afterPushCommits(() => this.wake());

@@ -170,3 +170,16 @@ export async function layoutSource(dir: string, tag: string): Promise<ImageSourc
     async *sboms() {},
   };
 }
+
+/**
+ * A zstd stream of `blocks` RLE blocks of `rleBytes` each, in a frame whose window descriptor has
+ * exponent `windowExponent` (window 2^(10+e) bytes): a few bytes that make a decoder work hard.
+ */
+export function rleZstd(windowExponent: number, blocks: number, rleBytes = 1): Uint8Array {
+  const bytes = [0x28, 0xb5, 0x2f, 0xfd, 0x00, windowExponent << 3];
+  for (let i = 0; i < blocks; i++) {
+    const header = (i === blocks - 1 ? 1 : 0) | (1 << 1) | (rleBytes << 3);
+    bytes.push(header & 0xff, (header >> 8) & 0xff, (header >> 16) & 0xff, 0x41);
+  }
+  return Uint8Array.from(bytes);
+}
