@@ -35,7 +35,12 @@ rmSync(OUT, { recursive: true, force: true });
 const started = performance.now();
 await build({
   absWorkingDir: ROOT,
-  entryPoints: { main: "dist/cli/main.js", "docker-credential": "dist/cli/docker-credential.js" },
+  entryPoints: {
+    main: "dist/cli/main.js",
+    "docker-credential": "dist/cli/docker-credential.js",
+    // The thread that reads an image's inventory: started by URL, next to the chunk that starts it.
+    "read-worker": "dist/images/inventory/read-worker.js",
+  },
   outdir: OUT,
   bundle: true,
   splitting: true,

@@ -4,7 +4,7 @@
 import type { ModuleContext } from "../platform/module.js";
 import type { RegistryExports } from "../registry/api.js";
 import { Indexer, INVENTORY_LEASE_MS } from "./indexer.js";
-import { readInventory } from "./inventory/reader.js";
+import { readInventoryIsolated } from "./inventory/isolated-read.js";
 import { IMAGES_DEFAULTS, type ImagesSettings } from "./settings.js";
 import type { InventoriesRepository } from "./storage/inventories.js";
 import type { ReportsRepository } from "./storage/reports.js";
@@ -24,7 +24,13 @@ export async function startIndexer(
     inventories,
     reports,
     registry,
-    read: (source) => readInventory(source, limits),
+    // In a thread of its own: a hostile layer can neither hold the event loop nor the heap.
+    read: (source) =>
+      readInventoryIsolated(source, {
+        limits,
+        deadlineMs: settings?.inventoryReadDeadlineMs ?? IMAGES_DEFAULTS.inventoryReadDeadlineMs,
+        maxHeapMiB: settings?.inventoryReadHeapMiB ?? IMAGES_DEFAULTS.inventoryReadHeapMiB,
+      }),
     concurrency: settings?.inventoryConcurrency ?? IMAGES_DEFAULTS.inventoryConcurrency,
     pollIntervalMs: settings?.pollIntervalMs ?? IMAGES_DEFAULTS.pollIntervalMs,
     leaseMs: INVENTORY_LEASE_MS,

@@ -13,6 +13,7 @@ import type { ImageAccess, StoredManifest } from "../registry/api.js";
 import { isImageManifest } from "../registry/api.js";
 import { withinTransaction } from "../storage/ambient-transaction.js";
 import type { Db } from "../storage/db.js";
+import type { SbomBudget } from "./inventory/reader.js";
 import { InventoryError, type Inventory } from "./inventory/types.js";
 import type { InventoriesRepository, InventoryLease } from "./storage/inventories.js";
 import type { ReportsRepository } from "./storage/reports.js";
@@ -33,11 +34,12 @@ class ManifestGoneError extends Error {
   }
 }
 
-/** What the reader needs of an image (contract with inventory/reader.ts). */
+/** What the reader needs of an image (contract with inventory/reader.ts ImageSource). */
 export interface ImageSourceLike {
   manifest: Uint8Array;
   openBlob(digest: string): Promise<Readable | undefined>;
-  sboms(): Promise<{ artifactType: string; content: Uint8Array }[]>;
+  sboms(budget: SbomBudget): AsyncIterable<{ artifactType: string; content: Uint8Array }>;
+  signal?: AbortSignal;
 }
 
 export type ReadInventory = (source: ImageSourceLike) => Promise<Inventory>;
@@ -100,7 +102,7 @@ export class Indexer {
    */
   async queueOnPush(m: StoredManifest): Promise<void> {
     const { inventories, registry, now } = this.deps;
-    if (isImageManifest(m.mediaType, m.artifactType)) {
+    if (isImageManifest(m.mediaType, m.artifactType, m.layerMediaTypes)) {
       let state = await inventories.enqueue(m.digest, now());
       if (state === "done" && (await this.#sbomNoLongerHonoured(m))) {
         await inventories.requeue(m.digest, now());
@@ -272,6 +274,7 @@ export class Indexer {
     });
     return this.deps.read({
       manifest: manifest.content,
+      signal,
       openBlob: async (blob) => {
         if (signal.aborted) throw new Error("the read was stopped");
         const stream = await registry.store.open(blob);
@@ -281,29 +284,45 @@ export class Indexer {
         }
         return stream;
       },
-      sboms: () => this.#sbomsOf(digest),
+      sboms: (budget) => this.#sbomsOf(digest, budget),
     });
   }
 
-  /** The SBOM documents attached to the image (not ours), newest first; one that cannot be read is skipped. */
-  async #sbomsOf(digest: string): Promise<{ artifactType: string; content: Uint8Array }[]> {
+  /**
+   * The SBOM documents attached to the image (not ours), newest first, each loaded only when the
+   * reader asks for the next; within `budget` (one larger than its share is skipped unread, the
+   * list ends before the total would pass). One that cannot be read is skipped.
+   */
+  async *#sbomsOf(digest: string, budget: SbomBudget): AsyncGenerator<{ artifactType: string; content: Uint8Array }> {
     const { registry, logger } = this.deps;
     const referrers = await registry.referrersOf(digest, [SPDX_JSON, CYCLONEDX_JSON]);
-    const documents: { artifactType: string; content: Uint8Array }[] = [];
+    let count = 0;
+    let total = 0;
     for (const referrer of referrers) {
+      if (count >= budget.maxCount) return;
       if (referrer.annotations?.[GENERATED_SBOM_ANNOTATION] !== undefined) continue;
+      let content: Uint8Array | "over budget" | undefined;
       try {
-        const content = await this.#sbomDocument(referrer.repoUid, referrer.digest);
-        if (content) documents.push({ artifactType: referrer.artifactType ?? "", content });
+        content = await this.#sbomDocument(referrer.repoUid, referrer.digest, budget, budget.maxTotalBytes - total);
       } catch (err) {
         logger.warn({ err, digest, sbom: referrer.digest }, "an attached SBOM was not read");
+        continue;
       }
+      if (content === "over budget") return;
+      if (!content) continue;
+      count += 1;
+      total += content.byteLength;
+      yield { artifactType: referrer.artifactType ?? "", content };
     }
-    return documents;
   }
 
   /** An SBOM referrer's document: its manifest's first layer, when small enough. */
-  async #sbomDocument(repoUid: string, digest: string): Promise<Uint8Array | undefined> {
+  async #sbomDocument(
+    repoUid: string,
+    digest: string,
+    budget: SbomBudget,
+    bytesLeft: number,
+  ): Promise<Uint8Array | "over budget" | undefined> {
     const manifest = await this.deps.registry.manifestIn(repoUid, digest);
     if (!manifest) return undefined;
     const doc = JSON.parse(Buffer.from(manifest.content).toString("utf8")) as {
@@ -311,7 +330,9 @@ export class Indexer {
     };
     const layer = doc.layers?.[0];
     if (typeof layer?.digest !== "string" || typeof layer.size !== "number") return undefined;
-    if (layer.size > this.deps.maxSbomBytes) return undefined;
+    const maxBytes = Math.min(this.deps.maxSbomBytes, budget.maxEachBytes);
+    if (layer.size > maxBytes) return undefined;
+    if (layer.size > bytesLeft) return "over budget";
     const stream = await this.deps.registry.store.open(layer.digest);
     if (!stream) return undefined;
     const chunks: Buffer[] = [];
@@ -319,7 +340,7 @@ export class Indexer {
     for await (const chunk of stream as AsyncIterable<Buffer>) {
       total += chunk.length;
       // The stored blob is the size its descriptor says; more is not read.
-      if (total > this.deps.maxSbomBytes) {
+      if (total > Math.min(maxBytes, bytesLeft)) {
         stream.destroy();
         return undefined;
       }

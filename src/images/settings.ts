@@ -14,9 +14,15 @@ export interface ImagesSettings {
    * entries, package database sizes, ...); absent: the reader's defaults
    */
   inventoryLimits?: Partial<InventoryLimits>;
+  /** how long reading one image may take before it is stopped and recorded as failed (default 10 min) */
+  inventoryReadDeadlineMs?: number;
+  /** the heap of the thread reading one image, MiB (default 256) */
+  inventoryReadHeapMiB?: number;
 }
 
 export const IMAGES_DEFAULTS = {
   inventoryConcurrency: 1,
   pollIntervalMs: 1000,
+  inventoryReadDeadlineMs: 10 * 60 * 1000,
+  inventoryReadHeapMiB: 256,
 } as const;

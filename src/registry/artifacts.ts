@@ -129,6 +129,7 @@ async function storeArtifact(deps: ArtifactDeps, a: StagedArtifact): Promise<voi
     artifactType: parsed.artifactType,
     subjectDigest: parsed.subject,
     annotations: parsed.annotations,
+    layerMediaTypes: parsed.layerMediaTypes,
   });
 }
 

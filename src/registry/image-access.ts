@@ -21,6 +21,8 @@ export interface StoredManifest {
   artifactType?: string;
   subjectDigest?: string;
   annotations?: Record<string, string>;
+  /** an image manifest's layers' media types (an index: none) */
+  layerMediaTypes: readonly string[];
 }
 
 /** Called inside the push's transaction; a failure fails the push. */
@@ -42,12 +44,37 @@ export const IMAGE_CONFIG_TYPES: readonly string[] = [
   "application/vnd.docker.container.image.v1+json",
 ];
 
-/** Whether a stored manifest is a (platform) image: an image manifest with an image config. */
-export function isImageManifest(mediaType: string, artifactType: string | null | undefined): boolean {
+/** Whether a layer media type is a tar archive (plain, gzip or zstd; OCI or Docker; foreign ones too). */
+export function isTarLayer(mediaType: string): boolean {
+  return /\.tar(?:$|[+.])/.test(mediaType.split(";")[0]!.trim().toLowerCase());
+}
+
+/**
+ * Whether a stored manifest is a (platform) image: an image manifest with an image config, and
+ * a root filesystem: a tar layer, or none at all (a `FROM scratch` config-only image). Cosign
+ * signatures and attestations also carry an image config, but their layers are JSON documents
+ * (simplesigning, DSSE, in-toto): they are not images, and never read.
+ */
+export function isImageManifest(
+  mediaType: string,
+  artifactType: string | null | undefined,
+  layerMediaTypes: readonly string[],
+): boolean {
   return (
-    (mediaType === OCI_MANIFEST || mediaType === DOCKER_MANIFEST) && IMAGE_CONFIG_TYPES.includes(artifactType ?? "")
+    (mediaType === OCI_MANIFEST || mediaType === DOCKER_MANIFEST) &&
+    IMAGE_CONFIG_TYPES.includes(artifactType ?? "") &&
+    (layerMediaTypes.length === 0 || layerMediaTypes.some(isTarLayer))
   );
 }
+
+/** An image manifest's layers' media types (the manifest as stored, so valid JSON). */
+function layerMediaTypesOf(content: Uint8Array): string[] {
+  const doc = JSON.parse(Buffer.from(content).toString("utf8")) as { layers?: { mediaType?: unknown }[] };
+  return (doc.layers ?? []).map((l) => (typeof l.mediaType === "string" ? l.mediaType : ""));
+}
+
+/** Image manifests read per page by `imageManifests` (their contents are looked at). */
+const IMAGE_MANIFESTS_PAGE = 500;
 
 /** The registry's exports about image contents (RegistryExports extends this). */
 export interface ImageAccess {
@@ -120,15 +147,24 @@ export function imageAccess(db: Db, tags: TagsRepository, hooks: ManifestHooks):
     },
     resolveTag: (repoUid, tag) => tags.digestOf(repoUid, tag),
     async imageManifests() {
-      const rows = await registry
-        .selectFrom("manifests")
-        .select("digest")
-        .distinct()
-        .where("media_type", "in", [OCI_MANIFEST, DOCKER_MANIFEST])
-        .where("artifact_type", "in", [...IMAGE_CONFIG_TYPES])
-        .orderBy("digest")
-        .execute();
-      return rows.map((r) => r.digest);
+      const digests: string[] = [];
+      // A page at a time: the layers are in the content, and a registry may hold many manifests.
+      for (let after = ""; ;) {
+        const rows = await registry
+          .selectFrom("manifests")
+          .select(["digest", "media_type", "artifact_type", "content"])
+          .distinctOn("digest")
+          .where("media_type", "in", [OCI_MANIFEST, DOCKER_MANIFEST])
+          .where("artifact_type", "in", [...IMAGE_CONFIG_TYPES])
+          .where("digest", ">", after)
+          .orderBy("digest")
+          .limit(IMAGE_MANIFESTS_PAGE)
+          .execute();
+        for (const r of rows)
+          if (isImageManifest(r.media_type, r.artifact_type, layerMediaTypesOf(r.content))) digests.push(r.digest);
+        if (rows.length < IMAGE_MANIFESTS_PAGE) return digests;
+        after = rows[rows.length - 1]!.digest;
+      }
     },
   };
 }

@@ -12,7 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { promisify } from "node:util";
-import { readInventory } from "../../src/images/inventory/reader.js";
+import { readInventoryIsolated } from "../../src/images/inventory/isolated-read.js";
+import { readInventory, type AttachedSbom, type ImageSource } from "../../src/images/inventory/reader.js";
 import { InventoryError, type Inventory } from "../../src/images/inventory/types.js";
 import {
   apkInstalled,
@@ -24,6 +25,7 @@ import {
   LAYER_GZIP,
   LAYER_TAR,
   LAYER_ZSTD,
+  rleZstd,
   tarOf,
   zstdOf,
   type LayerEntry,
@@ -644,7 +646,7 @@ describe("inventory reader: hostile and malformed images end in an InventoryErro
         JSON.stringify({ schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: [] }),
       ),
       openBlob: async () => undefined,
-      sboms: async () => [],
+      async *sboms() {},
     };
     await assert.rejects(readInventory(index), /an image index has no layers of its own/);
     await assert.rejects(
@@ -682,5 +684,244 @@ describe("inventory reader: hostile and malformed images end in an InventoryErro
       readInventory(failing),
       (e: unknown) => !(e instanceof InventoryError) && (e as Error).message === "store unavailable",
     );
+  });
+});
+
+const MiB = 1024 * 1024;
+
+describe("inventory reader: bounded work on hostile layers", () => {
+  const rejects = (layer: Uint8Array, message: RegExp, limits?: Parameters<typeof readInventory>[1]) =>
+    rejectsWith({ layers: [{ mediaType: LAYER_ZSTD, bytes: layer }] }, message, limits);
+
+  it("zstd: a window above 8 MiB is refused by default, from the frame header, before any decoding", async () => {
+    // 128 MiB windows and 600 one-byte RLE blocks: 2,406 bytes that held the event loop for seconds.
+    await rejects(rleZstd(17, 600), /its zstd window is 134217728 bytes, more than the 8388608 allowed/);
+    // A single-segment frame's window is its declared content size (here 2^40): refused before
+    // the decoder would allocate it.
+    const huge = Uint8Array.from([0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0, 0, 0, 0, 0, 1, 0, 0, 0x01, 0, 0]);
+    await rejects(huge, /its zstd window is 1099511627776 bytes/);
+  });
+
+  it("zstd: blocks or frames that decode to almost nothing for their window are refused", async () => {
+    // Empty RLE blocks in an 8 MiB window: each moves the whole window, decoding nothing.
+    await rejects(rleZstd(13, 5000, 0), /its zstd data makes the decoder move \d+ bytes for 0 decoded/);
+    // Frame after frame, each an empty block in an 8 MiB window (each allocates the window).
+    const frames = Buffer.concat(Array.from({ length: 200 }, () => rleZstd(13, 1, 0)));
+    await rejects(frames, /its zstd data makes the decoder move/);
+  });
+
+  it("zstd: real layers within the limits read whole (an 8 MiB window, long runs of zeros)", async () => {
+    const tar = await tarOf([
+      { name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) },
+      { name: "zeros", content: new Uint8Array(24 * MiB) },
+      { name: "random", content: randomBytes(MiB) },
+    ]);
+    for (const args of [["-3"], ["-1", "--zstd=wlog=23"], ["-1", "--zstd=wlog=10"]]) {
+      const inventory = await read({ layers: [{ mediaType: LAYER_ZSTD, bytes: await zstdOf(tar, args) }] });
+      assert.equal(inventory.packages.length, WOLFI_PACKAGES.length, args.join(" "));
+      assert.equal(inventory.sizeUncompressed, tar.length);
+    }
+  });
+
+  it("whiteouts: thousands of status.d files deleted, replaced or hidden cost a lookup each", async () => {
+    const files = 15_000;
+    const stanza = (i: number) => `Package: p${i}\nVersion: 1.${i}\nArchitecture: amd64\n`;
+    const base = await tarLayer(
+      Array.from({ length: files }, (_, i) => ({ name: `var/lib/dpkg/status.d/p${i}`, content: stanza(i) })),
+    );
+    // The next layer whites out the even ones, and puts a symlink over every third one.
+    const deletions = await tarLayer([
+      ...Array.from({ length: files / 2 }, (_, i) => ({ name: `var/lib/dpkg/status.d/.wh.p${2 * i}` })),
+      ...Array.from({ length: files / 3 }, (_, i) => ({
+        name: `var/lib/dpkg/status.d/p${3 * i}`,
+        type: "symlink" as const,
+        linkname: "/dev/null",
+      })),
+      // Put back, then a non-directory over its directory in the same layer: gone too.
+      { name: "var/lib/dpkg/status.d/p0", content: stanza(0) },
+    ]);
+    const kept = new Set(
+      Array.from({ length: files }, (_, i) => i)
+        .filter((i) => i % 2 !== 0 && i % 3 !== 0)
+        .map((i) => `p${i}@1.${i}`),
+    );
+    const inventory = await read({ layers: [base, deletions] });
+    assert.deepEqual(new Set(names(inventory)), new Set([...kept, "p0@1.0"]));
+    // An opaque status.d/ in a third layer hides them all.
+    const opaque = await tarLayer([{ name: "var/lib/dpkg/status.d/.wh..wh..opq" }]);
+    assert.equal((await read({ layers: [base, deletions, opaque] })).packages.length, 0);
+  });
+
+  it("a root filesystem of more package database files than the limit (20,000 by default) is refused", async () => {
+    const layer = await tarLayer(
+      Array.from({ length: 20_001 }, (_, i) => ({ name: `var/lib/dpkg/status.d/p${i}`, content: "" })),
+    );
+    await rejectsWith({ layers: [layer] }, /the package databases are more than 20000 files \(the limit/);
+    // Files replaced in a later layer are not counted twice.
+    const some = await tarLayer(
+      Array.from({ length: 60 }, (_, i) => ({ name: `var/lib/dpkg/status.d/p${i}`, content: "" })),
+    );
+    await read({ layers: [some, some] }, { maxKeptFiles: 60 });
+    await rejectsWith({ layers: [some] }, /more than 59 files/, { maxKeptFiles: 59 });
+  });
+
+  it("packages: more than 50,000 in the databases, or a database over 16 MiB, is refused", async () => {
+    const tiny = "P:a\nV:1\n\n".repeat(50_001);
+    await rejectsWith(
+      { layers: [await tarLayer([{ name: "lib/apk/db/installed", content: tiny }])] },
+      /the package databases list more than 50000 packages \(the limit\)/,
+    );
+    // The cap counts every database together.
+    const dpkg = await tarLayer([
+      { name: "var/lib/dpkg/status", content: "Package: a\nVersion: 1\n\nPackage: b\nVersion: 1\n" },
+      { name: "var/lib/dpkg/status.d/c", content: "Package: c\nVersion: 1\n" },
+    ]);
+    await rejectsWith({ layers: [dpkg] }, /more than 2 packages/, { maxPackages: 2 });
+    const big = await tarLayer([{ name: "var/lib/dpkg/status", content: new Uint8Array(16 * MiB + 1) }]);
+    await rejectsWith({ layers: [big] }, /is 16777217 bytes, more than the 16777216 allowed for a package database/);
+  });
+});
+
+describe("inventory reader: attached SBOMs are loaded one at a time", () => {
+  const spdx = (name: string) =>
+    new TextEncoder().encode(
+      JSON.stringify({
+        spdxVersion: "SPDX-2.3",
+        SPDXID: "SPDXRef-DOCUMENT",
+        name: "sbom",
+        packages: [
+          {
+            SPDXID: `SPDXRef-Package-${name}`,
+            name,
+            versionInfo: "1.0-r0",
+            externalRefs: [
+              {
+                referenceCategory: "PACKAGE-MANAGER",
+                referenceType: "purl",
+                referenceLocator: `pkg:apk/wolfi/${name}@1.0-r0?arch=x86_64`,
+              },
+            ],
+          },
+        ],
+      }),
+    );
+  const junk = { artifactType: "application/spdx+json", content: new TextEncoder().encode("not json") };
+
+  /** The image's source with `sboms` served lazily, counting what the reader pulled. */
+  async function counting(sboms: AttachedSbom[]) {
+    const layer = await gzLayer([{ name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) }]);
+    const source = imageSource({ layers: [layer] });
+    const pulled: number[] = [];
+    const budgets: unknown[] = [];
+    const lazy: ImageSource = {
+      ...source,
+      async *sboms(budget) {
+        budgets.push(budget);
+        for (const [i, sbom] of sboms.entries()) {
+          pulled.push(i);
+          yield sbom;
+        }
+      },
+    };
+    return { source: lazy, pulled, budgets };
+  }
+
+  it("stops at the first that parses: the older ones are never loaded", async () => {
+    const { source, pulled, budgets } = await counting([
+      junk,
+      { artifactType: "application/spdx+json", content: spdx("newest") },
+      { artifactType: "application/spdx+json", content: spdx("older") },
+    ]);
+    const inventory = await readInventory(source);
+    assert.deepEqual(names(inventory), ["newest@1.0-r0"]);
+    assert.deepEqual(pulled, [0, 1]);
+    assert.deepEqual(budgets, [{ maxCount: 5, maxEachBytes: 32 * MiB, maxTotalBytes: 64 * MiB }]);
+  });
+
+  it("tries at most 5, and no more bytes than the budget, then reads the layers", async () => {
+    const { source, pulled } = await counting([...Array.from({ length: 8 }, () => junk)]);
+    const inventory = await readInventory(source);
+    assert.equal(inventory.packageSource, "apk");
+    assert.deepEqual(pulled, [0, 1, 2, 3, 4, 5]);
+    // A source that ignores the budget's bytes: the reader stops at the one that passes them.
+    const big = { artifactType: "application/spdx+json", content: spdx("x".repeat(200)) };
+    const overBudget = await counting([junk, big, big]);
+    const fromLayers = await readInventory(overBudget.source, { maxSbomTotalBytes: junk.content.length + 100 });
+    assert.equal(fromLayers.packageSource, "apk");
+    assert.deepEqual(overBudget.pulled, [0, 1]);
+  });
+});
+
+describe("inventory reader: in a thread of its own", () => {
+  const isolated = (source: ImageSource, options: Partial<Parameters<typeof readInventoryIsolated>[1]> = {}) =>
+    readInventoryIsolated(source, { deadlineMs: HANG_MS, maxHeapMiB: 256, ...options });
+  const layer = () => gzLayer([{ name: "lib/apk/db/installed", content: apkInstalled(WOLFI_PACKAGES) }]);
+
+  it("reads what readInventory reads, blobs and SBOMs streamed from this thread", async () => {
+    const image = { layers: [await layer(), await gzLayer([{ name: "app/data", content: randomBytes(300_000) }])] };
+    assert.deepEqual(await isolated(imageSource(image)), await read(image));
+    const spdx = imageSource({ layers: [await layer()], sboms: [] });
+    const fromSbom = await isolated({
+      ...spdx,
+      async *sboms() {
+        yield { artifactType: "application/spdx+json", content: new TextEncoder().encode("{") };
+      },
+    });
+    assert.equal(fromSbom.packageSource, "apk");
+  });
+
+  it("an InventoryError stays one; a store's error comes back as the very error thrown", async () => {
+    await assert.rejects(
+      isolated(imageSource({ layers: [{ mediaType: LAYER_ZSTD, bytes: rleZstd(17, 10) }] })),
+      (e: unknown) => e instanceof InventoryError && /zstd window is 134217728 bytes/.test(e.message),
+    );
+    const source = imageSource({ layers: [await layer()] });
+    const storeError = new Error("store unavailable");
+    await assert.rejects(
+      isolated({
+        ...source,
+        openBlob: async (digest) => {
+          if (digest === source.configDigest) return source.openBlob(digest);
+          throw storeError;
+        },
+      }),
+      (e: unknown) => e === storeError,
+    );
+  });
+
+  it("a read past its deadline is stopped and recorded as the image's error", async () => {
+    // Limits lifted so the hostile layer runs (128 MiB windows moved per 1-byte block): minutes of work.
+    const limits = { maxZstdWindowBytes: 128 * MiB, maxZstdWorkPerByte: Number.MAX_SAFE_INTEGER };
+    await assert.rejects(
+      isolated(imageSource({ layers: [{ mediaType: LAYER_ZSTD, bytes: rleZstd(17, 50_000) }] }), {
+        limits,
+        deadlineMs: 1000,
+      }),
+      (e: unknown) => e instanceof InventoryError && /took longer than 1000 ms \(the limit\)/.test(e.message),
+    );
+  });
+
+  it("a read that runs out of its heap is stopped and recorded as the image's error", async () => {
+    // Two million tiny packages, none of the limits in the way but the heap's.
+    const tiny = "P:a\nV:1\n\n".repeat(2_000_000);
+    const image = { layers: [await tarLayer([{ name: "lib/apk/db/installed", content: tiny }])] };
+    await assert.rejects(
+      isolated(imageSource(image), {
+        limits: { maxPackages: Infinity, maxPackageDbBytes: 64 * MiB },
+        maxHeapMiB: 64,
+      }),
+      (e: unknown) => e instanceof InventoryError && /ran out of memory \(the 64 MiB a read may use\)/.test(e.message),
+    );
+  });
+
+  it("an aborted read stops at once", async () => {
+    const limits = { maxZstdWindowBytes: 128 * MiB, maxZstdWorkPerByte: Number.MAX_SAFE_INTEGER };
+    const abort = new AbortController();
+    const reading = isolated(
+      { ...imageSource({ layers: [{ mediaType: LAYER_ZSTD, bytes: rleZstd(17, 50_000) }] }), signal: abort.signal },
+      { limits },
+    );
+    abort.abort();
+    await assert.rejects(reading, /the read was stopped/);
   });
 });

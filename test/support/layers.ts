@@ -26,7 +26,9 @@ export async function tarOf(entries: LayerEntry[]): Promise<Buffer> {
     archive.on("end", () => resolve());
     archive.on("error", reject);
   });
-  for (const entry of entries) {
+  for (const [i, entry] of entries.entries()) {
+    // tar-stream packs bodiless entries recursively: a pause now and then keeps its stack short.
+    if (i % 1000 === 999) await new Promise((resolve) => setImmediate(resolve));
     const type = entry.type ?? "file";
     if (type === "file") archive.entry({ name: entry.name, type, mode: 0o644 }, entry.content ?? "");
     else
@@ -114,8 +116,8 @@ export function imageSource(image: TestImage): ImageSource & { configDigest: str
         })(),
       );
     },
-    async sboms() {
-      return image.sboms ?? [];
+    async *sboms() {
+      yield* image.sboms ?? [];
     },
   };
 }
@@ -165,8 +167,19 @@ export async function layoutSource(dir: string, tag: string): Promise<ImageSourc
     async openBlob(digest) {
       return existsSync(blobPath(digest)) ? createReadStream(blobPath(digest)) : undefined;
     },
-    async sboms() {
-      return [];
-    },
+    async *sboms() {},
   };
+}
+
+/**
+ * A zstd stream of `blocks` RLE blocks of `rleBytes` each, in a frame whose window descriptor has
+ * exponent `windowExponent` (window 2^(10+e) bytes): a few bytes that make a decoder work hard.
+ */
+export function rleZstd(windowExponent: number, blocks: number, rleBytes = 1): Uint8Array {
+  const bytes = [0x28, 0xb5, 0x2f, 0xfd, 0x00, windowExponent << 3];
+  for (let i = 0; i < blocks; i++) {
+    const header = (i === blocks - 1 ? 1 : 0) | (1 << 1) | (rleBytes << 3);
+    bytes.push(header & 0xff, (header >> 8) & 0xff, (header >> 16) & 0xff, 0x41);
+  }
+  return Uint8Array.from(bytes);
 }

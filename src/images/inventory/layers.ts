@@ -18,6 +18,7 @@ interface TarEntry extends AsyncIterable<unknown> {
   on(event: "error", listener: (error: unknown) => void): unknown;
 }
 import { InventoryError } from "./types.js";
+import { ZstdOutline } from "./zstd-frames.js";
 
 export interface LayerLimits {
   /** the largest package database (or os-release) file kept */
@@ -30,7 +31,14 @@ export interface LayerLimits {
   maxEntries: number;
   /** the largest zstd window (the memory a zstd layer may make us hold) */
   maxZstdWindowBytes: number;
+  /** the zstd decoder's work (window bytes allocated or moved) allowed per byte it decodes */
+  maxZstdWorkPerByte: number;
+  /** the kept files (package databases: status.d/ is one per package) the root filesystem may hold */
+  maxKeptFiles: number;
 }
+
+/** The zstd work allowed beyond `maxZstdWorkPerByte` per decoded byte, in windows of the largest size. */
+const ZSTD_WORK_ALLOWANCE_WINDOWS = 16;
 
 export interface LayerDescriptor {
   mediaType: string;
@@ -62,8 +70,6 @@ function touchesKept(path: string): boolean {
   return WATCHED.some((w) => w === path || w.startsWith(`${path}/`) || path.startsWith(`${w}/`));
 }
 
-const isAtOrUnder = (path: string, dir: string) => path === dir || path.startsWith(`${dir}/`);
-
 /**
  * A tar entry's path relative to the image root: `./` and leading `/` dropped, `.` components
  * removed. A path with a `..` component is an error: a layer that reaches outside the root is
@@ -76,13 +82,80 @@ function normalizePath(raw: string, layer: string): string {
   return parts.join("/");
 }
 
-/** What one layer changes among the kept files. */
-interface LayerChanges {
-  files: Map<string, Uint8Array>;
-  /** whiteouts and non-directories put at or above a kept path: delete from the layers below */
-  removed: string[];
+/** `path` and each directory above it, deepest first ("a/b/c", "a/b", "a"). */
+function* selfAndAncestors(path: string): Generator<string> {
+  for (let at = path.length; at > 0; at = path.lastIndexOf("/", at - 1)) yield path.slice(0, at);
+}
+
+/** Whether `path` is a watched path or a directory above one (a change there reaches beyond one file). */
+const isAboveOrAtWatched = (path: string) => WATCHED.some((w) => w === path || w.startsWith(`${path}/`));
+
+/**
+ * What one layer changes among the kept files. Whether a file is gone is decided by looking up
+ * the file's own path and its few ancestors in sets — never by comparing every file with every
+ * removal — and only removals that can reach a file held are recorded, so a layer of many
+ * whiteouts costs one lookup each.
+ */
+class LayerChanges {
+  /** the kept files this layer puts, with the order they came in */
+  readonly #files = new Map<string, { content: Uint8Array; order: number }>();
+  /** whiteouts and non-directories put at or above a kept path: deleted from the layers below */
+  readonly #removed = new Set<string>();
+  /** non-directories put in this layer, when: they also replace what this layer put there earlier */
+  readonly #replaced = new Map<string, number>();
   /** directories made opaque: the layers below contribute nothing under them */
-  opaque: string[];
+  readonly #opaque = new Set<string>();
+  #order = 0;
+  /** files this layer adds to those the layers below hold (for the kept-files limit) */
+  added = 0;
+
+  constructor(private readonly below: KeptFiles) {}
+
+  put(path: string, content: Uint8Array): void {
+    if (!this.#files.has(path) && !this.below.files.has(path)) this.added += 1;
+    this.#files.set(path, { content, order: ++this.#order });
+  }
+
+  /** A whiteout: `path` (and what is under it) is deleted from the layers below. */
+  whiteout(path: string): void {
+    if (isAboveOrAtWatched(path) || this.below.files.has(path)) this.#removed.add(path);
+  }
+
+  /** A non-directory put at `path`: what was there, below or earlier in this layer, is gone. */
+  replace(path: string): void {
+    this.whiteout(path);
+    if (isAboveOrAtWatched(path) || this.#files.has(path)) this.#replaced.set(path, ++this.#order);
+  }
+
+  opaque(dir: string): void {
+    // Kept files are at most one level under a watched directory: only these can hide one.
+    if (isAboveOrAtWatched(dir)) this.#opaque.add(dir);
+  }
+
+  /** A file this layer put and still holds. */
+  get(path: string): Uint8Array | undefined {
+    const file = this.#files.get(path);
+    return file && !this.#replacedSince(path, file.order) ? file.content : undefined;
+  }
+
+  #replacedSince(path: string, order: number): boolean {
+    for (const p of selfAndAncestors(path)) if ((this.#replaced.get(p) ?? 0) > order) return true;
+    return false;
+  }
+
+  /** Whether this layer hides a file of the layers below. */
+  hidesBelow(path: string): boolean {
+    for (const p of selfAndAncestors(path)) {
+      if (this.#removed.has(p)) return true;
+      if (p !== path && this.#opaque.has(p)) return true;
+    }
+    return false;
+  }
+
+  /** The files this layer leaves, each once. */
+  *left(): Generator<[string, Uint8Array]> {
+    for (const [path, file] of this.#files) if (!this.#replacedSince(path, file.order)) yield [path, file.content];
+  }
 }
 
 /** The kept files of the image's root filesystem, layer after layer. */
@@ -90,12 +163,8 @@ export class KeptFiles {
   readonly files = new Map<string, Uint8Array>();
 
   apply(layer: LayerChanges): void {
-    for (const path of [...this.files.keys()]) {
-      const gone =
-        layer.removed.some((r) => isAtOrUnder(path, r)) || layer.opaque.some((d) => path.startsWith(`${d}/`));
-      if (gone) this.files.delete(path);
-    }
-    for (const [path, content] of layer.files) this.files.set(path, content);
+    for (const path of [...this.files.keys()]) if (layer.hidesBelow(path)) this.files.delete(path);
+    for (const [path, content] of layer.left()) this.files.set(path, content);
   }
 
   get(path: string): Uint8Array | undefined {
@@ -134,26 +203,51 @@ export function isForeignLayer(mediaType: string): boolean {
 // slices, what it hands back per slice stays small (a 4-byte RLE block can stand for 128 KiB).
 const ZSTD_SLICE_BYTES = 512;
 
-function zstdDecoder(layer: string, maxWindowBytes: number) {
+/**
+ * A zstd layer's decoder. fzstd's work is not proportional to what it decodes: it allocates each
+ * frame's whole window and moves that window once per block. So the frame and block headers are
+ * read first (ZstdOutline): a window above the limit is refused before fzstd allocates it, and
+ * the work (window bytes allocated or moved) may exceed `maxZstdWorkPerByte` times the bytes
+ * decoded only by a fixed allowance. A real layer's worst (full 128 KiB blocks in an 8 MiB window)
+ * moves 64 bytes per byte decoded; a stream of empty blocks is refused after a few.
+ */
+function zstdDecoder(layer: string, limits: LayerLimits) {
+  const allowance = ZSTD_WORK_ALLOWANCE_WINDOWS * limits.maxZstdWindowBytes;
   return async function* (source: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
     const decoded: Uint8Array[] = [];
-    const decoder = new Decompress((chunk) => {
-      // The frame's window (fzstd 0.1.1 keeps its parsed frame header in `s`, its size in `e`):
-      // refused before any of it is written, so a hostile header costs no memory.
-      const windowBytes = (decoder as unknown as { s?: { e?: number } }).s?.e ?? 0;
-      if (windowBytes > maxWindowBytes)
+    let work = 0;
+    /** what the blocks read so far decode to at most (a compressed block: its largest) */
+    let promised = 0;
+    let decodedBytes = 0;
+    const checkWork = (bytes: number) => {
+      if (work > limits.maxZstdWorkPerByte * bytes + allowance)
         throw new InventoryError(
-          `${layer}: its zstd window is ${windowBytes} bytes, more than the ${maxWindowBytes} allowed`,
+          `${layer}: its zstd data makes the decoder move ${work} bytes for ${decodedBytes} decoded (frames or blocks that decode to almost nothing): refused`,
         );
+    };
+    const outline = new ZstdOutline(layer, limits.maxZstdWindowBytes, {
+      frame: (windowBytes) => {
+        work += windowBytes;
+      },
+      block: ({ windowBytes, maxDecodedBytes }) => {
+        work += windowBytes;
+        promised += maxDecodedBytes;
+      },
+    });
+    const decoder = new Decompress((chunk) => {
+      decodedBytes += chunk.length;
       decoded.push(chunk);
     });
     const push = (slice: Uint8Array, final: boolean) => {
+      // The headers first: what the slice will cost is checked before fzstd spends it.
+      outline.scan(slice);
+      checkWork(promised);
       try {
         decoder.push(slice, final);
       } catch (error) {
-        if (error instanceof InventoryError) throw error;
         throw new InventoryError(`${layer}: the zstd data is corrupt or truncated (${(error as Error).message})`);
       }
+      checkWork(decodedBytes);
     };
     for await (const chunk of source) {
       for (let at = 0; at < chunk.length; at += ZSTD_SLICE_BYTES) {
@@ -162,6 +256,8 @@ function zstdDecoder(layer: string, maxWindowBytes: number) {
       }
     }
     push(new Uint8Array(0), true);
+    if (!outline.complete)
+      throw new InventoryError(`${layer}: the zstd data is corrupt or truncated (it ends mid-frame)`);
     while (decoded.length > 0) yield decoded.shift()!;
   };
 }
@@ -209,10 +305,13 @@ export async function readLayer(
     blob.destroy();
     throw new InventoryError(`${layer}: unsupported layer media type ${JSON.stringify(descriptor.mediaType)}`);
   }
-  const changes: LayerChanges = { files: new Map(), removed: [], opaque: [] };
-  const removeAt = (path: string) => {
-    changes.removed.push(path);
-    for (const kept of [...changes.files.keys()]) if (isAtOrUnder(kept, path)) changes.files.delete(kept);
+  const changes = new LayerChanges(state.kept);
+
+  const checkKeptFiles = () => {
+    if (state.kept.files.size + changes.added > limits.maxKeptFiles)
+      throw new InventoryError(
+        `${layer}: the package databases are more than ${limits.maxKeptFiles} files (the limit; status.d/ holds one per package)`,
+      );
   };
 
   const onEntry = async (header: TarHeader, stream: TarEntry): Promise<void> => {
@@ -226,10 +325,10 @@ export async function readLayer(
     const type = header.type ?? "file";
 
     if (base === OPAQUE_MARKER) {
-      if (touchesKept(dir)) changes.opaque.push(dir);
+      changes.opaque(dir);
     } else if (base.startsWith(WHITEOUT_PREFIX)) {
       const target = (dir ? `${dir}/` : "") + base.slice(WHITEOUT_PREFIX.length);
-      if (touchesKept(target)) changes.removed.push(target);
+      if (touchesKept(target)) changes.whiteout(target);
     } else if ((type === "file" || type === "contiguous-file") && isKept(path)) {
       const size = header.size ?? 0;
       if (size > limits.maxPackageDbBytes)
@@ -239,18 +338,21 @@ export async function readLayer(
       state.keptBytes += size;
       if (state.keptBytes > limits.maxKeptBytes)
         throw new InventoryError(`the package databases total more than ${limits.maxKeptBytes} bytes (the limit)`);
-      changes.files.set(path, await readEntry(stream, size));
+      changes.put(path, await readEntry(stream, size));
+      checkKeptFiles();
       return;
     } else if (type === "link" && isKept(path)) {
       // A hard link is the same file under another name; its target is in this layer or below.
       const target = normalizePath(header.linkname ?? "", layer);
-      const content = changes.files.get(target) ?? state.kept.get(target);
-      if (content) changes.files.set(path, content);
-      else if (touchesKept(path)) removeAt(path);
+      const content = changes.get(target) ?? (changes.hidesBelow(target) ? undefined : state.kept.get(target));
+      if (content) {
+        changes.put(path, content);
+        checkKeptFiles();
+      } else changes.replace(path);
     } else if (type !== "directory" && touchesKept(path)) {
       // A symlink (never followed), device, fifo or file put where a kept file or one of its
       // directories was: what was there is gone, and nothing here is kept.
-      removeAt(path);
+      changes.replace(path);
     } else if (type === "link") {
       normalizePath(header.linkname ?? "", layer);
     }
@@ -264,6 +366,9 @@ export async function readLayer(
 
   const extract = tarExtract();
   extract.on("entry", (header, stream, next) => {
+    // An entry left unread when the layer fails is destroyed with the layer's error, which the
+    // pipeline reports: unheard here, it would be an uncaught exception (the process's end).
+    stream.on("error", () => {});
     onEntry(header, stream).then(
       () => next(),
       (error: unknown) => next(error as Error),
@@ -271,11 +376,7 @@ export async function readLayer(
   });
 
   const decompressor: Decompressor | undefined =
-    compression === "gzip"
-      ? createGunzip()
-      : compression === "zstd"
-        ? zstdDecoder(layer, limits.maxZstdWindowBytes)
-        : undefined;
+    compression === "gzip" ? createGunzip() : compression === "zstd" ? zstdDecoder(layer, limits) : undefined;
   // Which stream an error began in: the first to report it (the others are destroyed with it).
   const origin = new Map<unknown, string>();
   const mark = (stream: NodeJS.EventEmitter, stage: string) =>

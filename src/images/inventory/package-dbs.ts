@@ -1,12 +1,41 @@
 // The package databases an image's layers hold, parsed: apk's `lib/apk/db/installed`, dpkg's
 // `var/lib/dpkg/status` (and distroless's one-file-per-package `status.d/`), and os-release(5).
-import type { InstalledPackage } from "./types.js";
+import { InventoryError, type InstalledPackage } from "./types.js";
 import { purlOf } from "./purl.js";
 
-/** The apk installed database: blocks of `K:value` lines, one per package, a blank line between. */
-export function parseApkInstalled(text: string, distro: string): InstalledPackage[] {
-  const packages: InstalledPackage[] = [];
-  for (const block of text.split(/\r?\n\s*\r?\n/)) {
+/**
+ * The pieces of `text` between matches of `separator` (a global regex), one at a time: a
+ * database of a million tiny stanzas is never a million strings at once.
+ */
+function* split(text: string, separator: RegExp): Generator<string> {
+  separator.lastIndex = 0;
+  let from = 0;
+  for (let match = separator.exec(text); match; match = separator.exec(text)) {
+    yield text.slice(from, match.index);
+    from = match.index + match[0].length;
+    if (match[0].length === 0) separator.lastIndex += 1;
+  }
+  yield text.slice(from);
+}
+
+/** Adds `found` to `packages`, refusing a database that lists more than `maxPackages` in all. */
+function add(packages: InstalledPackage[], found: InstalledPackage, maxPackages: number): void {
+  if (packages.length >= maxPackages)
+    throw new InventoryError(`the package databases list more than ${maxPackages} packages (the limit)`);
+  packages.push(found);
+}
+
+/**
+ * The apk installed database: blocks of `K:value` lines, one per package, a blank line between.
+ * Appends to `packages`, which may hold at most `maxPackages` (with what it held before).
+ */
+export function parseApkInstalled(
+  text: string,
+  distro: string,
+  packages: InstalledPackage[] = [],
+  maxPackages = Infinity,
+): InstalledPackage[] {
+  for (const block of split(text, /\r?\n\s*\r?\n/g)) {
     const fields = new Map<string, string>();
     for (const line of block.split(/\r?\n/)) {
       // Keys are one character; the first of a key (P:, V:, ...) is the one apk means.
@@ -16,23 +45,26 @@ export function parseApkInstalled(text: string, distro: string): InstalledPackag
     const version = fields.get("V");
     if (!name || !version) continue;
     const arch = fields.get("A") ?? "";
-    packages.push({
-      type: "apk",
-      name,
-      version,
-      arch,
-      origin: fields.get("o") || name,
-      license: fields.get("L") ?? "",
-      purl: purlOf("apk", distro, name, version, arch),
-    });
+    add(
+      packages,
+      {
+        type: "apk",
+        name,
+        version,
+        arch,
+        origin: fields.get("o") || name,
+        license: fields.get("L") ?? "",
+        purl: purlOf("apk", distro, name, version, arch),
+      },
+      maxPackages,
+    );
   }
   return packages;
 }
 
 /** RFC 822-like stanzas: `Field: value`, continuation lines begin with a space or a tab. */
-function stanzas(text: string): Map<string, string>[] {
-  const result: Map<string, string>[] = [];
-  for (const block of text.split(/\r?\n[ \t]*\r?\n/)) {
+function* stanzas(text: string): Generator<Map<string, string>> {
+  for (const block of split(text, /\r?\n[ \t]*\r?\n/g)) {
     const fields = new Map<string, string>();
     let last: string | undefined;
     for (const line of block.split(/\r?\n/)) {
@@ -45,17 +77,20 @@ function stanzas(text: string): Map<string, string>[] {
       last = line.slice(0, colon).trim().toLowerCase();
       fields.set(last, line.slice(colon + 1).trim());
     }
-    if (fields.size > 0) result.push(fields);
+    if (fields.size > 0) yield fields;
   }
-  return result;
 }
 
 /**
  * dpkg's status (or one file of `status.d/`): the stanzas dpkg marks `install ok installed`.
  * Distroless's status.d files carry no Status field; a stanza without one counts as installed.
  */
-export function parseDpkgStatus(text: string, distro: string): InstalledPackage[] {
-  const packages: InstalledPackage[] = [];
+export function parseDpkgStatus(
+  text: string,
+  distro: string,
+  packages: InstalledPackage[] = [],
+  maxPackages = Infinity,
+): InstalledPackage[] {
   for (const fields of stanzas(text)) {
     const status = fields.get("status");
     if (status !== undefined && status.split(/\s+/).join(" ") !== "install ok installed") continue;
@@ -65,15 +100,19 @@ export function parseDpkgStatus(text: string, distro: string): InstalledPackage[
     const arch = fields.get("architecture") ?? "";
     // `Source: openssl (3.0.11-1)`: the source package, with its version when it differs.
     const source = (fields.get("source") ?? "").split(/\s+/)[0];
-    packages.push({
-      type: "deb",
-      name,
-      version,
-      arch,
-      origin: source || name,
-      license: "",
-      purl: purlOf("deb", distro, name, version, arch),
-    });
+    add(
+      packages,
+      {
+        type: "deb",
+        name,
+        version,
+        arch,
+        origin: source || name,
+        license: "",
+        purl: purlOf("deb", distro, name, version, arch),
+      },
+      maxPackages,
+    );
   }
   return packages;
 }

@@ -27,13 +27,34 @@ import {
   type PackageSource,
 } from "./types.js";
 
+/** An SBOM document attached to an image (a referrer). */
+export interface AttachedSbom {
+  artifactType: string;
+  content: Uint8Array;
+}
+
+/** How much of the attached SBOMs a read may load: each is loaded only when the one before did not parse. */
+export interface SbomBudget {
+  /** documents at most */
+  maxCount: number;
+  /** one document's bytes at most (a larger one is skipped) */
+  maxEachBytes: number;
+  /** all the documents' bytes together at most (the next one that would pass it ends the list) */
+  maxTotalBytes: number;
+}
+
 /** What the reader needs of an image: its manifest, its blobs, and the SBOMs attached to it. */
 export interface ImageSource {
   manifest: Uint8Array;
   /** a blob's content, streamed; undefined when the store does not hold it */
   openBlob(digest: string): Promise<Readable | undefined>;
-  /** the SBOM documents attached to the image (referrers), newest first */
-  sboms(): Promise<{ artifactType: string; content: Uint8Array }[]>;
+  /**
+   * the SBOM documents attached to the image (referrers), newest first, within `budget`: loaded
+   * one at a time as the reader asks for the next
+   */
+  sboms(budget: SbomBudget): AsyncIterable<AttachedSbom>;
+  /** aborted when the read is no longer wanted (the indexer stopping, the image requeued) */
+  signal?: AbortSignal;
 }
 
 export interface InventoryLimits extends LayerLimits {
@@ -43,19 +64,31 @@ export interface InventoryLimits extends LayerLimits {
   maxLayers: number;
   /** an attached SBOM larger than this is not read (the layers are) */
   maxSbomBytes: number;
+  /** attached SBOMs tried at most (newest first) */
+  maxSboms: number;
+  /** the attached SBOMs tried, all together, at most */
+  maxSbomTotalBytes: number;
+  /** packages an image may list (its databases together, or its SBOM) */
+  maxPackages: number;
 }
 
 const MiB = 1024 * 1024;
 export const DEFAULT_INVENTORY_LIMITS: InventoryLimits = {
   maxConfigBytes: 8 * MiB,
   maxLayers: 256,
-  maxSbomBytes: 64 * MiB,
-  maxPackageDbBytes: 64 * MiB,
-  maxKeptBytes: 256 * MiB,
+  maxSbomBytes: 32 * MiB,
+  maxSboms: 5,
+  maxSbomTotalBytes: 64 * MiB,
+  maxPackages: 50_000,
+  maxPackageDbBytes: 16 * MiB,
+  maxKeptBytes: 64 * MiB,
+  maxKeptFiles: 20_000,
   maxDecompressedBytes: 64 * 1024 * MiB,
   maxEntries: 2_000_000,
-  // The reference decoder's own default limit (windowLogMax 27).
-  maxZstdWindowBytes: 128 * MiB,
+  // zstd -19 writes 8 MiB windows; only --long (or --ultra) writes larger ones.
+  maxZstdWindowBytes: 8 * MiB,
+  // A real layer moves at most 64 (full blocks in an 8 MiB window): twice that.
+  maxZstdWorkPerByte: 128,
 };
 
 const OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json";
@@ -187,10 +220,27 @@ async function packagesFromAttachedSboms(
   source: ImageSource,
   limits: InventoryLimits,
 ): Promise<SbomPackages | undefined> {
-  for (const sbom of await source.sboms()) {
-    if (!sbomFormat(sbom.artifactType) || sbom.content.byteLength > limits.maxSbomBytes) continue;
+  const budget: SbomBudget = {
+    maxCount: limits.maxSboms,
+    maxEachBytes: limits.maxSbomBytes,
+    maxTotalBytes: limits.maxSbomTotalBytes,
+  };
+  let count = 0;
+  let bytes = 0;
+  // The source keeps to the budget; it is checked here too, the source being another module's.
+  for await (const sbom of source.sboms(budget)) {
+    count += 1;
+    bytes += sbom.content.byteLength;
+    if (count > budget.maxCount || bytes > budget.maxTotalBytes) break;
+    if (!sbomFormat(sbom.artifactType) || sbom.content.byteLength > budget.maxEachBytes) continue;
     const found = packagesFromSbom(sbom.content, sbom.artifactType);
-    if (found) return found;
+    if (found) {
+      if (found.packages.length > limits.maxPackages)
+        throw new InventoryError(
+          `the attached SBOM lists ${found.packages.length} packages, more than the ${limits.maxPackages} allowed`,
+        );
+      return found;
+    }
   }
   return undefined;
 }
@@ -219,20 +269,24 @@ function distroOf(kept: KeptFiles): { id: string; version: string } {
 }
 
 /** The packages the kept databases list, the purl namespace being the distro (or the format's usual one). */
-function packagesFromDbs(kept: KeptFiles, distro: string): { source: PackageSource; packages: InstalledPackage[] } {
+function packagesFromDbs(
+  kept: KeptFiles,
+  distro: string,
+  maxPackages: number,
+): { source: PackageSource; packages: InstalledPackage[] } {
   const packages: InstalledPackage[] = [];
   let apk = false;
   let dpkg = false;
   const apkDb = APK_DBS.map((path) => kept.get(path)).find((c) => c !== undefined);
   if (apkDb) {
     apk = true;
-    packages.push(...parseApkInstalled(decodeText(apkDb), distro || "wolfi"));
+    parseApkInstalled(decodeText(apkDb), distro || "wolfi", packages, maxPackages);
   }
   const dpkgDbs = [kept.get(DPKG_STATUS), ...kept.under(DPKG_STATUS_DIR).map(([, content]) => content)];
   for (const content of dpkgDbs) {
     if (!content) continue;
     dpkg = true;
-    packages.push(...parseDpkgStatus(decodeText(content), distro || "debian"));
+    parseDpkgStatus(decodeText(content), distro || "debian", packages, maxPackages);
   }
   const source: PackageSource = apk && dpkg ? "apk+dpkg" : apk ? "apk" : dpkg ? "dpkg" : "";
   return { source, packages };
@@ -268,7 +322,7 @@ export async function readInventory(source: ImageSource, limits?: Partial<Invent
       await readLayer(index, layer, blob, state, bounds);
     }
     distro = distroOf(state.kept);
-    found = packagesFromDbs(state.kept, distro.id);
+    found = packagesFromDbs(state.kept, distro.id, bounds.maxPackages);
     sizeUncompressed = state.decompressedBytes;
   }
 

@@ -19,6 +19,8 @@ export interface ParsedManifest {
   mediaType: string;
   /** config and layers: blobs the repo must hold */
   blobs: string[];
+  /** an image manifest's layers' media types, in order (foreign ones included; an index: none) */
+  layerMediaTypes: string[];
   /** an index's manifests: manifests the repo must hold */
   children: string[];
   subject?: string;
@@ -90,19 +92,20 @@ export function parseManifest(bytes: Uint8Array, contentType: string | undefined
       annotationsOf(d.annotations, `manifests[${i}].annotations`);
       return d.digest;
     });
-    return { mediaType, blobs: [], children, subject, artifactType, annotations };
+    return { mediaType, blobs: [], layerMediaTypes: [], children, subject, artifactType, annotations };
   }
   if (doc.manifests !== undefined) throw manifestInvalid("an image manifest has no manifests array");
   const config = descriptor(doc.config, "config");
   if (!Array.isArray(doc.layers)) throw manifestInvalid("an image manifest needs a layers array");
   // Foreign (non-distributable) layers are fetched from their URLs, never pushed here.
-  const layers = doc.layers
-    .map((l, i) => descriptor(l, `layers[${i}]`))
+  const descriptors = doc.layers.map((l, i) => descriptor(l, `layers[${i}]`));
+  const layers = descriptors
     .filter((l) => !/foreign|nondistributable/.test(l.mediaType as string))
     .map((l) => l.digest);
   return {
     mediaType,
     blobs: [config.digest, ...layers],
+    layerMediaTypes: descriptors.map((l) => l.mediaType as string),
     children: [],
     subject,
     // What the referrers API reports: the artifactType field, else the config's media type.

@@ -95,6 +95,7 @@ async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
       artifactType: parsed.artifactType,
       subjectDigest: parsed.subject,
       annotations: parsed.annotations,
+      layerMediaTypes: parsed.layerMediaTypes,
     });
     return put;
   });
