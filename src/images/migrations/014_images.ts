@@ -93,8 +93,20 @@ export async function up(db: Kysely<any>): Promise<void> {
       primary key (repo_uid, digest)
     )`.execute(db);
 
-  // Small named positions (the advisories' last seen change, whether existing manifests were
-  // queued once), shared by the replicas.
+  // The advisories' changes not yet turned into queued reports: the vulnerabilities module's
+  // hook writes one row (the changed advisories' names and versionless purls) inside each
+  // import's transaction, so a row exists exactly when its change committed, however late.
+  // A replica claims rows (delete ... returning, SKIP LOCKED) in the transaction that queues the
+  // images they concern: a crash before the commit leaves them for the next claim.
+  await sql`
+    create table advisory_changes (
+      id bigint generated always as identity primary key,
+      names text[] not null,
+      purls text[] not null,
+      change_time timestamptz not null
+    )`.execute(db);
+
+  // Small named positions (whether existing manifests were queued once), shared by the replicas.
   await sql`
     create table images_state (
       name text collate "C" primary key,
@@ -103,6 +115,8 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  for (const table of ["images_state", "image_report_queue", "vuln_reports", "image_packages", "image_inventories"])
+  for (const table of [
+    "images_state",
+    "advisory_changes", "image_report_queue", "vuln_reports", "image_packages", "image_inventories"])
     await sql`drop table if exists ${sql.table(table)}`.execute(db);
 }

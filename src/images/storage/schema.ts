@@ -56,6 +56,13 @@ export interface ImageReportQueueTable {
   queue_time: Time;
 }
 
+export interface AdvisoryChangesTable {
+  id: Generated<string>;
+  names: string[];
+  purls: string[];
+  change_time: Time;
+}
+
 export interface ImagesStateTable {
   name: string;
   value: string;
@@ -66,6 +73,7 @@ export interface ImagesTables {
   image_packages: ImagePackagesTable;
   vuln_reports: VulnReportsTable;
   image_report_queue: ImageReportQueueTable;
+  advisory_changes: AdvisoryChangesTable;
   images_state: ImagesStateTable;
 }
 
