@@ -77,10 +77,10 @@ export async function up(db: Kysely<any>): Promise<void> {
       raw text,
       creator text collate "C"
     )`.execute(db);
-  await sql`create index vuln_reports_repo_digest on vuln_reports (repo_uid, digest, created_at desc, id desc)`.execute(
-    db,
-  );
-  await sql`create index vuln_reports_digest on vuln_reports (digest, created_at desc, id desc)`.execute(db);
+  // Newest first is by id (insertion order in the one database), never by created_at: replicas'
+  // clocks differ, and an uploaded report's created_at is the uploader's word.
+  await sql`create index vuln_reports_repo_digest on vuln_reports (repo_uid, digest, id desc)`.execute(db);
+  await sql`create index vuln_reports_digest on vuln_reports (digest, id desc)`.execute(db);
 
   // Images whose report must be recomputed (their inventory was read, the advisories they
   // contain changed, or they were pushed to another repo): claimed with SKIP LOCKED, deleted
@@ -117,6 +117,11 @@ export async function up(db: Kysely<any>): Promise<void> {
 export async function down(db: Kysely<any>): Promise<void> {
   for (const table of [
     "images_state",
-    "advisory_changes", "image_report_queue", "vuln_reports", "image_packages", "image_inventories"])
+    "advisory_changes",
+    "image_report_queue",
+    "vuln_reports",
+    "image_packages",
+    "image_inventories",
+  ])
     await sql`drop table if exists ${sql.table(table)}`.execute(db);
 }

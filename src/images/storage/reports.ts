@@ -1,7 +1,8 @@
 // Vulnerability reports (vuln_reports: ours and uploaded ones, rows never updated so the history
 // answers "since when"), the queue of reports to recompute (image_report_queue, claimed with
 // SKIP LOCKED so replicas share it and a crash leaves the work queued) and the module's small
-// named positions (images_state: the advisories' watermark).
+// named positions (images_state). "Newest" is by id, the order the one database inserted them,
+// never by created_at: replicas' clocks differ and an uploaded report's time is the uploader's word.
 import { sql } from "kysely";
 import type { ImagesDb } from "./schema.js";
 
@@ -109,7 +110,7 @@ export class ReportsRepository {
   async latest(repoUid: string, digest: string, origin?: ReportOrigin): Promise<ReportRow | undefined> {
     let q = this.db.selectFrom("vuln_reports").selectAll().where("repo_uid", "=", repoUid).where("digest", "=", digest);
     if (origin) q = q.where("origin", "=", origin);
-    const row = await q.orderBy("created_at", "desc").orderBy("id", "desc").limit(1).executeTakeFirst();
+    const row = await q.orderBy("id", "desc").limit(1).executeTakeFirst();
     return row ? rowOf(row as DbRow) : undefined;
   }
 
@@ -125,14 +126,13 @@ export class ReportsRepository {
       .where((eb) => eb.or(images.map((i) => eb.and([eb("repo_uid", "=", i.repoUid), eb("digest", "=", i.digest)]))))
       .orderBy("repo_uid")
       .orderBy("digest")
-      .orderBy("created_at", "desc")
       .orderBy("id", "desc")
       .execute();
     for (const r of rows) found.set(queueKey(r.repo_uid, r.digest), r.findings_digest);
     return found;
   }
 
-  /** Reports matching the filter, newest first. */
+  /** Reports matching the filter, newest (last stored) first. */
   async list(filter: ReportFilter): Promise<ReportRow[]> {
     if (filter.digests?.length === 0 || filter.repoUids?.length === 0 || filter.visibleIn?.length === 0) return [];
     let q = this.db.selectFrom("vuln_reports").selectAll();
@@ -149,7 +149,7 @@ export class ReportsRepository {
     }
     if (filter.createdSince) q = q.where("created_at", ">", filter.createdSince);
     if (filter.createdAt) q = q.where("created_at", "=", filter.createdAt);
-    const rows = await q.orderBy("created_at", "desc").orderBy("id", "desc").limit(filter.limit).execute();
+    const rows = await q.orderBy("id", "desc").limit(filter.limit).execute();
     return rows.map((r) => rowOf(r as DbRow));
   }
 
