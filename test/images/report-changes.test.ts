@@ -65,10 +65,15 @@ for (const backend of backends()) {
     const nextId = () => cgaId(Number.parseInt(randomBytes(3).toString("hex"), 16) * 16 + n++);
 
     const repositories = () => imagesRepositories(server.db);
-    /** Another replica's report worker (its registry replaceable, to make it die mid-claim). */
-    const replica = (registry: { reposHoldingMany(digests: readonly string[]): Promise<Map<string, string[]>> }) => {
+    /**
+     * Another replica's report worker (its registry replaceable, to make it die mid-claim), which
+     * only does what the test asks: closed, so that queueing wakes no background recomputation.
+     */
+    const replica = async (registry: {
+      reposHoldingMany(digests: readonly string[]): Promise<Map<string, string[]>>;
+    }) => {
       const { reports, inventories, advisoryChanges } = repositories();
-      return new ReportWorker({
+      const worker = new ReportWorker({
         db: server.db,
         reports,
         advisoryChanges,
@@ -80,6 +85,8 @@ for (const backend of backends()) {
         now: () => new Date(),
         logger: pino({ level: "silent" }),
       });
+      await worker.close();
+      return worker;
     };
     const healthy = () => replica(server.exportsOf(registryModule));
     const importDocument = async (content: string) => {
@@ -144,7 +151,7 @@ for (const backend of backends()) {
       const early = nextId();
       // `late` exists, fixed below the installed version: not reported.
       await importDocument(advisoryDocument([{ id: late, fixedIn: "0.5-r0" }]));
-      const worker = healthy();
+      const worker = await healthy();
       await follow(worker);
       assert.ok(!(await reported()).includes(late));
 
@@ -192,14 +199,14 @@ for (const backend of backends()) {
       const changes = repositories().advisoryChanges;
       const recorded = await changes.pending();
       assert.ok(recorded > 0, "the import recorded its change");
-      const dying = replica({
+      const dying = await replica({
         reposHoldingMany: () => Promise.reject(new Error("the replica died mid-claim")),
       });
       await assert.rejects(dying.checkAdvisories(), /died mid-claim/);
       assert.equal(await changes.pending(), recorded, "the claimed changes are still recorded");
       assert.ok(!(await reported()).includes(id));
 
-      const worker = healthy();
+      const worker = await healthy();
       assert.equal(await worker.checkAdvisories(), 1, "the image, in its one repo, queued");
       assert.equal(await changes.pending(), 0);
       await worker.drain();
