@@ -52,6 +52,10 @@ export async function rematchBench({ corpus = CORPUS, imageCount = 1000, repoCou
       db,
     );
     const advisoriesRepo = new AdvisoriesRepository(db);
+    const advisoryExports = vulnerabilitiesExports(advisoriesRepo, [GROUP]);
+    const { inventories, reports, advisoryChanges } = imagesRepositories(db);
+    // as the images module does: each import records what it changed, in its own transaction
+    advisoryExports.onAdvisoriesChanged((change) => advisoryChanges.record(change, new Date()));
     const files = readdirSync(corpus)
       .filter((f) => f.endsWith(".advisories.yaml"))
       .sort();
@@ -66,7 +70,6 @@ export async function rematchBench({ corpus = CORPUS, imageCount = 1000, repoCou
     log(`imported ${advisories} advisories of ${files.length} documents in ${await importAll("bench")} ms`);
 
     // 1,000 inventories with corpus package names, saved as the indexer saves them.
-    const { inventories, reports } = imagesRepositories(db);
     const origins = files.map((f) => f.replace(/\.advisories\.yaml$/, ""));
     let seed = 28;
     const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
@@ -127,8 +130,9 @@ export async function rematchBench({ corpus = CORPUS, imageCount = 1000, repoCou
       db,
       reports,
       inventories,
-      advisories: vulnerabilitiesExports(advisoriesRepo, [GROUP]),
-      registry: { reposHolding: async (digest) => holding.get(digest) ?? [] },
+      advisoryChanges,
+      advisories: advisoryExports,
+      registry: { reposHoldingMany: async (digests) => new Map(digests.map((d) => [d, holding.get(d) ?? []])) },
       match: matchPackages,
       events: NO_EVENTS,
       now: () => new Date(),

@@ -1,4 +1,5 @@
 // Field rules several resources share, so each resource states them the same way.
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { invalidArgument, type FieldViolation } from "./errors.js";
 import { isValidUidp } from "./uidp.js";
 import { quote } from "./strings.js";
@@ -35,4 +36,17 @@ export function requireUid(field: string, uid: string): void {
 export function optionalUid(field: string, uid: string): void {
   if (uid !== "" && !isValidUidp(uid))
     throw invalidArgument({ field, description: `${quote(uid)} is not a valid UIDP` });
+}
+
+/** A request timestamp as a Date, or a violation when it names no representable instant. */
+export function timeOf(field: string, ts: Timestamp | undefined, v: FieldViolation[]): Date | undefined {
+  if (!ts) return undefined;
+  const date = timestampDate(ts);
+  // RFC 3339's years (and within what the database stores)
+  const year = date.getUTCFullYear();
+  if (Number.isNaN(date.getTime()) || year < 1 || year > 9999 || ts.nanos < 0 || ts.nanos > 999_999_999) {
+    v.push({ field, description: "is not a valid time (years 0001 to 9999)" });
+    return undefined;
+  }
+  return date;
 }

@@ -15,7 +15,7 @@ import {
 import type { FieldViolation } from "../core/errors.js";
 import type { ListableResource, ListEngineDeps } from "../core/list.js";
 import { bindService } from "../core/service.js";
-import { throwIfViolations } from "../core/validate.js";
+import { throwIfViolations, timeOf } from "../core/validate.js";
 import { listResponse } from "../platform/list.js";
 import type { EventFilter, EventsRepository } from "./storage/events.js";
 import type { EventActorJson, EventRow } from "./storage/schema.js";
@@ -58,19 +58,6 @@ export function eventJson(e: EventFields): JsonValue {
 
 export function eventFromRow(row: EventRow): Event {
   return toEvent({ ...row, group: row.parent_uid });
-}
-
-/** A request timestamp as a Date, or a violation when it names no representable instant. */
-export function timeOf(field: string, ts: Timestamp | undefined, v: FieldViolation[]): Date | undefined {
-  if (!ts) return undefined;
-  const date = timestampDate(ts);
-  // RFC 3339's years (and within what the database stores)
-  const year = date.getUTCFullYear();
-  if (Number.isNaN(date.getTime()) || year < 1 || year > 9999 || ts.nanos < 0 || ts.nanos > 999_999_999) {
-    v.push({ field, description: "is not a valid time (years 0001 to 9999)" });
-    return undefined;
-  }
-  return date;
 }
 
 /** A start/end pair: each valid, the end after the start. */

@@ -19,7 +19,7 @@ export interface CachedAdvisory {
 
 export interface AdvisorySource<A extends CachedAdvisory> {
   advisoriesForPackages(names: string[], purls: string[]): Promise<A[]>;
-  advisoriesChangedSince(after: Date | undefined): Promise<{ names: string[]; purls: string[]; latest?: Date }>;
+  advisoriesChangedSince(after: Date | undefined): Promise<{ names: string[]; purls: string[] }>;
   lastChange(): Promise<Date | undefined>;
 }
 

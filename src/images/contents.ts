@@ -27,7 +27,6 @@ import {
 import { checkDigest, imageFor, pickPlatform, readManifest, type ManifestReads } from "./image-manifests.js";
 import { readInventories, type InventoryView } from "./image-info.js";
 import type { InstalledPackage } from "./inventory/types.js";
-import { OUR_SCANNER_VERSION } from "./reports.js";
 import { delegateTo } from "../platform/v1.js";
 
 export interface ContentsDeps {
@@ -46,14 +45,16 @@ export interface ContentsDeps {
  * The newest report of ours for an image, as the caller may see it: through the Vulnerabilities
  * service's ListVulnReports (authorized as that RPC, CAP_VULN_REPORT_LIST, with its visibility:
  * findings of advisories the caller cannot see are left out there). Listed by digest, so the
- * newest report of ours in any repo the caller may read answers.
+ * newest report of ours in any repo the caller may read answers. Any version of ours: a report is
+ * written only when its findings change, so the newest may predate the running version.
  */
 export function newestReportOfOurs(vulnerabilities: ServiceBinding): ContentsDeps["newestReport"] {
   const list = delegateTo(Vulnerabilities, [vulnerabilities]);
   return async (_repoUid, digest, call) => {
     const { items } = await list(
       "listVulnReports",
-      { digest, scanner: { name: Scanner_Name.UNKNOWN, version: OUR_SCANNER_VERSION } },
+      // UNKNOWN: our scanner's name (uploaded reports must name theirs)
+      { digest, scanner: { name: Scanner_Name.UNKNOWN } },
       call,
     );
     return items[0];

@@ -48,6 +48,41 @@ interface ImageConfigJson {
   config?: ImageRuntimeConfig;
 }
 
+type JsonObject = Record<string, unknown>;
+const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
+const stringOf = (v: unknown) => (typeof v === "string" ? v : undefined);
+const stringsOf = (v: unknown) =>
+  Array.isArray(v) && v.every((x) => typeof x === "string") ? (v as string[]) : undefined;
+const stringMapOf = (v: unknown) =>
+  isObject(v) && Object.values(v).every((x) => typeof x === "string") ? (v as Record<string, string>) : undefined;
+const setOf = (v: unknown) => (isObject(v) ? Object.fromEntries(Object.keys(v).map((k) => [k, {}])) : undefined);
+
+/**
+ * The fields the API shows of a config blob as pushed (any JSON: the pusher's word), each of the
+ * wrong type left out, as the inventory reader does.
+ */
+function configJsonOf(doc: unknown): ImageConfigJson {
+  if (!isObject(doc)) return {};
+  const c = isObject(doc.config) ? doc.config : {};
+  const config: ImageRuntimeConfig = {
+    User: stringOf(c.User),
+    ExposedPorts: setOf(c.ExposedPorts),
+    Env: stringsOf(c.Env),
+    Entrypoint: stringsOf(c.Entrypoint),
+    Cmd: stringsOf(c.Cmd),
+    Volumes: setOf(c.Volumes),
+    WorkingDir: stringOf(c.WorkingDir),
+    Labels: stringMapOf(c.Labels),
+    StopSignal: stringOf(c.StopSignal),
+  };
+  return {
+    os: stringOf(doc.os),
+    architecture: stringOf(doc.architecture),
+    variant: stringOf(doc.variant),
+    config,
+  };
+}
+
 /** The stream's text; an error past `max` bytes (the manifest's size of a blob is the pusher's word). */
 async function readAtMost(stream: Readable, max: number): Promise<string> {
   const chunks: Buffer[] = [];
@@ -63,7 +98,7 @@ async function readAtMost(stream: Readable, max: number): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** The image's config blob, parsed. */
+/** The image's config blob, parsed (its fields of the wrong type left out). */
 async function readConfig(deps: ImageInfoDeps, image: Extract<ParsedManifest, { kind: "image" }>) {
   if (image.config.size > MAX_CONFIG_BYTES)
     throw failedPrecondition({
@@ -77,7 +112,7 @@ async function readConfig(deps: ImageInfoDeps, image: Extract<ParsedManifest, { 
       description: `the config blob ${image.config.digest} of ${image.digest} is missing from the blob store`,
     });
   try {
-    return JSON.parse(await readAtMost(stream, MAX_CONFIG_BYTES)) as ImageConfigJson;
+    return configJsonOf(JSON.parse(await readAtMost(stream, MAX_CONFIG_BYTES)));
   } catch {
     throw failedPrecondition({
       type: "CONFIG_INVALID",

@@ -24,6 +24,7 @@ import { ReportWorker } from "./reports.js";
 import { IMAGES_DEFAULTS, type ImagesSettings } from "./settings.js";
 import { sbomAttacher } from "./sbom-attach.js";
 import { imageSbomHandler, sbomV1Handlers } from "./sboms.js";
+import { AdvisoryChangesRepository } from "./storage/advisory-changes.js";
 import { InventoriesRepository } from "./storage/inventories.js";
 import { ReportsRepository } from "./storage/reports.js";
 import { imagesDb } from "./storage/schema.js";
@@ -35,6 +36,7 @@ export function imagesRepositories(db: Db) {
   return {
     inventories: new InventoriesRepository(images),
     reports: new ReportsRepository(images),
+    advisoryChanges: new AdvisoryChangesRepository(images),
   };
 }
 
@@ -56,14 +58,18 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
 
   async start(ctx) {
     const repositories = ctx.repositoriesOf(imagesModule);
-    const { inventories, reports } = repositories;
+    const { inventories, reports, advisoryChanges } = repositories;
     const registry = ctx.exportsOf(registryModule);
     const advisories = ctx.exportsOf(vulnerabilitiesModule);
     const reads = { registry, inventories };
+    // Each advisory change is recorded in the import's own transaction: it commits with the
+    // change, and the task below turns it into queued reports on whichever replica claims it.
+    advisories.onAdvisoriesChanged((change) => advisoryChanges.record(change, ctx.now()));
 
     const worker = new ReportWorker({
       db: ctx.db,
       reports,
+      advisoryChanges,
       inventories,
       advisories,
       registry,

@@ -1,22 +1,23 @@
-// Our vulnerability reports, kept current: the recompute worker and the advisories' watermark.
+// Our vulnerability reports, kept current: the recompute worker and the advisories' changes.
 //
 // An image's report in repo R is its inventory matched against the advisories R's organization
 // may consider: the public advisory groups' and those of R's organization (the root group of R's
 // uid). A new row is written only when the findings changed from the latest one (history kept,
 // so "since when" has an answer), with its `vuln_report.created` event in the same transaction.
 // What to recompute comes from image_report_queue: the indexer queues an image once its
-// inventory is read, and the watermark step queues every image holding packages the advisories
-// changed since the last look — no layer is read again.
+// inventory is read, and each advisory change (a row of advisory_changes, written inside the
+// import's transaction) queues every image holding the packages it names — no layer is read again.
 import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import { isAncestorOrSelf, parentOf } from "../core/uidp.js";
 import { VERSION } from "../core/version.js";
 import type { EventJournal } from "../platform/events.js";
-import { withinTransaction } from "../storage/ambient-transaction.js";
+import { recoverable, withinTransaction } from "../storage/ambient-transaction.js";
 import type { Db } from "../storage/db.js";
 import { AdvisoryCache, type AdvisoryView } from "./advisory-cache.js";
 import type { InstalledPackage } from "./inventory/types.js";
 import { purlTypeAndName } from "./storage/inventories.js";
+import type { AdvisoryChange } from "./storage/advisory-changes.js";
 import {
   ADVISORY_UID_KEY,
   queueKey,
@@ -32,15 +33,16 @@ export const VULN_REPORT_CREATED = "dev.chainguard.api.platform.registry.vuln_re
 export const OUR_SCANNER_NAME = 0;
 export const OUR_SCANNER_VERSION = `bulwark ${VERSION}`;
 
-/** The advisories' watermark in images_state (shared by every replica). */
-const WATERMARK = "reports.advisories_watermark";
 /**
- * How far behind the watermark each look starts again: an advisory change whose transaction
- * began before the watermark but committed after the last look has a time behind it.
+ * How far behind its last stamp the advisory cache's refresh by update time looks (imports begun
+ * earlier may commit later). That refresh is for freshness only: an image queued by an advisory
+ * change carries the changed names and purls, read again before it is matched.
  */
-const LOOKBACK_MS = 30_000;
+const CACHE_LOOKBACK_MS = 30_000;
 /** Images recomputed in one transaction. */
 const BATCH = 100;
+/** Advisory changes turned into queued reports in one transaction. */
+const CHANGES_BATCH = 100;
 
 /** What the worker needs of an advisory (img-match's MatchableAdvisory, the fields used here). */
 export interface CandidateAdvisory {
@@ -66,17 +68,18 @@ export interface InventoryForReport {
 export interface ReportDeps<A extends CandidateAdvisory = CandidateAdvisory> {
   db: Db;
   reports: ReportsRepository;
+  advisoryChanges: { claim(limit: number): Promise<AdvisoryChange[]> };
   inventories: {
     get(digests: string[]): Promise<InventoryForReport[]>;
-    digestsWithPackages(names: string[], purls: string[]): Promise<string[]>;
+    packagesConcerned(names: string[], purls: string[]): Promise<Map<string, { names: string[]; purls: string[] }>>;
   };
   advisories: {
     advisoriesForPackages(names: string[], purls: string[]): Promise<A[]>;
-    advisoriesChangedSince(after: Date | undefined): Promise<{ names: string[]; purls: string[]; latest?: Date }>;
+    advisoriesChangedSince(after: Date | undefined): Promise<{ names: string[]; purls: string[] }>;
     lastChange(): Promise<Date | undefined>;
     publicGroups: readonly string[];
   };
-  registry: { reposHolding(digest: string): Promise<string[]> };
+  registry: { reposHoldingMany(digests: readonly string[]): Promise<Map<string, string[]>> };
   match(packages: readonly InstalledPackage[], advisories: readonly A[]): ReportFinding[];
   events: EventJournal;
   now(): Date;
@@ -112,14 +115,12 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
   #running: Promise<void> | undefined;
   #again = false;
   #closed = false;
-  /** the last look's answer, so an unchanged answer inside the lookback queues nothing again */
-  #lastLook = "";
 
   /** every matchable advisory, kept in this process (advisory-cache.ts) */
   readonly #advisories: AdvisoryCache<A>;
 
   constructor(private readonly deps: ReportDeps<A>) {
-    this.#advisories = new AdvisoryCache(deps.advisories, LOOKBACK_MS);
+    this.#advisories = new AdvisoryCache(deps.advisories, CACHE_LOOKBACK_MS);
   }
 
   /** Advisory rows this worker read so far (the steady state reads none: the bench and tests). */
@@ -179,6 +180,7 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
       const ready = claimed.filter((c) => inventories.has(c.digest));
       if (ready.length === 0) return claimed.length;
 
+      for (const item of claimed) if (item.refresh) this.#advisories.invalidate(item.refresh.names, item.refresh.purls);
       const { byName, byPurl, lastChange: dbBuildTime } = await this.#advisories.current();
       const previous = await deps.reports.latestFindingsDigests(ready);
       const now = deps.now();
@@ -197,7 +199,14 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
           computed.set(memo, result);
         }
         if (previous.get(queueKey(item.repoUid, item.digest)) === result.digest) continue;
-        await this.write(item, result.vulnerabilities, result.digest, dbBuildTime, now);
+        const { vulnerabilities, digest } = result;
+        // One image that cannot be written (its repo deleted meanwhile, ...) is skipped, logged;
+        // the batch's other images are not held back by it.
+        try {
+          await recoverable(() => this.write(item, vulnerabilities, digest, dbBuildTime, now));
+        } catch (err) {
+          deps.logger.error({ err, repo: item.repoUid, digest: item.digest }, "vulnerability report not written");
+        }
       }
       return claimed.length;
     });
@@ -221,39 +230,60 @@ export class ReportWorker<A extends CandidateAdvisory = CandidateAdvisory> {
       vulnerabilities,
       findingsDigest: digest,
     });
+    const group = parentOf(item.repoUid);
     await this.deps.events.record({
       type: VULN_REPORT_CREATED,
       subject: item.repoUid,
-      group: parentOf(item.repoUid),
-      body: vulnReportJson(row, vulnerabilities.map(publicVulnerability)),
+      group,
+      body: vulnReportJson(row, this.#deliverable(vulnerabilities, group).map(publicVulnerability)),
     });
   }
 
   /**
-   * Queues the images the advisories changed since the last look concern. Replicas take turns
-   * (the watermark's row is locked for the look). Answers how many images it queued.
+   * The findings an event in `group` may name: those of public advisories and of advisories in
+   * `group`'s subtree. A report also considers the rest of its organization's advisories, which a
+   * subscriber to `group` may not be allowed to read; ListVulnReports shows them to who may.
+   */
+  #deliverable(vulnerabilities: StoredVulnerability[], group: string | undefined): StoredVulnerability[] {
+    const { publicGroups } = this.deps.advisories;
+    return vulnerabilities.filter((v) => {
+      const advisory = v[ADVISORY_UID_KEY];
+      if (typeof advisory !== "string") return true;
+      return (
+        (group !== undefined && isAncestorOrSelf(group, advisory)) ||
+        publicGroups.some((g) => isAncestorOrSelf(g, advisory))
+      );
+    });
+  }
+
+  /**
+   * Queues the images the recorded advisory changes concern, a batch of changes per transaction:
+   * the changes are claimed (SKIP LOCKED: replicas take different ones) and deleted in the
+   * transaction that queues the images, so a crash before the commit leaves them recorded.
+   * Answers how many images it queued.
    */
   async checkAdvisories(): Promise<number> {
     const { deps } = this;
-    const queued = await withinTransaction(deps.db, async () => {
-      const stored = await deps.reports.lockState(WATERMARK);
-      const watermark = stored ? new Date(stored) : undefined;
-      const since = watermark ? new Date(watermark.getTime() - LOOKBACK_MS) : undefined;
-      const changed = await deps.advisories.advisoriesChangedSince(since);
-      if (changed.latest && (!watermark || changed.latest > watermark))
-        await deps.reports.setState(WATERMARK, changed.latest.toISOString());
-      const look = JSON.stringify([since?.toISOString(), [...changed.names].sort(), [...changed.purls].sort()]);
-      if (look === this.#lastLook || (changed.names.length === 0 && changed.purls.length === 0)) return 0;
-      this.#lastLook = look;
-      // What queues images here also refreshes their advisories before they are matched.
-      this.#advisories.invalidate(changed.names, changed.purls);
-      const digests = await deps.inventories.digestsWithPackages(changed.names, changed.purls);
-      const images: QueuedReport[] = [];
-      for (const digest of digests)
-        for (const repoUid of await deps.registry.reposHolding(digest)) images.push({ repoUid, digest });
-      await deps.reports.enqueue(images, deps.now());
-      return images.length;
-    });
+    let queued = 0;
+    for (;;) {
+      const taken = await withinTransaction(deps.db, async () => {
+        const changes = await deps.advisoryChanges.claim(CHANGES_BATCH);
+        if (changes.length === 0) return undefined;
+        const names = [...new Set(changes.flatMap((c) => c.names))];
+        const purls = [...new Set(changes.flatMap((c) => c.purls))];
+        // Each image is queued with the changed names and purls it has: whichever replica
+        // recomputes it reads those advisories again first (its copy may predate the change).
+        const concerned = await deps.inventories.packagesConcerned(names, purls);
+        const holding = await deps.registry.reposHoldingMany([...concerned.keys()]);
+        const images: QueuedReport[] = [];
+        for (const [digest, refresh] of concerned)
+          for (const repoUid of holding.get(digest) ?? []) images.push({ repoUid, digest, refresh });
+        await deps.reports.enqueue(images, deps.now());
+        return images.length;
+      });
+      if (taken === undefined) break;
+      queued += taken;
+    }
     if (queued > 0) this.wake();
     return queued;
   }

@@ -6,11 +6,12 @@
 // advisory the caller may see (CAP_ADVISORIES_LIST at the advisory's group): a report never
 // names an advisory of a group the viewer cannot read.
 import { fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { Access, Visibility } from "../core/access.js";
-import { invalidArgument, notFound } from "../core/errors.js";
+import { invalidArgument, notFound, type FieldViolation } from "../core/errors.js";
 import { accessOf, bindService, declareScope, type CallContext, type ServiceBinding } from "../core/service.js";
 import { isAncestorOrSelf, isValidUidp } from "../core/uidp.js";
+import { throwIfViolations, timeOf } from "../core/validate.js";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import {
   Scanner_Name,
@@ -136,33 +137,33 @@ export function vulnerabilitiesBinding<A extends CandidateAdvisory & { osv: Reco
         throw invalidArgument({ field: "repo_id", description: "must be a repo's UIDP" });
       if (!req.digest && req.tag && !TAG.test(req.tag))
         throw invalidArgument({ field: "tag", description: "must be a tag name" });
+      const violations: FieldViolation[] = [];
+      const createdSince = timeOf("created_since", req.createdSince, violations);
+      throwIfViolations(violations);
       const repoUids = req.repoId ? [req.repoId] : undefined;
       if (repoUids && !canSeeRepo(call.visibility, req.repoId)) return { items: [] };
+      // An index (by digest or tag) answers for itself and its platform images. A manifest's
+      // content is its digest's, so one repo the caller may see that holds it tells the children.
+      const withPlatforms = async (repoUid: string, digest: string) => [
+        ...new Set([digest, ...(await imagesIn(repoUid, digest))]),
+      ];
       let digests: string[] | undefined;
       if (req.digest) {
-        // An index's own digest answers for its platform images, in whichever repo holds it.
         digests = [req.digest];
-        if (req.repoId) digests = await imagesIn(req.repoId, req.digest);
-        else {
-          const reports = await deps.reports.list({ digests: [req.digest], limit: 1 });
-          if (reports.length === 0) {
-            const children = new Set<string>();
-            for (const repo of await deps.registry.reposHolding(req.digest))
-              if (canSeeRepo(call.visibility, repo)) for (const d of await imagesIn(repo, req.digest)) children.add(d);
-            if (children.size > 0) digests = [...children];
-          }
-        }
+        const repo =
+          req.repoId || (await deps.registry.reposHolding(req.digest)).find((r) => canSeeRepo(call.visibility, r));
+        if (repo) digests = await withPlatforms(repo, req.digest);
       } else if (req.tag) {
         const digest = await deps.registry.resolveTag(req.repoId, req.tag);
         if (!digest) return { items: [] };
-        digests = await imagesIn(req.repoId, digest);
+        digests = await withPlatforms(req.repoId, digest);
       }
       const rows = await deps.reports.list({
         digests,
         repoUids,
         scannerName: req.scanner ? req.scanner.name : undefined,
         scannerVersion: req.scanner?.version || undefined,
-        createdSince: req.createdSince ? timestampDate(req.createdSince) : undefined,
+        createdSince,
         limit: MAX_REPORTS,
         visibleIn: call.visibility === "all" ? undefined : (call.visibility ?? []),
       });
@@ -172,10 +173,13 @@ export function vulnerabilitiesBinding<A extends CandidateAdvisory & { osv: Reco
     async getRawVulnReport(req, call) {
       const access = accessOf(call);
       checkDigest("digest", req.digest);
+      const violations: FieldViolation[] = [];
+      const createdAt = timeOf("created_at", req.createdAt, violations);
+      throwIfViolations(violations);
       const [report] = await deps.reports.list({
         digests: [req.digest],
         scannerName: req.scanner,
-        createdAt: req.createdAt ? timestampDate(req.createdAt) : undefined,
+        createdAt,
         limit: 1,
         visibleIn: call.visibility === "all" ? undefined : (call.visibility ?? []),
       });
@@ -200,6 +204,10 @@ export function vulnerabilitiesBinding<A extends CandidateAdvisory & { osv: Reco
       const upload = req.vulnReport;
       if (!upload) throw invalidArgument({ field: "vuln_report", description: "is required" });
       checkDigest("vuln_report.digest", upload.digest);
+      const violations: FieldViolation[] = [];
+      const createdAt = timeOf("vuln_report.created_at", upload.createdAt, violations);
+      const dbBuildTime = timeOf("vuln_report.scanner.db_build_time", upload.scanner?.dbBuildTime, violations);
+      throwIfViolations(violations);
       let vulnerabilities: StoredVulnerability[] = upload.vulnerabilities.map((v) => toJsonVulnerability(v));
       let raw: string | undefined;
       let scannerName = upload.scanner?.name ?? Scanner_Name.UNKNOWN;
@@ -229,9 +237,9 @@ export function vulnerabilitiesBinding<A extends CandidateAdvisory & { osv: Reco
         scannerName,
         scannerVersion: upload.scanner?.version ?? "",
         origin: "uploaded",
-        dbBuildTime: upload.scanner?.dbBuildTime ? timestampDate(upload.scanner.dbBuildTime) : undefined,
+        dbBuildTime,
         // When the scan ran, as the uploader says; else now.
-        createdAt: upload.createdAt ? timestampDate(upload.createdAt) : deps.now(),
+        createdAt: createdAt ?? deps.now(),
         vulnerabilities,
         findingsDigest: findingsDigest(vulnerabilities),
         raw,

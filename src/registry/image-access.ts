@@ -99,6 +99,8 @@ export interface ImageAccess {
   referrerHonoured(repoUid: string, subjectDigest: string): Promise<boolean>;
   /** the repos holding the manifest `digest` (sorted) */
   reposHolding(digest: string): Promise<string[]>;
+  /** the repos holding each of `digests` (sorted; a digest no repo holds is absent), in one query */
+  reposHoldingMany(digests: readonly string[]): Promise<Map<string, string[]>>;
   /** the digest a tag of a repo points at */
   resolveTag(repoUid: string, tag: string): Promise<string | undefined>;
   /** every stored image manifest's digest (each once, sorted): for queueing what was pushed before the images module */
@@ -144,6 +146,24 @@ export function imageAccess(db: Db, tags: TagsRepository, hooks: ManifestHooks):
         .orderBy("repo_uid")
         .execute();
       return rows.map((r) => r.repo_uid);
+    },
+    async reposHoldingMany(digests) {
+      const holding = new Map<string, string[]>();
+      if (digests.length === 0) return holding;
+      // One array parameter: the statement's text stays the same whatever the number of digests.
+      const rows = await registry
+        .selectFrom("manifests")
+        .select(["digest", "repo_uid"])
+        .where(sql<boolean>`digest = any(${sql.val([...digests])}::text[])`)
+        .orderBy("digest")
+        .orderBy("repo_uid")
+        .execute();
+      for (const r of rows) {
+        const repos = holding.get(r.digest);
+        if (repos) repos.push(r.repo_uid);
+        else holding.set(r.digest, [r.repo_uid]);
+      }
+      return holding;
     },
     resolveTag: (repoUid, tag) => tags.digestOf(repoUid, tag),
     async imageManifests() {

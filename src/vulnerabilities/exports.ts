@@ -1,8 +1,9 @@
 // What the running vulnerabilities module offers other modules (its `exports`, taken with
 // `ctx.exportsOf(vulnerabilitiesModule)`): the advisories as the images module matches installed
-// packages against them, what changed among them since a time, and the public advisory groups.
+// packages against them, a hook told what each import changed (inside its transaction), and the
+// public advisory groups.
 import type { EventKind } from "./storage/model.js";
-import type { AdvisoriesRepository, MatchRow } from "./storage/advisories.js";
+import type { AdvisoriesChangedListener, AdvisoriesRepository, MatchRow } from "./storage/advisories.js";
 
 /** One advisory as image matching reads it (one row: an advisory YAML advisory, or one OSV `affected` entry). */
 export interface MatchableAdvisory {
@@ -38,12 +39,17 @@ export interface VulnerabilitiesExports {
    */
   advisoriesForPackages(names: readonly string[], purls: readonly string[]): Promise<MatchableAdvisory[]>;
   /**
-   * Names and purls of the advisories updated after `after` (every advisory when undefined), and
-   * the latest update time among them. An update time is the importing server's clock when the
-   * import began, so a watermark kept from `latest` should be re-read with a margin for imports
-   * still committing.
+   * `listener` runs inside every transaction that creates or updates advisories (each imported
+   * document), before it commits, with the changed advisories' artifact names and package URLs
+   * (without version): what it writes commits with the change, however late, or not at all.
    */
-  advisoriesChangedSince(after: Date | undefined): Promise<{ names: string[]; purls: string[]; latest?: Date }>;
+  onAdvisoriesChanged(listener: AdvisoriesChangedListener): void;
+  /**
+   * Names and purls of the advisories updated after `after` (all when undefined): what a cache of
+   * them refreshes by. Update times are the importing server's clock when its import began, so
+   * this is not exact about late commits; `onAdvisoriesChanged` is.
+   */
+  advisoriesChangedSince(after: Date | undefined): Promise<{ names: string[]; purls: string[] }>;
   /** When the advisories last changed (a report's `db_build_time`); undefined while there are none. */
   lastChange(): Promise<Date | undefined>;
   /** The public advisory groups (`--public-advisories`), whose advisories every caller may read. */
@@ -75,6 +81,7 @@ export function vulnerabilitiesExports(
     async advisoriesForPackages(names, purls) {
       return (await advisories.forPackages(names, purls)).map(matchableAdvisoryOf);
     },
+    onAdvisoriesChanged: (listener) => advisories.onChanged(listener),
     advisoriesChangedSince: (after) => advisories.changedSince(after),
     lastChange: () => advisories.lastChange(),
     publicGroups,

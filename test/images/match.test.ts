@@ -7,7 +7,7 @@
 // comparisons, its reading of the YAML). Then each rule on its own: a subpackage matched by origin
 // (libcrypto3 / libssl3 from openssl), versions above every fix, false positives and withdrawn
 // records never reported, an OSV record by purl and range with its CVSS severity; and the
-// exports' change tracking (advisoriesChangedSince, lastChange) and public groups.
+// exports' change hook (onAdvisoriesChanged), lastChange and public groups.
 import { before, after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -167,15 +167,13 @@ for (const backend of backends()) {
       assert.deepEqual(matchPackages([...PACKAGES].reverse(), [...candidates].reverse()), findings);
     });
 
-    it("tells what changed since a time, when the advisories last changed, and the public groups", async () => {
+    it("tells each import's changes to a listener, when the advisories last changed, and the public groups", async () => {
       const vulns = exports();
       assert.deepEqual(vulns.publicGroups, [publicGroup]);
       const last = await vulns.lastChange();
       assert.ok(last instanceof Date);
-      const all = await vulns.advisoriesChangedSince(undefined);
-      assert.ok(all.names.includes("openssl") && all.purls.includes("pkg:cargo/libp2p-core"));
-      assert.equal(all.latest?.getTime(), last.getTime());
-      assert.deepEqual(await vulns.advisoriesChangedSince(last), { names: [], purls: [] });
+      const told: { names: string[]; purls: string[] }[] = [];
+      vulns.onAdvisoriesChanged(async (changes) => void told.push(changes));
 
       // the made-up package's analysis-not-planned advisory gets fixed
       await clockPast(last);
@@ -193,11 +191,10 @@ for (const backend of backends()) {
         }),
       );
       assert.equal(imported.results[0].problem, undefined, JSON.stringify(imported.results[0]));
-      const changed = await vulns.advisoriesChangedSince(last);
-      assert.deepEqual(changed.names, ["bulwark-match-fixture"]);
-      assert.deepEqual(changed.purls, ["pkg:apk/wolfi/bulwark-match-fixture"]);
-      assert.ok(changed.latest && changed.latest > last);
-      assert.equal((await vulns.lastChange())?.getTime(), changed.latest.getTime());
+      // only the changed advisory's package: the document's unchanged advisories are not told
+      assert.deepEqual(told, [{ names: ["bulwark-match-fixture"], purls: ["pkg:apk/wolfi/bulwark-match-fixture"] }]);
+      const changed = told[0]!;
+      assert.ok(((await vulns.lastChange())?.getTime() ?? 0) > last.getTime());
 
       const again = await vulns.advisoriesForPackages(changed.names, changed.purls);
       const fixed = matchPackages(PACKAGES, again).find((f) => f.vulnerability.id === "CGA-m2x9-c4f7-q8w3");

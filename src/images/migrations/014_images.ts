@@ -84,10 +84,10 @@ export async function up(db: Kysely<any>): Promise<void> {
       raw text,
       creator text collate "C"
     )`.execute(db);
-  await sql`create index vuln_reports_repo_digest on vuln_reports (repo_uid, digest, created_at desc, id desc)`.execute(
-    db,
-  );
-  await sql`create index vuln_reports_digest on vuln_reports (digest, created_at desc, id desc)`.execute(db);
+  // Newest first is by id (insertion order in the one database), never by created_at: replicas'
+  // clocks differ, and an uploaded report's created_at is the uploader's word.
+  await sql`create index vuln_reports_repo_digest on vuln_reports (repo_uid, digest, id desc)`.execute(db);
+  await sql`create index vuln_reports_digest on vuln_reports (digest, id desc)`.execute(db);
 
   // Images whose report must be recomputed (their inventory was read, the advisories they
   // contain changed, or they were pushed to another repo): claimed with SKIP LOCKED, deleted
@@ -97,11 +97,26 @@ export async function up(db: Kysely<any>): Promise<void> {
       repo_uid text collate "C" not null references repos (uid) on delete cascade,
       digest text collate "C" not null,
       queue_time timestamptz not null,
+      -- queued by advisory changes: the changed names and purls it has (read again before matching)
+      refresh_names text[] collate "C" not null default '{}',
+      refresh_purls text[] collate "C" not null default '{}',
       primary key (repo_uid, digest)
     )`.execute(db);
 
-  // Small named positions (the advisories' last seen change, whether existing manifests were
-  // queued once), shared by the replicas.
+  // The advisories' changes not yet turned into queued reports: the vulnerabilities module's
+  // hook writes one row (the changed advisories' names and versionless purls) inside each
+  // import's transaction, so a row exists exactly when its change committed, however late.
+  // A replica claims rows (delete ... returning, SKIP LOCKED) in the transaction that queues the
+  // images they concern: a crash before the commit leaves them for the next claim.
+  await sql`
+    create table advisory_changes (
+      id bigint generated always as identity primary key,
+      names text[] not null,
+      purls text[] not null,
+      change_time timestamptz not null
+    )`.execute(db);
+
+  // Small named positions (whether existing manifests were queued once), shared by the replicas.
   await sql`
     create table images_state (
       name text collate "C" primary key,
@@ -110,6 +125,13 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  for (const table of ["images_state", "image_report_queue", "vuln_reports", "image_packages", "image_inventories"])
+  for (const table of [
+    "images_state",
+    "advisory_changes",
+    "image_report_queue",
+    "vuln_reports",
+    "image_packages",
+    "image_inventories",
+  ])
     await sql`drop table if exists ${sql.table(table)}`.execute(db);
 }

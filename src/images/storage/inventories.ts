@@ -269,18 +269,38 @@ export class InventoriesRepository {
    * origin; namespace, version and qualifiers aside: OSV ranges decide those later). Sorted.
    */
   async digestsWithPackages(names: string[], purls: string[]): Promise<string[]> {
-    const wanted = purls.map(purlTypeAndName).filter((p) => p !== undefined);
-    if (names.length === 0 && wanted.length === 0) return [];
-    const types = wanted.map((p) => p.type);
-    const purlNames = wanted.map((p) => p.name);
-    const { rows } = await sql<{ digest: string }>`
-      select digest from image_packages where name = any(${names}::text[]) or origin = any(${names}::text[])
+    return [...(await this.packagesConcerned(names, purls)).keys()];
+  }
+
+  /**
+   * The images whose packages any of `names` (a package or origin name) or `purls` (versionless:
+   * type and name, or origin) concern, each with the names and purls it concerns.
+   */
+  async packagesConcerned(
+    names: string[],
+    purls: string[],
+  ): Promise<Map<string, { names: string[]; purls: string[] }>> {
+    const wanted = purls
+      .map((purl) => ({ purl, key: purlTypeAndName(purl) }))
+      .filter((p): p is { purl: string; key: { type: string; name: string } } => p.key !== undefined);
+    const out = new Map<string, { names: string[]; purls: string[] }>();
+    if (names.length === 0 && wanted.length === 0) return out;
+    const { rows } = await sql<{ digest: string; key: string; is_purl: boolean }>`
+      select digest, name as key, false as is_purl from image_packages where name = any(${names}::text[])
       union
-      select p.digest from image_packages p
-        join unnest(${types}::text[], ${purlNames}::text[]) as w(type, name)
+      select digest, origin, false from image_packages where origin = any(${names}::text[])
+      union
+      select p.digest, w.purl, true from image_packages p
+        join unnest(${wanted.map((w) => w.key.type)}::text[], ${wanted.map((w) => w.key.name)}::text[],
+                    ${wanted.map((w) => w.purl)}::text[]) as w(type, name, purl)
           on p.type = w.type and (p.name = w.name or p.origin = w.name)
-      order by digest`.execute(this.db);
-    return rows.map((r) => r.digest);
+      order by digest, key`.execute(this.db);
+    for (const r of rows) {
+      let entry = out.get(r.digest);
+      if (!entry) out.set(r.digest, (entry = { names: [], purls: [] }));
+      (r.is_purl ? entry.purls : entry.names).push(r.key);
+    }
+    return out;
   }
 }
 

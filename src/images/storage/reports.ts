@@ -1,7 +1,8 @@
 // Vulnerability reports (vuln_reports: ours and uploaded ones, rows never updated so the history
 // answers "since when"), the queue of reports to recompute (image_report_queue, claimed with
 // SKIP LOCKED so replicas share it and a crash leaves the work queued) and the module's small
-// named positions (images_state: the advisories' watermark).
+// named positions (images_state). "Newest" is by id, the order the one database inserted them,
+// never by created_at: replicas' clocks differ and an uploaded report's time is the uploader's word.
 import { sql } from "kysely";
 import type { ImagesDb } from "./schema.js";
 
@@ -68,6 +69,11 @@ export interface ReportFilter {
 export interface QueuedReport {
   repoUid: string;
   digest: string;
+  /**
+   * Queued by advisory changes: the changed names and purls the image has, which the recomputing
+   * replica reads again before matching (its copy of the advisories may predate the change).
+   */
+  refresh?: { names: string[]; purls: string[] };
 }
 
 type DbRow = {
@@ -109,7 +115,7 @@ export class ReportsRepository {
   async latest(repoUid: string, digest: string, origin?: ReportOrigin): Promise<ReportRow | undefined> {
     let q = this.db.selectFrom("vuln_reports").selectAll().where("repo_uid", "=", repoUid).where("digest", "=", digest);
     if (origin) q = q.where("origin", "=", origin);
-    const row = await q.orderBy("created_at", "desc").orderBy("id", "desc").limit(1).executeTakeFirst();
+    const row = await q.orderBy("id", "desc").limit(1).executeTakeFirst();
     return row ? rowOf(row as DbRow) : undefined;
   }
 
@@ -125,14 +131,13 @@ export class ReportsRepository {
       .where((eb) => eb.or(images.map((i) => eb.and([eb("repo_uid", "=", i.repoUid), eb("digest", "=", i.digest)]))))
       .orderBy("repo_uid")
       .orderBy("digest")
-      .orderBy("created_at", "desc")
       .orderBy("id", "desc")
       .execute();
     for (const r of rows) found.set(queueKey(r.repo_uid, r.digest), r.findings_digest);
     return found;
   }
 
-  /** Reports matching the filter, newest first. */
+  /** Reports matching the filter, newest (last stored) first. */
   async list(filter: ReportFilter): Promise<ReportRow[]> {
     if (filter.digests?.length === 0 || filter.repoUids?.length === 0 || filter.visibleIn?.length === 0) return [];
     let q = this.db.selectFrom("vuln_reports").selectAll();
@@ -149,7 +154,7 @@ export class ReportsRepository {
     }
     if (filter.createdSince) q = q.where("created_at", ">", filter.createdSince);
     if (filter.createdAt) q = q.where("created_at", "=", filter.createdAt);
-    const rows = await q.orderBy("created_at", "desc").orderBy("id", "desc").limit(filter.limit).execute();
+    const rows = await q.orderBy("id", "desc").limit(filter.limit).execute();
     return rows.map((r) => rowOf(r as DbRow));
   }
 
@@ -181,8 +186,22 @@ export class ReportsRepository {
       const chunk = images.slice(i, i + 1000);
       await this.db
         .insertInto("image_report_queue")
-        .values(chunk.map((c) => ({ repo_uid: c.repoUid, digest: c.digest, queue_time: now })))
-        .onConflict((oc) => oc.columns(["repo_uid", "digest"]).doNothing())
+        .values(
+          chunk.map((c) => ({
+            repo_uid: c.repoUid,
+            digest: c.digest,
+            queue_time: now,
+            refresh_names: c.refresh?.names ?? [],
+            refresh_purls: c.refresh?.purls ?? [],
+          })),
+        )
+        // queued again before it was taken: it reads again what both queuings changed
+        .onConflict((oc) =>
+          oc.columns(["repo_uid", "digest"]).doUpdateSet({
+            refresh_names: sql`array(select distinct unnest(image_report_queue.refresh_names || excluded.refresh_names))`,
+            refresh_purls: sql`array(select distinct unnest(image_report_queue.refresh_purls || excluded.refresh_purls))`,
+          }),
+        )
         .execute();
     }
   }
@@ -194,15 +213,21 @@ export class ReportsRepository {
    * then inserted anew.
    */
   async claim(limit: number): Promise<QueuedReport[]> {
-    const rows = await sql<{ repo_uid: string; digest: string }>`
+    const rows = await sql<{ repo_uid: string; digest: string; refresh_names: string[]; refresh_purls: string[] }>`
       delete from image_report_queue
       where (repo_uid, digest) in (
         select repo_uid, digest from image_report_queue
         order by queue_time, repo_uid, digest
         limit ${limit}
         for update skip locked)
-      returning repo_uid, digest`.execute(this.db);
-    return rows.rows.map((r) => ({ repoUid: r.repo_uid, digest: r.digest }));
+      returning repo_uid, digest, refresh_names, refresh_purls`.execute(this.db);
+    return rows.rows.map((r) => ({
+      repoUid: r.repo_uid,
+      digest: r.digest,
+      ...(r.refresh_names.length || r.refresh_purls.length
+        ? { refresh: { names: r.refresh_names, purls: r.refresh_purls } }
+        : {}),
+    }));
   }
 
   /** How many images wait for their report (tests and the bench). */

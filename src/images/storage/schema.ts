@@ -60,6 +60,15 @@ export interface ImageReportQueueTable {
   repo_uid: string;
   digest: string;
   queue_time: Time;
+  refresh_names: ColumnType<string[], string[] | undefined, string[]>;
+  refresh_purls: ColumnType<string[], string[] | undefined, string[]>;
+}
+
+export interface AdvisoryChangesTable {
+  id: Generated<string>;
+  names: string[];
+  purls: string[];
+  change_time: Time;
 }
 
 export interface ImagesStateTable {
@@ -72,6 +81,7 @@ export interface ImagesTables {
   image_packages: ImagePackagesTable;
   vuln_reports: VulnReportsTable;
   image_report_queue: ImageReportQueueTable;
+  advisory_changes: AdvisoryChangesTable;
   images_state: ImagesStateTable;
 }
 

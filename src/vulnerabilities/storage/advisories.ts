@@ -2,8 +2,10 @@
 // written only by imports. One document is one transaction: its advisories are created, updated
 // in place when their content changed (events reconciled by key: new ones appended, ones the
 // document no longer has removed, the rest untouched) or left alone when unchanged.
+// Listeners (the images module's reports) learn what each import changed inside its transaction.
 import { createHash } from "node:crypto";
 import { sql, type Expression, type Insertable, type Selectable, type SqlBool } from "kysely";
+import { withinTransaction } from "../../storage/ambient-transaction.js";
 import type { Db } from "../../storage/db.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
@@ -52,14 +54,15 @@ const MATCH_COLUMNS = [
 ] as const;
 export type MatchRow = Pick<AdvisoryRow, (typeof MATCH_COLUMNS)[number]>;
 
-/** What changed among the advisories after a time (they are never deleted: a change moves update_time). */
+/** What one transaction changed among the advisories (created or updated ones; none are deleted). */
 export interface AdvisoryChanges {
-  /** artifact names and package URLs of the advisories updated after the time */
+  /** their artifact names and package URLs (without version), each once, sorted */
   names: string[];
   purls: string[];
-  /** the latest update_time among them */
-  latest?: Date;
 }
+
+/** Called inside the transaction that changed advisories, before it commits; a failure fails the change. */
+export type AdvisoriesChangedListener = (changes: AdvisoryChanges) => Promise<void>;
 
 /** ReviewState.REVIEW_STATE_APPROVED: imported advisories are published ones. */
 const APPROVED = 2;
@@ -144,8 +147,15 @@ export function containsPattern(text: string): string {
 export class AdvisoriesRepository {
   private readonly db: VulnerabilityDb;
 
+  readonly #changeListeners: AdvisoriesChangedListener[] = [];
+
   constructor(db: Db) {
     this.db = vulnerabilityDb(db);
+  }
+
+  /** `listener` runs inside every transaction that creates or updates advisories (each import). */
+  onChanged(listener: AdvisoriesChangedListener): void {
+    this.#changeListeners.push(listener);
   }
 
   get(uid: string, freshness?: Freshness): Promise<AdvisoryRow | undefined> {
@@ -172,7 +182,13 @@ export class AdvisoriesRepository {
    * Imports one parsed document into group `parentUid` in one transaction. Returns undefined when
    * the group does not exist.
    */
-  async importDocument(parentUid: string, doc: ParsedDocument, meta: ImportMeta): Promise<ImportCounts | undefined> {
+  importDocument(parentUid: string, doc: ParsedDocument, meta: ImportMeta): Promise<ImportCounts | undefined> {
+    // In an ambient transaction, so the listeners' statements (through their own views of the
+    // database) join the import's transaction; inside a caller's scope, the scope's.
+    return withinTransaction(this.db, () => this.#importDocument(parentUid, doc, meta));
+  }
+
+  async #importDocument(parentUid: string, doc: ParsedDocument, meta: ImportMeta): Promise<ImportCounts | undefined> {
     const counts: ImportCounts = { created: 0, updated: 0, unchanged: 0, eventsAdded: 0, eventsRemoved: 0 };
     if (doc.advisories.length === 0) return counts;
     try {
@@ -192,6 +208,8 @@ export class AdvisoriesRepository {
         const newAdvisories: Insertable<AdvisoriesTable>[] = [];
         const newEvents: Insertable<AdvisoryEventsTable>[] = [];
         const changed: { uid: string; keys: string[] }[] = [];
+        const changedNames = new Set<string>();
+        const changedPurls = new Set<string>();
 
         for (const advisory of doc.advisories) {
           const { line: _line, ...content } = advisory;
@@ -226,6 +244,8 @@ export class AdvisoriesRepository {
             source_digest: sourceDigest,
             update_time: meta.now,
           };
+          changedNames.add(advisory.artifactName);
+          if (advisory.purl) changedPurls.add(advisory.purl);
           let uid: string;
           if (current) {
             uid = current.uid;
@@ -286,6 +306,10 @@ export class AdvisoriesRepository {
             .returning(sql<boolean>`(xmax = 0)`.as("inserted"))
             .execute();
           counts.eventsAdded += result.filter((r) => r.inserted).length;
+        }
+        if (changedNames.size + changedPurls.size > 0) {
+          const changes = { names: [...changedNames].sort(), purls: [...changedPurls].sort() };
+          for (const listener of this.#changeListeners) await listener(changes);
         }
       });
     } catch (err) {
@@ -388,24 +412,19 @@ export class AdvisoriesRepository {
       .execute();
   }
 
-  /** The artifact names and package URLs of advisories updated after `after` (all when undefined). */
+  /**
+   * Names and purls of the advisories updated after `after` (all of them when undefined). An
+   * update_time is the importing server's clock when its import began: a cache may refresh by
+   * it, but only the changed-advisories hook (onChanged) is exact about late commits.
+   */
   async changedSince(after: Date | undefined): Promise<AdvisoryChanges> {
-    let q = this.db
-      .selectFrom("advisories")
-      .select(["artifact_name", "purl", (eb) => eb.fn.max("update_time").as("latest")])
-      .groupBy(["artifact_name", "purl"]);
+    let q = this.db.selectFrom("advisories").select(["artifact_name", "purl"]).groupBy(["artifact_name", "purl"]);
     if (after) q = q.where("update_time", ">", after);
     const rows = await q.execute();
-    const names = new Set<string>();
-    const purls = new Set<string>();
-    let latest: Date | undefined;
-    for (const row of rows) {
-      names.add(row.artifact_name);
-      purls.add(row.purl);
-      const time = new Date(row.latest);
-      if (!latest || time > latest) latest = time;
-    }
-    return { names: [...names].sort(), purls: [...purls].sort(), ...(latest ? { latest } : {}) };
+    return {
+      names: [...new Set(rows.map((r) => r.artifact_name))].sort(),
+      purls: [...new Set(rows.map((r) => r.purl))].sort(),
+    };
   }
 
   /** When the advisories last changed: the latest update_time, undefined while there are none. */
