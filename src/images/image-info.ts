@@ -10,6 +10,7 @@ import { bindService, type ServiceBinding, type ServiceHandlers } from "../core/
 import { requireUid } from "../core/validate.js";
 import * as v1 from "../gen/platform/registry/v1/registry.platform_pb.js";
 import { ImagesService } from "../gen/chainguard/platform/registry/v2beta1/images_pb.js";
+import { isJsonObject, runtimeConfigOf, stringOf } from "./inventory/image-config.js";
 import type { ImageRuntimeConfig, InstalledPackage, Inventory } from "./inventory/types.js";
 import {
   archName,
@@ -48,38 +49,17 @@ interface ImageConfigJson {
   config?: ImageRuntimeConfig;
 }
 
-type JsonObject = Record<string, unknown>;
-const isObject = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-const stringOf = (v: unknown) => (typeof v === "string" ? v : undefined);
-const stringsOf = (v: unknown) =>
-  Array.isArray(v) && v.every((x) => typeof x === "string") ? (v as string[]) : undefined;
-const stringMapOf = (v: unknown) =>
-  isObject(v) && Object.values(v).every((x) => typeof x === "string") ? (v as Record<string, string>) : undefined;
-const setOf = (v: unknown) => (isObject(v) ? Object.fromEntries(Object.keys(v).map((k) => [k, {}])) : undefined);
-
 /**
  * The fields the API shows of a config blob as pushed (any JSON: the pusher's word), each of the
  * wrong type left out, as the inventory reader does.
  */
 function configJsonOf(doc: unknown): ImageConfigJson {
-  if (!isObject(doc)) return {};
-  const c = isObject(doc.config) ? doc.config : {};
-  const config: ImageRuntimeConfig = {
-    User: stringOf(c.User),
-    ExposedPorts: setOf(c.ExposedPorts),
-    Env: stringsOf(c.Env),
-    Entrypoint: stringsOf(c.Entrypoint),
-    Cmd: stringsOf(c.Cmd),
-    Volumes: setOf(c.Volumes),
-    WorkingDir: stringOf(c.WorkingDir),
-    Labels: stringMapOf(c.Labels),
-    StopSignal: stringOf(c.StopSignal),
-  };
+  if (!isJsonObject(doc)) return {};
   return {
     os: stringOf(doc.os),
     architecture: stringOf(doc.architecture),
     variant: stringOf(doc.variant),
-    config,
+    config: runtimeConfigOf(doc.config),
   };
 }
 

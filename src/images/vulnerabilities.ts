@@ -84,14 +84,19 @@ function vulnerabilityMessages(stored: StoredVulnerability[]): Vulnerability[] {
   return stored.map((v) => fromJson(VulnerabilitySchema, v as JsonValue, { ignoreUnknownFields: true }));
 }
 
+/** A stored report's scanner, as VulnReport and RawVulnReport show it. */
+function scannerMessage(report: ReportRow) {
+  return {
+    name: report.scannerName,
+    version: report.scannerVersion,
+    dbBuildTime: report.dbBuildTime ? timestampFromDate(report.dbBuildTime) : undefined,
+  };
+}
+
 function reportMessage(report: ReportRow, access: Access) {
   return {
     digest: report.digest,
-    scanner: {
-      name: report.scannerName,
-      version: report.scannerVersion,
-      dbBuildTime: report.dbBuildTime ? timestampFromDate(report.dbBuildTime) : undefined,
-    },
+    scanner: scannerMessage(report),
     createdAt: timestampFromDate(report.createdAt),
     vulnerabilities: vulnerabilityMessages(visibleFindings(report, access)),
   };
@@ -188,11 +193,7 @@ export function vulnerabilitiesBinding<A extends CandidateAdvisory & { osv: Reco
         report.origin === "uploaded" ? (report.raw ?? "") : JSON.stringify(await ourRawReport(deps, report, access));
       return {
         digest: report.digest,
-        scanner: {
-          name: report.scannerName,
-          version: report.scannerVersion,
-          dbBuildTime: report.dbBuildTime ? timestampFromDate(report.dbBuildTime) : undefined,
-        },
+        scanner: scannerMessage(report),
         createdAt: timestampFromDate(report.createdAt),
         rawReport: raw,
       };

@@ -18,6 +18,7 @@ import {
   type LayerReadState,
 } from "./layers.js";
 import { parseApkInstalled, parseDpkgStatus, parseOsRelease } from "./package-dbs.js";
+import { runtimeConfigOf, stringOf } from "./image-config.js";
 import { parsePurl } from "./purl.js";
 import {
   InventoryError,
@@ -177,31 +178,6 @@ async function readConfig(source: ImageSource, descriptor: LayerDescriptor, limi
     blob.destroy();
   }
   return parseJson(Buffer.concat(chunks), "config");
-}
-
-const stringOf = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
-const stringsOf = (v: unknown): string[] | undefined =>
-  Array.isArray(v) && v.every((x) => typeof x === "string") ? (v as string[]) : undefined;
-const stringMapOf = (v: unknown): Record<string, string> | undefined =>
-  isObject(v) && Object.values(v).every((x) => typeof x === "string") ? (v as Record<string, string>) : undefined;
-const setOf = (v: unknown): Record<string, object> | undefined =>
-  isObject(v) ? Object.fromEntries(Object.keys(v).map((k) => [k, {}])) : undefined;
-
-/** The runtime config fields the API shows; a field of the wrong type is left out. */
-function runtimeConfigOf(v: unknown): ImageRuntimeConfig {
-  if (!isObject(v)) return {};
-  const config: ImageRuntimeConfig = {
-    User: stringOf(v.User),
-    ExposedPorts: setOf(v.ExposedPorts),
-    Env: stringsOf(v.Env),
-    Entrypoint: stringsOf(v.Entrypoint),
-    Cmd: stringsOf(v.Cmd),
-    Volumes: setOf(v.Volumes),
-    WorkingDir: stringOf(v.WorkingDir),
-    Labels: stringMapOf(v.Labels),
-    StopSignal: stringOf(v.StopSignal),
-  };
-  return Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined));
 }
 
 function createdOf(v: unknown): Date | undefined {
