@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { checkDigest } from "./image-manifests.js";
 import { failedPrecondition, invalidArgument, notFound } from "../core/errors.js";
 import { requireUid } from "../core/validate.js";
 import {
@@ -28,7 +29,6 @@ export interface SbomDeps {
   urls: Readonly<PublicUrls>;
 }
 
-const DIGEST = /^sha256:[0-9a-f]{64}$/;
 const INDEX_TYPES = new Set([
   "application/vnd.oci.image.index.v1+json",
   "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -63,8 +63,7 @@ async function imageOf(
 ): Promise<{ subject: SbomSubject; inventory: Inventory }> {
   requireUid(repoField, repoId);
   if (arch.length > 64) throw invalidArgument({ field: "arch", description: "at most 64 characters" });
-  if (!DIGEST.test(digest))
-    throw invalidArgument({ field: "digest", description: `${JSON.stringify(digest)} is not a sha256 digest` });
+  checkDigest("digest", digest);
   const repoName = await deps.registry.repoName(repoId);
   if (repoName === undefined) throw notFound("repo", repoId);
   const manifest = await deps.registry.manifestIn(repoId, digest);

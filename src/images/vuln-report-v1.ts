@@ -4,6 +4,7 @@
 // answers for its linux/amd64 image, as GetSbom does (the request names no platform).
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { checkDigest } from "./image-manifests.js";
 import { failedPrecondition, invalidArgument, notFound } from "../core/errors.js";
 import { accessOf } from "../core/service.js";
 import { requireUid } from "../core/validate.js";
@@ -20,7 +21,6 @@ import type { CandidateAdvisory, InventoryForReport } from "./reports.js";
 import type { StoredVulnerability } from "./storage/reports.js";
 import { ourRawReport, visibleFindings, type VulnerabilitiesDeps } from "./vulnerabilities.js";
 
-const DIGEST = /^sha256:[0-9a-f]{64}$/;
 const INDEX_TYPES = new Set([
   "application/vnd.oci.image.index.v1+json",
   "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -132,8 +132,7 @@ export function vulnReportV1Handler<A extends CandidateAdvisory & { osv: Record<
     async getVulnReport(req, call) {
       // Authorized by the v1 rules on repo_id (CAP_REPO_LIST and CAP_TENANT_VULN_REPORTS_LIST there).
       requireUid("repo_id", req.repoId);
-      if (!DIGEST.test(req.digest))
-        throw invalidArgument({ field: "digest", description: `${JSON.stringify(req.digest)} is not a sha256 digest` });
+      checkDigest("digest", req.digest);
       const repoName = await deps.registry.repoName(req.repoId);
       if (repoName === undefined) throw notFound("repo", req.repoId);
       const manifest = await deps.registry.manifestIn(req.repoId, req.digest);
