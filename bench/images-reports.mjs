@@ -85,7 +85,8 @@ export async function rematchBench({ corpus = CORPUS, imageCount = 1000, repoCou
     await inventories.enqueueMany(digests, now);
     const savedStarted = performance.now();
     for (let i = 0; i < imageCount; i++) {
-      const digest = await inventories.claim(now, 60_000);
+      const lease = await inventories.claim(now, 60_000);
+      const { digest } = lease;
       const count = 40 + Math.floor(random() * 41);
       const packages = [];
       const names = new Set();
@@ -106,7 +107,7 @@ export async function rematchBench({ corpus = CORPUS, imageCount = 1000, repoCou
         });
       }
       await inventories.save(
-        digest,
+        lease,
         {
           os: "linux",
           architecture: "amd64",

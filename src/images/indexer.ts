@@ -103,7 +103,9 @@ export class Indexer {
   async queueOnPush(m: StoredManifest): Promise<void> {
     const { inventories, registry, now } = this.deps;
     if (isImageManifest(m.mediaType, m.artifactType, m.layerMediaTypes)) {
+      // (a push of an image the repo has: only a retry of a read failed by storage, below)
       let state = await inventories.enqueue(m.digest, now());
+      if (!m.created && state === "done") return;
       if (state === "done" && (await this.#sbomNoLongerHonoured(m))) {
         await inventories.requeue(m.digest, now());
         state = "pending";

@@ -130,6 +130,7 @@ async function storeArtifact(deps: ArtifactDeps, a: StagedArtifact): Promise<voi
     subjectDigest: parsed.subject,
     annotations: parsed.annotations,
     layerMediaTypes: parsed.layerMediaTypes,
+    created: put.created,
   });
 }
 

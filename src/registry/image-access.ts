@@ -23,6 +23,8 @@ export interface StoredManifest {
   annotations?: Record<string, string>;
   /** an image manifest's layers' media types (an index: none) */
   layerMediaTypes: readonly string[];
+  /** whether the push stored it in this repo (false: the repo had it already, e.g. a tag moved onto it) */
+  created: boolean;
 }
 
 /** Called inside the push's transaction; a failure fails the push. */

@@ -96,6 +96,7 @@ async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
       subjectDigest: parsed.subject,
       annotations: parsed.annotations,
       layerMediaTypes: parsed.layerMediaTypes,
+      created: put.created,
     });
     return put;
   });

@@ -40,7 +40,10 @@ export interface NewManifest {
 }
 
 export type PutManifestResult =
-  { kind: "ok" } | { kind: "blob_unknown"; digest: string } | { kind: "manifest_unknown"; digest: string };
+  /** created: whether the manifest is new in the repo (false: it was there, only a tag moved) */
+  | { kind: "ok"; created: boolean }
+  | { kind: "blob_unknown"; digest: string }
+  | { kind: "manifest_unknown"; digest: string };
 
 export type DeleteManifestResult = { kind: "deleted" } | { kind: "not_found" } | { kind: "referenced"; by: string };
 
@@ -69,9 +72,9 @@ export class ManifestsRepository extends RegistryRepository {
       return await this.db.transaction().execute(async (trx) => {
         const missing = await firstMissing(trx, m);
         if (missing) return missing;
-        await insert(trx, m);
+        const created = await insert(trx, m);
         if (m.tag !== undefined) await this.tags.move(m.repoUid, m.tag, m.digest, m.now, trx);
-        return { kind: "ok" } as const;
+        return { kind: "ok", created } as const;
       });
     } catch (err) {
       // A reference removed between the check and the insert (a concurrent delete).
@@ -180,9 +183,12 @@ function isGarbage(eb: AliasedBuilder<"manifests", "m">, cutoff: Date) {
   ]);
 }
 
-/** The manifest's row and its references (each once); an existing manifest is left as it is. */
-async function insert(db: RegistryDb, m: NewManifest): Promise<void> {
-  await db
+/**
+ * The manifest's row and its references (each once); an existing manifest is left as it is (its
+ * references were stored with it). Whether it was new.
+ */
+async function insert(db: RegistryDb, m: NewManifest): Promise<boolean> {
+  const inserted = await db
     .insertInto("manifests")
     .values({
       repo_uid: m.repoUid,
@@ -196,7 +202,8 @@ async function insert(db: RegistryDb, m: NewManifest): Promise<void> {
       create_time: m.now,
     })
     .onConflict((oc) => oc.columns(["repo_uid", "digest"]).doNothing())
-    .execute();
+    .executeTakeFirst();
+  if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 0) return false;
   for (const blob of new Set(m.blobs))
     await db
       .insertInto("manifest_blobs")
@@ -209,6 +216,7 @@ async function insert(db: RegistryDb, m: NewManifest): Promise<void> {
       .values({ repo_uid: m.repoUid, manifest_digest: m.digest, child_digest: child })
       .onConflict((oc) => oc.doNothing())
       .execute();
+  return true;
 }
 
 /** The first blob or child manifest `m` names that its repo does not hold. */
