@@ -1,7 +1,7 @@
 // The package databases an image's layers hold, parsed: apk's `lib/apk/db/installed`, dpkg's
 // `var/lib/dpkg/status` (and distroless's one-file-per-package `status.d/`), and os-release(5).
 import { InventoryError, type InstalledPackage } from "./types.js";
-import { purlOf } from "./purl.js";
+import { purlOf } from "../storage/purl.js";
 
 /**
  * The pieces of `text` between matches of `separator` (a global regex), one at a time: a

@@ -19,7 +19,7 @@ import {
 } from "./layers.js";
 import { parseApkInstalled, parseDpkgStatus, parseOsRelease } from "./package-dbs.js";
 import { runtimeConfigOf, stringOf } from "./image-config.js";
-import { parsePurl } from "./purl.js";
+import { parsePurl } from "../storage/purl.js";
 import {
   InventoryError,
   type ImageRuntimeConfig,

@@ -20,6 +20,7 @@
 //
 // One finding per advisory: every affected installed package's purl in `purls`.
 import type { InstalledPackage } from "../inventory/types.js";
+import { parsePurl } from "../storage/purl.js";
 import {
   compareApk,
   compareVersions,
@@ -71,20 +72,10 @@ interface PurlParts {
 
 /** type, namespace and name of a package URL (version, qualifiers and subpath dropped); undefined if not one. */
 export function purlParts(purl: string): PurlParts | undefined {
-  if (!purl.startsWith("pkg:")) return undefined;
-  let rest = purl.slice(4).replace(/^\/+/, "");
-  rest = rest.replace(/[#?].*$/, "");
-  const at = rest.lastIndexOf("@");
-  if (at > rest.lastIndexOf("/")) rest = rest.slice(0, at);
-  const slash = rest.indexOf("/");
-  if (slash <= 0) return undefined;
-  const type = rest.slice(0, slash).toLowerCase();
-  const path = rest.slice(slash + 1).replace(/\/+$/, "");
-  const last = path.lastIndexOf("/");
-  const name = path.slice(last + 1);
-  if (name === "") return undefined;
-  let namespace = last < 0 ? "" : path.slice(0, last);
-  if (LOWER_CASE_NAMESPACE.has(type)) namespace = namespace.toLowerCase();
+  const parsed = parsePurl(purl);
+  if (!parsed) return undefined;
+  const { type, name } = parsed;
+  const namespace = LOWER_CASE_NAMESPACE.has(type) ? parsed.namespace.toLowerCase() : parsed.namespace;
   return { type, namespace, name };
 }
 

@@ -2,7 +2,7 @@
 // the image's layers when present. A document that is not one of these (or not JSON) gives
 // undefined, so the reader falls back to the layers; packages without a purl are left out (the
 // purl is what says their type, and what matching keys on).
-import { parsePurl } from "../inventory/purl.js";
+import { parsePurl } from "../storage/purl.js";
 import type { InstalledPackage, PackageSource } from "../inventory/types.js";
 
 export interface SbomPackages {

@@ -7,6 +7,7 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import type { ImageRuntimeConfig, InstalledPackage, Inventory, PackageSource } from "./inventory-types.js";
+import { parsePurl } from "./purl.js";
 import type { ImagesDb } from "./schema.js";
 
 /** Reads of one image that end unfinished (a failure that may pass, or the reader's death) before it counts as failed. */
@@ -306,13 +307,6 @@ export class InventoriesRepository {
 
 /** A purl's type and (decoded) name: "pkg:deb/debian/openssl@3.0?arch=amd64" → deb, openssl. */
 export function purlTypeAndName(purl: string): { type: string; name: string } | undefined {
-  const m = /^pkg:([a-zA-Z][a-zA-Z0-9.+-]*)\/([^?#@]*)/.exec(purl);
-  if (!m) return undefined;
-  const name = m[2]!.split("/").filter(Boolean).at(-1);
-  if (!name) return undefined;
-  try {
-    return { type: m[1]!.toLowerCase(), name: decodeURIComponent(name) };
-  } catch {
-    return undefined;
-  }
+  const parsed = parsePurl(purl);
+  return parsed && { type: parsed.type, name: parsed.name };
 }

@@ -1,5 +1,6 @@
-// Package URLs (https://github.com/package-url/purl-spec) for the packages an image holds, and the
-// few parts of an SBOM's purls the inventory needs. Written here rather than taken from
+// Package URLs (https://github.com/package-url/purl-spec): those of the packages an image holds
+// (as the inventory tables keep them), and the one parser of purls in the images module (SBOMs,
+// matching, the tables' lookups). Written here rather than taken from
 // packageurl-js: we build only two types (apk, deb) from fields we already hold, and read back
 // only type, namespace, name, version and qualifiers; its percent-encoding rule is the one below
 // (encodeURIComponent, with ':' left as is, as the spec and packageurl-js do).
