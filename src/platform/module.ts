@@ -12,6 +12,7 @@ import type { Db } from "../storage/db.js";
 import type { PlatformSettings, PublicUrls, SharedGrant } from "./config.js";
 import type { EventJournal } from "./events.js";
 import type { PlainRouter } from "./routes.js";
+import type { MetricsRegistry } from "./telemetry.js";
 
 /**
  * A feature module. `Settings` is the module's own settings: the server's configuration holds
@@ -97,6 +98,11 @@ export interface ModuleContext<Settings = unknown> {
   /** a directory for the module's files beside an on-disk embedded database; absent otherwise */
   dataDir?: string;
   logger: Logger;
+  /**
+   * the server's Prometheus registry: a module registers its own metrics here (names start with
+   * `bulwark_`, labels bounded; see platform/telemetry.ts)
+   */
+  metrics: MetricsRegistry;
   lists: ListEngineDeps;
   now(): Date;
   /**

@@ -15,6 +15,7 @@ import {
   type SharedGrant,
 } from "../platform/config.js";
 import type { FeatureModule, ModuleContext, ModuleRuntime } from "../platform/module.js";
+import { newMetricsRegistry, type MetricsRegistry } from "../platform/telemetry.js";
 import { KEY_ENCRYPTION_KEY_ENV, keyEncryptionKeyFromEnv, migrate, openDatabase } from "../storage/db.js";
 import { loadSharedSecret } from "../storage/server-secrets.js";
 import { createApp } from "./app.js";
@@ -57,6 +58,8 @@ export interface ServerConfig extends PlatformSettings {
   bodyTimeoutMs?: number;
   /** the features to run (default: all of them) */
   modules?: readonly FeatureModule<any, any>[];
+  /** the server's metrics registry (default: a new one) */
+  metrics?: MetricsRegistry;
   /** each feature's own settings, by module name (a module reads its own as `ctx.moduleSettings`) */
   moduleSettings?: ModuleSettings;
 }
@@ -70,6 +73,8 @@ export interface RunningServer {
   db: Kysely<any>;
   backend: "pglite" | "postgres";
   urls: PublicUrls;
+  /** every metric the server and its modules keep */
+  metrics: MetricsRegistry;
   /** every served service with its handlers (a method without one answers UNIMPLEMENTED) */
   bindings: readonly ServiceBinding[];
   /** what a running module exports (e.g. the auth module's token issuer) */
@@ -158,6 +163,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     keyEncryptionKey,
     notice: (message, details) => logger.warn(details, message),
   });
+  const metrics = config.metrics ?? newMetricsRegistry();
   const tasks = new PeriodicTasks(logger);
   const runtimes: ModuleRuntime[] = [];
   try {
@@ -193,6 +199,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       urls,
       dataDir: database.dataDir,
       logger,
+      metrics,
       lists: { tokens: PageTokenCodec.fromSecret(secret) },
       now: () => new Date(),
       repositoriesOf: <R>(module: FeatureModule<R, unknown>): R => {
@@ -258,6 +265,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       backend: database.backend,
       urls,
       bindings,
+      metrics,
       exportsOf,
       close: () =>
         (closing ??= (async () => {

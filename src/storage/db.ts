@@ -11,6 +11,7 @@ import pg from "pg";
 import { PGlite, type PGliteOptions } from "@electric-sql/pglite";
 import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
+import { ObservedDialect, registerObservedDialect } from "./observed.js";
 import { PreparedStatements } from "./prepared-statements.js";
 import { TYPE_PARSERS } from "./timestamps.js";
 import { AmbientTransactionDialect, registerAmbientDialect } from "./ambient-transaction.js";
@@ -129,9 +130,11 @@ export function keyEncryptionKeyOf(db: Kysely<any>): Uint8Array {
 
 /** A database whose code can be run in one transaction it does not know of (storage/ambient-transaction.ts). */
 function withAmbientTransactions(dialect: Dialect): Db {
-  const ambient = new AmbientTransactionDialect(dialect);
+  const observed = new ObservedDialect(dialect);
+  const ambient = new AmbientTransactionDialect(observed);
   const db = new Kysely<StorageTables>({ dialect: ambient });
   registerAmbientDialect(db, ambient);
+  registerObservedDialect(db, observed);
   return db;
 }
 
