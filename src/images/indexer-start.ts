@@ -33,7 +33,7 @@ export async function startIndexer(
       }),
     concurrency: settings?.inventoryConcurrency ?? IMAGES_DEFAULTS.inventoryConcurrency,
     pollIntervalMs: settings?.pollIntervalMs ?? IMAGES_DEFAULTS.pollIntervalMs,
-    leaseMs: INVENTORY_LEASE_MS,
+    leaseMs: settings?.inventoryLeaseMs ?? INVENTORY_LEASE_MS,
     maxSbomBytes: limits?.maxSbomBytes ?? MAX_SBOM_BYTES,
     logger: ctx.logger,
     now: ctx.now,

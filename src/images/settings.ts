@@ -18,6 +18,11 @@ export interface ImagesSettings {
   inventoryReadDeadlineMs?: number;
   /** the heap of the thread reading one image, MiB (default 256) */
   inventoryReadHeapMiB?: number;
+  /**
+   * how long a replica holds an image it reads without renewing (renewed every third of it); a
+   * killed replica's read moves on after this (default 30 s)
+   */
+  inventoryLeaseMs?: number;
 }
 
 export const IMAGES_DEFAULTS = {

@@ -144,6 +144,8 @@ describe(
       child = await serveProcess(
         [
           ...["--host", "127.0.0.1", "--port", "0", "--blob-dir", blobDirectory, "--inventory-concurrency", "1"],
+          // A short lease: the taker waits it out after the kill (the default, 30 s, would be the test's cost).
+          ...["--inventory-lease", "4s"],
           ...["--issuer-url", publicUrls.issuerUrl, "--api-url", publicUrls.apiUrl],
         ],
         { DATABASE_URL: primary.databaseUrl! },

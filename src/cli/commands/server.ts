@@ -256,6 +256,14 @@ export function registerServerCommands(program: Command): void {
     )
     .addOption(
       new Option(
+        "--inventory-lease <duration>",
+        "how long a replica holds an image it reads without renewing; a crashed replica's reads move on after this (default 30s)",
+      )
+        .env("BULWARK_INVENTORY_LEASE")
+        .argParser(parsePositiveDuration),
+    )
+    .addOption(
+      new Option(
         "--attach-sboms [bool]",
         "also push each image's generated SPDX SBOM to its repo as an OCI referrer of the image (found by referrer-aware tools)",
       )
@@ -395,6 +403,7 @@ export function registerServerCommands(program: Command): void {
             deliveryTimeout?: number;
             deliveryConcurrency?: number;
             inventoryConcurrency?: number;
+            inventoryLease?: number;
             attachSboms?: boolean;
             publicAdvisories?: string[];
             corsOrigin?: string[];
@@ -496,7 +505,11 @@ export function registerServerCommands(program: Command): void {
               auditLog: opts.auditLog || undefined,
             },
             vulnerabilities: { publicGroups: opts.publicAdvisories ?? [] },
-            images: { inventoryConcurrency: opts.inventoryConcurrency, attachSboms: opts.attachSboms },
+            images: {
+              inventoryConcurrency: opts.inventoryConcurrency,
+              inventoryLeaseMs: opts.inventoryLease,
+              attachSboms: opts.attachSboms,
+            },
             registry: registrySettings(
               io.env,
               { ...opts, blobDir: opts.blobDir ?? (opts.s3Bucket ? undefined : join(opts.dataDir, "registry")) },
