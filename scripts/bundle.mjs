@@ -17,10 +17,13 @@ import { build } from "esbuild";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const OUT = `${ROOT}dist/bundle`;
 
+// Each of these is a runtime dependency in package.json and nothing else is: everything else is
+// inlined, so the package (npm pack) installs only these (test/deploy/package.test.ts checks both ways).
 const EXTERNAL = [
   // CommonJS
   "fastify",
   "pino",
+  "pino-pretty",
   "pg",
   "commander",
   // reads its .wasm and .data files next to its own modules
