@@ -61,6 +61,11 @@ export interface ModuleRuntime<Exports = unknown> {
   journal?: EventJournal;
   /** periodic upkeep (key rotation, pruning), run while the server runs */
   tasks?: PeriodicTask[];
+  /**
+   * what must work for this replica to take traffic (the registry: its blob store is writable),
+   * asked by every `/readyz` beside the server's own checks (the database, not shutting down)
+   */
+  readiness?: ReadinessCheck[];
   /** what other modules (and tests) may use of this one, through `exportsOf` */
   exports: Exports;
   /** called once the server listens, with every public URL final (blanks filled from its own URL) */
@@ -79,6 +84,19 @@ export interface PeriodicTask {
   /** in words, for the log ("registry garbage collection") */
   name: string;
   everyMs: number;
+  run(): Promise<void>;
+}
+
+/**
+ * One of the conditions `/readyz` reports (server/health.ts). A failure's reason goes to the
+ * server's log, never to the probe: the answer names only the check. A check that costs a request
+ * to another service shares concurrent runs and keeps a success for a while (`sharedProbe` in
+ * platform/health.ts); the server bounds every run, so a hanging one fails as "timed out".
+ */
+export interface ReadinessCheck {
+  /** short and stable, shown to probes: "blob store" */
+  name: string;
+  /** resolves when the condition holds; rejects (with the reason, for the log) when not */
   run(): Promise<void>;
 }
 

@@ -1,13 +1,16 @@
 // The registry module: the OCI distribution API at /v2/ and its token endpoint, the Repos and
 // Tags API over the same tables (chainguard.platform.registry.v2beta1), blob storage on the
 // filesystem or an S3-compatible bucket, and online garbage collection.
+import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Readable } from "node:stream";
 import { ANONYMOUS_SUBJECT, AuthEvents, authModule } from "../auth/api.js";
 import { iamModule } from "../iam/api.js";
 import type { ServiceBinding } from "../core/service.js";
-import type { FeatureModule } from "../platform/module.js";
+import { sharedProbe } from "../platform/health.js";
+import type { FeatureModule, ReadinessCheck } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
@@ -73,6 +76,28 @@ export async function openBlobStore(settings: RegistrySettings | undefined, fall
   }
   // Directories are made on the first write: a server that never stores a blob leaves no trace.
   return new FilesystemBlobStore(settings?.blobDirectory ?? fallbackDir);
+}
+
+/** How long a writable bucket is taken as still writable: each probe costs S3 requests. */
+const OBJECT_STORAGE_PROBE_KEPT_MS = 5_000;
+
+/**
+ * /readyz: the blob store takes a write. A small upload is staged and dropped again, through the
+ * same calls a push makes (an upload id of its own: no push can collide with it, and one left
+ * behind by a crash is pruned with the abandoned uploads). Concurrent probes share one; on a
+ * bucket a success is kept a few seconds.
+ */
+function blobStoreWritable(store: BlobStore): ReadinessCheck {
+  const probe = async () => {
+    const uploadId = randomUUID();
+    try {
+      await store.appendUpload(uploadId, 0, Readable.from([Buffer.from("bulwark readiness probe\n")]));
+    } finally {
+      await store.deleteUpload(uploadId);
+    }
+  };
+  const successForMs = store.kind === "filesystem" ? 0 : OBJECT_STORAGE_PROBE_KEPT_MS;
+  return { name: "blob store", run: sharedProbe(probe, { successForMs }) };
 }
 
 /** chainguard.platform.registry.v2: the same services under the GA name, from the same handlers */
@@ -189,6 +214,7 @@ export const registryModule: FeatureModule<
         });
       },
       registryPaths: ["/v2", "/token"],
+      readiness: [blobStoreWritable(store)],
       tasks: settings?.gcIntervalMs
         ? [{ name: "registry garbage collection", everyMs: settings.gcIntervalMs, run: async () => void (await gc()) }]
         : [],

@@ -1,5 +1,5 @@
 // The HTTP application: Connect (gRPC, gRPC-Web, Connect) and transcoded REST for the same
-// service handlers, plus /healthz, all on one Fastify instance behind the one-port dual server.
+// service handlers, plus /healthz, /livez and /readyz, all on one Fastify instance behind the one-port dual server.
 import type { ServerHttp2Stream } from "node:http2";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { createContextKey, createContextValues, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
@@ -40,6 +40,7 @@ import {
 } from "./protocol-errors.js";
 import { VERSION } from "../core/version.js";
 import { registerTranscoder } from "./transcoder.js";
+import { registerHealthRoutes, type Readiness } from "./health.js";
 import { REQUEST_ID_HEADER, RequestLog, outcomeOf, requestIdOf, type Outcome } from "./request-log.js";
 
 export { statusJson };
@@ -68,6 +69,8 @@ export interface AppOptions {
   trustProxy?: boolean;
   /** how long a request body may send nothing before it is answered 400 (default 30 s) */
   bodyTimeoutMs?: number;
+  /** what /readyz answers */
+  readiness: Readiness;
 }
 
 /** The client's address, for handlers that only see a Connect HandlerContext. */
@@ -122,6 +125,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
     // One line per request that went wrong, at its cause's level (request-log.ts).
     logController: new RequestLog(),
     genReqId: requestIdOf,
+    // A request that arrives on an open connection while the server closes is served (with
+    // `Connection: close`, dual-server.ts), not refused: the shutdown lets connections finish.
+    return503OnClosing: false,
     bodyLimit: opts.bodyLimit ?? 1024 * 1024,
     trustProxy: opts.trustProxy ?? false,
     // No route has a JSON schema (requests are decoded against the protos), so Fastify's schema
@@ -237,6 +243,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   });
 
   fastify.get("/healthz", async () => ({ status: "SERVING", version: VERSION }));
+  registerHealthRoutes(fastify, opts.readiness);
   registerDocsRoutes(fastify);
   for (const register of opts.routes ?? []) {
     await fastify.register(async (scope) =>

@@ -14,10 +14,19 @@ export interface DualServer {
   front: net.Server;
   h1: http.Server;
   h2: http2.Http2Server;
-  /** end idle keep-alive connections and h2 sessions (GOAWAY) */
+  /**
+   * A shutdown began: from now on every HTTP/1.1 answer carries `Connection: close` (answers
+   * already under way too, when their head is not out yet), so keep-alive clients reconnect
+   * (elsewhere, once the load balancer drained this replica) instead of being cut later.
+   */
+  drain(): void;
+  /**
+   * Ends what is idle: idle HTTP/1.1 connections now, busy ones once their answer is out; HTTP/2
+   * sessions get GOAWAY (their open streams finish; a session that starts later gets it at once).
+   */
   closeConnections(): void;
-  /** destroy every connection still open (after a grace period) */
-  destroyConnections(): void;
+  /** destroys every connection still open (at the shutdown's bound); answers how many there were */
+  destroyConnections(): number;
 }
 
 /** How a request Node's HTTP/1.1 layer rejects is answered. */
@@ -39,7 +48,22 @@ export interface DualServerOptions {
 }
 
 export function createDualServer(handler: http.RequestListener, options: DualServerOptions): DualServer {
+  let draining = false;
+  let closing = false;
   const h1 = http.createServer({ keepAliveTimeout: 5_000 }, handler);
+  /** HTTP/1.1 answers not yet finished: a drain must reach those whose head is not out yet */
+  const answering = new Set<http.ServerResponse>();
+  // Before the application's listener: its answer may be written at once.
+  h1.prependListener("request", (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (draining) res.setHeader("connection", "close");
+    answering.add(res);
+    res.once("close", () => answering.delete(res));
+    res.once("finish", () => {
+      answering.delete(res);
+      // Once closing, a connection whose answer is out is idle: ended rather than left for its timeout.
+      if (closing) setImmediate(() => h1.closeIdleConnections());
+    });
+  });
   // Without this Node answers a bare 431/400 with an empty body.
   h1.on("clientError", (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: net.Socket) => {
     if (!socket.writable || (err.code === "ECONNRESET" && !socket.bytesWritten)) return void socket.destroy();
@@ -75,6 +99,8 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
   );
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (session) => {
+    // A connection accepted before the listener closed but handed over after the GOAWAYs went out.
+    if (closing) setImmediate(() => session.close());
     sessions.add(session);
     session.on("close", () => sessions.delete(session));
   });
@@ -110,17 +136,26 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
     socket.on("data", onData);
     socket.on("error", () => socket.destroy());
   });
+  const drain = () => {
+    draining = true;
+    for (const res of answering) if (!res.headersSent) res.setHeader("connection", "close");
+  };
   // Fastify calls listen/close/address on the server it is given: the front.
   return {
     front,
     h1,
     h2,
+    drain,
     closeConnections() {
+      drain();
+      closing = true;
       h1.closeIdleConnections();
       for (const s of sessions) s.close();
     },
     destroyConnections() {
+      const open = sockets.size;
       for (const s of sockets) s.destroy();
+      return open;
     },
   };
 }

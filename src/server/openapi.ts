@@ -395,12 +395,34 @@ const OSV_QUERY = {
     page_token: { type: "string" },
   },
 };
+
+const PROBE_ANSWER = {
+  type: "object",
+  properties: {
+    status: { type: "string", enum: ["SERVING", "NOT_SERVING"] },
+    checks: {
+      type: "array",
+      description: "each check: the database, each module's (the registry's blob store), the shutdown",
+      items: {
+        type: "object",
+        properties: {
+          name: { type: "string" },
+          status: { type: "string", enum: ["SERVING", "NOT_SERVING"] },
+          reason: {
+            type: "string",
+            description: "why not, in words (unreachable, not migrated, failed, timed out, shutting down)",
+          },
+        },
+      },
+    },
+  },
+};
 /** Credentials where a route takes them but also answers without (public content). */
 const OPTIONAL_BEARER = [{ bearer: [] }, {}];
 
 /**
  * The plain routes, declared by their modules (the registry's `oci/routes.ts` and `token.ts`, the
- * advisories' `feeds.ts`) and by `app.ts` (/healthz); test/server/openapi.test.ts checks each
+ * advisories' `feeds.ts`), by `app.ts` (/healthz) and `health.ts` (/livez, /readyz); test/server/openapi.test.ts checks each
  * described path is served.
  */
 const PLAIN_ROUTES: Record<string, Record<string, Json>> = {
@@ -422,6 +444,39 @@ const PLAIN_ROUTES: Record<string, Record<string, Json>> = {
             },
           },
         },
+      },
+    },
+  },
+  "/livez": {
+    get: {
+      operationId: "Livez",
+      tags: ["Health"],
+      summary: "Liveness: the process serves (asks nothing of the database)",
+      security: [],
+      responses: {
+        "200": {
+          description: "Serving",
+          content: {
+            "application/json": {
+              schema: { type: "object", properties: { status: { type: "string", enum: ["SERVING"] } } },
+            },
+          },
+        },
+      },
+    },
+  },
+  "/readyz": {
+    get: {
+      operationId: "Readyz",
+      tags: ["Health"],
+      summary: "Readiness: the database reachable and migrated, the blob store writable, no shutdown begun",
+      description:
+        "503 names each failed check. A shutdown (SIGTERM) turns it to 503 for the drain delay before the " +
+        "listener closes, so a load balancer stops sending first. Not rate limited.",
+      security: [],
+      responses: {
+        "200": { description: "Ready", content: { "application/json": { schema: PROBE_ANSWER } } },
+        "503": { description: "Not ready", content: { "application/json": { schema: PROBE_ANSWER } } },
       },
     },
   },

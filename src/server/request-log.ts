@@ -22,6 +22,8 @@ export interface Outcome {
   status?: number;
   /** what the handler threw, if anything */
   thrown?: unknown;
+  /** the line's level when the status alone would misjudge it (a /readyz 503 is an answer, not a fault) */
+  level?: "info" | "warn";
 }
 
 const outcomes = new WeakMap<FastifyRequest, Outcome>();
@@ -100,6 +102,8 @@ export class RequestLog extends LogController {
     )
       return;
     const fields = requestFields(request, reply);
+    const chosen = outcomes.get(request)?.level;
+    if (chosen) return void request.log[chosen](fields, "request answered");
     const level = levelOf(fields.status as number, request);
     const thrown = outcomes.get(request)?.thrown;
     if (level === "error") {

@@ -16,9 +16,19 @@ import {
 } from "../platform/config.js";
 import type { FeatureModule, ModuleContext, ModuleRuntime } from "../platform/module.js";
 import { newMetricsRegistry, type MetricsRegistry } from "../platform/telemetry.js";
-import { KEY_ENCRYPTION_KEY_ENV, keyEncryptionKeyFromEnv, migrate, openDatabase } from "../storage/db.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { NotReady } from "../platform/health.js";
+import type { ReadinessCheck } from "../platform/module.js";
+import {
+  KEY_ENCRYPTION_KEY_ENV,
+  keyEncryptionKeyFromEnv,
+  migrate,
+  openDatabase,
+  pendingMigrations,
+} from "../storage/db.js";
 import { loadSharedSecret } from "../storage/server-secrets.js";
 import { createApp } from "./app.js";
+import { Readiness } from "./health.js";
 import { DEFAULT_RATE_LIMITS, RequestLimits, type RateLimitSettings } from "./limits.js";
 import { MODULES, type ModuleSettings } from "./modules.js";
 import { PeriodicTasks } from "./tasks.js";
@@ -62,6 +72,21 @@ export interface ServerConfig extends PlatformSettings {
   metrics?: MetricsRegistry;
   /** each feature's own settings, by module name (a module reads its own as `ctx.moduleSettings`) */
   moduleSettings?: ModuleSettings;
+  /**
+   * on close: how long /readyz answers 503 while everything is still served, before the listener
+   * closes, so that load balancers stop sending first (default 0)
+   */
+  drainDelayMs?: number;
+  /** on close: the bound of the whole shutdown, drain delay included; then what is still open is cut (default 30 s) */
+  shutdownTimeoutMs?: number;
+}
+
+export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 30_000;
+
+/** How a close went. */
+export interface ShutdownReport {
+  /** connections still open at the shutdown's bound, cut (0: every request accepted was answered) */
+  cutConnections: number;
 }
 
 export interface RunningServer {
@@ -79,6 +104,14 @@ export interface RunningServer {
   bindings: readonly ServiceBinding[];
   /** what a running module exports (e.g. the auth module's token issuer) */
   exportsOf<E>(module: FeatureModule<unknown, E>): E;
+  /**
+   * Shuts down: /readyz answers 503 at once; after the drain delay the listeners close, requests
+   * in progress finish (HTTP/1.1 connections close once answered, HTTP/2 sessions get GOAWAY),
+   * background tasks stop, modules and the database close. At the shutdown timeout whatever
+   * connection is still open is cut. Once begun, every call answers the same shutdown.
+   */
+  shutdown(): Promise<ShutdownReport>;
+  /** `shutdown`, for callers that need not know whether connections were cut */
   close(): Promise<void>;
 }
 
@@ -221,7 +254,22 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     for (const [i, runtime] of runtimes.entries())
       for (const task of runtime.tasks ?? []) tasks.schedule(modules[i]!.name, task);
     const bindings = runtimes.flatMap((r) => r.bindings);
+    const databaseReady: ReadinessCheck = {
+      name: "database",
+      run: async () => {
+        let pending: string[];
+        try {
+          pending = await pendingMigrations(database.db, modules);
+        } catch (err) {
+          throw new NotReady("unreachable", err);
+        }
+        if (pending.length > 0)
+          throw new NotReady("not migrated", new Error(`migrations not applied: ${pending.join(", ")}`));
+      },
+    };
+    const readiness = new Readiness([databaseReady, ...runtimes.flatMap((r) => r.readiness ?? [])], logger);
     const { fastify, dual, extraListener } = await createApp({
+      readiness,
       bindings,
       authorizer: authorizerOf(runtimes, modules),
       recorder,
@@ -256,7 +304,43 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     }
     fillPublicUrls(urls, url);
     for (const runtime of runtimes) await runtime.listening?.(urls);
-    let closing: Promise<void> | undefined;
+    let closing: Promise<ShutdownReport> | undefined;
+    const shutdown = () =>
+      (closing ??= (async (): Promise<ShutdownReport> => {
+        const listeners = [dual, ...(registryListener ? [registryListener] : [])];
+        // The bound of the whole shutdown, from its first moment.
+        let boundTimer: NodeJS.Timeout | undefined;
+        const bound = new Promise<"bound">((resolve) => {
+          boundTimer = setTimeout(() => resolve("bound"), config.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS);
+        });
+        // Load balancers see /readyz fail while everything is still served, and stop sending.
+        readiness.shutDown();
+        for (const listener of listeners) listener.drain();
+        const drainDelayMs = config.drainDelayMs ?? 0;
+        logger.info({ drainDelayMs }, "shutting down: /readyz answers 503");
+        if (drainDelayMs > 0) await Promise.race([sleep(drainDelayMs), bound]);
+        const tasksStopped = tasks.stop();
+        // No new connections; each open one ends once it has answered what it was sent.
+        const closed = Promise.all([
+          fastify.close(),
+          ...(registryListener ? [new Promise((resolve) => registryListener.front.close(resolve))] : []),
+        ]);
+        for (const listener of listeners) listener.closeConnections();
+        let cutConnections = 0;
+        if ((await Promise.race([closed, bound])) === "bound") {
+          cutConnections = listeners.reduce((n, listener) => n + listener.destroyConnections(), 0);
+          logger.warn({ cutConnections }, "shutdown timeout: connections still open are cut");
+          await closed;
+        }
+        // A task run past the bound is not waited for (its database closes under it).
+        await Promise.race([tasksStopped, bound]);
+        clearTimeout(boundTimer);
+        // Last started, first closed: a module may be using an earlier one's exports (the
+        // images module's background reads, the registry's blob store) until it closes.
+        for (const runtime of [...runtimes].reverse()) await runtime.close?.();
+        await database.close();
+        return { cutConnections };
+      })());
     return {
       url,
       port,
@@ -267,28 +351,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       bindings,
       metrics,
       exportsOf,
-      close: () =>
-        (closing ??= (async () => {
-          const tasksStopped = tasks.stop();
-          dual.closeConnections();
-          if (registryListener) {
-            registryListener.closeConnections();
-            const front = registryListener.front;
-            await new Promise((resolve) => front.close(resolve));
-          }
-          // In-flight requests get a grace period; then whatever is still open is cut.
-          const force = setTimeout(() => dual.destroyConnections(), 5_000);
-          try {
-            await fastify.close();
-          } finally {
-            clearTimeout(force);
-          }
-          await tasksStopped;
-          // Last started, first closed: a module may be using an earlier one's exports (the
-          // images module's background reads, the registry's blob store) until it closes.
-          for (const runtime of [...runtimes].reverse()) await runtime.close?.();
-          await database.close();
-        })()),
+      close: async () => void (await shutdown()),
+      shutdown,
     };
   } catch (err) {
     await tasks.stop();

@@ -234,6 +234,16 @@ async function appliedMigrations(db: Kysely<any>): Promise<Set<string> | undefin
   return new Set(applied.rows.map((r) => r.name));
 }
 
+/**
+ * The known migrations the database has not applied (all of them before the first run): what
+ * `/readyz` waits for while another replica migrates, or after the database was restored from an
+ * older backup. Migrations the database has that this version does not know are not counted.
+ */
+export async function pendingMigrations(db: Kysely<any>, sets: readonly MigrationSet[]): Promise<string[]> {
+  const applied = await appliedMigrations(db);
+  return Object.keys(collectMigrations(sets)).filter((name) => !applied?.has(name));
+}
+
 /** Applies every pending migration of the given modules, in number order. */
 export async function migrate(db: Kysely<any>, sets: readonly MigrationSet[]): Promise<void> {
   const migrations = collectMigrations(sets);

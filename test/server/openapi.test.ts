@@ -138,6 +138,8 @@ describe("OpenAPI", () => {
   it("describes the plain routes, and each described one is served", async () => {
     const plain: [string, string][] = [
       ["get", "/healthz"],
+      ["get", "/livez"],
+      ["get", "/readyz"],
       ["get", "/v2/"],
       ["get", "/token"],
       ["get", "/v1/vulns/{id}"],

@@ -54,6 +54,9 @@ function parsePositiveDuration(value: string): number {
   return millis;
 }
 
+/** After the shutdown timeout cut what was open: how long closing the modules and the database may still take. */
+const CLOSE_AFTER_BOUND_MS = 5_000;
+
 /** Where the registry keeps blobs: a directory, or an S3-compatible bucket. */
 function blobOptions(cmd: Command): Command {
   return cmd
@@ -353,6 +356,22 @@ export function registerServerCommands(program: Command): void {
         .env("BULWARK_BODY_TIMEOUT")
         .argParser(parseDuration),
     )
+    .addOption(
+      new Option(
+        "--drain-delay <duration>",
+        "on SIGTERM/SIGINT: answer /readyz 503 this long, still serving, before the listener closes (load balancers stop sending first; default 0s)",
+      )
+        .env("BULWARK_DRAIN_DELAY")
+        .argParser(parseDuration),
+    )
+    .addOption(
+      new Option(
+        "--shutdown-timeout <duration>",
+        "on SIGTERM/SIGINT: the bound of the whole shutdown, drain delay included; connections still open then are cut and the exit status is 1 (default 30s)",
+      )
+        .env("BULWARK_SHUTDOWN_TIMEOUT")
+        .argParser(parsePositiveDuration),
+    )
     .addOption(new Option("--no-rate-limit", "turn every rate limit off").env("BULWARK_NO_RATE_LIMIT"))
     .addOption(
       new Option(
@@ -409,6 +428,8 @@ export function registerServerCommands(program: Command): void {
             corsOrigin?: string[];
             trustProxy?: boolean;
             bodyTimeout?: number;
+            drainDelay?: number;
+            shutdownTimeout?: number;
             rateLimit: boolean;
             preparedStatements: boolean;
             rateLimitAddress?: RateLimit | null;
@@ -429,7 +450,12 @@ export function registerServerCommands(program: Command): void {
         command: Command,
       ) => {
         const io = ioOf(command);
-        const [{ pino }, { startServer }, { keyEncryptionKeyFromEnv }, { DEFAULT_RATE_LIMITS }] = await Promise.all([
+        const [
+          { pino },
+          { startServer, DEFAULT_SHUTDOWN_TIMEOUT_MS },
+          { keyEncryptionKeyFromEnv },
+          { DEFAULT_RATE_LIMITS },
+        ] = await Promise.all([
           import("pino"),
           import("../../server/start.js"),
           import("../../storage/db.js"),
@@ -464,12 +490,18 @@ export function registerServerCommands(program: Command): void {
         // end, then closes as usual, so the database shuts down cleanly and its lock is released.
         // Repeats are ignored: Ctrl-C under `npm start` delivers SIGINT twice (the terminal's, and
         // npm's forwarded one).
+        // The exit status says whether the stop was clean: 0 once every request accepted was
+        // answered and the database closed; 1 when the shutdown timeout cut connections (or the
+        // close failed), so a supervisor records that requests were lost. Data is safe either way:
+        // transactions are atomic and an upload cut mid-chunk resumes from its last whole one.
         let server: Awaited<ReturnType<typeof startServer>> | undefined;
         let stopping = false;
+        const shutdownTimeoutMs = opts.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
         const closeAndExit = async (running: NonNullable<typeof server>) => {
           try {
-            await running.close();
-            process.exit(0);
+            const { cutConnections } = await running.shutdown();
+            logger.info({ cutConnections }, cutConnections ? "stopped, connections cut" : "stopped");
+            process.exit(cutConnections ? 1 : 0);
           } catch (err) {
             logger.error({ err }, "error during shutdown");
             process.exit(1);
@@ -479,6 +511,12 @@ export function registerServerCommands(program: Command): void {
           if (stopping) return;
           stopping = true;
           logger.info({ signal }, "shutting down");
+          // The close cuts connections at the bound; this ends the process should closing the
+          // modules or the database after that hang.
+          setTimeout(() => {
+            logger.error({ shutdownTimeoutMs }, "shutdown did not finish: exiting");
+            process.exit(1);
+          }, shutdownTimeoutMs + CLOSE_AFTER_BOUND_MS).unref();
           if (server) void closeAndExit(server); // else once startServer is done, below
         };
         process.on("SIGTERM", () => stop("SIGTERM"));
@@ -491,6 +529,8 @@ export function registerServerCommands(program: Command): void {
           rateLimits,
           corsOrigins: opts.corsOrigin,
           bodyTimeoutMs: opts.bodyTimeout,
+          drainDelayMs: opts.drainDelay,
+          shutdownTimeoutMs,
           moduleSettings: {
             events: {
               allowInsecureSinks: opts.allowInsecureSinks,
