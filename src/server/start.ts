@@ -22,6 +22,8 @@ import { createApp } from "./app.js";
 import { DEFAULT_RATE_LIMITS, RequestLimits, type RateLimitSettings } from "./limits.js";
 import { MODULES, type ModuleSettings } from "./modules.js";
 import { PeriodicTasks } from "./tasks.js";
+import { startTracing, type TracingSettings } from "./tracing.js";
+import { traceQueries } from "../platform/tracing.js";
 
 export interface ServerConfig extends PlatformSettings {
   port: number;
@@ -62,6 +64,11 @@ export interface ServerConfig extends PlatformSettings {
   metrics?: MetricsRegistry;
   /** each feature's own settings, by module name (a module reads its own as `ctx.moduleSettings`) */
   moduleSettings?: ModuleSettings;
+  /**
+   * Export OpenTelemetry traces over OTLP/HTTP (`bulwark serve`: when OTEL_EXPORTER_OTLP_ENDPOINT is
+   * set). The provider is the process's: one server per process may trace. Absent: no tracing.
+   */
+  tracing?: TracingSettings;
 }
 
 export interface RunningServer {
@@ -166,7 +173,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const metrics = config.metrics ?? newMetricsRegistry();
   const tasks = new PeriodicTasks(logger);
   const runtimes: ModuleRuntime[] = [];
+  let stopTracing: (() => Promise<void>) | undefined;
   try {
+    // Before the modules start: they decide then whether to trace (the registry's blob store).
+    if (config.tracing) {
+      stopTracing = await startTracing(config.tracing, logger);
+      traceQueries(database.db);
+    }
     await migrate(database.db, modules);
     // Each shared secret is read once per server, however many modules ask for it.
     const secrets = new Map<string, Promise<Uint8Array>>();
@@ -236,6 +249,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       cors: config.corsOrigins?.length ? { origins: config.corsOrigins } : undefined,
       trustProxy: config.trustProxy,
       bodyTimeoutMs: config.bodyTimeoutMs,
+      tracing: config.tracing !== undefined,
     });
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;
@@ -288,12 +302,14 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           // images module's background reads, the registry's blob store) until it closes.
           for (const runtime of [...runtimes].reverse()) await runtime.close?.();
           await database.close();
+          await stopTracing?.(); // last: the spans of everything above are flushed
         })()),
     };
   } catch (err) {
     await tasks.stop();
     for (const runtime of [...runtimes].reverse()) await runtime.close?.().catch(() => undefined);
     await database.close();
+    await stopTracing?.().catch(() => undefined);
     throw err;
   }
 }

@@ -420,12 +420,14 @@ export function registerServerCommands(program: Command): void {
         command: Command,
       ) => {
         const io = ioOf(command);
-        const [{ pino }, { startServer }, { keyEncryptionKeyFromEnv }, { DEFAULT_RATE_LIMITS }] = await Promise.all([
-          import("pino"),
-          import("../../server/start.js"),
-          import("../../storage/db.js"),
-          import("../../server/limits.js"),
-        ]);
+        const [{ pino }, { startServer }, { keyEncryptionKeyFromEnv }, { DEFAULT_RATE_LIMITS }, { tracingFromEnv }] =
+          await Promise.all([
+            import("pino"),
+            import("../../server/start.js"),
+            import("../../storage/db.js"),
+            import("../../server/limits.js"),
+            import("../../server/tracing.js"),
+          ]);
         const logger = pino({ level: opts.logLevel });
         for (const group of opts.publicAdvisories ?? [])
           if (!isValidUidp(group))
@@ -482,6 +484,8 @@ export function registerServerCommands(program: Command): void {
           rateLimits,
           corsOrigins: opts.corsOrigin,
           bodyTimeoutMs: opts.bodyTimeout,
+          // OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT): traces exported over OTLP/HTTP
+          tracing: tracingFromEnv(io.env),
           moduleSettings: {
             events: {
               allowInsecureSinks: opts.allowInsecureSinks,
