@@ -17,7 +17,7 @@ import { RegistryEvents } from "./oci/events.js";
 import { registerOciRoutes } from "./oci/routes.js";
 import type { BlobStore } from "./storage/blob-store.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
-import { tracedBlobStore } from "./storage/traced-blob-store.js";
+import { tracedBlobStore } from "./traced-blob-store.js";
 import { tracingEnabled } from "../platform/tracing.js";
 import { registerTokenRoute } from "./token.js";
 import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";

@@ -2,8 +2,8 @@
 // store's kind and the digest it names (content addresses, nothing secret; upload ids are left
 // out: they are what a client holds to continue an upload). Installed only when tracing is on.
 import type { Readable } from "node:stream";
-import { SpanKind, inSpan, inTrace, type Attributes } from "../../platform/tracing.js";
-import type { BlobStore, ByteRange } from "./blob-store.js";
+import { SpanKind, inSpan, inTrace, type Attributes } from "../platform/tracing.js";
+import type { BlobStore, ByteRange } from "./storage/blob-store.js";
 
 export function tracedBlobStore(store: BlobStore): BlobStore {
   // S3 is a remote service; the filesystem is this process's own work.
