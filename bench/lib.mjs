@@ -198,17 +198,20 @@ export async function runTracked(resources, command, args, options = {}) {
 }
 
 /**
- * `bulwark serve` as a child process on a PGlite data dir or a PostgreSQL URL; resolves once GET
+ * `bulwark serve` (`bin`: another build's bin/bulwark.js) as a child process on a PGlite data dir or a PostgreSQL URL; resolves once GET
  * /healthz answers 200, with `readyMs` (from spawn to that answer; polled every 10 ms).
  */
-export async function startBulwark(resources, { label, dataDir, databaseUrl, blobDir, env = {}, logLevel = "warn" }) {
+export async function startBulwark(
+  resources,
+  { label, dataDir, databaseUrl, blobDir, env = {}, logLevel = "warn", bin = BULWARK },
+) {
   const port = await freePort();
   const where = databaseUrl ? ["--database-url", databaseUrl] : ["--data-dir", dataDir];
   // On PostgreSQL the registry's blobs would default to ./data/registry: somewhere of ours instead.
   const blobs = blobDir ? ["--blob-dir", blobDir] : [];
   const args = ["serve", ...where, ...blobs, "--host", "127.0.0.1", "--port", String(port), "--no-rate-limit"];
   const t = performance.now();
-  const child = spawnTracked(resources, process.execPath, [BULWARK, ...args, "--log-level", logLevel], {
+  const child = spawnTracked(resources, process.execPath, [bin, ...args, "--log-level", logLevel], {
     env: childEnv(env),
   });
   const server = { label, child, port, base: `http://127.0.0.1:${port}`, where, env, databaseUrl, dataDir };

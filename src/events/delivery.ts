@@ -28,6 +28,14 @@ import { isIP } from "node:net";
 import type { Logger } from "pino";
 import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { addressCategory, guardedLookup, systemResolve, type Resolve } from "../platform/outbound-addresses.js";
+import {
+  SpanKind,
+  contextOfTraceparent,
+  failSpan,
+  tracer,
+  traceparentOfSpan,
+  tracingEnabled,
+} from "../platform/tracing.js";
 import type { DeliveryQueue, DueDelivery, LeasedSubscription } from "./storage/delivery-queue.js";
 import type { EventsSettings } from "./settings.js";
 
@@ -336,7 +344,39 @@ export class DeliveryWorker {
       "user-agent": "bulwark-events",
     };
     if (event.group) headers["ce-group"] = event.group;
-    return this.#post(url, headers, body);
+    return tracingEnabled() ? this.#tracedPost(url, headers, body, event) : this.#post(url, headers, body);
+  }
+
+  /**
+   * The POST as a CLIENT span in the event's trace (the request that recorded it), whose context
+   * the receiver gets as the delivery's `traceparent`. The sink's URL is not recorded whole: its
+   * query may hold a receiver's secret.
+   */
+  async #tracedPost(url: URL, headers: Record<string, string>, body: Buffer, event: DueDelivery["event"]) {
+    const span = tracer().startSpan(
+      "POST",
+      {
+        kind: SpanKind.CLIENT,
+        attributes: {
+          "http.request.method": "POST",
+          "server.address": url.hostname,
+          "server.port": Number(url.port || (url.protocol === "https:" ? 443 : 80)),
+          "cloudevents.event_id": event.uid,
+          "cloudevents.event_type": event.type,
+          "cloudevents.event_spec_version": "1.0",
+        },
+      },
+      contextOfTraceparent(event.traceparent),
+    );
+    headers.traceparent = traceparentOfSpan(span) ?? event.traceparent;
+    try {
+      const outcome = await this.#post(url, headers, body);
+      if (outcome.statusCode !== null) span.setAttribute("http.response.status_code", outcome.statusCode);
+      if (!outcome.delivered) failSpan(span, outcome.statusCode === null ? "no answer" : String(outcome.statusCode));
+      return outcome;
+    } finally {
+      span.end();
+    }
   }
 
   #post(url: URL, headers: Record<string, string>, body: Buffer): Promise<Outcome> {

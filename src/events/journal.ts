@@ -32,7 +32,8 @@ export class Journal implements EventJournal {
   ) {}
 
   recordSoon(event: EventRecord): void {
-    this.#soon.push({ ...event, time: this.now() });
+    // The trace is the recording request's: taken now, not when the batch is written.
+    this.#soon.push({ ...event, traceparent: traceparentOf(event.traceparent), time: this.now() });
     if (this.#soon.length >= SOON_MAX) void this.flush();
     else if (!this.#soonTimer) {
       this.#soonTimer = setTimeout(() => void this.flush(), SOON_MS);
@@ -49,7 +50,9 @@ export class Journal implements EventJournal {
       this.#flushed = this.#flushed
         .then(() =>
           withinTransaction(this.db, async () => {
-            const { stored, deliveries } = await this.events.insertMany(batch.map((e) => this.#newEvent(e)));
+            const { stored, deliveries } = await this.events.insertMany(
+              batch.map((e) => this.#newEvent(e, e.traceparent)),
+            );
             // the listeners learn the batch's deliveries once, from its last event
             if (stored.length) stored[stored.length - 1]!.deliveries = deliveries;
             afterCommit(() => this.#committed(stored));
@@ -72,7 +75,7 @@ export class Journal implements EventJournal {
   }
 
   /** What the repository stores for a recorded event: its text made storable, its source and time. */
-  #newEvent(event: EventRecord & { undelivered?: boolean; time?: Date }): NewEvent {
+  #newEvent(event: EventRecord & { undelivered?: boolean; time?: Date }, traceparent?: string): NewEvent {
     const group = event.group && isValidUidp(event.group) ? event.group : undefined;
     return {
       type: storableText(event.type),
@@ -84,7 +87,7 @@ export class Journal implements EventJournal {
         ...(event.actor.act ? { act: storableJson({ ...event.actor.act }) as Record<string, string> } : {}),
       },
       body: storableJson(event.body),
-      traceparent: traceparentOf(event.traceparent),
+      traceparent: traceparent ?? traceparentOf(event.traceparent),
       time: event.time ?? this.now(),
       undelivered: event.undelivered,
     };

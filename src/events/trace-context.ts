@@ -1,11 +1,18 @@
 // W3C Trace Context: an event carries the traceparent of the request that caused it, or a new
-// one, and its deliveries send it on.
+// one, and its deliveries send it on. With tracing on, that is the active span's (the request's
+// span, a child of the incoming traceparent), so a delivery continues the request's trace.
 import { randomBytes } from "node:crypto";
+import { activeTraceparent, tracingEnabled } from "../platform/tracing.js";
 
 const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
 
-/** The given traceparent when it is a valid version-00 one; else a new trace, sampled. */
+/**
+ * The active span's traceparent when tracing is on and a span is active; else the given one when
+ * it is a valid version-00 one; else a new trace, sampled.
+ */
 export function traceparentOf(given: string | undefined): string {
+  const active = tracingEnabled() ? activeTraceparent() : undefined;
+  if (active) return active;
   if (given && TRACEPARENT.test(given)) return given;
   return `00-${randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-01`;
 }

@@ -20,6 +20,8 @@ import { RegistryEvents } from "./oci/events.js";
 import { registerOciRoutes } from "./oci/routes.js";
 import type { BlobStore } from "./storage/blob-store.js";
 import { FilesystemBlobStore } from "./storage/fs-blob-store.js";
+import { tracedBlobStore } from "./traced-blob-store.js";
+import { tracingEnabled } from "../platform/tracing.js";
 import { registerTokenRoute } from "./token.js";
 import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import { TagSchema, TagsService } from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
@@ -164,7 +166,8 @@ export const registryModule: FeatureModule<
       settings?.objectStorage || settings?.blobDirectory || ctx.dataDir
         ? undefined
         : await mkdtemp(join(tmpdir(), "bulwark-blobs-"));
-    const store = await openBlobStore(settings, temporary ?? join(ctx.dataDir ?? ".", "registry"));
+    const opened = await openBlobStore(settings, temporary ?? join(ctx.dataDir ?? ".", "registry"));
+    const store = tracingEnabled() ? tracedBlobStore(opened) : opened;
     // On a database other processes may share (PostgreSQL), a store that holds none of the blobs
     // the database records is not the one its other replicas use.
     if (!ctx.dataDir && !temporary) await refuseUnsharedStore(blobs, store, settings);

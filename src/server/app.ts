@@ -42,6 +42,7 @@ import { VERSION } from "../core/version.js";
 import { registerTranscoder } from "./transcoder.js";
 import { registerHealthRoutes, type Readiness } from "./health.js";
 import { REQUEST_ID_HEADER, RequestLog, outcomeOf, requestIdOf, type Outcome } from "./request-log.js";
+import { traceRequests, tracedAuthorizer } from "./request-spans.js";
 
 export { statusJson };
 
@@ -71,6 +72,8 @@ export interface AppOptions {
   bodyTimeoutMs?: number;
   /** what /readyz answers */
   readiness: Readiness;
+  /** a span per request and per authorization (the tracing provider is registered: server/tracing.ts) */
+  tracing?: boolean;
 }
 
 /** The client's address, for handlers that only see a Connect HandlerContext. */
@@ -98,21 +101,22 @@ export interface App {
 
 export async function createApp(opts: AppOptions): Promise<App> {
   const { logger, errorDomain, limits } = opts;
+  const traced = opts.tracing ? tracedAuthorizer(opts.authorizer) : opts.authorizer;
   // Once the caller is known, its identity's limit applies (a call that stayed anonymous meets the
   // address limit admit let it past to have its credentials checked).
   const authorizer: Authorizer = limits
     ? {
         async authorize(method, request, call) {
-          await opts.authorizer.authorize(method, request, call);
+          await traced.authorize(method, request, call);
           limits.afterAuthorization(call);
         },
         async authorizeRoute(rule, call) {
-          await opts.authorizer.authorizeRoute(rule, call);
+          await traced.authorizeRoute(rule, call);
           limits.afterAuthorization(call);
         },
-        confirm: (call) => opts.authorizer.confirm(call),
+        confirm: (call) => traced.confirm(call),
       }
-    : opts.authorizer;
+    : traced;
   let dual!: DualServer;
   let appHandler!: import("node:http").RequestListener;
   const dualOptions = {
@@ -222,6 +226,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
       service.methods.map((m) => `/${service.typeName}/${m.name}`),
     ),
   );
+  // First, so that every answer (CORS preflights, unserved methods) has its span.
+  if (opts.tracing) traceRequests(fastify, grpcPaths);
   fastify.addHook("onRequest", (request, reply, done) => {
     // Set on the raw response, so replies written past Fastify (Connect, gRPC) carry them too.
     reply.raw.setHeader("x-content-type-options", "nosniff");

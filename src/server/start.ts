@@ -32,6 +32,8 @@ import { Readiness } from "./health.js";
 import { DEFAULT_RATE_LIMITS, RequestLimits, type RateLimitSettings } from "./limits.js";
 import { MODULES, type ModuleSettings } from "./modules.js";
 import { PeriodicTasks } from "./tasks.js";
+import { startTracing, type TracingSettings } from "./tracing.js";
+import { traceQueries } from "../platform/tracing.js";
 
 export interface ServerConfig extends PlatformSettings {
   port: number;
@@ -72,6 +74,11 @@ export interface ServerConfig extends PlatformSettings {
   metrics?: MetricsRegistry;
   /** each feature's own settings, by module name (a module reads its own as `ctx.moduleSettings`) */
   moduleSettings?: ModuleSettings;
+  /**
+   * Export OpenTelemetry traces over OTLP/HTTP (`bulwark serve`: when OTEL_EXPORTER_OTLP_ENDPOINT is
+   * set). The provider is the process's: one server per process may trace. Absent: no tracing.
+   */
+  tracing?: TracingSettings;
   /**
    * on close: how long /readyz answers 503 while everything is still served, before the listener
    * closes, so that load balancers stop sending first (default 0)
@@ -199,7 +206,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const metrics = config.metrics ?? newMetricsRegistry();
   const tasks = new PeriodicTasks(logger);
   const runtimes: ModuleRuntime[] = [];
+  let stopTracing: (() => Promise<void>) | undefined;
   try {
+    // Before the modules start: they decide then whether to trace (the registry's blob store).
+    if (config.tracing) {
+      stopTracing = await startTracing(config.tracing, logger);
+      traceQueries(database.db);
+    }
     await migrate(database.db, modules);
     // Each shared secret is read once per server, however many modules ask for it.
     const secrets = new Map<string, Promise<Uint8Array>>();
@@ -284,6 +297,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       cors: config.corsOrigins?.length ? { origins: config.corsOrigins } : undefined,
       trustProxy: config.trustProxy,
       bodyTimeoutMs: config.bodyTimeoutMs,
+      tracing: config.tracing !== undefined,
     });
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;
@@ -339,6 +353,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         // images module's background reads, the registry's blob store) until it closes.
         for (const runtime of [...runtimes].reverse()) await runtime.close?.();
         await database.close();
+        await stopTracing?.(); // last: the spans of everything above are flushed
         return { cutConnections };
       })());
     return {
@@ -358,6 +373,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     await tasks.stop();
     for (const runtime of [...runtimes].reverse()) await runtime.close?.().catch(() => undefined);
     await database.close();
+    await stopTracing?.().catch(() => undefined);
     throw err;
   }
 }

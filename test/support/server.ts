@@ -16,6 +16,7 @@ import type { ImagesSettings } from "../../src/images/api.js";
 import type { FeatureModule } from "../../src/platform/module.js";
 import type { RateLimitSettings } from "../../src/server/limits.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
+import type { TracingSettings } from "../../src/server/tracing.js";
 import { clonePglite, clonePostgres, type Backend } from "./db-templates.js";
 
 export const ERROR_DOMAIN = "test.bulwark.dev";
@@ -136,6 +137,8 @@ export interface TestServerOptions {
   replicaOf?: TestServer;
   /** the server's logger (default: silent, or BULWARK_TEST_LOG's level); see test/support/logs.ts */
   logger?: Logger;
+  /** export traces (the provider is the process's: one traced server at a time) */
+  tracing?: TracingSettings;
 }
 
 const INSERT_ROOT_GROUP =
@@ -167,6 +170,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     },
     registryPort: options.registryPort,
     preparedStatements: options.preparedStatements,
+    tracing: options.tracing,
     ...options.publicUrls,
   };
   if (backend === "pglite") {

@@ -455,11 +455,13 @@ export function registerServerCommands(program: Command): void {
           { startServer, DEFAULT_SHUTDOWN_TIMEOUT_MS },
           { keyEncryptionKeyFromEnv },
           { DEFAULT_RATE_LIMITS },
+          { tracingFromEnv },
         ] = await Promise.all([
           import("pino"),
           import("../../server/start.js"),
           import("../../storage/db.js"),
           import("../../server/limits.js"),
+          import("../../server/tracing.js"),
         ]);
         const logger = pino({ level: opts.logLevel });
         for (const group of opts.publicAdvisories ?? [])
@@ -531,6 +533,8 @@ export function registerServerCommands(program: Command): void {
           bodyTimeoutMs: opts.bodyTimeout,
           drainDelayMs: opts.drainDelay,
           shutdownTimeoutMs,
+          // OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT): traces exported over OTLP/HTTP
+          tracing: tracingFromEnv(io.env),
           moduleSettings: {
             events: {
               allowInsecureSinks: opts.allowInsecureSinks,
