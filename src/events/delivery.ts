@@ -30,6 +30,7 @@ import { Capability } from "../gen/capabilities/capabilities_pb.js";
 import { addressCategory, guardedLookup, systemResolve, type Resolve } from "../platform/outbound-addresses.js";
 import type { DeliveryQueue, DueDelivery, LeasedSubscription } from "./storage/delivery-queue.js";
 import type { EventsSettings } from "./settings.js";
+import type { DeliveryMetrics } from "./metrics.js";
 
 type DeliverySettings = Required<
   Pick<
@@ -74,6 +75,8 @@ export interface DeliveryWorkerDeps {
   resolve?: Resolve;
   /** every capability an identity holds on a uid now (auth's): a creator's access, checked once per run */
   capabilitiesOf?: (identityUid: string, uid: string) => Promise<Set<number>>;
+  /** told of every attempt and every delivery given up (the server's metrics) */
+  metrics?: DeliveryMetrics;
 }
 
 /** Why a creator's subscription is held. */
@@ -228,6 +231,7 @@ export class DeliveryWorker {
             outcome = await this.#attempt(subscription, delivery);
           }
           now = this.deps.now();
+          this.deps.metrics?.attempted(outcome.delivered);
           if (outcome.delivered) {
             delivered.push({ seq: delivery.seq, statusCode: outcome.statusCode, time: now });
             if (delivered.length >= BATCH) await flush();
@@ -242,6 +246,7 @@ export class DeliveryWorker {
             time: now,
             ...retry,
           });
+          if (retry.gaveUp) this.deps.metrics?.gaveUp();
           // A failure at the head holds the rest back (order), unless it was the last attempt.
           if (!retry.gaveUp) break run;
         }

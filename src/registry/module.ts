@@ -11,6 +11,7 @@ import type { FeatureModule } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
+import { RegistryMetrics } from "./metrics.js";
 import * as m006 from "./migrations/006_registry.js";
 import * as m015 from "./migrations/015_registry_image_reads.js";
 import { RegistryEvents } from "./oci/events.js";
@@ -146,12 +147,23 @@ export const registryModule: FeatureModule<
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
-    const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
-      collectGarbage({ blobs, manifests, uploads }, store, {
-        graceMs: options.graceMs ?? graceMs,
-        dryRun: options.dryRun,
-        logger: ctx.logger,
-      });
+    const metrics = new RegistryMetrics(ctx.metrics);
+    // Every collection of this server passes here (the schedule's and those asked for): counted once.
+    const gc = async (options: { dryRun?: boolean; graceMs?: number } = {}) => {
+      let report: GcReport;
+      try {
+        report = await collectGarbage({ blobs, manifests, uploads }, store, {
+          graceMs: options.graceMs ?? graceMs,
+          dryRun: options.dryRun,
+          logger: ctx.logger,
+        });
+      } catch (err) {
+        if (!options.dryRun) metrics.collectionFailed();
+        throw err;
+      }
+      if (!options.dryRun) metrics.collected(report);
+      return report;
+    };
     const bindings = withV1(
       GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
@@ -177,6 +189,7 @@ export const registryModule: FeatureModule<
           store,
           events: new RegistryEvents(ctx.events, ctx.db, ctx.now),
           manifestHooks,
+          metrics,
           urls: ctx.urls,
           now: ctx.now,
         });

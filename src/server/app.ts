@@ -18,6 +18,7 @@ import {
   type ServiceBinding,
 } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
+import type { MetricsRegistry } from "../platform/telemetry.js";
 import { DEFAULT_BODY_TIMEOUT_MS, limitBodyIdle } from "./body-timeout.js";
 import { clientAddressOf } from "./client-address.js";
 import { registerConnectRoutes } from "./connect-routes.js";
@@ -26,6 +27,7 @@ import { REFLECTION_SERVICES, registerReflection } from "./reflection.js";
 import { applyCors, type CorsSettings } from "./cors.js";
 import { createDualServer, type ClientProblem, type DualServer } from "./dual-server.js";
 import type { CallKind, RequestLimits } from "./limits.js";
+import { registerHttpMetrics } from "./http-metrics.js";
 import { headersOf, plainRouter } from "./plain-routes.js";
 import {
   MAX_HEADER_BYTES,
@@ -68,6 +70,8 @@ export interface AppOptions {
   trustProxy?: boolean;
   /** how long a request body may send nothing before it is answered 400 (default 30 s) */
   bodyTimeoutMs?: number;
+  /** counts and times every request here (absent: nothing is counted) */
+  metrics?: MetricsRegistry;
 }
 
 /** The client's address, for handlers that only see a Connect HandlerContext. */
@@ -216,6 +220,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
       service.methods.map((m) => `/${service.typeName}/${m.name}`),
     ),
   );
+  // First: requests the next hook answers itself (CORS preflights, unserved RPCs) are counted too.
+  if (opts.metrics) registerHttpMetrics(fastify, opts.metrics);
   fastify.addHook("onRequest", (request, reply, done) => {
     // Set on the raw response, so replies written past Fastify (Connect, gRPC) carry them too.
     reply.raw.setHeader("x-content-type-options", "nosniff");

@@ -20,6 +20,13 @@ import { KEY_ENCRYPTION_KEY_ENV, keyEncryptionKeyFromEnv, migrate, openDatabase 
 import { loadSharedSecret } from "../storage/server-secrets.js";
 import { createApp } from "./app.js";
 import { DEFAULT_RATE_LIMITS, RequestLimits, type RateLimitSettings } from "./limits.js";
+import {
+  listenForMetrics,
+  metricsRoute,
+  registerBuildInfo,
+  registerDatabaseMetrics,
+  type MetricsSettings,
+} from "./metrics.js";
 import { MODULES, type ModuleSettings } from "./modules.js";
 import { PeriodicTasks } from "./tasks.js";
 
@@ -58,8 +65,10 @@ export interface ServerConfig extends PlatformSettings {
   bodyTimeoutMs?: number;
   /** the features to run (default: all of them) */
   modules?: readonly FeatureModule<any, any>[];
+  /** where /metrics is served: a port of its own, and/or the main port to the operator (default: nowhere) */
+  metrics?: MetricsSettings;
   /** the server's metrics registry (default: a new one) */
-  metrics?: MetricsRegistry;
+  metricsRegistry?: MetricsRegistry;
   /** each feature's own settings, by module name (a module reads its own as `ctx.moduleSettings`) */
   moduleSettings?: ModuleSettings;
 }
@@ -69,6 +78,8 @@ export interface RunningServer {
   port: number;
   /** the registry's own port, when one was asked for */
   registryPort?: number;
+  /** the metrics' own port, when one was asked for */
+  metricsPort?: number;
   /** the database, untyped here: each module types its own tables */
   db: Kysely<any>;
   backend: "pglite" | "postgres";
@@ -163,9 +174,12 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     keyEncryptionKey,
     notice: (message, details) => logger.warn(details, message),
   });
-  const metrics = config.metrics ?? newMetricsRegistry();
+  const metrics = config.metricsRegistry ?? newMetricsRegistry();
+  registerBuildInfo(metrics);
+  registerDatabaseMetrics(metrics, database.db, database.poolStats);
   const tasks = new PeriodicTasks(logger);
   const runtimes: ModuleRuntime[] = [];
+  let metricsListener: Awaited<ReturnType<typeof listenForMetrics>> | undefined;
   try {
     await migrate(database.db, modules);
     // Each shared secret is read once per server, however many modules ask for it.
@@ -225,7 +239,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       bindings,
       authorizer: authorizerOf(runtimes, modules),
       recorder,
-      routes: runtimes.flatMap((r) => (r.routes ? [r.routes.bind(r)] : [])),
+      routes: [
+        ...runtimes.flatMap((r) => (r.routes ? [r.routes.bind(r)] : [])),
+        ...(config.metrics?.onMainPort ? [metricsRoute(metrics)] : []),
+      ],
       pathPrefixes: [config.issuerUrl, config.apiUrl].flatMap((u) => {
         const path = u ? new URL(u).pathname.replace(/\/+$/, "") : "";
         return path ? [path] : [];
@@ -236,7 +253,16 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       cors: config.corsOrigins?.length ? { origins: config.corsOrigins } : undefined,
       trustProxy: config.trustProxy,
       bodyTimeoutMs: config.bodyTimeoutMs,
+      metrics,
     });
+    // Before the main port, so a metrics port that cannot be had stops the start with nothing served.
+    if (config.metrics?.port !== undefined)
+      metricsListener = await listenForMetrics(
+        metrics,
+        config.metrics.port,
+        config.metrics.host ?? config.host,
+        logger,
+      );
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;
     const hostPart = config.host.includes(":") ? `[${config.host}]` : config.host;
@@ -261,6 +287,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       url,
       port,
       registryPort: registryListener && (registryListener.front.address() as AddressInfo).port,
+      metricsPort: metricsListener?.port,
       db: database.db,
       backend: database.backend,
       urls,
@@ -283,6 +310,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           } finally {
             clearTimeout(force);
           }
+          // Scraped while the main port drains; closed once it has.
+          await metricsListener?.close();
           await tasksStopped;
           // Last started, first closed: a module may be using an earlier one's exports (the
           // images module's background reads, the registry's blob store) until it closes.
@@ -291,6 +320,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
         })()),
     };
   } catch (err) {
+    await metricsListener?.close();
     await tasks.stop();
     for (const runtime of [...runtimes].reverse()) await runtime.close?.().catch(() => undefined);
     await database.close();
