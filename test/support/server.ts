@@ -15,6 +15,7 @@ import type { EventsSettings } from "../../src/events/api.js";
 import type { ImagesSettings } from "../../src/images/api.js";
 import type { FeatureModule } from "../../src/platform/module.js";
 import type { RateLimitSettings } from "../../src/server/limits.js";
+import type { MetricsSettings } from "../../src/server/metrics.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
 import { clonePglite, clonePostgres, type Backend } from "./db-templates.js";
 
@@ -136,6 +137,8 @@ export interface TestServerOptions {
   replicaOf?: TestServer;
   /** the server's logger (default: silent, or BULWARK_TEST_LOG's level); see test/support/logs.ts */
   logger?: Logger;
+  /** where /metrics is served (default: nowhere; the registry still counts, as `server.metrics`) */
+  metrics?: MetricsSettings;
 }
 
 const INSERT_ROOT_GROUP =
@@ -166,6 +169,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
       images: options.images,
     },
     registryPort: options.registryPort,
+    metrics: options.metrics,
     preparedStatements: options.preparedStatements,
     ...options.publicUrls,
   };
