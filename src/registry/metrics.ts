@@ -89,15 +89,25 @@ export class RegistryMetrics {
     this.#pulls.inc({ outcome });
   }
 
-  /** One collection's result (not a dry run's). */
-  collected(report: GcReport): void {
-    this.#gcRuns.inc({ outcome: "ok" });
-    this.#gcFreedBytes.inc(report.bytes);
-    this.#gcFreedBlobs.inc(report.blobs);
-    this.#gcFreedManifests.inc(report.manifests);
-  }
-
-  collectionFailed(): void {
-    this.#gcRuns.inc({ outcome: "error" });
+  /** A garbage collection that counts each run it makes and what it freed (a dry run is no run). */
+  counted<O extends { dryRun?: boolean }>(
+    collect: (options?: O) => Promise<GcReport>,
+  ): (options?: O) => Promise<GcReport> {
+    return async (options) => {
+      let report: GcReport;
+      try {
+        report = await collect(options);
+      } catch (err) {
+        if (!options?.dryRun) this.#gcRuns.inc({ outcome: "error" });
+        throw err;
+      }
+      if (!options?.dryRun) {
+        this.#gcRuns.inc({ outcome: "ok" });
+        this.#gcFreedBytes.inc(report.bytes);
+        this.#gcFreedBlobs.inc(report.blobs);
+        this.#gcFreedManifests.inc(report.manifests);
+      }
+      return report;
+    };
   }
 }

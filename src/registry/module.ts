@@ -148,22 +148,11 @@ export const registryModule: FeatureModule<
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const metrics = new RegistryMetrics(ctx.metrics);
-    // Every collection of this server passes here (the schedule's and those asked for): counted once.
-    const gc = async (options: { dryRun?: boolean; graceMs?: number } = {}) => {
-      let report: GcReport;
-      try {
-        report = await collectGarbage({ blobs, manifests, uploads }, store, {
-          graceMs: options.graceMs ?? graceMs,
-          dryRun: options.dryRun,
-          logger: ctx.logger,
-        });
-      } catch (err) {
-        if (!options.dryRun) metrics.collectionFailed();
-        throw err;
-      }
-      if (!options.dryRun) metrics.collected(report);
-      return report;
-    };
+    // Every collection (the schedule's, those asked for) is counted here.
+    const gc = metrics.counted((options: { dryRun?: boolean; graceMs?: number } = {}) => {
+      const gcOptions = { graceMs: options.graceMs ?? graceMs, dryRun: options.dryRun, logger: ctx.logger };
+      return collectGarbage({ blobs, manifests, uploads }, store, gcOptions);
+    });
     const bindings = withV1(
       GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
