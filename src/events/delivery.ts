@@ -38,6 +38,7 @@ import {
 } from "../platform/tracing.js";
 import type { DeliveryQueue, DueDelivery, LeasedSubscription } from "./storage/delivery-queue.js";
 import type { EventsSettings } from "./settings.js";
+import type { DeliveryMetrics } from "./metrics.js";
 
 type DeliverySettings = Required<
   Pick<
@@ -82,6 +83,8 @@ export interface DeliveryWorkerDeps {
   resolve?: Resolve;
   /** every capability an identity holds on a uid now (auth's): a creator's access, checked once per run */
   capabilitiesOf?: (identityUid: string, uid: string) => Promise<Set<number>>;
+  /** told of every attempt and every delivery given up (the server's metrics) */
+  metrics?: DeliveryMetrics;
 }
 
 /** Why a creator's subscription is held. */
@@ -236,6 +239,7 @@ export class DeliveryWorker {
             outcome = await this.#attempt(subscription, delivery);
           }
           now = this.deps.now();
+          this.deps.metrics?.attempted(outcome.delivered);
           if (outcome.delivered) {
             delivered.push({ seq: delivery.seq, statusCode: outcome.statusCode, time: now });
             if (delivered.length >= BATCH) await flush();
@@ -250,6 +254,7 @@ export class DeliveryWorker {
             time: now,
             ...retry,
           });
+          if (retry.gaveUp) this.deps.metrics?.gaveUp();
           // A failure at the head holds the rest back (order), unless it was the last attempt.
           if (!retry.gaveUp) break run;
         }

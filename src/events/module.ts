@@ -24,6 +24,7 @@ import { openAuditLog } from "./audit-log.js";
 import { deliveriesService } from "./deliveries.js";
 import { DELIVERY_DEFAULTS, DeliveryWorker } from "./delivery.js";
 import { Journal } from "./journal.js";
+import { eventsMetrics } from "./metrics.js";
 import { RpcRecorder } from "./outbox.js";
 import { retentionTask } from "./retention.js";
 import { DeliveriesRepository } from "./storage/deliveries.js";
@@ -108,6 +109,7 @@ export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, 
       settings: ctx.moduleSettings,
       logger: ctx.logger,
       now: ctx.now,
+      metrics: eventsMetrics(ctx.metrics, queue),
     });
     // A subscription with a new delivery is looked at now, not at the next poll; an event no
     // subscription matched wakes nothing.

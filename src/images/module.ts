@@ -19,6 +19,7 @@ import { imagesService, v1ImageInfoHandlers } from "./image-info.js";
 import type { Indexer } from "./indexer.js";
 import { startIndexer } from "./indexer-start.js";
 import { matchPackages } from "./matching/match.js";
+import { registerImagesMetrics } from "./metrics.js";
 import * as m014 from "./migrations/014_images.js";
 import { ReportWorker } from "./reports.js";
 import { IMAGES_DEFAULTS, type ImagesSettings } from "./settings.js";
@@ -78,6 +79,7 @@ export const imagesModule: FeatureModule<ReturnType<typeof imagesRepositories>, 
       now: ctx.now,
       logger: ctx.logger,
     });
+    registerImagesMetrics(ctx.metrics, imagesDb(ctx.db));
     const indexer = await startIndexer(ctx, repositories, registry);
     // A read inventory has its reports queued (in the save's transaction): compute them now.
     indexer.onInventory(() => worker.wake());

@@ -14,6 +14,7 @@ import type { FeatureModule, ReadinessCheck } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
+import { RegistryMetrics } from "./metrics.js";
 import * as m006 from "./migrations/006_registry.js";
 import * as m015 from "./migrations/015_registry_image_reads.js";
 import { RegistryEvents } from "./oci/events.js";
@@ -174,12 +175,12 @@ export const registryModule: FeatureModule<
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
-    const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
-      collectGarbage({ blobs, manifests, uploads }, store, {
-        graceMs: options.graceMs ?? graceMs,
-        dryRun: options.dryRun,
-        logger: ctx.logger,
-      });
+    const metrics = new RegistryMetrics(ctx.metrics);
+    // Every collection (the schedule's, those asked for) is counted here.
+    const gc = metrics.counted((options: { dryRun?: boolean; graceMs?: number } = {}) => {
+      const gcOptions = { graceMs: options.graceMs ?? graceMs, dryRun: options.dryRun, logger: ctx.logger };
+      return collectGarbage({ blobs, manifests, uploads }, store, gcOptions);
+    });
     const bindings = withV1(
       GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
@@ -205,6 +206,7 @@ export const registryModule: FeatureModule<
           store,
           events: new RegistryEvents(ctx.events, ctx.db, ctx.now),
           manifestHooks,
+          metrics,
           urls: ctx.urls,
           now: ctx.now,
         });

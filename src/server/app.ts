@@ -18,6 +18,7 @@ import {
   type ServiceBinding,
 } from "../core/service.js";
 import type { PlainRouter } from "../platform/routes.js";
+import type { MetricsRegistry } from "../platform/telemetry.js";
 import { DEFAULT_BODY_TIMEOUT_MS, limitBodyIdle } from "./body-timeout.js";
 import { clientAddressOf } from "./client-address.js";
 import { registerConnectRoutes } from "./connect-routes.js";
@@ -26,6 +27,7 @@ import { REFLECTION_SERVICES, registerReflection } from "./reflection.js";
 import { applyCors, type CorsSettings } from "./cors.js";
 import { createDualServer, type ClientProblem, type DualServer } from "./dual-server.js";
 import type { CallKind, RequestLimits } from "./limits.js";
+import { registerHttpMetrics } from "./http-metrics.js";
 import { headersOf, plainRouter } from "./plain-routes.js";
 import {
   MAX_HEADER_BYTES,
@@ -74,6 +76,8 @@ export interface AppOptions {
   readiness: Readiness;
   /** a span per request and per authorization (the tracing provider is registered: server/tracing.ts) */
   tracing?: boolean;
+  /** counts and times every request here (absent: nothing is counted) */
+  metrics?: MetricsRegistry;
 }
 
 /** The client's address, for handlers that only see a Connect HandlerContext. */
@@ -228,6 +232,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   );
   // First, so that every answer (CORS preflights, unserved methods) has its span.
   if (opts.tracing) traceRequests(fastify, grpcPaths);
+  // First: requests the next hook answers itself (CORS preflights, unserved RPCs) are counted too.
+  if (opts.metrics) registerHttpMetrics(fastify, opts.metrics);
   fastify.addHook("onRequest", (request, reply, done) => {
     // Set on the raw response, so replies written past Fastify (Connect, gRPC) carry them too.
     reply.raw.setHeader("x-content-type-options", "nosniff");

@@ -22,6 +22,24 @@ export interface RateLimitSettings {
   failedAuthentication?: RateLimit;
 }
 
+/** Which limit refused a request (the metrics' `limit` label). */
+export type LimitName =
+  "address" | "identity" | "sensitive" | "failed_authentication_address" | "failed_authentication_principal";
+
+const refusedBy = new WeakMap<object, LimitName>();
+
+/** The limit a refusal (RESOURCE_EXHAUSTED from these limits) came from; undefined for any other error. */
+export function limitOf(err: unknown): LimitName | undefined {
+  return typeof err === "object" && err !== null ? refusedBy.get(err) : undefined;
+}
+
+/** RESOURCE_EXHAUSTED for `what`, remembering which limit said so. */
+function refusal(limit: LimitName, what: string, wait: number) {
+  const err = resourceExhausted(what, wait);
+  refusedBy.set(err, limit);
+  return err;
+}
+
 export const DEFAULT_RATE_LIMITS: Required<RateLimitSettings> = {
   address: { perSecond: 200, burst: 400 },
   identity: { perSecond: 100, burst: 200 },
@@ -59,13 +77,13 @@ export class RequestLimits {
    */
   admit(call: CallContext, kind: CallKind): void {
     const address = call.clientAddress ?? "unknown";
-    if (kind.sensitive) spend(this.#sensitive, address, "token requests per client address");
+    if (kind.sensitive) spend(this.#sensitive, "sensitive", address, "token requests per client address");
     const wait = this.#address?.take(address) ?? 0;
     if (wait === 0) return;
-    const refusal = resourceExhausted("requests per client address", wait);
-    if (kind.sensitive || !call.headers.has("authorization")) throw refusal;
+    const refused = refusal("address", "requests per client address", wait);
+    if (kind.sensitive || !call.headers.has("authorization")) throw refused;
     // Held until the credentials are checked (only those that cost no database read or fetch).
-    call.addressLimitRefusal = refusal;
+    call.addressLimitRefusal = refused;
   }
 
   /**
@@ -74,7 +92,7 @@ export class RequestLimits {
    */
   afterAuthorization(call: CallContext): void {
     if (call.principal) {
-      spend(this.#identity, call.principal.uid, "requests per identity");
+      spend(this.#identity, "identity", call.principal.uid, "requests per identity");
       return;
     }
     if (call.addressLimitRefusal) throw call.addressLimitRefusal;
@@ -98,15 +116,17 @@ export class RequestLimits {
     if (!failedAuthentication) return call.principal === undefined ? (call.addressLimitRefusal ?? err) : err;
     const byAddress = this.#failedByAddress?.take(call.clientAddress ?? "unknown") ?? 0;
     // An address that spent its budget spends no principal's: it cannot reset or drain others'.
-    if (byAddress > 0) return resourceExhausted("failed authentications per client address", byAddress);
+    if (byAddress > 0)
+      return refusal("failed_authentication_address", "failed authentications per client address", byAddress);
     const principal = call.claimedPrincipal;
     const byPrincipal = principal === undefined ? 0 : (this.#failedByPrincipal?.take(principal) ?? 0);
-    if (byPrincipal > 0) return resourceExhausted("failed authentications in this principal's name", byPrincipal);
+    if (byPrincipal > 0)
+      return refusal("failed_authentication_principal", "failed authentications in this principal's name", byPrincipal);
     return call.addressLimitRefusal ?? err;
   }
 }
 
-function spend(buckets: TokenBuckets | undefined, key: string, what: string): void {
+function spend(buckets: TokenBuckets | undefined, limit: LimitName, key: string, what: string): void {
   const wait = buckets?.take(key) ?? 0;
-  if (wait > 0) throw resourceExhausted(what, wait);
+  if (wait > 0) throw refusal(limit, what, wait);
 }

@@ -30,6 +30,13 @@ import { loadSharedSecret } from "../storage/server-secrets.js";
 import { createApp } from "./app.js";
 import { Readiness } from "./health.js";
 import { DEFAULT_RATE_LIMITS, RequestLimits, type RateLimitSettings } from "./limits.js";
+import {
+  listenForMetrics,
+  metricsRoute,
+  registerBuildInfo,
+  registerDatabaseMetrics,
+  type MetricsSettings,
+} from "./metrics.js";
 import { MODULES, type ModuleSettings } from "./modules.js";
 import { PeriodicTasks } from "./tasks.js";
 import { startTracing, type TracingSettings } from "./tracing.js";
@@ -70,8 +77,10 @@ export interface ServerConfig extends PlatformSettings {
   bodyTimeoutMs?: number;
   /** the features to run (default: all of them) */
   modules?: readonly FeatureModule<any, any>[];
+  /** where /metrics is served: a port of its own, and/or the main port to the operator (default: nowhere) */
+  metrics?: MetricsSettings;
   /** the server's metrics registry (default: a new one) */
-  metrics?: MetricsRegistry;
+  metricsRegistry?: MetricsRegistry;
   /** each feature's own settings, by module name (a module reads its own as `ctx.moduleSettings`) */
   moduleSettings?: ModuleSettings;
   /**
@@ -101,6 +110,8 @@ export interface RunningServer {
   port: number;
   /** the registry's own port, when one was asked for */
   registryPort?: number;
+  /** the metrics' own port, when one was asked for */
+  metricsPort?: number;
   /** the database, untyped here: each module types its own tables */
   db: Kysely<any>;
   backend: "pglite" | "postgres";
@@ -203,10 +214,13 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     keyEncryptionKey,
     notice: (message, details) => logger.warn(details, message),
   });
-  const metrics = config.metrics ?? newMetricsRegistry();
+  const metrics = config.metricsRegistry ?? newMetricsRegistry();
+  registerBuildInfo(metrics);
+  registerDatabaseMetrics(metrics, database.db, database.poolStats);
   const tasks = new PeriodicTasks(logger);
   const runtimes: ModuleRuntime[] = [];
   let stopTracing: (() => Promise<void>) | undefined;
+  let metricsListener: Awaited<ReturnType<typeof listenForMetrics>> | undefined;
   try {
     // Before the modules start: they decide then whether to trace (the registry's blob store).
     if (config.tracing) {
@@ -286,7 +300,10 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       bindings,
       authorizer: authorizerOf(runtimes, modules),
       recorder,
-      routes: runtimes.flatMap((r) => (r.routes ? [r.routes.bind(r)] : [])),
+      routes: [
+        ...runtimes.flatMap((r) => (r.routes ? [r.routes.bind(r)] : [])),
+        ...(config.metrics?.onMainPort ? [metricsRoute(metrics)] : []),
+      ],
       pathPrefixes: [config.issuerUrl, config.apiUrl].flatMap((u) => {
         const path = u ? new URL(u).pathname.replace(/\/+$/, "") : "";
         return path ? [path] : [];
@@ -298,7 +315,16 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       trustProxy: config.trustProxy,
       bodyTimeoutMs: config.bodyTimeoutMs,
       tracing: config.tracing !== undefined,
+      metrics,
     });
+    // Before the main port, so a metrics port that cannot be had stops the start with nothing served.
+    if (config.metrics?.port !== undefined)
+      metricsListener = await listenForMetrics(
+        metrics,
+        config.metrics.port,
+        config.metrics.host ?? config.host,
+        logger,
+      );
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;
     const hostPart = config.host.includes(":") ? `[${config.host}]` : config.host;
@@ -346,6 +372,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
           logger.warn({ cutConnections }, "shutdown timeout: connections still open are cut");
           await closed;
         }
+        // Scraped while the main port drains; closed once it has.
+        await metricsListener?.close();
         // A task run past the bound is not waited for (its database closes under it).
         await Promise.race([tasksStopped, bound]);
         clearTimeout(boundTimer);
@@ -360,6 +388,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       url,
       port,
       registryPort: registryListener && (registryListener.front.address() as AddressInfo).port,
+      metricsPort: metricsListener?.port,
       db: database.db,
       backend: database.backend,
       urls,
@@ -370,6 +399,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       shutdown,
     };
   } catch (err) {
+    await metricsListener?.close();
     await tasks.stop();
     for (const runtime of [...runtimes].reverse()) await runtime.close?.().catch(() => undefined);
     await database.close();

@@ -106,9 +106,22 @@ function pgliteWasmModule(): Promise<WebAssembly.Module | undefined> {
   })());
 }
 
+/** A PostgreSQL connection pool's occupancy now (pg.Pool's counts). */
+export interface PoolStats {
+  /** connections open, busy or idle */
+  total: number;
+  idle: number;
+  /** queries waiting for a connection */
+  waiting: number;
+  /** the most connections the pool opens */
+  max: number;
+}
+
 export interface OpenDatabase {
   db: Db;
   backend: "pglite" | "postgres";
+  /** PostgreSQL: the connection pool's occupancy (the embedded database has no pool) */
+  poolStats?(): PoolStats;
   /** the embedded database's data directory, when it is on disk */
   dataDir?: string;
   close(): Promise<void>;
@@ -140,13 +153,15 @@ function withAmbientTransactions(dialect: Dialect): Db {
 
 export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase> {
   if (opts.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.poolSize ?? 10, types: TYPE_PARSERS });
+    const max = opts.poolSize ?? 10;
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max, types: TYPE_PARSERS });
     // An idle client can error (e.g. the server restarts); the pool replaces it.
     pool.on("error", () => {});
     if (opts.preparedStatements !== false) new PreparedStatements().attach(pool);
     const db = withAmbientTransactions(new PostgresDialect({ pool }));
     if (opts.keyEncryptionKey) keyEncryptionKeys.set(db, opts.keyEncryptionKey);
-    return { db, backend: "postgres", close: () => db.destroy() };
+    const poolStats = () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max });
+    return { db, backend: "postgres", poolStats, close: () => db.destroy() };
   }
   const dataDir = opts.dataDir || "./data";
   if (opts.pglite || dataDir.startsWith("memory://")) {

@@ -15,6 +15,7 @@ import type { EventsSettings } from "../../src/events/api.js";
 import type { ImagesSettings } from "../../src/images/api.js";
 import type { FeatureModule } from "../../src/platform/module.js";
 import type { RateLimitSettings } from "../../src/server/limits.js";
+import type { MetricsSettings } from "../../src/server/metrics.js";
 import { startServer, type RunningServer } from "../../src/server/start.js";
 import type { TracingSettings } from "../../src/server/tracing.js";
 import { clonePglite, clonePostgres, type Backend } from "./db-templates.js";
@@ -139,6 +140,8 @@ export interface TestServerOptions {
   logger?: Logger;
   /** export traces (the provider is the process's: one traced server at a time) */
   tracing?: TracingSettings;
+  /** where /metrics is served (default: nowhere; the registry still counts, as `server.metrics`) */
+  metrics?: MetricsSettings;
 }
 
 const INSERT_ROOT_GROUP =
@@ -169,6 +172,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
       images: options.images,
     },
     registryPort: options.registryPort,
+    metrics: options.metrics,
     preparedStatements: options.preparedStatements,
     tracing: options.tracing,
     ...options.publicUrls,

@@ -405,10 +405,31 @@ export function registerServerCommands(program: Command): void {
         .env("BULWARK_RATE_LIMIT_FAILED_AUTH")
         .argParser(parseRateLimit),
     )
+    .addOption(
+      new Option(
+        "--metrics-port <port>",
+        "serve Prometheus metrics at /metrics on this port, without credentials (keep it private); default: off",
+      )
+        .env("BULWARK_METRICS_PORT")
+        .argParser(parsePort),
+    )
+    .addOption(
+      new Option("--metrics-host <host>", "the address the metrics port binds (default: --host)").env(
+        "BULWARK_METRICS_HOST",
+      ),
+    )
+    .addOption(
+      new Option("--metrics [bool]", "also serve /metrics on the main port, to the operator's token only")
+        .env("BULWARK_METRICS")
+        .argParser(parseSwitch),
+    )
     .action(
       async (
         opts: UrlOpts &
           BlobOpts & {
+            metricsPort?: number;
+            metricsHost?: string;
+            metrics?: boolean;
             registryPort?: number;
             registryGcEvery?: number;
             registryGcGrace?: number;
@@ -535,6 +556,7 @@ export function registerServerCommands(program: Command): void {
           shutdownTimeoutMs,
           // OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT): traces exported over OTLP/HTTP
           tracing: tracingFromEnv(io.env),
+          metrics: { port: opts.metricsPort, host: opts.metricsHost, onMainPort: opts.metrics === true },
           moduleSettings: {
             events: {
               allowInsecureSinks: opts.allowInsecureSinks,
@@ -569,7 +591,8 @@ export function registerServerCommands(program: Command): void {
             registryHost: server.urls.registryAudience,
           },
           `bulwark listening on ${server.url}` +
-            (server.registryPort === undefined ? "" : ` (registry also on port ${server.registryPort})`),
+            (server.registryPort === undefined ? "" : ` (registry also on port ${server.registryPort})`) +
+            (server.metricsPort === undefined ? "" : ` (metrics on port ${server.metricsPort})`),
         );
         if (stopping) await closeAndExit(server);
       },

@@ -5,6 +5,7 @@ import type { BlobsRepository } from "../storage/blobs.js";
 import { isDigest } from "./digest.js";
 import { OciError, blobUnknown, digestInvalid } from "./errors.js";
 import type { RegistryEvents } from "./events.js";
+import type { RegistryMetrics } from "../metrics.js";
 import { sendHead, type RepoRequest } from "./http.js";
 import type { MethodHandlers } from "./router.js";
 
@@ -12,6 +13,7 @@ export interface BlobRouteDeps {
   blobs: BlobsRepository;
   store: BlobStore;
   events: RegistryEvents;
+  metrics: RegistryMetrics;
 }
 
 /** DELETE unlinks, GET and HEAD pull (as does any other method, as it always has). */
@@ -53,6 +55,7 @@ async function getBlob(deps: BlobRouteDeps, r: RepoRequest) {
     stream?.destroy();
     throw err;
   }
+  deps.metrics.sent("blob", length);
   return reply.send(stream ?? Buffer.alloc(0));
 }
 

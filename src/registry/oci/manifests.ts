@@ -9,6 +9,7 @@ import { TAG_PATTERN as TAG } from "../names.js";
 import { algorithmOf, digestOf, isDigest, looksLikeDigest } from "./digest.js";
 import { OciError, digestInvalid, manifestInvalid, manifestUnknown } from "./errors.js";
 import type { RegistryEvents } from "./events.js";
+import type { RegistryMetrics } from "../metrics.js";
 import type { ManifestHooks } from "../image-access.js";
 import { sendHead, type RepoRequest } from "./http.js";
 import type { MethodHandlers } from "./router.js";
@@ -20,6 +21,7 @@ export interface ManifestRouteDeps {
   events: RegistryEvents;
   /** told of every stored manifest inside its push's transaction (the images module queues it) */
   manifestHooks: ManifestHooks;
+  metrics: RegistryMetrics;
   now(): Date;
 }
 
@@ -44,7 +46,12 @@ async function getManifest(deps: ManifestRouteDeps, r: RepoRequest) {
     .header("docker-content-digest", manifest.digest)
     .header("etag", `"${manifest.digest}"`)
     .header("content-length", String(manifest.size));
-  return head ? sendHead(reply) : reply.send(Buffer.from(manifest.content ?? []));
+  if (head) return sendHead(reply);
+  if (request.method === "GET") {
+    deps.metrics.pulled("ok");
+    deps.metrics.sent("manifest", manifest.size);
+  }
+  return reply.send(Buffer.from(manifest.content ?? []));
 }
 
 /** The tag a manifest reference names (undefined for a digest). */
@@ -106,6 +113,7 @@ async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
       digest: result.digest,
     });
   }
+  deps.metrics.pushed("ok");
   reply.code(201).header("location", `/v2/${name}/manifests/${digest}`).header("docker-content-digest", digest);
   if (parsed.subject) reply.header("oci-subject", parsed.subject);
   return reply.send();

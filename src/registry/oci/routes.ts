@@ -20,6 +20,7 @@ import { referrerHandlers, type ReferrerRouteDeps } from "./referrers.js";
 import { OciRouteTable, type Routed, type RouteTableDeps, type Target } from "./router.js";
 import { catalog, tagHandlers, type TagRouteDeps } from "./tags.js";
 import { uploadHandlers, type UploadRouteDeps } from "./uploads.js";
+import type { RegistryMetrics } from "../metrics.js";
 
 export type OciDeps = RouteTableDeps &
   ManifestRouteDeps &
@@ -58,6 +59,7 @@ export function registerOciRoutes(router: PlainRouter, deps: OciDeps): void {
         const hidden = wire.code === Code.NotFound && name !== undefined && !(thrown instanceof OciError);
         const answer = ociAnswerOf(wire, hidden ? nameUnknown(name) : thrown);
         const routed = table.routedOf(request);
+        if (routed) countFailure(deps.metrics, request, routed.target, answer);
         // The client gets its OCI error even if its event cannot be recorded.
         if (routed)
           await recordFailure(deps.events, request, call, routed, answer).catch((err: unknown) =>
@@ -93,6 +95,17 @@ function recordFailure(
         ? { type: "manifest" as const, digest: target.reference }
         : { type: "manifest" as const, digest: "", tag: target.reference };
   return events.pullFailed(request, call, target.name!, resolved, what, answer);
+}
+
+/**
+ * A failed manifest push (PUT) or pull (GET), by the OCI code answered. The 401 that asks a
+ * client without credentials to fetch a token (how every docker pull starts) is no failure.
+ */
+function countFailure(metrics: RegistryMetrics, request: FastifyRequest, target: Target, answer: OciAnswer): void {
+  if (target.endpoint !== "manifest") return;
+  if (answer.status === 401 && request.headers.authorization === undefined) return;
+  if (request.method === "PUT") metrics.pushed(answer.code);
+  else if (request.method === "GET") metrics.pulled(answer.code);
 }
 
 /** What a request that pushes (rather than starts, feeds or cancels an upload) tried to push. */

@@ -14,6 +14,7 @@ import type { UploadRow, UploadsRepository } from "../storage/uploads.js";
 import { HashingStream, algorithmOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
 import { OciError, digestInvalid, nameUnknown, uploadUnknown } from "./errors.js";
 import type { RegistryEvents } from "./events.js";
+import type { RegistryMetrics } from "../metrics.js";
 import { queryOf, unsupported, type RepoRequest } from "./http.js";
 import { ACTION_CAPABILITIES, granted, type MethodHandlers, type RepoHandler } from "./router.js";
 
@@ -23,6 +24,7 @@ export interface UploadRouteDeps {
   names: RepositoryNames;
   store: BlobStore;
   events: RegistryEvents;
+  metrics: RegistryMetrics;
   now(): Date;
 }
 
@@ -211,6 +213,8 @@ async function append(
     throw new OciError(400, "BLOB_UPLOAD_INVALID", "the upload's body could not be read in full", {
       reason: (err as Error).message?.slice(0, 200),
     });
+  } finally {
+    u.metrics.received(counted.bytes);
   }
   const declared = request.headers["content-length"];
   if (declared !== undefined && Number(declared) !== counted.bytes)
