@@ -10,7 +10,7 @@ import { ANONYMOUS_SUBJECT, AuthEvents, authModule } from "../auth/api.js";
 import { iamModule } from "../iam/api.js";
 import type { ServiceBinding } from "../core/service.js";
 import { sharedProbe } from "../platform/health.js";
-import type { FeatureModule, ReadinessCheck } from "../platform/module.js";
+import type { FeatureModule, ModuleContext, ReadinessCheck } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
@@ -147,6 +147,26 @@ function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBi
   return [...bindings, v1RegistryService(bindings, stores)];
 }
 
+/** The module's blob store, as configured (traced when tracing is on). */
+async function moduleBlobStore(
+  ctx: ModuleContext<RegistrySettings>,
+  blobs: ReturnType<typeof registryRepositories>["blobs"],
+): Promise<{ store: BlobStore; temporary?: string }> {
+  const settings = ctx.moduleSettings;
+  // Without a data directory or a configured place (tests on a given database), a private
+  // temporary directory that goes with the server.
+  const temporary =
+    settings?.objectStorage || settings?.blobDirectory || ctx.dataDir
+      ? undefined
+      : await mkdtemp(join(tmpdir(), "bulwark-blobs-"));
+  const opened = await openBlobStore(settings, temporary ?? join(ctx.dataDir ?? ".", "registry"));
+  const store = tracingEnabled() ? tracedBlobStore(opened) : opened;
+  // On a database other processes may share (PostgreSQL), a store that holds none of the blobs
+  // the database records is not the one its other replicas use.
+  if (!ctx.dataDir && !temporary) await refuseUnsharedStore(blobs, store, settings);
+  return { store, temporary };
+}
+
 export const registryModule: FeatureModule<
   ReturnType<typeof registryRepositories>,
   RegistryExports,
@@ -161,17 +181,7 @@ export const registryModule: FeatureModule<
   async start(ctx) {
     const { repos, tags, blobs, manifests, uploads } = ctx.repositoriesOf(registryModule);
     const settings = ctx.moduleSettings;
-    // Without a data directory or a configured place (tests on a given database), a private
-    // temporary directory that goes with the server.
-    const temporary =
-      settings?.objectStorage || settings?.blobDirectory || ctx.dataDir
-        ? undefined
-        : await mkdtemp(join(tmpdir(), "bulwark-blobs-"));
-    const opened = await openBlobStore(settings, temporary ?? join(ctx.dataDir ?? ".", "registry"));
-    const store = tracingEnabled() ? tracedBlobStore(opened) : opened;
-    // On a database other processes may share (PostgreSQL), a store that holds none of the blobs
-    // the database records is not the one its other replicas use.
-    if (!ctx.dataDir && !temporary) await refuseUnsharedStore(blobs, store, settings);
+    const { store, temporary } = await moduleBlobStore(ctx, blobs);
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
