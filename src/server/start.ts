@@ -29,6 +29,8 @@ export interface ServerConfig extends PlatformSettings {
   /** PGlite data directory (ignored when databaseUrl is set); locked while the server runs */
   dataDir: string;
   databaseUrl?: string;
+  /** an on-disk embedded database without fsync: survives a process kill, not a power loss (see DatabaseOptions) */
+  unsafeNoFsync?: boolean;
   /** PostgreSQL: named, server-side prepared statements (default true; see DatabaseOptions) */
   preparedStatements?: boolean;
   /**
@@ -161,8 +163,14 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     dataDir: config.dataDir,
     pglite: config.pglite,
     keyEncryptionKey,
+    unsafeNoFsync: config.unsafeNoFsync,
     notice: (message, details) => logger.warn(details, message),
   });
+  if (config.unsafeNoFsync && database.dataDir)
+    logger.warn(
+      { dataDir: database.dataDir },
+      "fsync is off (--unsafe-no-fsync): a power loss or kernel crash can lose committed data and corrupt the database",
+    );
   const metrics = config.metrics ?? newMetricsRegistry();
   const tasks = new PeriodicTasks(logger);
   const runtimes: ModuleRuntime[] = [];

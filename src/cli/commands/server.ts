@@ -348,6 +348,14 @@ export function registerServerCommands(program: Command): void {
     .addOption(new Option("--no-rate-limit", "turn every rate limit off").env("BULWARK_NO_RATE_LIMIT"))
     .addOption(
       new Option(
+        "--unsafe-no-fsync [bool]",
+        "embedded database: never wait for the disk (survives a process kill, not a power loss, which can corrupt it); tests and scratch data only",
+      )
+        .env("BULWARK_UNSAFE_NO_FSYNC")
+        .argParser(parseSwitch),
+    )
+    .addOption(
+      new Option(
         "--no-prepared-statements",
         "PostgreSQL: send every statement unprepared (for a pooler that cannot keep prepared statements)",
       ).env("BULWARK_NO_PREPARED_STATEMENTS"),
@@ -401,6 +409,7 @@ export function registerServerCommands(program: Command): void {
             trustProxy?: boolean;
             bodyTimeout?: number;
             rateLimit: boolean;
+            unsafeNoFsync?: boolean;
             preparedStatements: boolean;
             rateLimitAddress?: RateLimit | null;
             rateLimitIdentity?: RateLimit | null;
