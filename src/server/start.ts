@@ -202,6 +202,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     };
     const ctx: Omit<ModuleContext, "moduleSettings"> = {
       db: database.db,
+      database: { backend: database.backend, snapshot: database.snapshot },
       settings: config,
       sharedGrants,
       urls,

@@ -171,12 +171,40 @@ function pgliteWasmModule(): Promise<WebAssembly.Module | undefined> {
   })());
 }
 
+/** A statement run on a database held exclusively (no parameters' types: rows as PGlite returns them). */
+export type SnapshotQuery = <R>(sql: string, parameters?: unknown[]) => Promise<R[]>;
+
+/** The whole embedded database as one consistent copy, and what was read from that same state. */
+export interface DatabaseSnapshot<T> {
+  /** PGlite's data directory as an uncompressed tar (PGlite's `dumpDataDir`; `loadDataDir` reads it back) */
+  data: Blob;
+  /** what `during` answered */
+  read: T;
+}
+
 export interface OpenDatabase {
   db: Db;
   backend: "pglite" | "postgres";
   /** the embedded database's data directory, when it is on disk */
   dataDir?: string;
+  /**
+   * Embedded only: a copy of the whole database taken while no transaction is open (every write
+   * waits meanwhile), and `during`'s reads of that same state (e.g. which blobs it references).
+   */
+  snapshot?<T>(during: (query: SnapshotQuery) => Promise<T>): Promise<DatabaseSnapshot<T>>;
   close(): Promise<void>;
+}
+
+function snapshotOf(dialect: SerializedPGliteDialect): NonNullable<OpenDatabase["snapshot"]> {
+  return (during) =>
+    dialect.exclusive(async (pglite) => {
+      const read = await during(async <R>(text: string, parameters?: unknown[]) => {
+        return (await pglite.query<R>(text, parameters)).rows;
+      });
+      // "none": the caller compresses the archive it is part of
+      const data = await pglite.dumpDataDir("none");
+      return { data, read };
+    });
 }
 
 const keyEncryptionKeys = new WeakMap<Kysely<any>, Uint8Array>();
@@ -216,9 +244,10 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
   const dataDir = opts.dataDir || "./data";
   if (opts.pglite || dataDir.startsWith("memory://")) {
     const pglite = opts.pglite ?? (await PGlite.create(dataDir, await pgliteOptions()));
-    const db = withAmbientTransactions(new SerializedPGliteDialect(pglite));
+    const dialect = new SerializedPGliteDialect(pglite);
+    const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, opts.keyEncryptionKey ?? new Uint8Array(randomBytes(32)));
-    return { db, backend: "pglite", close: () => db.destroy() };
+    return { db, backend: "pglite", snapshot: snapshotOf(dialect), close: () => db.destroy() };
   }
   await mkdir(dirname(resolve(dataDir)), { recursive: true });
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -244,12 +273,14 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     // opening covers both: the directory itself is 0700 already, so nobody else reached them meanwhile.
     makePrivate(dataDir);
     const key = await dataDirKeyEncryptionKey(dataDir, true);
-    const db = withAmbientTransactions(new SerializedPGliteDialect(pglite));
+    const dialect = new SerializedPGliteDialect(pglite);
+    const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, key!);
     return {
       db,
       backend: "pglite",
       dataDir,
+      snapshot: snapshotOf(dialect),
       close: async () => {
         try {
           await db.destroy();
@@ -262,6 +293,24 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     await pglite?.close().catch(() => {});
     await release();
     throw err;
+  }
+}
+
+/**
+ * Makes a new embedded data directory `dir` (which must not hold a database) from a snapshot
+ * (OpenDatabase.snapshot's `data`), synced to disk. The caller puts the key-encryption key beside
+ * it; the first server to open it migrates it.
+ */
+export async function restoreDataDir(dir: string, data: Blob): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const restoreUmask = privateUmask();
+  try {
+    const pglite = await PGlite.create({ ...(await pgliteOptions(dir)), loadDataDir: data });
+    await pglite.close();
+    makePrivate(dir);
+    syncTree(dir);
+  } finally {
+    restoreUmask();
   }
 }
 

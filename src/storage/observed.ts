@@ -67,8 +67,7 @@ class ObservedDriver implements Driver {
     if (inner.savepoint) this.savepoint = (c, name, compile) => inner.savepoint!(c, name, compile);
     if (inner.rollbackToSavepoint)
       this.rollbackToSavepoint = (c, name, compile) => inner.rollbackToSavepoint!(c, name, compile);
-    if (inner.releaseSavepoint)
-      this.releaseSavepoint = (c, name, compile) => inner.releaseSavepoint!(c, name, compile);
+    if (inner.releaseSavepoint) this.releaseSavepoint = (c, name, compile) => inner.releaseSavepoint!(c, name, compile);
   }
   init() {
     return this.inner.init();
