@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ANONYMOUS_SUBJECT, AuthEvents, authModule } from "../auth/api.js";
 import { iamModule } from "../iam/api.js";
+import type { Logger } from "pino";
 import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
@@ -95,6 +96,22 @@ function serialized(): <T>(work: () => Promise<T>) => Promise<T> {
   };
 }
 
+/** One collection now, and exclusive work (backups): the two take turns. */
+function garbageCollection(
+  repos: Parameters<typeof collectGarbage>[0],
+  store: BlobStore,
+  settings: RegistrySettings | undefined,
+  logger: Logger,
+) {
+  const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
+  const exclusive = serialized();
+  const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
+    exclusive(() =>
+      collectGarbage(repos, store, { graceMs: options.graceMs ?? graceMs, dryRun: options.dryRun, logger }),
+    );
+  return { gc, exclusive };
+}
+
 /** The blob store the settings ask for; `fallbackDir` when nothing is configured. */
 export async function openBlobStore(settings: RegistrySettings | undefined, fallbackDir: string): Promise<BlobStore> {
   // The S3 client is loaded only when configured: it is a tenth of the server's start-up otherwise.
@@ -176,17 +193,7 @@ export const registryModule: FeatureModule<
     if (!ctx.dataDir && !temporary) await refuseUnsharedStore(blobs, store, settings);
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
-    const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
-    // Collections and exclusive work (backups) take turns.
-    const exclusive = serialized();
-    const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
-      exclusive(() =>
-        collectGarbage({ blobs, manifests, uploads }, store, {
-          graceMs: options.graceMs ?? graceMs,
-          dryRun: options.dryRun,
-          logger: ctx.logger,
-        }),
-      );
+    const { gc, exclusive } = garbageCollection({ blobs, manifests, uploads }, store, settings, ctx.logger);
     const bindings = withV1(
       GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
