@@ -2,7 +2,8 @@
 // `npm run bench` (after the build): the API bench (bench/api.mjs: bulwark serve on PostgreSQL and
 // PGlite against baselines measured in the same run, targets, RSS and start time), then the
 // registry against CNCF distribution (bench/registry.mjs), the advisories (bench/advisories.mjs)
-// and the events (bench/events.mjs: delivery rate, what the outbox costs a create).
+// the events (bench/events.mjs: delivery rate, what the outbox costs a create) and the
+// embedded database's cost of fsync (bench/durability.mjs).
 // `npm run bench -- --quick`: the API bench only, with 1 s rows and fewer sequential runs
 // (under a minute once the datasets are cached). Indicative only: load generator, baselines and
 // server share the machine's cores. Env: bench/README.md.
@@ -37,6 +38,12 @@ if (quick) {
   if (process.env.BENCH_EVENTS_BENCH !== "0") {
     const { eventsBench } = await import("./events.mjs");
     await eventsBench({ seconds: SECONDS });
+  }
+  // The embedded database's cost of durability: creates/s with fsync against --unsafe-no-fsync
+  // (bench/durability.mjs).
+  if (process.env.BENCH_DURABILITY !== "0") {
+    const { durabilityBench } = await import("./durability.mjs");
+    await durabilityBench({ seconds: SECONDS });
   }
 }
 console.log(

@@ -356,6 +356,10 @@ export class TokenAuthorizer implements Authorizer {
       }
     }
     const access = await this.admit(call, rule.audience);
+    if (rule.operatorOnly) {
+      if (!access.isOperator) throw permissionDenied("this is for the platform operator");
+      return;
+    }
     if (rule.scope === undefined) {
       call.visibility = access.visibility(rule.capabilities);
       return;

@@ -104,6 +104,8 @@ export interface RouteRule {
   resourceType?: string;
   /** credentials are optional: without any the call proceeds anonymously (no access set) */
   anonymous?: boolean;
+  /** only the platform operator may call (operations: backups); `capabilities` and `scope` are then unused */
+  operatorOnly?: boolean;
 }
 
 /**

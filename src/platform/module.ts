@@ -8,7 +8,7 @@ import type { Migration } from "kysely";
 import type { Logger } from "pino";
 import type { ListableResource, ListEngineDeps } from "../core/list.js";
 import type { Authorizer, CallRecorder, ServiceBinding } from "../core/service.js";
-import type { Db } from "../storage/db.js";
+import type { Db, OpenDatabase } from "../storage/db.js";
 import type { PlatformSettings, PublicUrls, SharedGrant } from "./config.js";
 import type { EventJournal } from "./events.js";
 import type { PlainRouter } from "./routes.js";
@@ -102,6 +102,11 @@ export interface ReadinessCheck {
 
 export interface ModuleContext<Settings = unknown> {
   db: Db;
+  /**
+   * The database as a whole: its backend, and (embedded only) a consistent snapshot of all of it
+   * (OpenDatabase.snapshot), for backups.
+   */
+  database: Pick<OpenDatabase, "backend" | "snapshot">;
   /** the whole server's settings */
   settings: Readonly<PlatformSettings>;
   /** this module's own settings (`ServerConfig.moduleSettings[name]`); absent: its defaults */

@@ -8,11 +8,12 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { ANONYMOUS_SUBJECT, AuthEvents, authModule } from "../auth/api.js";
 import { iamModule } from "../iam/api.js";
+import type { Logger } from "pino";
 import type { ServiceBinding } from "../core/service.js";
 import { sharedProbe } from "../platform/health.js";
 import type { FeatureModule, ModuleContext, ReadinessCheck } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
-import type { Db } from "../storage/db.js";
+import type { Db, SnapshotQuery } from "../storage/db.js";
 import { collectGarbage, type GcReport } from "./gc.js";
 import { RegistryMetrics } from "./metrics.js";
 import * as m006 from "./migrations/006_registry.js";
@@ -60,14 +61,61 @@ export function registryRepositories(db: Db) {
 
 export interface RegistryExports extends ImageAccess, ArtifactPusher {
   store: BlobStore;
-  /** one garbage collection now (what `bulwark registry gc` and the schedule run) */
+  /** one garbage collection now (what `bulwark registry gc` and the schedule run); waits for `exclusive` work */
   collectGarbage(options?: { dryRun?: boolean; graceMs?: number }): Promise<GcReport>;
+  /**
+   * Runs `work` while no garbage collection of this server runs: a collection asked for meanwhile
+   * waits (a backup copies blobs a collection could otherwise delete under it).
+   */
+  exclusive<T>(work: () => Promise<T>): Promise<T>;
   /** answers some of the v1 Registry's image methods (GetSbom, ...): the images module, at its start */
   serveV1Registry(handlers: V1ImageMethodHandlers): void;
   /** a repo's name as pulls name it ("org/team/app"), by its uid; undefined when there is no such repo */
   repoName(repoUid: string): Promise<string | undefined>;
   /** the uid of the repo a name as pulls name it ("org/team/app") resolves to; undefined when none */
   repoByName(name: string): Promise<string | undefined>;
+}
+
+/** A blob the registry recorded: its digest ("sha256:<hex>") and size in bytes. */
+export interface RecordedBlob {
+  digest: string;
+  size: number;
+}
+
+/**
+ * Every blob the database records, read on a database held for a snapshot (OpenDatabase.snapshot):
+ * exactly the blobs that snapshot's manifests and links can name. A blob's row is committed only
+ * once its bytes are in the store (BlobsRepository.record), so each is there.
+ */
+export async function recordedBlobs(query: SnapshotQuery): Promise<RecordedBlob[]> {
+  const rows = await query<{ digest: string; size: string | number }>(`select digest, size from blobs order by digest`);
+  return rows.map((r) => ({ digest: r.digest, size: Number(r.size) }));
+}
+
+/** A queue of one: each run starts after the one before it ended. */
+function serialized(): <T>(work: () => Promise<T>) => Promise<T> {
+  let tail: Promise<unknown> = Promise.resolve();
+  return (work) => {
+    const run = tail.then(work, work);
+    tail = run.catch(() => undefined);
+    return run;
+  };
+}
+
+/** One collection now, and exclusive work (backups): the two take turns. */
+function garbageCollection(
+  repos: Parameters<typeof collectGarbage>[0],
+  store: BlobStore,
+  settings: RegistrySettings | undefined,
+  logger: Logger,
+) {
+  const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
+  const exclusive = serialized();
+  const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
+    exclusive(() =>
+      collectGarbage(repos, store, { graceMs: options.graceMs ?? graceMs, dryRun: options.dryRun, logger }),
+    );
+  return { gc, exclusive };
 }
 
 /** The blob store the settings ask for; `fallbackDir` when nothing is configured. */
@@ -184,13 +232,10 @@ export const registryModule: FeatureModule<
     const { store, temporary } = await moduleBlobStore(ctx, blobs);
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
-    const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const metrics = new RegistryMetrics(ctx.metrics);
-    // Every collection (the schedule's, those asked for) is counted here.
-    const gc = metrics.counted((options: { dryRun?: boolean; graceMs?: number } = {}) => {
-      const gcOptions = { graceMs: options.graceMs ?? graceMs, dryRun: options.dryRun, logger: ctx.logger };
-      return collectGarbage({ blobs, manifests, uploads }, store, gcOptions);
-    });
+    // Every collection (the schedule's, those asked for) is counted; collections and backups take turns.
+    const { gc: uncounted, exclusive } = garbageCollection({ blobs, manifests, uploads }, store, settings, ctx.logger);
+    const gc = metrics.counted(uncounted);
     const bindings = withV1(
       GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
@@ -236,6 +281,7 @@ export const registryModule: FeatureModule<
       exports: {
         store,
         collectGarbage: gc,
+        exclusive,
         serveV1Registry: v1ImageMethodServer(v1Registry),
         repoName,
         repoByName: async (name: string) => (await names.resolve(name))?.repo?.uid,

@@ -4,6 +4,7 @@ import { authModule } from "../auth/api.js";
 import { eventsModule, type EventsSettings } from "../events/api.js";
 import { iamModule } from "../iam/api.js";
 import { imagesModule, type ImagesSettings } from "../images/api.js";
+import { operationsModule } from "../operations/api.js";
 import type { FeatureModule } from "../platform/module.js";
 import { registryModule, type RegistrySettings } from "../registry/api.js";
 import { vulnerabilitiesModule, type AdvisorySettings } from "../vulnerabilities/api.js";
@@ -15,6 +16,7 @@ export const MODULES: readonly FeatureModule<any, any>[] = [
   registryModule,
   vulnerabilitiesModule,
   imagesModule,
+  operationsModule,
 ];
 
 /** Each feature's own settings, by module name (`ServerConfig.moduleSettings`; `ctx.moduleSettings`). */

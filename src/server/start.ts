@@ -48,6 +48,8 @@ export interface ServerConfig extends PlatformSettings {
   /** PGlite data directory (ignored when databaseUrl is set); locked while the server runs */
   dataDir: string;
   databaseUrl?: string;
+  /** an on-disk embedded database without fsync: survives a process kill, not a power loss (see DatabaseOptions) */
+  unsafeNoFsync?: boolean;
   /** PostgreSQL: named, server-side prepared statements (default true; see DatabaseOptions) */
   preparedStatements?: boolean;
   /**
@@ -212,8 +214,14 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     dataDir: config.dataDir,
     pglite: config.pglite,
     keyEncryptionKey,
+    unsafeNoFsync: config.unsafeNoFsync,
     notice: (message, details) => logger.warn(details, message),
   });
+  if (config.unsafeNoFsync && database.dataDir)
+    logger.warn(
+      { dataDir: database.dataDir },
+      "fsync is off (--unsafe-no-fsync): a power loss or kernel crash can lose committed data and corrupt the database",
+    );
   const metrics = config.metricsRegistry ?? newMetricsRegistry();
   registerBuildInfo(metrics);
   registerDatabaseMetrics(metrics, database.db, database.poolStats);
@@ -254,6 +262,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     };
     const ctx: Omit<ModuleContext, "moduleSettings"> = {
       db: database.db,
+      database: { backend: database.backend, snapshot: database.snapshot },
       settings: config,
       sharedGrants,
       urls,

@@ -14,7 +14,7 @@ export const KEY_ENCRYPTION_KEY_FILE = "key-encryption-key";
  * Who opened the directory: a long-running `serve`, or a brief `admin token` (which a starting
  * server waits for instead of failing).
  */
-export type LockPurpose = "serve" | "admin token" | "registry gc";
+export type LockPurpose = "serve" | "admin token" | "registry gc" | "backup";
 
 /** The lock file's content. */
 export interface LockHolder {

@@ -4,11 +4,13 @@
 // (storage/data-dir.ts). Every open database has a key-encryption key (keyEncryptionKeyOf) for
 // the secrets it stores sealed: the data directory's own, or the one given (PostgreSQL).
 import { randomBytes } from "node:crypto";
+import { closeSync, existsSync, fsyncSync, openSync, readdirSync } from "node:fs";
 import { chmod, mkdir, readFile } from "node:fs/promises";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { Kysely, Migrator, PostgresDialect, sql, type Dialect, type Migration, type MigrationProvider } from "kysely";
 import pg from "pg";
 import { PGlite, type PGliteOptions } from "@electric-sql/pglite";
+import { NodeFS } from "@electric-sql/pglite/nodefs";
 import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
 import { ObservedDialect, registerObservedDialect } from "./observed.js";
@@ -72,17 +74,80 @@ export interface DatabaseOptions {
   purpose?: LockPurpose;
   /** told about a stale lock removed, or a brief holder waited for */
   notice?: (message: string, details: Record<string, unknown>) => void;
+  /**
+   * An on-disk embedded database: run without fsync (PostgreSQL's -F, PGlite's own default). A
+   * committed transaction then survives the process being killed (the operating system has its
+   * writes) but not a power loss or kernel crash, which can also corrupt the database. For tests
+   * and scratch data only. Ignored elsewhere (in-memory PGlite never syncs; PostgreSQL is configured
+   * on its server).
+   */
+  unsafeNoFsync?: boolean;
+}
+
+/**
+ * PGlite's NODEFS with a working fsync. PGlite's Emscripten build leaves both sync calls without
+ * effect on a NODEFS mount: fdatasync is a stub that answers 0, and fsync calls the stream's
+ * `fsync` operation, which NODEFS does not define. This gives NODEFS that operation, calling the
+ * kernel's fsync on the real file (or directory: PostgreSQL syncs pg_wal after adding a segment),
+ * before the data directory is mounted. PostgreSQL must then use fsync for the WAL
+ * (wal_sync_method=fsync; its default, fdatasync, reaches the stub).
+ */
+class DurableNodeFS extends NodeFS {
+  override init(pg: PGlite, options: Parameters<NodeFS["init"]>[1]): ReturnType<NodeFS["init"]> {
+    const addFsync = (mod: { NODEFS: unknown }) => {
+      const nodefs = mod.NODEFS as {
+        stream_ops: Record<string, unknown>;
+        tryFSOperation<T>(operation: () => T): T;
+      };
+      nodefs.stream_ops.fsync = (stream: { nfd?: number }) => {
+        if (stream.nfd !== undefined) nodefs.tryFSOperation(() => fsyncSync(stream.nfd!));
+        return 0;
+      };
+    };
+    return super.init(pg, { ...options, preRun: [...(options.preRun ?? []), addFsync] });
+  }
+}
+
+/**
+ * Syncs every file and directory under `dir` to disk: PGlite's initdb writes a new data directory
+ * without syncing it (as `initdb --no-sync`), so its first files would otherwise be at the mercy
+ * of the operating system's cache until a checkpoint rewrote them.
+ */
+function syncTree(dir: string): void {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) syncTree(path);
+    else if (entry.isFile()) syncPath(path);
+  }
+  syncPath(dir);
+}
+
+function syncPath(path: string): void {
+  const fd = openSync(path, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**
  * PGlite's start parameters: its defaults with 32 MB of shared buffers instead of 128 MB. PGlite
  * touches all of them when it opens, so this is ~90 MB less resident memory for the embedded
  * server; the operating system's file cache still holds what does not fit.
+ *
+ * A durable one (a data directory on disk, unless unsafeNoFsync) drops PGlite's -F (fsync off),
+ * syncs the WAL with fsync, and mounts the directory through DurableNodeFS, so a commit is
+ * acknowledged only once its WAL record is on disk. In memory nothing is durable: -F stays.
  */
-async function pgliteOptions(): Promise<PGliteOptions> {
+async function pgliteOptions(durableDir?: string): Promise<PGliteOptions> {
+  const params = durableDir
+    ? [...PGlite.defaultStartParams.filter((p) => p !== "-F"), "-c", "wal_sync_method=fsync"]
+    : PGlite.defaultStartParams;
   return {
-    startParams: [...PGlite.defaultStartParams, "-c", "shared_buffers=32MB"],
+    startParams: [...params, "-c", "shared_buffers=32MB"],
     pgliteWasmModule: await pgliteWasmModule(),
+    ...(durableDir ? { fs: new DurableNodeFS(durableDir) } : {}),
   };
 }
 
@@ -117,6 +182,17 @@ export interface PoolStats {
   max: number;
 }
 
+/** A statement run on a database held exclusively (no parameters' types: rows as PGlite returns them). */
+export type SnapshotQuery = <R>(sql: string, parameters?: unknown[]) => Promise<R[]>;
+
+/** The whole embedded database as one consistent copy, and what was read from that same state. */
+export interface DatabaseSnapshot<T> {
+  /** PGlite's data directory as an uncompressed tar (PGlite's `dumpDataDir`; `loadDataDir` reads it back) */
+  data: Blob;
+  /** what `during` answered */
+  read: T;
+}
+
 export interface OpenDatabase {
   db: Db;
   backend: "pglite" | "postgres";
@@ -124,7 +200,24 @@ export interface OpenDatabase {
   poolStats?(): PoolStats;
   /** the embedded database's data directory, when it is on disk */
   dataDir?: string;
+  /**
+   * Embedded only: a copy of the whole database taken while no transaction is open (every write
+   * waits meanwhile), and `during`'s reads of that same state (e.g. which blobs it references).
+   */
+  snapshot?<T>(during: (query: SnapshotQuery) => Promise<T>): Promise<DatabaseSnapshot<T>>;
   close(): Promise<void>;
+}
+
+function snapshotOf(dialect: SerializedPGliteDialect): NonNullable<OpenDatabase["snapshot"]> {
+  return (during) =>
+    dialect.exclusive(async (pglite) => {
+      const read = await during(async <R>(text: string, parameters?: unknown[]) => {
+        return (await pglite.query<R>(text, parameters)).rows;
+      });
+      // "none": the caller compresses the archive it is part of
+      const data = await pglite.dumpDataDir("none");
+      return { data, read };
+    });
 }
 
 const keyEncryptionKeys = new WeakMap<Kysely<any>, Uint8Array>();
@@ -166,9 +259,10 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
   const dataDir = opts.dataDir || "./data";
   if (opts.pglite || dataDir.startsWith("memory://")) {
     const pglite = opts.pglite ?? (await PGlite.create(dataDir, await pgliteOptions()));
-    const db = withAmbientTransactions(new SerializedPGliteDialect(pglite));
+    const dialect = new SerializedPGliteDialect(pglite);
+    const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, opts.keyEncryptionKey ?? new Uint8Array(randomBytes(32)));
-    return { db, backend: "pglite", close: () => db.destroy() };
+    return { db, backend: "pglite", snapshot: snapshotOf(dialect), close: () => db.destroy() };
   }
   await mkdir(dirname(resolve(dataDir)), { recursive: true });
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -186,17 +280,22 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
   };
   let pglite: PGlite | undefined;
   try {
-    pglite = await PGlite.create(dataDir, await pgliteOptions());
+    const durable = !opts.unsafeNoFsync;
+    const fresh = !existsSync(join(dataDir, "PG_VERSION"));
+    pglite = await PGlite.create(dataDir, await pgliteOptions(durable ? dataDir : undefined));
+    if (durable && fresh) syncTree(dataDir);
     // Earlier versions left PGlite's files 0666; PGlite's initdb writes them so too. One pass after
     // opening covers both: the directory itself is 0700 already, so nobody else reached them meanwhile.
     makePrivate(dataDir);
     const key = await dataDirKeyEncryptionKey(dataDir, true);
-    const db = withAmbientTransactions(new SerializedPGliteDialect(pglite));
+    const dialect = new SerializedPGliteDialect(pglite);
+    const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, key!);
     return {
       db,
       backend: "pglite",
       dataDir,
+      snapshot: snapshotOf(dialect),
       close: async () => {
         try {
           await db.destroy();
@@ -209,6 +308,24 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     await pglite?.close().catch(() => {});
     await release();
     throw err;
+  }
+}
+
+/**
+ * Makes a new embedded data directory `dir` (which must not hold a database) from a snapshot
+ * (OpenDatabase.snapshot's `data`), synced to disk. The caller puts the key-encryption key beside
+ * it; the first server to open it migrates it.
+ */
+export async function restoreDataDir(dir: string, data: Blob): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const restoreUmask = privateUmask();
+  try {
+    const pglite = await PGlite.create({ ...(await pgliteOptions(dir)), loadDataDir: data });
+    await pglite.close();
+    makePrivate(dir);
+    syncTree(dir);
+  } finally {
+    restoreUmask();
   }
 }
 

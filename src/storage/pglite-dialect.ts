@@ -85,10 +85,27 @@ function cacheKey(sqlText: string, parameters: readonly unknown[]): string | und
 }
 
 export class SerializedPGliteDialect implements Dialect {
+  /** held by each connection for as long as it is acquired (a transaction, or one statement) */
+  readonly #mutex = new Mutex();
+
   constructor(
     private readonly pglite: PGlite,
     private readonly closeOnDestroy = true,
   ) {}
+
+  /**
+   * Runs `fn` with the database to itself: it waits for the connection like any query, so no
+   * transaction is open while `fn` runs and none starts until it ends (a consistent snapshot).
+   * `fn` must not use the database through Kysely meanwhile (that would wait for itself).
+   */
+  async exclusive<T>(fn: (pglite: PGlite) => Promise<T>): Promise<T> {
+    const release = await this.#mutex.lock();
+    try {
+      return await fn(this.pglite);
+    } finally {
+      release();
+    }
+  }
 
   createAdapter() {
     return new PostgresAdapter();
@@ -102,7 +119,7 @@ export class SerializedPGliteDialect implements Dialect {
   createDriver(): Driver {
     const pg = this.pglite;
     const closeOnDestroy = this.closeOnDestroy;
-    const mutex = new Mutex();
+    const mutex = this.#mutex;
     let release: (() => void) | undefined;
     const kinds = new StatementKinds();
     const cache = new LruCache<string, { generation: number; rows: unknown[] }>(CACHE_ENTRIES);

@@ -375,6 +375,14 @@ export function registerServerCommands(program: Command): void {
     .addOption(new Option("--no-rate-limit", "turn every rate limit off").env("BULWARK_NO_RATE_LIMIT"))
     .addOption(
       new Option(
+        "--unsafe-no-fsync [bool]",
+        "embedded database: never wait for the disk (survives a process kill, not a power loss, which can corrupt it); tests and scratch data only",
+      )
+        .env("BULWARK_UNSAFE_NO_FSYNC")
+        .argParser(parseSwitch),
+    )
+    .addOption(
+      new Option(
         "--no-prepared-statements",
         "PostgreSQL: send every statement unprepared (for a pooler that cannot keep prepared statements)",
       ).env("BULWARK_NO_PREPARED_STATEMENTS"),
@@ -452,6 +460,7 @@ export function registerServerCommands(program: Command): void {
             drainDelay?: number;
             shutdownTimeout?: number;
             rateLimit: boolean;
+            unsafeNoFsync?: boolean;
             preparedStatements: boolean;
             rateLimitAddress?: RateLimit | null;
             rateLimitIdentity?: RateLimit | null;
@@ -710,4 +719,72 @@ export function registerServerCommands(program: Command): void {
         );
       },
     );
+
+  examples(blobOptions(program.command("backup")), [
+    "bulwark backup bulwark-$(date +%F).tar.gz --data-dir /var/lib/bulwark   # the server keeps serving",
+    "BULWARK_TOKEN=$(bulwark admin token) bulwark backup b.tar.gz --server https://bulwark.example.com",
+  ])
+    .description(
+      "write a consistent backup of an embedded server (database, key-encryption key, blobs) to <file>, " +
+        "through the server when one runs on the data directory, else by opening it; the file is secret (0600)",
+    )
+    .argument("<file>", "the archive to write (a gzipped tar)")
+    .addOption(
+      new Option("--data-dir <dir>", "embedded PGlite data directory")
+        .env("BULWARK_DATA_DIR")
+        .default(DEFAULT_CONFIG.dataDir),
+    )
+    .addOption(
+      new Option("--server <url>", "back up this server over the network (the operator's token in BULWARK_TOKEN)"),
+    )
+    .action(async (file: string, opts: BlobOpts & { dataDir: string; server?: string }, command: Command) => {
+      const io = ioOf(command);
+      const { backup } = await import("../backup.js");
+      const own = ownUrl({ host: DEFAULT_CONFIG.host, port: DEFAULT_CONFIG.port });
+      const report = await backup({
+        file,
+        dataDir: opts.dataDir,
+        server: opts.server,
+        token: io.env.BULWARK_TOKEN,
+        registry: registrySettings(io.env, opts),
+        fallbackUrls: { issuer: own, apiAudience: own, registryAudience: new URL(own).host },
+        say: (line) => void io.stderr.write(`bulwark: ${line}\n`),
+      });
+      io.stderr.write(
+        `bulwark: wrote ${report.file} (${report.bytes} bytes, ${report.how === "server" ? "from the running server" : "offline"}); ` +
+          "it holds the data directory's key-encryption key: keep it as secret as the data directory\n",
+      );
+    });
+
+  examples(program.command("restore"), [
+    "bulwark restore bulwark-2026-01-31.tar.gz --data-dir /var/lib/bulwark-restored",
+  ])
+    .description(
+      "restore a backup into a new or empty data directory, verifying the database snapshot and every blob; " +
+        "a damaged archive changes nothing",
+    )
+    .argument("<file>", "the archive `bulwark backup` wrote")
+    .addOption(
+      new Option("--data-dir <dir>", "the new data directory (absent or empty)")
+        .env("BULWARK_DATA_DIR")
+        .makeOptionMandatory(),
+    )
+    .addOption(
+      new Option("--blob-dir <dir>", "where the blobs go (default: <data dir>/registry, where serve looks)").env(
+        "BULWARK_BLOB_DIR",
+      ),
+    )
+    .action(async (file: string, opts: { dataDir: string; blobDir?: string }, command: Command) => {
+      const io = ioOf(command);
+      const { restoreArchive } = await import("../../operations/api.js");
+      const report = await restoreArchive({ file, dataDir: opts.dataDir, blobDir: opts.blobDir }).catch(
+        (err: Error) => {
+          throw new CliError(err.message);
+        },
+      );
+      io.stdout.write(
+        `restored ${opts.dataDir}: the database as of ${report.manifest.created} ` +
+          `(Bulwark ${report.manifest.bulwarkVersion}), ${report.blobs} blobs (${report.bytes} bytes), all verified\n`,
+      );
+    });
 }
