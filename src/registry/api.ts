@@ -3,7 +3,7 @@
 // `bulwark registry gc` needs to collect garbage on a database it opens itself (the blob store,
 // the registry's repositories over that database, the collection).
 export { registryModule, openBlobStore, registryRepositories, type RegistryExports } from "./module.js";
-export { collectGarbage, type GcReport } from "./gc.js";
+export { collectGarbage, CollectionRunningError, type GcReport } from "./gc.js";
 export type { RegistrySettings } from "./settings.js";
 export type { V1ImageMethodHandlers } from "./v1-image-methods.js";
 export {

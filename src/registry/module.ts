@@ -10,7 +10,7 @@ import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
-import { collectGarbage, type GcReport } from "./gc.js";
+import { collectGarbage, CollectionRunningError, type GcReport } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
 import * as m015 from "./migrations/015_registry_image_reads.js";
 import { RegistryEvents } from "./oci/events.js";
@@ -21,6 +21,7 @@ import { registerTokenRoute } from "./token.js";
 import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import { TagSchema, TagsService } from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
 import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility_pb.js";
+import { RegistryMaintenanceService } from "../gen/bulwark/registry/v1/maintenance_pb.js";
 import { file_chainguard_platform_registry_v2_repos } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { file_chainguard_platform_registry_v2_tags } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { GaTwins } from "../platform/ga-twins.js";
@@ -32,6 +33,7 @@ import { v1ImageMethodServer, type V1ImageMethodHandlers } from "./v1-image-meth
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
 import { repoVisibilityService } from "./visibility.js";
+import { registryMaintenanceService } from "./maintenance.js";
 import { RepositoryNames } from "./names.js";
 import { BlobsRepository } from "./storage/blobs.js";
 import { ManifestsRepository } from "./storage/manifests.js";
@@ -126,7 +128,14 @@ export const registryModule: FeatureModule<
 > = {
   name: "registry",
   migrations: { "006_registry": m006, "015_registry_image_reads": m015 },
-  services: [ReposService, TagsService, RegistryExtensionsService, ...GA.services, Registry],
+  services: [
+    ReposService,
+    TagsService,
+    RegistryExtensionsService,
+    RegistryMaintenanceService,
+    ...GA.services,
+    Registry,
+  ],
   listings: GA.listings({ [RepoSchema.typeName]: repoListing, [TagSchema.typeName]: tagListing }),
   repositories: registryRepositories,
 
@@ -146,17 +155,28 @@ export const registryModule: FeatureModule<
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
+    // The one collection the schedule, the admin RPC and the exports run.
     const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
-      collectGarbage({ blobs, manifests, uploads }, store, {
+      collectGarbage(ctx.db, { blobs, manifests, uploads }, store, {
         graceMs: options.graceMs ?? graceMs,
         dryRun: options.dryRun,
         logger: ctx.logger,
       });
+    // Another replica (or an operator's call) collecting now does the schedule's work.
+    const scheduledGc = async () => {
+      try {
+        await gc();
+      } catch (err) {
+        if (!(err instanceof CollectionRunningError)) throw err;
+        ctx.logger.info("registry garbage collection skipped: another one is running");
+      }
+    };
     const bindings = withV1(
       GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
         tagsService({ tags, lists: ctx.lists, now: ctx.now }),
         repoVisibilityService({ repos, tags, now: ctx.now }),
+        registryMaintenanceService({ collectGarbage: gc, defaultGraceMs: graceMs }),
       ]),
       { tags },
     );
@@ -190,7 +210,7 @@ export const registryModule: FeatureModule<
       },
       registryPaths: ["/v2", "/token"],
       tasks: settings?.gcIntervalMs
-        ? [{ name: "registry garbage collection", everyMs: settings.gcIntervalMs, run: async () => void (await gc()) }]
+        ? [{ name: "registry garbage collection", everyMs: settings.gcIntervalMs, run: scheduledGc }]
         : [],
       exports: {
         store,

@@ -115,6 +115,17 @@ export interface OpenDatabase {
 }
 
 const keyEncryptionKeys = new WeakMap<Kysely<any>, Uint8Array>();
+const backends = new WeakMap<Kysely<any>, OpenDatabase["backend"]>();
+
+/**
+ * Which backend a database opened by openDatabase runs on: what a session-level lock needs to
+ * know (on PostgreSQL a pooled statement may run on any connection; PGlite is one session).
+ */
+export function backendOf(db: Kysely<any>): OpenDatabase["backend"] {
+  const backend = backends.get(db);
+  if (!backend) throw new Error("this database was not opened by openDatabase");
+  return backend;
+}
 
 /** The key-encryption key of an open database (see DatabaseOptions.keyEncryptionKey). */
 export function keyEncryptionKeyOf(db: Kysely<any>): Uint8Array {
@@ -146,6 +157,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     if (opts.preparedStatements !== false) new PreparedStatements().attach(pool);
     const db = withAmbientTransactions(new PostgresDialect({ pool }));
     if (opts.keyEncryptionKey) keyEncryptionKeys.set(db, opts.keyEncryptionKey);
+    backends.set(db, "postgres");
     return { db, backend: "postgres", close: () => db.destroy() };
   }
   const dataDir = opts.dataDir || "./data";
@@ -153,6 +165,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     const pglite = opts.pglite ?? (await PGlite.create(dataDir, await pgliteOptions()));
     const db = withAmbientTransactions(new SerializedPGliteDialect(pglite));
     keyEncryptionKeys.set(db, opts.keyEncryptionKey ?? new Uint8Array(randomBytes(32)));
+    backends.set(db, "pglite");
     return { db, backend: "pglite", close: () => db.destroy() };
   }
   await mkdir(dirname(resolve(dataDir)), { recursive: true });
@@ -178,6 +191,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     const key = await dataDirKeyEncryptionKey(dataDir, true);
     const db = withAmbientTransactions(new SerializedPGliteDialect(pglite));
     keyEncryptionKeys.set(db, key!);
+    backends.set(db, "pglite");
     return {
       db,
       backend: "pglite",
