@@ -10,7 +10,8 @@ import type { ServiceBinding } from "../core/service.js";
 import type { FeatureModule } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
 import type { Db } from "../storage/db.js";
-import { collectGarbage, CollectionRunningError, type GcReport } from "./gc.js";
+import type { Logger } from "pino";
+import { collectGarbage, CollectionRunningError, type GcReport, type GcRepositories } from "./gc.js";
 import * as m006 from "./migrations/006_registry.js";
 import * as m015 from "./migrations/015_registry_image_reads.js";
 import { RegistryEvents } from "./oci/events.js";
@@ -117,6 +118,28 @@ function repoNameOf(repos: ReposRepository, names: RepositoryNames) {
   };
 }
 
+/**
+ * The one collection the schedule, the admin RPC and the exports run (`gc`), and the schedule's
+ * run of it: another replica (or an operator's call) collecting now does that round's work.
+ */
+function garbageCollection(ctx: { db: Db; logger: Logger }, repos: GcRepositories, store: BlobStore, graceMs: number) {
+  const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
+    collectGarbage(ctx.db, repos, store, {
+      graceMs: options.graceMs ?? graceMs,
+      dryRun: options.dryRun,
+      logger: ctx.logger,
+    });
+  const scheduledGc = async () => {
+    try {
+      await gc();
+    } catch (err) {
+      if (!(err instanceof CollectionRunningError)) throw err;
+      ctx.logger.info("registry garbage collection skipped: another one is running");
+    }
+  };
+  return { gc, scheduledGc };
+}
+
 function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBinding[] {
   return [...bindings, v1RegistryService(bindings, stores)];
 }
@@ -155,22 +178,7 @@ export const registryModule: FeatureModule<
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
     const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
-    // The one collection the schedule, the admin RPC and the exports run.
-    const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
-      collectGarbage(ctx.db, { blobs, manifests, uploads }, store, {
-        graceMs: options.graceMs ?? graceMs,
-        dryRun: options.dryRun,
-        logger: ctx.logger,
-      });
-    // Another replica (or an operator's call) collecting now does the schedule's work.
-    const scheduledGc = async () => {
-      try {
-        await gc();
-      } catch (err) {
-        if (!(err instanceof CollectionRunningError)) throw err;
-        ctx.logger.info("registry garbage collection skipped: another one is running");
-      }
-    };
+    const { gc, scheduledGc } = garbageCollection(ctx, { blobs, manifests, uploads }, store, graceMs);
     const bindings = withV1(
       GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
