@@ -10,7 +10,7 @@ export {
   type RecordedBlob,
   type RegistryExports,
 } from "./module.js";
-export { collectGarbage, type GcReport } from "./gc.js";
+export { collectGarbage, CollectionRunningError, type GcReport } from "./gc.js";
 export type { RegistrySettings } from "./settings.js";
 export type { BlobStore } from "./storage/blob-store.js";
 export type { V1ImageMethodHandlers } from "./v1-image-methods.js";

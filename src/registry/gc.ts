@@ -4,8 +4,11 @@
 // window protects pushes in progress (a blob uploaded but not yet named by a manifest, a
 // manifest pushed by digest before its index or tag). Every delete re-checks its conditions in
 // the same statement (the repositories' garbage queries), so a concurrent push wins; foreign
-// keys stand behind that.
+// keys stand behind that. One collection runs at a time per database, across replicas: the others
+// are refused (CollectionRunningError) rather than queued, as the running one removes what they would.
+import { sql } from "kysely";
 import type { Logger } from "pino";
+import { backendOf, type Db } from "../storage/db.js";
 import type { BlobStore } from "./storage/blob-store.js";
 import type { BlobsRepository } from "./storage/blobs.js";
 import type { ManifestsRepository } from "./storage/manifests.js";
@@ -47,13 +50,71 @@ interface Cutoffs {
   uploads: Date;
 }
 
-export async function collectGarbage(repos: GcRepositories, store: BlobStore, options: GcOptions): Promise<GcReport> {
+/** Another collection holds the database's collection lock (this process's, or another replica's). */
+export class CollectionRunningError extends Error {
+  constructor() {
+    super("a registry garbage collection is running already");
+  }
+}
+
+/** The session-level advisory lock a collection holds on PostgreSQL (any 64-bit key; this one is named). */
+const LOCK_KEY = sql`hashtext('bulwark.registry_gc')`;
+/** Databases of this process a collection runs on now. */
+const collecting = new WeakSet<Db>();
+
+/**
+ * Runs `collect` as the database's only collection. PGlite is this process's alone (its
+ * directory is locked), so a flag is enough; on PostgreSQL a session-level advisory lock, held
+ * on one connection of the pool for the whole collection (whose statements use the others), and
+ * released with that session should the process die.
+ */
+async function exclusively<T>(db: Db, collect: () => Promise<T>): Promise<T> {
+  if (collecting.has(db)) throw new CollectionRunningError();
+  collecting.add(db);
+  try {
+    if (backendOf(db) !== "postgres") return await collect();
+    return await db.connection().execute(async (session) => {
+      const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${LOCK_KEY}) as locked`.execute(
+        session,
+      );
+      if (!rows[0]?.locked) throw new CollectionRunningError();
+      try {
+        return await collect();
+      } finally {
+        await sql`select pg_advisory_unlock(${LOCK_KEY})`.execute(session);
+      }
+    });
+  } finally {
+    collecting.delete(db);
+  }
+}
+
+/**
+ * One collection (or, with `dryRun`, a survey of what it would remove, which takes no lock): the
+ * single entry point the schedule, the admin RPC and `bulwark registry gc` all use.
+ */
+export async function collectGarbage(
+  db: Db,
+  repos: GcRepositories,
+  store: BlobStore,
+  options: GcOptions,
+): Promise<GcReport> {
+  if (!(options.graceMs >= 0)) throw new RangeError(`the grace window must be at least 0 ms, not ${options.graceMs}`);
   const now = options.now ?? new Date();
   const cutoffs: Cutoffs = {
     content: new Date(now.getTime() - options.graceMs),
     uploads: new Date(now.getTime() - Math.max(options.graceMs, UPLOAD_EXPIRY_MS)),
   };
   if (options.dryRun) return survey(repos, cutoffs);
+  return exclusively(db, () => collect(repos, store, options, cutoffs));
+}
+
+async function collect(
+  repos: GcRepositories,
+  store: BlobStore,
+  options: GcOptions,
+  cutoffs: Cutoffs,
+): Promise<GcReport> {
   const manifests = await collectManifests(repos.manifests, cutoffs.content);
   const blobLinks = await repos.blobs.deleteUnusedLinks(cutoffs.content);
   const blobs = await collectBlobs(repos.blobs, store, cutoffs.content);

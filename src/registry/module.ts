@@ -14,7 +14,7 @@ import { sharedProbe } from "../platform/health.js";
 import type { FeatureModule, ModuleContext, ReadinessCheck } from "../platform/module.js";
 import type { RegistrySettings } from "./settings.js";
 import type { Db, SnapshotQuery } from "../storage/db.js";
-import { collectGarbage, type GcReport } from "./gc.js";
+import { collectGarbage, CollectionRunningError, type GcReport, type GcRepositories } from "./gc.js";
 import { RegistryMetrics } from "./metrics.js";
 import * as m006 from "./migrations/006_registry.js";
 import * as m015 from "./migrations/015_registry_image_reads.js";
@@ -28,6 +28,7 @@ import { registerTokenRoute } from "./token.js";
 import { RepoSchema, ReposService } from "../gen/chainguard/platform/registry/v2beta1/repos_pb.js";
 import { TagSchema, TagsService } from "../gen/chainguard/platform/registry/v2beta1/tags_pb.js";
 import { RegistryExtensionsService } from "../gen/bulwark/registry/v1/visibility_pb.js";
+import { RegistryMaintenanceService } from "../gen/bulwark/registry/v1/maintenance_pb.js";
 import { file_chainguard_platform_registry_v2_repos } from "../gen/chainguard/platform/registry/v2/repos_pb.js";
 import { file_chainguard_platform_registry_v2_tags } from "../gen/chainguard/platform/registry/v2/tags_pb.js";
 import { GaTwins } from "../platform/ga-twins.js";
@@ -39,6 +40,7 @@ import { v1ImageMethodServer, type V1ImageMethodHandlers } from "./v1-image-meth
 import { reposService, repoListing } from "./repos.js";
 import { tagsService, tagListing } from "./tags.js";
 import { repoVisibilityService } from "./visibility.js";
+import { registryMaintenanceService } from "./maintenance.js";
 import { RepositoryNames } from "./names.js";
 import { BlobsRepository } from "./storage/blobs.js";
 import { ManifestsRepository } from "./storage/manifests.js";
@@ -100,22 +102,6 @@ function serialized(): <T>(work: () => Promise<T>) => Promise<T> {
     tail = run.catch(() => undefined);
     return run;
   };
-}
-
-/** One collection now, and exclusive work (backups): the two take turns. */
-function garbageCollection(
-  repos: Parameters<typeof collectGarbage>[0],
-  store: BlobStore,
-  settings: RegistrySettings | undefined,
-  logger: Logger,
-) {
-  const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
-  const exclusive = serialized();
-  const gc = (options: { dryRun?: boolean; graceMs?: number } = {}) =>
-    exclusive(() =>
-      collectGarbage(repos, store, { graceMs: options.graceMs ?? graceMs, dryRun: options.dryRun, logger }),
-    );
-  return { gc, exclusive };
 }
 
 /** The blob store the settings ask for; `fallbackDir` when nothing is configured. */
@@ -191,6 +177,47 @@ function repoNameOf(repos: ReposRepository, names: RepositoryNames) {
   };
 }
 
+/**
+ * Collections (the schedule's, those asked for: counted) and exclusive work (backups) take turns in
+ * this process; a second collection asked for while one runs is refused (CollectionRunningError),
+ * as on another replica (gc.ts's lock), not queued. A dry run removes nothing and waits for nobody.
+ */
+function garbageCollection(
+  ctx: { db: Db; logger: Logger },
+  repos: GcRepositories,
+  store: BlobStore,
+  graceMs: number,
+  metrics: RegistryMetrics,
+) {
+  const exclusive = serialized();
+  let collecting = false;
+  const collect = (options: { dryRun?: boolean; graceMs?: number }) =>
+    collectGarbage(ctx.db, repos, store, {
+      graceMs: options.graceMs ?? graceMs,
+      dryRun: options.dryRun,
+      logger: ctx.logger,
+    });
+  const gc = metrics.counted(async (options: { dryRun?: boolean; graceMs?: number } = {}) => {
+    if (options.dryRun) return collect(options);
+    if (collecting) throw new CollectionRunningError();
+    collecting = true;
+    try {
+      return await exclusive(() => collect(options));
+    } finally {
+      collecting = false;
+    }
+  });
+  const scheduledGc = async () => {
+    try {
+      await gc();
+    } catch (err) {
+      if (!(err instanceof CollectionRunningError)) throw err;
+      ctx.logger.info("registry garbage collection skipped: another one is running");
+    }
+  };
+  return { gc, scheduledGc, exclusive };
+}
+
 function withV1(bindings: ServiceBinding[], stores: V1RegistryStores): ServiceBinding[] {
   return [...bindings, v1RegistryService(bindings, stores)];
 }
@@ -222,7 +249,14 @@ export const registryModule: FeatureModule<
 > = {
   name: "registry",
   migrations: { "006_registry": m006, "015_registry_image_reads": m015 },
-  services: [ReposService, TagsService, RegistryExtensionsService, ...GA.services, Registry],
+  services: [
+    ReposService,
+    TagsService,
+    RegistryExtensionsService,
+    RegistryMaintenanceService,
+    ...GA.services,
+    Registry,
+  ],
   listings: GA.listings({ [RepoSchema.typeName]: repoListing, [TagSchema.typeName]: tagListing }),
   repositories: registryRepositories,
 
@@ -232,15 +266,21 @@ export const registryModule: FeatureModule<
     const { store, temporary } = await moduleBlobStore(ctx, blobs);
     const issuer = ctx.exportsOf(authModule).issuer;
     const names = new RepositoryNames(ctx.exportsOf(iamModule).groups, repos);
+    const graceMs = settings?.gcGraceMs ?? DEFAULT_GC_GRACE_MS;
     const metrics = new RegistryMetrics(ctx.metrics);
-    // Every collection (the schedule's, those asked for) is counted; collections and backups take turns.
-    const { gc: uncounted, exclusive } = garbageCollection({ blobs, manifests, uploads }, store, settings, ctx.logger);
-    const gc = metrics.counted(uncounted);
+    const { gc, scheduledGc, exclusive } = garbageCollection(
+      ctx,
+      { blobs, manifests, uploads },
+      store,
+      graceMs,
+      metrics,
+    );
     const bindings = withV1(
       GA.bind([
         reposService({ repos, lists: ctx.lists, now: ctx.now }),
         tagsService({ tags, lists: ctx.lists, now: ctx.now }),
         repoVisibilityService({ repos, tags, now: ctx.now }),
+        registryMaintenanceService({ collectGarbage: gc, defaultGraceMs: graceMs }),
       ]),
       { tags },
     );
@@ -276,7 +316,7 @@ export const registryModule: FeatureModule<
       registryPaths: ["/v2", "/token"],
       readiness: [blobStoreWritable(store)],
       tasks: settings?.gcIntervalMs
-        ? [{ name: "registry garbage collection", everyMs: settings.gcIntervalMs, run: async () => void (await gc()) }]
+        ? [{ name: "registry garbage collection", everyMs: settings.gcIntervalMs, run: scheduledGc }]
         : [],
       exports: {
         store,

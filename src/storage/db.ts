@@ -221,6 +221,17 @@ function snapshotOf(dialect: SerializedPGliteDialect): NonNullable<OpenDatabase[
 }
 
 const keyEncryptionKeys = new WeakMap<Kysely<any>, Uint8Array>();
+const backends = new WeakMap<Kysely<any>, OpenDatabase["backend"]>();
+
+/**
+ * Which backend a database opened by openDatabase runs on: what a session-level lock needs to
+ * know (on PostgreSQL a pooled statement may run on any connection; PGlite is one session).
+ */
+export function backendOf(db: Kysely<any>): OpenDatabase["backend"] {
+  const backend = backends.get(db);
+  if (!backend) throw new Error("this database was not opened by openDatabase");
+  return backend;
+}
 
 /** The key-encryption key of an open database (see DatabaseOptions.keyEncryptionKey). */
 export function keyEncryptionKeyOf(db: Kysely<any>): Uint8Array {
@@ -253,6 +264,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     if (opts.preparedStatements !== false) new PreparedStatements().attach(pool);
     const db = withAmbientTransactions(new PostgresDialect({ pool }));
     if (opts.keyEncryptionKey) keyEncryptionKeys.set(db, opts.keyEncryptionKey);
+    backends.set(db, "postgres");
     const poolStats = () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max });
     return { db, backend: "postgres", poolStats, close: () => db.destroy() };
   }
@@ -262,6 +274,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     const dialect = new SerializedPGliteDialect(pglite);
     const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, opts.keyEncryptionKey ?? new Uint8Array(randomBytes(32)));
+    backends.set(db, "pglite");
     return { db, backend: "pglite", snapshot: snapshotOf(dialect), close: () => db.destroy() };
   }
   await mkdir(dirname(resolve(dataDir)), { recursive: true });
@@ -291,6 +304,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     const dialect = new SerializedPGliteDialect(pglite);
     const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, key!);
+    backends.set(db, "pglite");
     return {
       db,
       backend: "pglite",

@@ -680,29 +680,40 @@ export function registerServerCommands(program: Command): void {
     );
   const registry = program
     .command("registry")
-    .description("registry maintenance (needs the database, not the network)");
+    .description("registry maintenance (on the database, or through the server that holds it)");
   examples(blobOptions(databaseOptions(registry.command("gc"))), [
     "bulwark registry gc --dry-run",
     "bulwark registry gc --grace 24h --data-dir /var/lib/bulwark",
+    "BULWARK_TOKEN=$(bulwark admin token) bulwark registry gc --server https://bulwark.example.com",
   ])
     .description(
-      "remove untagged manifests and unreferenced blobs older than the grace window (on the embedded database: while no server runs; use serve --registry-gc-every otherwise)",
+      "remove untagged manifests and unreferenced blobs older than the grace window: through the server when one " +
+        "holds the embedded data directory (with an operator token minted from it) or with --server (the CLI's " +
+        "token, the operator's); otherwise on the database directly (PostgreSQL: safe while replicas serve)",
     )
     .option("--dry-run", "only report what would be removed")
     .addOption(
-      new Option("--grace <duration>", "keep what changed within this window")
-        .default(3_600_000, "1h")
-        .argParser(parseDuration),
+      new Option(
+        "--grace <duration>",
+        "keep what changed within this window (default 1h; through a server: its --registry-gc-grace)",
+      ).argParser(parseDuration),
+    )
+    .addOption(
+      new Option(
+        "--server <url>",
+        "ask this running server to collect (its API URL; token: BULWARK_TOKEN, BULWARK_TOKEN_FILE or `bulwark auth login`)",
+      ),
     )
     .action(
       async (
-        opts: BlobOpts & { dataDir: string; databaseUrl?: string; dryRun?: boolean; grace: number },
+        opts: BlobOpts & { dataDir: string; databaseUrl?: string; dryRun?: boolean; grace?: number; server?: string },
         command: Command,
       ) => {
         const io = ioOf(command);
-        const [{ registryGc }, { keyEncryptionKeyFromEnv }] = await Promise.all([
+        const [{ registryGc }, { keyEncryptionKeyFromEnv }, { CollectionRunningError }] = await Promise.all([
           import("../registry.js"),
           import("../../storage/db.js"),
+          import("../../registry/api.js"),
         ]);
         const report = await registryGc({
           dataDir: opts.dataDir,
@@ -711,6 +722,14 @@ export function registerServerCommands(program: Command): void {
           registry: registrySettings(io.env, opts),
           graceMs: opts.grace,
           dryRun: opts.dryRun === true,
+          server: opts.server,
+          fallbackUrl: ownUrl({ host: DEFAULT_CONFIG.host, port: DEFAULT_CONFIG.port }),
+          env: io.env,
+          say: (line) => void io.stderr.write(`bulwark: ${line}\n`),
+        }).catch((err: unknown) => {
+          if (err instanceof CollectionRunningError)
+            throw new CliError(`${err.message}: try again once it has finished`);
+          throw err;
         });
         const verb = opts.dryRun ? "would remove" : "removed";
         io.stdout.write(
