@@ -331,7 +331,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       metricsListener = await listenForMetrics(
         metrics,
         config.metrics.port,
-        config.metrics.host ?? config.host,
+        // Loopback unless asked: the port answers without credentials.
+        config.metrics.host ?? "127.0.0.1",
         logger,
       );
     await fastify.listen({ port: config.port, host: config.host });

@@ -422,9 +422,10 @@ export function registerServerCommands(program: Command): void {
         .argParser(parsePort),
     )
     .addOption(
-      new Option("--metrics-host <host>", "the address the metrics port binds (default: --host)").env(
-        "BULWARK_METRICS_HOST",
-      ),
+      new Option(
+        "--metrics-host <host>",
+        "the address the metrics port binds (default: 127.0.0.1, whatever --host is: it answers without credentials)",
+      ).env("BULWARK_METRICS_HOST"),
     )
     .addOption(
       new Option("--metrics [bool]", "also serve /metrics on the main port, to the operator's token only")
