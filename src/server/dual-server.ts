@@ -109,9 +109,15 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
   // HTTP/1.0 clients and `nc -N` do: such sockets stay writable, and the h1 server answers before
   // closing. HTTP/2 sessions keep Node's default (a FIN ends the connection).
   (h1 as unknown as { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  // Connections not yet handed to h1/h2: no request of theirs was accepted.
+  const sniffing = new Set<net.Socket>();
   const front = net.createServer({ noDelay: true, allowHalfOpen: true }, (socket) => {
     sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
+    sniffing.add(socket);
+    socket.on("close", () => {
+      sockets.delete(socket);
+      sniffing.delete(socket);
+    });
     let buffered: Buffer = Buffer.alloc(0);
     // A client that ends, or stays silent, before saying which protocol it speaks gets nothing
     // more (once handed over, the h1/h2 servers' own timeouts apply).
@@ -124,6 +130,7 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
       const isPrefix = buffered.subarray(0, n).equals(PREFACE.subarray(0, n));
       if (isPrefix && buffered.length < PREFACE.length) return; // ambiguous so far: wait for more
       socket.removeListener("data", onData);
+      sniffing.delete(socket);
       socket.removeListener("end", onEndWhileSniffing);
       socket.setTimeout(0);
       socket.removeListener("timeout", onEndWhileSniffing);
@@ -151,6 +158,9 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
       closing = true;
       h1.closeIdleConnections();
       for (const s of sessions) s.close();
+      // A preconnect that never said a protocol has nothing accepted to finish: it would only
+      // hold the close for the sniffing timeout.
+      for (const s of sniffing) s.destroy();
     },
     destroyConnections() {
       const open = sockets.size;

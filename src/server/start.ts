@@ -223,13 +223,15 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       "fsync is off (--unsafe-no-fsync): a power loss or kernel crash can lose committed data and corrupt the database",
     );
   const metrics = config.metricsRegistry ?? newMetricsRegistry();
-  registerBuildInfo(metrics);
-  registerDatabaseMetrics(metrics, database.db, database.poolStats);
   const tasks = new PeriodicTasks(logger);
   const runtimes: ModuleRuntime[] = [];
   let stopTracing: (() => Promise<void>) | undefined;
   let metricsListener: Awaited<ReturnType<typeof listenForMetrics>> | undefined;
+  // Once made, a failed start closes it too: nothing may keep answering over a closed database.
+  let app: Awaited<ReturnType<typeof createApp>> | undefined;
   try {
+    registerBuildInfo(metrics);
+    registerDatabaseMetrics(metrics, database.db, database.poolStats);
     // Before the modules start: they decide then whether to trace (the registry's blob store).
     if (config.tracing) {
       stopTracing = await startTracing(config.tracing, logger);
@@ -304,7 +306,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       },
     };
     const readiness = new Readiness([databaseReady, ...runtimes.flatMap((r) => r.readiness ?? [])], logger);
-    const { fastify, dual, extraListener } = await createApp({
+    app = await createApp({
       readiness,
       bindings,
       authorizer: authorizerOf(runtimes, modules),
@@ -326,6 +328,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       tracing: config.tracing !== undefined,
       metrics,
     });
+    const { fastify, dual, extraListener } = app;
     // Before the main port, so a metrics port that cannot be had stops the start with nothing served.
     if (config.metrics?.port !== undefined)
       metricsListener = await listenForMetrics(
@@ -409,6 +412,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       shutdown,
     };
   } catch (err) {
+    await app?.fastify.close().catch(() => undefined);
     await metricsListener?.close();
     await tasks.stop();
     for (const runtime of [...runtimes].reverse()) await runtime.close?.().catch(() => undefined);

@@ -3,7 +3,7 @@
 // that seals the secrets the database keeps (the issuer's private keys).
 import { randomBytes } from "node:crypto";
 import { chmodSync, lstatSync, readdirSync, readFileSync, unlinkSync } from "node:fs";
-import { link, readFile, stat, unlink, writeFile } from "node:fs/promises";
+import { link, open, readFile, stat, unlink, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 
@@ -296,6 +296,16 @@ export function privateUmask(): () => void {
   };
 }
 
+/** fsync of a directory: the names it holds (a file linked or renamed into it) survive a power loss. */
+async function syncDirectory(dir: string): Promise<void> {
+  const handle = await open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
 /** 32 bytes given as 64 hex digits or 43 base64url characters (unpadded); `what` names the source in errors. */
 export function parseKeyEncryptionKey(value: string, what: string): Uint8Array {
   const v = value.trim();
@@ -314,16 +324,27 @@ export function parseKeyEncryptionKey(value: string, what: string): Uint8Array {
 export async function dataDirKeyEncryptionKey(dir: string, create: boolean): Promise<Uint8Array | undefined> {
   const path = join(dir, KEY_ENCRYPTION_KEY_FILE);
   if (create) {
-    // Written aside and linked into place: the file appears complete or not at all.
+    // Written aside and linked into place: the file appears complete or not at all. Synced, file
+    // and directory, before anything is sealed with it: a power loss must not keep sealed rows
+    // (the database is durable) and lose the key that opens them.
     const tmp = `${path}.${process.pid}.tmp`;
-    await writeFile(tmp, randomBytes(32).toString("base64url") + "\n", { mode: 0o600 });
+    const file = await open(tmp, "wx", 0o600);
+    try {
+      await file.writeFile(randomBytes(32).toString("base64url") + "\n");
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    let made = false;
     try {
       await link(tmp, path);
+      made = true;
     } catch (err) {
       if (errno(err) !== "EEXIST") throw err;
     } finally {
       await unlink(tmp);
     }
+    if (made) await syncDirectory(dir);
   }
   let text: string;
   try {

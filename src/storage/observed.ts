@@ -47,12 +47,16 @@ class ObservedConnection implements DatabaseConnection {
   }
   async *streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
     const done = this.observers.start(query.sql);
+    let failed = false;
     try {
       yield* this.raw.streamQuery<R>(query, chunkSize);
-      finishAll(done);
     } catch (err) {
+      failed = true;
       finishAll(done, err);
       throw err;
+    } finally {
+      // Also when the consumer stops early (a `break` returns the generator).
+      if (!failed) finishAll(done);
     }
   }
 }

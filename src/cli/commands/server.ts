@@ -531,6 +531,13 @@ export function registerServerCommands(program: Command): void {
         let stopping = false;
         const shutdownTimeoutMs = opts.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
         const closeAndExit = async (running: NonNullable<typeof server>) => {
+          // The close cuts connections at the bound; this ends the process should closing the
+          // modules or the database after that hang. Armed here, not at the signal: a stop asked
+          // for during a long start (migrations) waits for the start to end.
+          setTimeout(() => {
+            logger.error({ shutdownTimeoutMs }, "shutdown did not finish: exiting");
+            process.exit(1);
+          }, shutdownTimeoutMs + CLOSE_AFTER_BOUND_MS).unref();
           try {
             const { cutConnections } = await running.shutdown();
             logger.info({ cutConnections }, cutConnections ? "stopped, connections cut" : "stopped");
@@ -544,12 +551,6 @@ export function registerServerCommands(program: Command): void {
           if (stopping) return;
           stopping = true;
           logger.info({ signal }, "shutting down");
-          // The close cuts connections at the bound; this ends the process should closing the
-          // modules or the database after that hang.
-          setTimeout(() => {
-            logger.error({ shutdownTimeoutMs }, "shutdown did not finish: exiting");
-            process.exit(1);
-          }, shutdownTimeoutMs + CLOSE_AFTER_BOUND_MS).unref();
           if (server) void closeAndExit(server); // else once startServer is done, below
         };
         process.on("SIGTERM", () => stop("SIGTERM"));
