@@ -30,6 +30,8 @@ export interface PlainRouterDeps {
   sendError(reply: FastifyReply, err: ConnectError): FastifyReply;
   /** rate limits (absent: none) */
   limits?: RequestLimits;
+  /** ties a route's call to its request (the log names the caller the authorizer admits) */
+  noteCall?(request: FastifyRequest, call: CallContext): void;
 }
 
 /** A router over one Fastify scope (one per module, so a module's body parsers stay its own). */
@@ -41,6 +43,7 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
         url: route.url,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const call: CallContext = { headers: headersOf(request.headers), clientAddress: clientAddressOf(request) };
+          deps.noteCall?.(request, call);
           const kind: CallKind = { sensitive: route.sensitive === true };
           try {
             deps.limits?.admit(call, kind);

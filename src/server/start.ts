@@ -56,6 +56,8 @@ export interface ServerConfig extends PlatformSettings {
   trustProxy?: boolean;
   /** how long a request body may send nothing before it is answered 400 (default 30 s) */
   bodyTimeoutMs?: number;
+  /** one info line per request, successes too (default on); off: only requests that went wrong */
+  accessLog?: boolean;
   /** the features to run (default: all of them) */
   modules?: readonly FeatureModule<any, any>[];
   /** the server's metrics registry (default: a new one) */
@@ -236,6 +238,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       cors: config.corsOrigins?.length ? { origins: config.corsOrigins } : undefined,
       trustProxy: config.trustProxy,
       bodyTimeoutMs: config.bodyTimeoutMs,
+      accessLog: config.accessLog,
     });
     await fastify.listen({ port: config.port, host: config.host });
     const port = (dual.front.address() as AddressInfo).port;
