@@ -44,6 +44,7 @@ import { registerTranscoder } from "./transcoder.js";
 import {
   REQUEST_ID_HEADER,
   REQUEST_ID_LABEL,
+  NO_ROUTE,
   RequestLog,
   countTraffic,
   outcomeOf,
@@ -235,15 +236,16 @@ export async function createApp(opts: AppOptions): Promise<App> {
     }
     return sendError(reply, err);
   });
-  fastify.setNotFoundHandler((request, reply) =>
-    sendError(
+  fastify.setNotFoundHandler((request, reply) => {
+    outcomeOf(request).route = NO_ROUTE;
+    return sendError(
       reply,
       new ConnectError(
         `Not found: no route for ${request.method} ${clip(request.url.split("?")[0]!, MAX_ECHO_LENGTH)}`,
         Code.NotFound,
       ),
-    ),
-  );
+    );
+  });
 
   const grpcPaths = new Set(
     [...opts.bindings.map((b) => b.service), ...REFLECTION_SERVICES].flatMap((service) =>

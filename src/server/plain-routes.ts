@@ -45,6 +45,11 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
           const call: CallContext = { headers: headersOf(request.headers), clientAddress: clientAddressOf(request) };
           deps.noteCall?.(request, call);
           const kind: CallKind = { sensitive: route.sensitive === true };
+          // Noted before the handler runs too: a streamed answer may be logged before it returns.
+          const noteTemplate = () => {
+            const template = route.templateOf?.(request);
+            if (template) outcomeOf(request).route = template;
+          };
           try {
             deps.limits?.admit(call, kind);
             // The same rule for text as RPC fields: no NUL, valid Unicode, bounded length.
@@ -53,6 +58,7 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             const rule = route.access === "public" ? "public" : await route.access(request);
             if (rule !== "public") await deps.authorizer.authorizeRoute(rule, call);
             else deps.limits?.afterAuthorization(call);
+            noteTemplate();
             return await route.handler(request, reply, call);
           } catch (thrown) {
             // Answered already (a request body that stopped arriving is answered by the idle limit).
@@ -63,8 +69,7 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
               ? await route.renderError(wire, reply, err, request, call)
               : deps.sendError(reply, wire);
           } finally {
-            const template = route.templateOf?.(request);
-            if (template) outcomeOf(request).route = template;
+            noteTemplate();
           }
         },
       });

@@ -54,6 +54,9 @@ export function requestIdOf(raw: IncomingMessage): string {
 /** The label the request id carries in every line of a request's logger. */
 export const REQUEST_ID_LABEL = "requestId";
 
+/** The route of a request no route matched (the raw path is never logged). */
+export const NO_ROUTE = "(no route)";
+
 /** The longest user agent a line repeats (a client chooses it). */
 const MAX_USER_AGENT_LENGTH = 200;
 
@@ -63,13 +66,13 @@ export function requestFields(request: FastifyRequest, reply: FastifyReply): Rec
   const userAgent = request.headers["user-agent"];
   return {
     method: request.method,
-    route: outcome?.route ?? request.routeOptions.url ?? "(no route)",
+    route: outcome?.route ?? request.routeOptions.url ?? NO_ROUTE,
     status: outcome?.status ?? reply.statusCode,
     code: outcome?.code === undefined ? undefined : Code[outcome.code],
     durationMs: Math.round(reply.elapsedTime * 1000) / 1000,
     bytesIn: bytesInOf(request.raw),
     bytesOut: (reply.raw as Counted)[BYTES_OUT],
-    clientAddress: clientAddressOf(request),
+    clientAddress: (request.raw as Counted)[CLIENT_ADDRESS] ?? clientAddressOf(request),
     identity: outcome?.identity,
     userAgent: userAgent === undefined ? undefined : clip(userAgent, MAX_USER_AGENT_LENGTH),
   };
@@ -79,7 +82,10 @@ export function requestFields(request: FastifyRequest, reply: FastifyReply): Rec
 // request, only two numbers and the counting methods set on the instances.
 const BYTES_IN = Symbol("bytes received");
 const BYTES_OUT = Symbol("bytes sent");
+// Read when the request arrives: once an HTTP/2 stream has closed, its socket is gone.
+const CLIENT_ADDRESS = Symbol("client address");
 interface Counted {
+  [CLIENT_ADDRESS]?: string;
   [BYTES_IN]?: number;
   [BYTES_OUT]?: number;
 }
@@ -114,6 +120,7 @@ function countingEnd(this: Counted & { end: Write }, chunk: Chunk, encoding?: un
  */
 export function countTraffic(request: FastifyRequest, reply: FastifyReply): void {
   const raw = request.raw as unknown as Readable & Counted;
+  raw[CLIENT_ADDRESS] = clientAddressOf(request);
   if (request.headers["content-length"] === undefined) {
     raw[BYTES_IN] = 0;
     (raw as unknown as { push: unknown }).push = countingPush;

@@ -136,6 +136,8 @@ export interface TestServerOptions {
   replicaOf?: TestServer;
   /** the server's logger (default: silent, or BULWARK_TEST_LOG's level); see test/support/logs.ts */
   logger?: Logger;
+  /** one log line per request (default on, as served; `--no-access-log`) */
+  accessLog?: boolean;
 }
 
 const INSERT_ROOT_GROUP =
@@ -156,6 +158,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     corsOrigins: options.corsOrigins,
     trustProxy: options.trustProxy,
     bodyTimeoutMs: options.bodyTimeoutMs,
+    accessLog: options.accessLog,
     moduleSettings: {
       events:
         options.allowInsecureSinks === undefined
