@@ -444,7 +444,7 @@ export function registerServerCommands(program: Command): void {
         // Pretty lines are formatted in this thread, synchronously: pino.transport's worker thread
         // resolves modules by name, which the bundled binary cannot.
         const logger = pretty
-          ? pino({ level: opts.logLevel }, pretty.default({ sync: true, translateTime: "SYS:standard" }))
+          ? pino({ level: opts.logLevel }, pretty.default({ sync: true, singleLine: true, translateTime: "SYS:standard" }))
           : pino({ level: opts.logLevel });
         for (const group of opts.publicAdvisories ?? [])
           if (!isValidUidp(group))
