@@ -6,6 +6,9 @@
 // the lines about requests that went wrong.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createClient, ConnectError, Code } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { GroupsService } from "../../src/gen/chainguard/platform/iam/v2beta1/groups_pb.js";
@@ -14,6 +17,8 @@ import { backends } from "../support/db-templates.js";
 import { bearer, startTestServer, type TestServer } from "../support/server.js";
 import { captureLog, LEVEL, type CapturedLog, type LogLine } from "../support/logs.js";
 import { OciClient, digestOf } from "../support/oci.js";
+import { CliHome, runCliProcess, serveProcess } from "../support/cli.js";
+import { until } from "../support/wait.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const AGENT = "access-log-test/1.0";
@@ -314,3 +319,50 @@ for (const backend of backends()) {
     });
   });
 }
+
+describe("bulwark serve --log-format", () => {
+  let dataDir: string;
+  let home: CliHome;
+  before(() => {
+    dataDir = mkdtempSync(join(tmpdir(), "bulwark-log-format-"));
+    home = new CliHome();
+  });
+  after(() => {
+    rmSync(dataDir, { recursive: true, force: true });
+    home.close();
+  });
+
+  it("pretty: one readable line per request, from the bundled binary", async () => {
+    const serve = await serveProcess(["--port", "0", "--data-dir", dataDir, "--log-format", "pretty"], {
+      BULWARK_KEY_ENCRYPTION_KEY: "",
+    });
+    try {
+      assert.ok(
+        serve.lines.some((l) => /^\[.+\] INFO \(\d+\): bulwark listening on http/.test(l)),
+        serve.lines.join("\n"),
+      );
+      const res = await fetch(`${serve.url}/healthz`, { headers: { "x-request-id": "pretty-1", "user-agent": AGENT } });
+      assert.equal(res.status, 200);
+      const line = await until(
+        () => serve.lines.find((l) => l.includes("pretty-1")),
+        () => serve.lines.join("\n"),
+      );
+      assert.match(line, /^\[.+\] INFO \(\d+\): request \{.*"route":"\/healthz".*"status":200.*\}$/);
+      assert.ok(line.includes(AGENT), line);
+    } finally {
+      assert.equal(await serve.stop(), 0);
+    }
+  });
+
+  it("another format is a usage error naming the choices, from the flag and from the environment", async () => {
+    // The real binary: commander reads the environment of the process.
+    const flag = await runCliProcess(home, ["serve", "--port", "0", "--data-dir", dataDir, "--log-format", "xml"]);
+    assert.equal(flag.code, 2);
+    assert.match(flag.stderr, /--log-format .*'xml' is invalid\. Allowed choices are json, pretty/);
+    const env = await runCliProcess(home, ["serve", "--port", "0", "--data-dir", dataDir], {
+      env: { BULWARK_LOG_FORMAT: "yaml" },
+    });
+    assert.equal(env.code, 2);
+    assert.match(env.stderr, /'yaml' from env 'BULWARK_LOG_FORMAT' is invalid/);
+  });
+});
