@@ -1,5 +1,6 @@
 // The HTTP application: Connect (gRPC, gRPC-Web, Connect) and transcoded REST for the same
 // service handlers, plus /healthz, /livez and /readyz, all on one Fastify instance behind the one-port dual server.
+import { randomUUID } from "node:crypto";
 import type { ServerHttp2Stream } from "node:http2";
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { createContextKey, createContextValues, type ConnectRouter, type HandlerContext } from "@connectrpc/connect";
@@ -43,7 +44,16 @@ import {
 import { VERSION } from "../core/version.js";
 import { registerTranscoder } from "./transcoder.js";
 import { registerHealthRoutes, type Readiness } from "./health.js";
-import { REQUEST_ID_HEADER, RequestLog, outcomeOf, requestIdOf, type Outcome } from "./request-log.js";
+import {
+  REQUEST_ID_HEADER,
+  REQUEST_ID_LABEL,
+  NO_ROUTE,
+  RequestLog,
+  countTraffic,
+  outcomeOf,
+  requestIdOf,
+  type Outcome,
+} from "./request-log.js";
 import { traceRequests, tracedAuthorizer } from "./request-spans.js";
 
 export { statusJson };
@@ -78,6 +88,8 @@ export interface AppOptions {
   tracing?: boolean;
   /** counts and times every request here (absent: nothing is counted) */
   metrics?: MetricsRegistry;
+  /** one info line per request, successes too (default on); off: failures only (successes at debug) */
+  accessLog?: boolean;
 }
 
 /** The client's address, for handlers that only see a Connect HandlerContext. */
@@ -106,32 +118,48 @@ export interface App {
 export async function createApp(opts: AppOptions): Promise<App> {
   const { logger, errorDomain, limits } = opts;
   const traced = opts.tracing ? tracedAuthorizer(opts.authorizer) : opts.authorizer;
-  // Once the caller is known, its identity's limit applies (a call that stayed anonymous meets the
-  // address limit admit let it past to have its credentials checked).
-  const authorizer: Authorizer = limits
-    ? {
-        async authorize(method, request, call) {
-          await traced.authorize(method, request, call);
-          limits.afterAuthorization(call);
-        },
-        async authorizeRoute(rule, call) {
-          await traced.authorizeRoute(rule, call);
-          limits.afterAuthorization(call);
-        },
-        confirm: (call) => traced.confirm(call),
-      }
-    : traced;
+  // Each call's request outcome, for the caller's identity once the authorizer admits it.
+  const outcomeOfCall = new WeakMap<CallContext, Outcome>();
+  const admitted = (call: CallContext) => {
+    if (call.principal) {
+      const outcome = outcomeOfCall.get(call);
+      if (outcome) outcome.identity = call.principal.uid;
+    }
+    // Once the caller is known, its identity's limit applies (a call that stayed anonymous meets
+    // the address limit admit let it past to have its credentials checked).
+    limits?.afterAuthorization(call);
+  };
+  const authorizer: Authorizer = {
+    async authorize(method, request, call) {
+      await traced.authorize(method, request, call);
+      admitted(call);
+    },
+    async authorizeRoute(rule, call) {
+      await traced.authorizeRoute(rule, call);
+      admitted(call);
+    },
+    confirm: (call) => traced.confirm(call),
+  };
+  const accessLog = opts.accessLog ?? true;
   let dual!: DualServer;
   let appHandler!: import("node:http").RequestListener;
   const dualOptions = {
     // Requests Node rejects before Fastify sees them (headers or URL over 16 KiB, bad framing).
-    clientError: (problem: ClientProblem, received: Buffer | undefined) =>
-      clientErrorAnswer(wireError(clientError(problem)), shapeOfReceived(received)),
+    clientError: (problem: ClientProblem, received: Buffer | undefined) => {
+      const answer = clientErrorAnswer(wireError(clientError(problem)), shapeOfReceived(received));
+      // No request reached the application, yet the answer carries an id as every other does.
+      const id = randomUUID();
+      logger.info(
+        { [REQUEST_ID_LABEL]: id, route: "(no route)", status: answer.status, reason: problem },
+        "request refused: client error",
+      );
+      return { ...answer, headers: { ...answer.headers, [REQUEST_ID_HEADER]: id } };
+    },
   };
   const fastify = Fastify({
     loggerInstance: logger,
     // One line per request that went wrong, at its cause's level (request-log.ts).
-    logController: new RequestLog(),
+    logController: new RequestLog({ accessLog }),
     genReqId: requestIdOf,
     // A request that arrives on an open connection while the server closes is served (with
     // `Connection: close`, dual-server.ts), not refused: the shutdown lets connections finish.
@@ -178,7 +206,11 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const extraListener = (serves: (path: string) => boolean): DualServer =>
     createDualServer((req, res) => {
       if (serves(req.url ?? "/")) return appHandler(req, res);
-      res.writeHead(404, { "content-type": "application/json", "x-content-type-options": "nosniff" });
+      res.writeHead(404, {
+        "content-type": "application/json",
+        "x-content-type-options": "nosniff",
+        [REQUEST_ID_HEADER]: requestIdOf(req),
+      });
       res.end(JSON.stringify(statusJson(wireError(new ConnectError("no route on this port", Code.NotFound)))));
     }, dualOptions);
 
@@ -193,6 +225,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
   };
   const sendError = (reply: FastifyReply, err: unknown): FastifyReply => {
     const ce = wireErrorOf(outcomeOf(reply.request), err);
+    // Errors Fastify answers before the onRequest hook (a malformed URL) carry the id too.
+    if (!reply.raw.headersSent && !reply.raw.hasHeader(REQUEST_ID_HEADER))
+      reply.raw.setHeader(REQUEST_ID_HEADER, reply.request.id);
     if (ce.code === Code.Unauthenticated) reply.header("www-authenticate", 'Bearer realm="bulwark"');
     const retryAfter = ce.metadata.get("retry-after");
     if (retryAfter) reply.header("retry-after", retryAfter);
@@ -215,15 +250,16 @@ export async function createApp(opts: AppOptions): Promise<App> {
     }
     return sendError(reply, err);
   });
-  fastify.setNotFoundHandler((request, reply) =>
-    sendError(
+  fastify.setNotFoundHandler((request, reply) => {
+    outcomeOf(request).route = NO_ROUTE;
+    return sendError(
       reply,
       new ConnectError(
         `Not found: no route for ${request.method} ${clip(request.url.split("?")[0]!, MAX_ECHO_LENGTH)}`,
         Code.NotFound,
       ),
-    ),
-  );
+    );
+  });
 
   const grpcPaths = new Set(
     [...opts.bindings.map((b) => b.service), ...REFLECTION_SERVICES].flatMap((service) =>
@@ -238,6 +274,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     // Set on the raw response, so replies written past Fastify (Connect, gRPC) carry them too.
     reply.raw.setHeader("x-content-type-options", "nosniff");
     reply.raw.setHeader(REQUEST_ID_HEADER, request.id);
+    if (accessLog) countTraffic(request, reply);
     if (opts.cors && applyCors(opts.cors, request, reply)) return;
     if (answerUnservedGrpc(request, reply, grpcPaths)) return;
     if (answerUnservedConnect(request, reply, grpcPaths, wireError)) return;
@@ -263,6 +300,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
         plainRouter(scope, {
           authorizer,
           limits,
+          noteCall: (request, call) => outcomeOfCall.set(call, outcomeOf(request)),
           wireError: (request, err) => wireErrorOf(outcomeOf(request), err),
           sendError,
         }),
@@ -270,15 +308,20 @@ export async function createApp(opts: AppOptions): Promise<App> {
     );
   }
 
-  const callFromHttp = (request: FastifyRequest): CallContext => ({
-    headers: headersOf(request.headers),
-    clientAddress: clientAddressOf(request),
-  });
-  const callFromConnect = (ctx: HandlerContext): CallContext => ({
-    headers: ctx.requestHeader,
-    signal: ctx.signal,
-    clientAddress: ctx.values.get(CLIENT_ADDRESS),
-  });
+  const callFromHttp = (request: FastifyRequest): CallContext => {
+    const call: CallContext = { headers: headersOf(request.headers), clientAddress: clientAddressOf(request) };
+    outcomeOfCall.set(call, outcomeOf(request));
+    return call;
+  };
+  const callFromConnect = (ctx: HandlerContext): CallContext => {
+    const call: CallContext = {
+      headers: ctx.requestHeader,
+      signal: ctx.signal,
+      clientAddress: ctx.values.get(CLIENT_ADDRESS),
+    };
+    outcomeOfCall.set(call, ctx.values.get(OUTCOME));
+    return call;
+  };
 
   // Every RPC on every protocol: limits, then string checks, authorization and the handler.
   const dispatch: Dispatch = async (binding, method, request, call) => {

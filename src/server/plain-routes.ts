@@ -30,6 +30,8 @@ export interface PlainRouterDeps {
   sendError(reply: FastifyReply, err: ConnectError): FastifyReply;
   /** rate limits (absent: none) */
   limits?: RequestLimits;
+  /** ties a route's call to its request (the log names the caller the authorizer admits) */
+  noteCall?(request: FastifyRequest, call: CallContext): void;
 }
 
 /** A router over one Fastify scope (one per module, so a module's body parsers stay its own). */
@@ -41,7 +43,13 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
         url: route.url,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const call: CallContext = { headers: headersOf(request.headers), clientAddress: clientAddressOf(request) };
+          deps.noteCall?.(request, call);
           const kind: CallKind = { sensitive: route.sensitive === true };
+          // Noted before the handler runs too: a streamed answer may be logged before it returns.
+          const noteTemplate = () => {
+            const template = route.templateOf?.(request);
+            if (template) outcomeOf(request).route = template;
+          };
           try {
             deps.limits?.admit(call, kind);
             // The same rule for text as RPC fields: no NUL, valid Unicode, bounded length.
@@ -50,6 +58,7 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
             const rule = route.access === "public" ? "public" : await route.access(request);
             if (rule !== "public") await deps.authorizer.authorizeRoute(rule, call);
             else deps.limits?.afterAuthorization(call);
+            noteTemplate();
             return await route.handler(request, reply, call);
           } catch (thrown) {
             // Answered already (a request body that stopped arriving is answered by the idle limit).
@@ -60,8 +69,7 @@ export function plainRouter(scope: FastifyInstance, deps: PlainRouterDeps): Plai
               ? await route.renderError(wire, reply, err, request, call)
               : deps.sendError(reply, wire);
           } finally {
-            const template = route.templateOf?.(request);
-            if (template) outcomeOf(request).route = template;
+            noteTemplate();
           }
         },
       });

@@ -1,16 +1,20 @@
-// One line per answered request that went wrong, at the level its cause deserves: a client's
-// mistake at info, a refused credential or permission at warn, a server fault at error with the
-// fault's one stack. Every line names the method, the route's template (never the raw path, which
-// holds uids), the status and the request's id. Fastify calls `requestCompleted` once the answer is
-// out on every route, hijacked ones (Connect, gRPC) included; what the transports learnt on the way
-// (the RPC code, what was thrown, a finer route template) is noted on the request's `Outcome`.
-// Successful requests are logged at debug: an access log builds on the same fields.
+// One line per answered request (the access log): method, the route's template (never the raw
+// path, which holds uids), status, duration, bytes in and out, request id, client address, the
+// identity when the call authenticated, and the user agent. A request that went wrong is logged at
+// the level its cause deserves, on the same one line: a client's mistake at info, a refused
+// credential or permission at warn, a server fault at error with the fault's one stack. Fastify
+// calls `requestCompleted` once the answer is out on every route, hijacked ones (Connect, gRPC)
+// included; what the transports learnt on the way (the RPC code, what was thrown, a finer route
+// template, the caller) is noted on the request's `Outcome`. With the access log off, successes
+// are logged at debug only.
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage } from "node:http";
+import { ServerResponse, type IncomingMessage } from "node:http";
+import { Readable } from "node:stream";
 import { LogController, type FastifyReply, type FastifyRequest } from "fastify";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Logger } from "pino";
 import { clip } from "../core/errors.js";
+import { clientAddressOf } from "./client-address.js";
 
 /** What the transports note about a request's answer, beyond what the reply itself says. */
 export interface Outcome {
@@ -24,6 +28,8 @@ export interface Outcome {
   thrown?: unknown;
   /** the line's level when the status alone would misjudge it (a /readyz 503 is an answer, not a fault) */
   level?: "info" | "warn";
+  /** the caller's identity uid, once the authorizer admitted the call */
+  identity?: string;
 }
 
 const outcomes = new WeakMap<FastifyRequest, Outcome>();
@@ -50,16 +56,88 @@ export function requestIdOf(raw: IncomingMessage): string {
 /** The label the request id carries in every line of a request's logger. */
 export const REQUEST_ID_LABEL = "requestId";
 
+/** The route of a request no route matched (the raw path is never logged). */
+export const NO_ROUTE = "(no route)";
+
+/** The longest user agent a line repeats (a client chooses it). */
+const MAX_USER_AGENT_LENGTH = 200;
+
 /** The fields every line about a request carries (the request id is bound in `request.log`). */
 export function requestFields(request: FastifyRequest, reply: FastifyReply): Record<string, unknown> {
   const outcome = outcomes.get(request);
-  const fields: Record<string, unknown> = {
+  const userAgent = request.headers["user-agent"];
+  return {
     method: request.method,
-    route: outcome?.route ?? request.routeOptions.url ?? "(no route)",
+    route: outcome?.route ?? request.routeOptions.url ?? NO_ROUTE,
     status: outcome?.status ?? reply.statusCode,
+    code: outcome?.code === undefined ? undefined : Code[outcome.code],
+    durationMs: Math.round(reply.elapsedTime * 1000) / 1000,
+    bytesIn: bytesInOf(request.raw),
+    bytesOut: (reply.raw as Counted)[BYTES_OUT],
+    clientAddress: (request.raw as Counted)[CLIENT_ADDRESS] ?? clientAddressOf(request),
+    identity: outcome?.identity,
+    userAgent: userAgent === undefined ? undefined : clip(userAgent, MAX_USER_AGENT_LENGTH),
   };
-  if (outcome?.code !== undefined) fields.code = Code[outcome.code];
-  return fields;
+}
+
+// Traffic counts, kept on the raw request and response themselves: counting costs no object per
+// request, only two numbers and the counting methods set on the instances.
+const BYTES_IN = Symbol("bytes received");
+const BYTES_OUT = Symbol("bytes sent");
+// Read when the request arrives: once an HTTP/2 stream has closed, its socket is gone.
+const CLIENT_ADDRESS = Symbol("client address");
+interface Counted {
+  [CLIENT_ADDRESS]?: string;
+  [BYTES_IN]?: number;
+  [BYTES_OUT]?: number;
+}
+type Chunk = string | Uint8Array | null | undefined | (() => void);
+
+function sizeOf(chunk: Chunk, encoding: unknown): number {
+  if (typeof chunk === "string")
+    return Buffer.byteLength(chunk, typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8");
+  return chunk instanceof Uint8Array ? chunk.byteLength : 0;
+}
+
+// Both transports hand the body to the request with `push` (HTTP/1.1's parser, HTTP/2's compat layer).
+function countingPush(this: Readable & Counted, chunk: Chunk, encoding?: BufferEncoding): boolean {
+  this[BYTES_IN]! += sizeOf(chunk, encoding);
+  return Readable.prototype.push.call(this, chunk, encoding);
+}
+
+// What the response's body writes pass on. HTTP/2's `end(chunk)` calls `write`, HTTP/1.1's does not.
+type Write = (chunk: Chunk, encoding?: unknown, callback?: unknown) => unknown;
+function countingWrite(this: Counted & { write: Write }, chunk: Chunk, encoding?: unknown, callback?: unknown) {
+  this[BYTES_OUT]! += sizeOf(chunk, encoding);
+  return (Object.getPrototypeOf(this) as { write: Write }).write.call(this, chunk, encoding, callback);
+}
+function countingEnd(this: Counted & { end: Write }, chunk: Chunk, encoding?: unknown, callback?: unknown) {
+  this[BYTES_OUT]! += sizeOf(chunk, encoding);
+  return (Object.getPrototypeOf(this) as { end: Write }).end.call(this, chunk, encoding, callback);
+}
+
+/**
+ * Counts the request's body bytes (unless it declares its length) and the response's body bytes,
+ * for the access log. Call before anything reads the body or writes the answer.
+ */
+export function countTraffic(request: FastifyRequest, reply: FastifyReply): void {
+  const raw = request.raw as unknown as Readable & Counted;
+  raw[CLIENT_ADDRESS] = clientAddressOf(request);
+  if (request.headers["content-length"] === undefined) {
+    raw[BYTES_IN] = 0;
+    (raw as unknown as { push: unknown }).push = countingPush;
+  }
+  const res = reply.raw as unknown as Counted & Record<"write" | "end", Write>;
+  res[BYTES_OUT] = 0;
+  res.write = countingWrite;
+  if (reply.raw instanceof ServerResponse) res.end = countingEnd;
+}
+
+function bytesInOf(raw: unknown): number | undefined {
+  const counted = (raw as Counted)[BYTES_IN];
+  if (counted !== undefined) return counted;
+  const declared = Number((raw as IncomingMessage).headers["content-length"]);
+  return Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined;
 }
 
 /** How bad an answered request was. */
@@ -85,39 +163,46 @@ function reasonOf(thrown: unknown): string | undefined {
     : clip(message.replace(/(no route for \S+) \S+/, "$1 (path not logged)"), 300);
 }
 
+export interface RequestLogOptions {
+  /** one info line per request, successes too (default); off: successes at debug only */
+  accessLog: boolean;
+}
+
 export class RequestLog extends LogController {
-  constructor() {
+  readonly accessLog: boolean;
+
+  constructor(opts: RequestLogOptions) {
     super({ disableRequestLogging: false, requestIdLogLabel: REQUEST_ID_LABEL });
+    this.accessLog = opts.accessLog;
   }
 
   // Fastify's own "incoming request" line would double every request.
   override incomingRequest(): void {}
 
   override requestCompleted(_error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    // The common case, a success with debug off, costs no object.
-    if (
-      reply.statusCode < 400 &&
-      outcomes.get(request)?.status === undefined &&
-      !(request.log as Logger).isLevelEnabled("debug")
-    )
-      return;
+    const log = request.log as Logger;
+    const outcome = outcomes.get(request);
+    const failed = reply.statusCode >= 400 || outcome?.status !== undefined;
+    // The common case, a success nobody logs, costs no object.
+    if (!failed && !log.isLevelEnabled(this.accessLog ? "info" : "debug")) return;
     const fields = requestFields(request, reply);
     const chosen = outcomes.get(request)?.level;
     if (chosen) return void request.log[chosen](fields, "request answered");
     const level = levelOf(fields.status as number, request);
-    const thrown = outcomes.get(request)?.thrown;
+    if (level === "debug") {
+      if (this.accessLog) log.info(fields, "request");
+      else log.debug(fields, "request");
+      return;
+    }
+    const thrown = outcome?.thrown;
     if (level === "error") {
       // The fault's stack, once; a deliberate error answer (no fault) has none worth printing.
-      request.log.error(
-        { ...fields, ...(thrown instanceof Error ? { err: thrown } : {}) },
-        "request failed: server fault",
-      );
-    } else if (level === "debug") {
-      request.log.debug(fields, "request answered");
+      if (thrown instanceof Error) fields.err = thrown;
+      log.error(fields, "request failed: server fault");
     } else {
-      const reason = reasonOf(thrown);
-      request.log[level](
-        { ...fields, ...(reason ? { reason } : {}) },
+      fields.reason = reasonOf(thrown);
+      log[level](
+        fields,
         level === "warn" ? "request refused: credentials or permission" : "request refused: client error",
       );
     }

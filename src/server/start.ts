@@ -77,6 +77,8 @@ export interface ServerConfig extends PlatformSettings {
   trustProxy?: boolean;
   /** how long a request body may send nothing before it is answered 400 (default 30 s) */
   bodyTimeoutMs?: number;
+  /** one info line per request, successes too (default on); off: only requests that went wrong */
+  accessLog?: boolean;
   /** the features to run (default: all of them) */
   modules?: readonly FeatureModule<any, any>[];
   /** where /metrics is served: a port of its own, and/or the main port to the operator (default: nowhere) */
@@ -327,6 +329,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       bodyTimeoutMs: config.bodyTimeoutMs,
       tracing: config.tracing !== undefined,
       metrics,
+      accessLog: config.accessLog,
     });
     const { fastify, dual, extraListener } = app;
     // Before the main port, so a metrics port that cannot be had stops the start with nothing served.

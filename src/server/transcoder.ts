@@ -28,7 +28,7 @@ import { isOutputOnly } from "../core/fieldmask.js";
 import type { CallContext, Dispatch, ServiceBinding } from "../core/service.js";
 import { compareSpecificity, compileTemplate, type CompiledTemplate } from "./http-template.js";
 import { toRestJson } from "./rest-json.js";
-import { outcomeOf } from "./request-log.js";
+import { NO_ROUTE, outcomeOf } from "./request-log.js";
 import { MAX_ECHO_LENGTH, quote, shortenQuotedValues, strictUtf8 } from "../core/strings.js";
 
 type Verb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -413,7 +413,7 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
             "grpc-status": String(Code.Unimplemented),
             "grpc-message": encodeURIComponent(`unknown method ${clip(path, MAX_ECHO_LENGTH)}`),
           };
-          Object.assign(outcomeOf(request), { code: Code.Unimplemented, status: 501 });
+          Object.assign(outcomeOf(request), { code: Code.Unimplemented, status: 501, route: NO_ROUTE });
           reply.hijack();
           const res = reply.raw;
           // gRPC-Web reads a trailers-only status from the headers; gRPC over HTTP/2 from trailers.
@@ -435,7 +435,11 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
             break;
           }
         }
-        if (!route || !match) return opts.sendError(reply, routeNotFound(request.method, path, routes));
+        if (!route || !match) {
+          // The catch-all's "/*" would read as a route; the raw path is never logged.
+          outcomeOf(request).route = NO_ROUTE;
+          return opts.sendError(reply, routeNotFound(request.method, path, routes));
+        }
         outcomeOf(request).route = route.template.source;
         try {
           const input = buildRequest(

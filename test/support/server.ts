@@ -142,6 +142,8 @@ export interface TestServerOptions {
   tracing?: TracingSettings;
   /** where /metrics is served (default: nowhere; the registry still counts, as `server.metrics`) */
   metrics?: MetricsSettings;
+  /** one log line per request (default on, as served; `--no-access-log`) */
+  accessLog?: boolean;
 }
 
 const INSERT_ROOT_GROUP =
@@ -162,6 +164,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     corsOrigins: options.corsOrigins,
     trustProxy: options.trustProxy,
     bodyTimeoutMs: options.bodyTimeoutMs,
+    accessLog: options.accessLog,
     moduleSettings: {
       events:
         options.allowInsecureSinks === undefined

@@ -299,6 +299,17 @@ export function registerServerCommands(program: Command): void {
     )
     .addOption(new Option("--log-level <level>", "log level").env("BULWARK_LOG_LEVEL").default("info"))
     .addOption(
+      new Option("--log-format <format>", "log lines as JSON, or pretty for a person at a terminal")
+        .env("BULWARK_LOG_FORMAT")
+        .choices(["json", "pretty"])
+        .default("json"),
+    )
+    .addOption(
+      new Option("--no-access-log", "log only requests that went wrong, not one line per request").env(
+        "BULWARK_NO_ACCESS_LOG",
+      ),
+    )
+    .addOption(
       new Option(
         "--allow-insecure-issuers [bool]",
         "token exchange: accept plain-http OIDC issuers on loopback hosts (tests and local use only)",
@@ -471,6 +482,8 @@ export function registerServerCommands(program: Command): void {
             databaseUrl?: string;
             errorDomain: string;
             logLevel: string;
+            logFormat: "json" | "pretty";
+            accessLog: boolean;
             allowInsecureIssuers?: boolean;
             allowPrivateIssuerAddresses?: boolean;
             allowInsecureSinks?: boolean;
@@ -487,14 +500,23 @@ export function registerServerCommands(program: Command): void {
           { keyEncryptionKeyFromEnv },
           { DEFAULT_RATE_LIMITS },
           { tracingFromEnv },
+          pretty,
         ] = await Promise.all([
           import("pino"),
           import("../../server/start.js"),
           import("../../storage/db.js"),
           import("../../server/limits.js"),
           import("../../server/tracing.js"),
+          opts.logFormat === "pretty" ? import("pino-pretty") : undefined,
         ]);
-        const logger = pino({ level: opts.logLevel });
+        // Pretty lines are formatted in this thread, synchronously: pino.transport's worker thread
+        // resolves modules by name, which the bundled binary cannot.
+        const logger = pretty
+          ? pino(
+              { level: opts.logLevel },
+              pretty.default({ sync: true, singleLine: true, translateTime: "SYS:standard" }),
+            )
+          : pino({ level: opts.logLevel });
         for (const group of opts.publicAdvisories ?? [])
           if (!isValidUidp(group))
             throw new CliError(`--public-advisories: ${JSON.stringify(group)} is not a group uid`);
