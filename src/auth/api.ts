@@ -5,7 +5,7 @@
 export { authModule, issuerKeyFile, type AuthExports } from "./module.js";
 export { ANONYMOUS_SUBJECT, OPERATOR_SUBJECT, TokenIssuer, type AuthUrls, type KeySource } from "./tokens.js";
 export { KeyManager, readKeyFile, type SigningKey } from "./keys.js";
-export { recordedPublicUrls, recordedPublicUrlsFile } from "./recorded-urls.js";
+export { recordedListenUrlFile, recordedPublicUrls, recordedPublicUrlsFile } from "./recorded-urls.js";
 export {
   AuthEvents,
   CREDENTIALS_REFUSED_EVENT,

@@ -105,8 +105,8 @@ export const authModule: FeatureModule<ReturnType<typeof authRepositories>, Auth
           },
         },
       ],
-      // `bulwark admin token` reads these to mint tokens this server accepts.
-      listening: (urls) => recordPublicUrls(ctx.db, urls, ctx.dataDir),
+      // `bulwark admin token` reads these to mint tokens this server accepts (and where to call it).
+      listening: (urls, listenUrl) => recordPublicUrls(ctx.db, urls, ctx.dataDir, listenUrl),
       exports: { issuer, capabilitiesOf: (identityUid, uid) => authorizer.capabilitiesOf(identityUid, uid) },
     };
   },

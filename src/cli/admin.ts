@@ -15,6 +15,7 @@ import {
   OPERATOR_SUBJECT,
   readKeyFile,
   recordedPublicUrls,
+  recordedListenUrlFile,
   recordedPublicUrlsFile,
   TokenIssuer,
   type AuthUrls,
@@ -66,6 +67,8 @@ export interface AdminToken {
   urls: AuthUrls;
   /** where the URLs came from */
   urlsFrom: "options" | "server" | "default";
+  /** the address the server holding the data directory listens on, when it recorded one */
+  listenUrl?: string;
 }
 
 export async function adminToken(opts: AdminTokenOptions): Promise<AdminToken> {
@@ -123,7 +126,13 @@ export async function adminToken(opts: AdminTokenOptions): Promise<AdminToken> {
         opts.dataDir,
         Number.isFinite(since) ? since - MTIME_SLACK_MS : undefined,
       );
-      if (key && recorded) return mint({ signingKey: async () => key }, recorded);
+      if (key && recorded) {
+        const listenUrl = await recordedListenUrlFile(
+          opts.dataDir,
+          Number.isFinite(since) ? since - MTIME_SLACK_MS : undefined,
+        );
+        return { ...(await mint({ signingKey: async () => key }, recorded)), ...(listenUrl ? { listenUrl } : {}) };
+      }
       if (Date.now() >= deadline)
         throw new Error(
           `the server (pid ${err.holder.pid}) holding ${opts.dataDir} has not published its signing key and URLs yet; ` +

@@ -1,7 +1,8 @@
 // `bulwark backup` and `bulwark restore`. A backup of an embedded server that is running is taken
 // through the server (its operator-only backup route, with a token `admin token` mints from the
-// key the server publishes in the data directory): the server snapshots its database between two
-// transactions and streams the archive, so nothing stops. With no server on the data directory,
+// key the server publishes in the data directory, called at the address the server listens on:
+// local-server.ts): the server snapshots its database between two transactions and streams the
+// archive, so nothing stops. With no server on the data directory,
 // the command takes the directory's lock and writes the same archive itself. The archive holds the
 // key-encryption key: it is written 0600, to a temporary name renamed into place once whole.
 import { randomBytes } from "node:crypto";
@@ -10,7 +11,7 @@ import { open, rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { adminToken } from "./admin.js";
+import { checkServerUrl, localServer } from "./local-server.js";
 import { CliError } from "./errors.js";
 import { BACKUP_PATH, backupArchive } from "../operations/api.js";
 import { openBlobStore, type RegistrySettings } from "../registry/api.js";
@@ -24,6 +25,8 @@ export interface BackupOptions {
   /** a server to back up over the network (its operator's token in `token`) */
   server?: string;
   token?: string;
+  /** allow `server` to be plain http to another host */
+  insecure?: boolean;
   registry: RegistrySettings;
   /** the URLs when the server recorded none (as `admin token`) */
   fallbackUrls: AuthUrls;
@@ -83,6 +86,7 @@ async function fromServer(opts: BackupOptions, base: string, token: string): Pro
 
 export async function backup(opts: BackupOptions): Promise<BackupReport> {
   if (opts.server) {
+    checkServerUrl(opts.server, opts.insecure === true);
     if (!opts.token) throw new CliError("--server needs the operator's token in BULWARK_TOKEN");
     return fromServer(opts, opts.server, opts.token);
   }
@@ -94,13 +98,8 @@ export async function backup(opts: BackupOptions): Promise<BackupReport> {
   } catch (err) {
     if (!(err instanceof DataDirLockedError)) throw err;
     // A server holds the directory: through it, as its operator.
-    const { token, urls } = await adminToken({
-      dataDir: opts.dataDir,
-      urls: {},
-      fallbackUrls: opts.fallbackUrls,
-      say: opts.say,
-    });
-    return fromServer(opts, urls.apiAudience, token);
+    const server = await localServer({ dataDir: opts.dataDir, fallbackUrls: opts.fallbackUrls, say: opts.say });
+    return fromServer(opts, server.url, server.token);
   }
   try {
     opts.say(`backup started: no server holds ${opts.dataDir}, so it is read here`);

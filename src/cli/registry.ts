@@ -4,7 +4,8 @@
 //   the CLI's token (BULWARK_TOKEN, a token file, or `bulwark auth login`'s), which must be the
 //   operator's;
 // - an embedded data directory a running server holds: that server collects, called with an
-//   operator token minted the way `bulwark admin token` does, at the API URL the server recorded;
+//   operator token minted the way `bulwark admin token` does, at the address it listens on
+//   (local-server.ts);
 // - otherwise it opens the database itself (an embedded one no server holds; PostgreSQL any time,
 //   as collection is safe while replicas serve and one collection runs at a time across them).
 import { join } from "node:path";
@@ -22,7 +23,7 @@ import {
 import { migrateAll } from "../server/start.js";
 import { openDatabase } from "../storage/db.js";
 import { DataDirLockedError } from "../storage/data-dir.js";
-import { adminToken } from "./admin.js";
+import { checkServerUrl, localServer } from "./local-server.js";
 import { explain } from "./errors.js";
 import { Session } from "./session.js";
 
@@ -36,6 +37,8 @@ export interface RegistryGcOptions {
   dryRun: boolean;
   /** a server to call instead (its URL), with the CLI's token */
   server?: string;
+  /** allow `server` to be plain http to another host */
+  insecure?: boolean;
   /** the URL of a server on the data directory when it recorded none (admin token's fallback) */
   fallbackUrl: string;
   env: NodeJS.ProcessEnv;
@@ -48,6 +51,7 @@ const OFFLINE_GRACE_MS = 3_600_000;
 
 export async function registryGc(opts: RegistryGcOptions): Promise<GcReport> {
   if (opts.server) {
+    checkServerUrl(opts.server, opts.insecure === true);
     const session = await Session.open({ apiUrl: opts.server }, opts.env);
     const client = session.client(RegistryMaintenanceService);
     return session.call(() => collectThrough(client, opts));
@@ -65,13 +69,11 @@ export async function registryGc(opts: RegistryGcOptions): Promise<GcReport> {
 /** The server holding the embedded data directory collects, asked with a freshly minted operator token. */
 async function collectThroughServer(opts: RegistryGcOptions): Promise<GcReport> {
   const own = new URL(opts.fallbackUrl);
-  const { token, urls } = await adminToken({
+  const { url, token } = await localServer({
     dataDir: opts.dataDir,
     say: opts.say,
-    urls: {},
     fallbackUrls: { issuer: own.origin, apiAudience: own.origin, registryAudience: own.host },
   });
-  const url = urls.apiAudience;
   opts.say?.(`the server holding ${opts.dataDir} collects: calling ${url}`);
   const bearer: Interceptor = (next) => async (req) => {
     req.header.set("authorization", `Bearer ${token}`);

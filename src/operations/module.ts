@@ -1,6 +1,6 @@
 // The operations module: what the platform's operator runs against a live server. Its route
 // `GET /bulwark/admin/v1/backup` (operator only) streams a consistent backup of an embedded
-// server: the database snapshot, its key-encryption key and every blob it records (archive.ts).
+// server: PostgreSQL's files of a database snapshot, its key-encryption key and every blob it records (archive.ts).
 // On PostgreSQL the database and the bucket are backed up with their own tools (the README's
 // procedure): the route answers FAILED_PRECONDITION.
 import { join } from "node:path";
@@ -8,7 +8,7 @@ import { failedPrecondition } from "../core/errors.js";
 import type { FeatureModule } from "../platform/module.js";
 import { registryModule } from "../registry/api.js";
 import { KEY_ENCRYPTION_KEY_FILE } from "../storage/data-dir.js";
-import { backupArchive } from "./archive.js";
+import { backupArchive, databaseBytes } from "./archive.js";
 
 export const BACKUP_PATH = "/bulwark/admin/v1/backup";
 
@@ -46,7 +46,7 @@ export const operationsModule: FeatureModule = {
               now: ctx.now,
               onSnapshot: (manifest) =>
                 ctx.logger.info(
-                  { created: manifest.created, blobs: manifest.blobs.length, databaseBytes: manifest.database.size },
+                  { created: manifest.created, blobs: manifest.blobs.length, databaseBytes: databaseBytes(manifest) },
                   "backup: database snapshot taken",
                 ),
             });

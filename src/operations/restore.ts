@@ -1,9 +1,12 @@
 // `bulwark restore`: a backup archive (archive.ts) back into a new data directory. Everything is
-// written to a temporary directory beside the target and verified (the manifest, the database
-// snapshot's sha256, every blob's digest while it is written) before one rename makes it the data
-// directory: a corrupt or cut-short archive is a clear error and leaves nothing half made.
+// written to a temporary directory beside the target and verified (the manifest; each database
+// file's name, size and sha256 and each blob's size and digest while it is written, never more
+// bytes than the manifest gives) before PGlite opens the database once to check it starts, and
+// one rename makes it the data directory: a corrupt, cut-short or crafted archive is a clear error
+// and leaves nothing half made. Only PostgreSQL's own files are written from the database part
+// (storage/db.ts's isDatabasePath), as regular files: no other name, no `..`, no link.
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { createReadStream, existsSync } from "node:fs";
+import { createReadStream, createWriteStream, existsSync } from "node:fs";
 import { mkdir, readdir, rename, rm, rmdir, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
@@ -12,15 +15,18 @@ import { createGunzip } from "node:zlib";
 import { extract as tarExtract } from "tar-stream";
 import { openBlobStore } from "../registry/api.js";
 import { KEY_ENCRYPTION_KEY_FILE, makePrivate, parseKeyEncryptionKey } from "../storage/data-dir.js";
-import { restoreDataDir } from "../storage/db.js";
+import { checkRestoredDataDir, isDatabasePath } from "../storage/db.js";
+import { LOCK_FILE } from "../storage/data-dir.js";
 import {
   ARCHIVE_FORMAT,
   ARCHIVE_VERSION,
-  DATABASE_ENTRY,
   KEY_ENTRY,
   MANIFEST_ENTRY,
   blobEntry,
+  databaseBytes,
+  databaseEntry,
   type BackupManifest,
+  type DatabaseFile,
 } from "./archive.js";
 
 export interface RestoreOptions {
@@ -35,7 +41,9 @@ export interface RestoreOptions {
 export interface RestoreReport {
   manifest: BackupManifest;
   blobs: number;
+  /** the blobs' bytes */
   bytes: number;
+  databaseBytes: number;
 }
 
 /** What an archive may hold at most before its manifest says more: the manifest itself. */
@@ -74,10 +82,19 @@ function parseManifest(bytes: Buffer): BackupManifest {
     Number.isSafeInteger((b as { size?: unknown }).size) &&
     (b as { size: number }).size >= 0;
   if (!Array.isArray(m.blobs) || !m.blobs.every(validBlob)) throw corrupt("its manifest's blob list is malformed");
+  const validFile = (f: unknown) =>
+    isDatabasePath((f as { name?: unknown })?.name as string) &&
+    Number.isSafeInteger((f as { size?: unknown }).size) &&
+    (f as { size: number }).size >= 0 &&
+    /^[0-9a-f]{64}$/.test(String((f as { sha256?: unknown }).sha256));
+  const { directories, files } = (m.database ?? {}) as Partial<BackupManifest["database"]>;
   if (
-    m.database?.entry !== DATABASE_ENTRY ||
-    !Number.isSafeInteger(m.database.size) ||
-    !/^[0-9a-f]{64}$/.test(m.database.sha256)
+    !Array.isArray(directories) ||
+    !directories.every((d) => isDatabasePath(d, true)) ||
+    !Array.isArray(files) ||
+    !files.every(validFile) ||
+    new Set(files.map((f) => f.name)).size !== files.length ||
+    !files.some((f) => f.name === "PG_VERSION")
   )
     throw corrupt("its manifest does not describe the database");
   return m;
@@ -105,52 +122,66 @@ export async function restoreArchive(opts: RestoreOptions): Promise<RestoreRepor
     const reading = pipeline(createReadStream(opts.file), createGunzip(), extract);
     reading.catch(() => undefined); // its error also ends the iteration below
     let manifest: BackupManifest | undefined;
-    let database: Buffer | undefined;
     let key = false;
-    const expected = new Map<string, { digest: string; size: number }>();
+    const expectedFiles = new Map<string, DatabaseFile>();
+    const expectedBlobs = new Map<string, { digest: string; size: number }>();
     const restored = new Set<string>();
     let bytes = 0;
     for await (const entry of extract) {
       const name = entry.header.name;
+      // regular files only: a link, a directory or a device is nothing a backup holds
+      if (entry.header.type !== "file") throw corrupt(`its entry ${JSON.stringify(name)} is not a regular file`);
+      const size = entry.header.size ?? 0;
       if (!manifest) {
         if (name !== MANIFEST_ENTRY) throw corrupt(`it starts with ${JSON.stringify(name)}, not its manifest`);
+        if (size > MAX_MANIFEST_BYTES) throw corrupt("its manifest is larger than a manifest can be");
         manifest = parseManifest(await readAll(entry, MAX_MANIFEST_BYTES, "the manifest"));
-        for (const blob of manifest.blobs) expected.set(blobEntry(blob.digest), blob);
-      } else if (name === DATABASE_ENTRY) {
-        database = await readAll(entry, manifest.database.size, "the database");
-        if (
-          database.length !== manifest.database.size ||
-          createHash("sha256").update(database).digest("hex") !== manifest.database.sha256
-        )
-          throw corrupt("the database snapshot does not match its manifest's sha256");
-      } else if (name === KEY_ENTRY) {
+        for (const directory of manifest.database.directories)
+          await mkdir(join(staging, ...directory.split("/")), { recursive: true, mode: 0o700 });
+        for (const file of manifest.database.files) expectedFiles.set(databaseEntry(file.name), file);
+        for (const blob of manifest.blobs) expectedBlobs.set(blobEntry(blob.digest), blob);
+        continue;
+      }
+      if (restored.has(name)) throw corrupt(`it holds ${JSON.stringify(name)} twice`);
+      const file = expectedFiles.get(name);
+      const blob = expectedBlobs.get(name);
+      if (name === KEY_ENTRY) {
         const text = (await readAll(entry, 4096, "the key")).toString("utf8");
         try {
           parseKeyEncryptionKey(text.trim(), "the backup's key-encryption key");
         } catch {
           throw corrupt("its key-encryption key is malformed");
         }
-        await writeFile(join(staging, KEY_ENCRYPTION_KEY_FILE), text, { mode: 0o600 });
+        await writeFile(join(staging, KEY_ENCRYPTION_KEY_FILE), text, { mode: 0o600, flag: "wx" });
         key = true;
-      } else {
-        const blob = expected.get(name);
-        if (!blob || restored.has(name)) throw corrupt(`unexpected entry ${JSON.stringify(name)}`);
+      } else if (file) {
+        if (size !== file.size) throw corrupt(`${name} is not the size its manifest gives`);
+        await restoreDatabaseFile(join(staging, ...file.name.split("/")), file, entry);
+      } else if (blob) {
+        if (size !== blob.size) throw corrupt(`${name} is not the size its manifest gives`);
         await restoreBlob(store, blob, entry);
-        restored.add(name);
         bytes += blob.size;
+      } else {
+        throw corrupt(`unexpected entry ${JSON.stringify(name)}`);
       }
+      restored.add(name);
     }
     await reading;
     if (!manifest) throw corrupt("it is empty");
-    if (!database) throw corrupt("it holds no database snapshot");
+    const missingFiles = [...expectedFiles.keys()].filter((name) => !restored.has(name));
+    if (missingFiles.length > 0)
+      throw corrupt(`${missingFiles.length} of the database's ${expectedFiles.size} files are missing`);
     if (!key) throw corrupt("it holds no key-encryption key");
     const missing = manifest.blobs.filter((b) => !restored.has(blobEntry(b.digest)));
     if (missing.length > 0) throw corrupt(`${missing.length} of its ${manifest.blobs.length} blobs are missing`);
-    await restoreDataDir(staging, new Blob([database]));
+    // Neither is ever in an archive: a server's lock or PostgreSQL's pid file in a new directory
+    // would name a process of another host (or this one) and keep every server out.
+    for (const stray of [LOCK_FILE, "postmaster.pid"]) await rm(join(staging, stray), { force: true });
+    await checkRestoredDataDir(staging);
     makePrivate(staging);
     if (existsSync(target)) await rmdir(target); // empty (checked): the rename takes its place
     await rename(staging, target);
-    return { manifest, blobs: restored.size, bytes };
+    return { manifest, blobs: manifest.blobs.length, bytes, databaseBytes: databaseBytes(manifest) };
   } catch (err) {
     await rm(staging, { recursive: true, force: true });
     if (err instanceof CorruptArchive) throw err;
@@ -167,6 +198,38 @@ export async function restoreArchive(opts: RestoreOptions): Promise<RestoreRepor
   }
 }
 
+/** The body's bytes, failing once there are more than `size` (whatever the tar header said). */
+async function* atMost(body: AsyncIterable<unknown>, size: number, what: string): AsyncGenerator<Buffer> {
+  let seen = 0;
+  for await (const chunk of body) {
+    seen += (chunk as Buffer).length;
+    if (seen > size) throw corrupt(`${what} is larger than its manifest gives`);
+    yield chunk as Buffer;
+  }
+}
+
+/** Writes one of PostgreSQL's files (a new regular file), verifying its size and sha256. */
+async function restoreDatabaseFile(path: string, file: DatabaseFile, body: AsyncIterable<unknown>): Promise<void> {
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const hash = createHash("sha256");
+  let written = 0;
+  await pipeline(
+    Readable.from(
+      (async function* () {
+        for await (const chunk of atMost(body, file.size, file.name)) {
+          hash.update(chunk);
+          written += chunk.length;
+          yield chunk;
+        }
+      })(),
+      { objectMode: false },
+    ),
+    createWriteStream(path, { flags: "wx", mode: 0o600 }),
+  );
+  if (written !== file.size || hash.digest("hex") !== file.sha256)
+    throw corrupt(`the database file ${file.name} does not match its manifest's sha256`);
+}
+
 /** Writes one blob into the store, verifying its digest and size before it is committed. */
 async function restoreBlob(
   store: Awaited<ReturnType<typeof openBlobStore>>,
@@ -177,9 +240,9 @@ async function restoreBlob(
   const hash = createHash(algorithm);
   const hashed = Readable.from(
     (async function* () {
-      for await (const chunk of body) {
-        hash.update(chunk as Buffer);
-        yield chunk as Buffer;
+      for await (const chunk of atMost(body, blob.size, `blob ${blob.digest}`)) {
+        hash.update(chunk);
+        yield chunk;
       }
     })(),
     { objectMode: false },

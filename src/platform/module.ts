@@ -68,8 +68,11 @@ export interface ModuleRuntime<Exports = unknown> {
   readiness?: ReadinessCheck[];
   /** what other modules (and tests) may use of this one, through `exportsOf` */
   exports: Exports;
-  /** called once the server listens, with every public URL final (blanks filled from its own URL) */
-  listening?(urls: Readonly<PublicUrls>): Promise<void>;
+  /**
+   * called once the server listens, with every public URL final (blanks filled from its own URL),
+   * and the URL of the socket it listens on (http://<--host>:<port>: what a tool on this host calls)
+   */
+  listening?(urls: Readonly<PublicUrls>, listenUrl: string): Promise<void>;
   /** releases what the module holds (clients, temporary files), after the server stopped serving */
   close?(): Promise<void>;
 }

@@ -359,7 +359,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       if (!urls.registryAudience) urls.registryAudience = `${hostPart}:${(front.address() as AddressInfo).port}`;
     }
     fillPublicUrls(urls, url);
-    for (const runtime of runtimes) await runtime.listening?.(urls);
+    for (const runtime of runtimes) await runtime.listening?.(urls, url);
     let closing: Promise<ShutdownReport> | undefined;
     const shutdown = () =>
       (closing ??= (async (): Promise<ShutdownReport> => {

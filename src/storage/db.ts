@@ -5,7 +5,7 @@
 // the secrets it stores sealed: the data directory's own, or the one given (PostgreSQL).
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, fsyncSync, openSync, readdirSync } from "node:fs";
-import { chmod, mkdir, readFile } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { Kysely, Migrator, PostgresDialect, sql, type Dialect, type Migration, type MigrationProvider } from "kysely";
 import pg from "pg";
@@ -185,12 +185,23 @@ export interface PoolStats {
 /** A statement run on a database held exclusively (no parameters' types: rows as PGlite returns them). */
 export type SnapshotQuery = <R>(sql: string, parameters?: unknown[]) => Promise<R[]>;
 
-/** The whole embedded database as one consistent copy, and what was read from that same state. */
+/** One of PostgreSQL's files in a snapshot: its path relative to the data directory (`/`-separated). */
+export interface SnapshotFile {
+  name: string;
+  size: number;
+}
+
+/** The embedded database as one consistent copy of PostgreSQL's own files, and what was read from that same state. */
 export interface DatabaseSnapshot<T> {
-  /** PGlite's data directory as an uncompressed tar (PGlite's `dumpDataDir`; `loadDataDir` reads it back) */
-  data: Blob;
+  /** the private directory holding the copy (`files` are relative to it) */
+  dir: string;
+  /** every directory of the copy, parents first (empty ones too: PostgreSQL needs them) */
+  directories: string[];
+  files: SnapshotFile[];
   /** what `during` answered */
   read: T;
+  /** removes the copy (the caller calls it once done, also on failure) */
+  remove(): Promise<void>;
 }
 
 export interface OpenDatabase {
@@ -201,23 +212,96 @@ export interface OpenDatabase {
   /** the embedded database's data directory, when it is on disk */
   dataDir?: string;
   /**
-   * Embedded only: a copy of the whole database taken while no transaction is open (every write
-   * waits meanwhile), and `during`'s reads of that same state (e.g. which blobs it references).
+   * Embedded on disk only: a copy of PostgreSQL's files, taken after a checkpoint while no
+   * transaction is open (every statement waits meanwhile; the copy is made with asynchronous file
+   * calls, so the process goes on serving what needs no database), and `during`'s reads of that
+   * same state (e.g. which blobs it references).
    */
   snapshot?<T>(during: (query: SnapshotQuery) => Promise<T>): Promise<DatabaseSnapshot<T>>;
   close(): Promise<void>;
 }
 
-function snapshotOf(dialect: SerializedPGliteDialect): NonNullable<OpenDatabase["snapshot"]> {
-  return (during) =>
-    dialect.exclusive(async (pglite) => {
-      const read = await during(async <R>(text: string, parameters?: unknown[]) => {
-        return (await pglite.query<R>(text, parameters)).rows;
+/**
+ * What of a data directory is PostgreSQL's (PGlite's PGDATA is the data directory itself): its
+ * version file and configuration, and its `base`, `global` and `pg_*` directories. Nothing else —
+ * not postmaster.pid, nor Bulwark's own files (its lock, keys, recorded URLs, the blobs under
+ * registry/) — goes into a snapshot or comes out of a restore.
+ */
+const DATABASE_TOP_FILES = new Set([
+  "PG_VERSION",
+  "postgresql.conf",
+  "postgresql.auto.conf",
+  "pg_hba.conf",
+  "pg_ident.conf",
+  "postmaster.opts",
+]);
+const DATABASE_TOP_DIRECTORY = /^(base|global|pg_[a-z_]+)$/;
+const DATABASE_PATH_SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
+
+/**
+ * Whether `name` (relative, `/`-separated) may be one of PostgreSQL's files (or, with
+ * `directory`, directories) in a data directory: never absolute, never `..`, only PostgreSQL's entries.
+ */
+export function isDatabasePath(name: string, directory = false): boolean {
+  if (typeof name !== "string" || name.length === 0 || name.length > 1024) return false;
+  const segments = name.split("/");
+  if (!segments.every((s) => DATABASE_PATH_SEGMENT.test(s) && s !== "." && s !== "..")) return false;
+  if (segments.length === 1) return directory ? DATABASE_TOP_DIRECTORY.test(name) : DATABASE_TOP_FILES.has(name);
+  return DATABASE_TOP_DIRECTORY.test(segments[0]!);
+}
+
+/** Where snapshots are staged: inside the (private) data directory, under a name no snapshot copies. */
+const SNAPSHOT_STAGING_PREFIX = ".snapshot-";
+
+function snapshotOf(dialect: SerializedPGliteDialect, dataDir: string): NonNullable<OpenDatabase["snapshot"]> {
+  return async (during) => {
+    const dir = await mkdtemp(join(dataDir, SNAPSHOT_STAGING_PREFIX));
+    const remove = () => rm(dir, { recursive: true, force: true });
+    try {
+      const directories: string[] = [];
+      const files: SnapshotFile[] = [];
+      const read = await dialect.exclusive(async (pglite) => {
+        const read = await during(async <R>(text: string, parameters?: unknown[]) => {
+          return (await pglite.query<R>(text, parameters)).rows;
+        });
+        // The data files current as of now; the WAL is copied too (a restore replays it from here).
+        await pglite.query("CHECKPOINT");
+        // Nothing writes meanwhile: PGlite runs in this thread, and only when asked, and nothing may ask.
+        await copyDatabaseFiles(dataDir, dir, "", directories, files);
+        return read;
       });
-      // "none": the caller compresses the archive it is part of
-      const data = await pglite.dumpDataDir("none");
-      return { data, read };
-    });
+      return { dir, directories, files, read, remove };
+    } catch (err) {
+      await remove();
+      throw err;
+    }
+  };
+}
+
+async function copyDatabaseFiles(
+  from: string,
+  to: string,
+  relative: string,
+  directories: string[],
+  files: SnapshotFile[],
+): Promise<void> {
+  for (const entry of await readdir(join(from, relative), { withFileTypes: true })) {
+    const name = relative ? `${relative}/${entry.name}` : entry.name;
+    if (entry.isDirectory() && isDatabasePath(name, true)) {
+      await mkdir(join(to, name), { mode: 0o700 });
+      directories.push(name);
+      await copyDatabaseFiles(from, to, name, directories, files);
+    } else if (entry.isFile() && isDatabasePath(name)) {
+      await copyFile(join(from, name), join(to, name));
+      files.push({ name, size: (await stat(join(to, name))).size });
+    }
+  }
+}
+
+/** Snapshots a failed process left behind (the directory is this process's now: it holds the lock). */
+async function removeStaleSnapshots(dataDir: string): Promise<void> {
+  for (const name of await readdir(dataDir))
+    if (name.startsWith(SNAPSHOT_STAGING_PREFIX)) await rm(join(dataDir, name), { recursive: true, force: true });
 }
 
 const keyEncryptionKeys = new WeakMap<Kysely<any>, Uint8Array>();
@@ -275,7 +359,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, opts.keyEncryptionKey ?? new Uint8Array(randomBytes(32)));
     backends.set(db, "pglite");
-    return { db, backend: "pglite", snapshot: snapshotOf(dialect), close: () => db.destroy() };
+    return { db, backend: "pglite", close: () => db.destroy() };
   }
   await mkdir(dirname(resolve(dataDir)), { recursive: true });
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
@@ -295,6 +379,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
   try {
     const durable = !opts.unsafeNoFsync;
     const fresh = !existsSync(join(dataDir, "PG_VERSION"));
+    await removeStaleSnapshots(dataDir);
     pglite = await PGlite.create(dataDir, await pgliteOptions(durable ? dataDir : undefined));
     if (durable && fresh) syncTree(dataDir);
     // Earlier versions left PGlite's files 0666; PGlite's initdb writes them so too. One pass after
@@ -309,7 +394,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
       db,
       backend: "pglite",
       dataDir,
-      snapshot: snapshotOf(dialect),
+      snapshot: snapshotOf(dialect, dataDir),
       close: async () => {
         try {
           await db.destroy();
@@ -326,15 +411,15 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
 }
 
 /**
- * Makes a new embedded data directory `dir` (which must not hold a database) from a snapshot
- * (OpenDatabase.snapshot's `data`), synced to disk. The caller puts the key-encryption key beside
- * it; the first server to open it migrates it.
+ * Checks a data directory made of a snapshot's files (OpenDatabase.snapshot) by opening it once
+ * with PGlite, durably (PostgreSQL's crash recovery replays the WAL from the snapshot's checkpoint
+ * and syncs what it writes), then syncs all of it to disk. The caller puts the key-encryption key
+ * beside it; the first server to open it migrates it.
  */
-export async function restoreDataDir(dir: string, data: Blob): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+export async function checkRestoredDataDir(dir: string): Promise<void> {
   const restoreUmask = privateUmask();
   try {
-    const pglite = await PGlite.create({ ...(await pgliteOptions(dir)), loadDataDir: data });
+    const pglite = await PGlite.create(dir, await pgliteOptions(dir));
     await pglite.close();
     makePrivate(dir);
     syncTree(dir);

@@ -4,17 +4,22 @@
 // blob of every manifest it holds verifies, and it mints operator tokens and logs in. "Before" is
 // the order of events (an acknowledgement received before the backup command was started), never
 // a time. Also: the backup route is the operator's only (anonymous 401, others 403), and a server
-// on PostgreSQL (or without a data directory) refuses it with FAILED_PRECONDITION.
+// on PostgreSQL (or without a data directory) refuses it with FAILED_PRECONDITION. And: the archive
+// holds only PostgreSQL's files of the data directory (no lock, pid, keys or URLs file, no
+// registry/), a restore made while the source still serves starts a server on this same host, and
+// a crafted archive (a `../` name, an entry larger than its manifest says) is refused leaving nothing.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { gunzipSync, gzipSync } from "node:zlib";
+import { extract as tarExtract, pack as tarPack } from "tar-stream";
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
-import { BACKUP_PATH } from "../../src/operations/api.js";
+import { BACKUP_PATH, restoreArchive, type BackupManifest } from "../../src/operations/api.js";
 import { backends } from "../support/db-templates.js";
 import { createGroup, createIdentity, createRoleBinding } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
@@ -54,9 +59,19 @@ async function run(args: string[]): Promise<string> {
   return c.output();
 }
 
-async function serve(dataDir: string) {
+async function serve(dataDir: string, ...extra: string[]) {
   // fsync off: this file is about what a backup holds, not about power loss
-  const c = cli(["serve", "--port", "0", "--data-dir", dataDir, "--unsafe-no-fsync", "--inventory-concurrency", "0"]);
+  const c = cli([
+    "serve",
+    "--port",
+    "0",
+    "--data-dir",
+    dataDir,
+    "--unsafe-no-fsync",
+    "--inventory-concurrency",
+    "0",
+    ...extra,
+  ]);
   const [, url] = await c.waitFor(/bulwark listening on (http:\/\/[^"\s]+)/);
   return { ...c, url: url! };
 }
@@ -101,6 +116,50 @@ async function pushImage(oci: OciClient, repo: string, n: number): Promise<Pushe
   const put = await oci.putManifest(repo, `v${n}`, manifest, MEDIA_TYPES.ociManifest);
   assert.equal(put.status, 201, `manifest push: ${put.status}`);
   return { repo, tag: `v${n}`, manifest: digestOf(manifest), blobs: [digestOf(config), digestOf(layer)] };
+}
+
+interface ArchiveEntry {
+  name: string;
+  type: string;
+  body: Buffer;
+}
+
+/** Every entry of a (small) archive, in order. */
+async function entriesOf(file: string): Promise<ArchiveEntry[]> {
+  const extract = tarExtract();
+  const entries: ArchiveEntry[] = [];
+  const done = new Promise<void>((resolve, reject) => {
+    extract.on("entry", (header, stream, next) => {
+      const chunks: Buffer[] = [];
+      stream.on("data", (c: unknown) => chunks.push(c as Buffer));
+      stream.on("end", () => {
+        entries.push({ name: header.name, type: header.type ?? "file", body: Buffer.concat(chunks) });
+        next();
+      });
+    });
+    extract.on("finish", resolve);
+    extract.on("error", reject);
+  });
+  extract.end(gunzipSync(readFileSync(file)));
+  await done;
+  return entries;
+}
+
+/** An archive of these entries; `size` overrides an entry's header size (its body is padded to match). */
+async function archiveOf(file: string, entries: (ArchiveEntry & { size?: number })[]): Promise<void> {
+  const pack = tarPack();
+  const chunks: Buffer[] = [];
+  pack.on("data", (c: unknown) => chunks.push(c as Buffer));
+  const ended = once(pack, "end");
+  for (const e of entries) {
+    const body = e.size === undefined ? e.body : Buffer.concat([e.body, Buffer.alloc(e.size - e.body.length)]);
+    await new Promise<void>((resolve, reject) =>
+      pack.entry({ name: e.name, size: body.length, mode: 0o600 }, body, (err) => (err ? reject(err) : resolve())),
+    );
+  }
+  pack.finalize();
+  await ended;
+  writeFileSync(file, gzipSync(Buffer.concat(chunks)));
 }
 
 describe("bulwark backup and restore", { concurrency: true }, () => {
@@ -206,6 +265,124 @@ describe("bulwark backup and restore", { concurrency: true }, () => {
     } finally {
       restored.child.kill("SIGTERM");
       assert.equal(await restored.exit, 0, restored.output());
+    }
+  });
+
+  it("the archive holds PostgreSQL's files only; restored while the source serves, it serves on the same host; crafted archives are refused", async () => {
+    const dir = freshDir();
+    // A public API URL that is not this host's: the backup calls the address the server listens on.
+    const source = await serve(dir, "--api-url", "http://bulwark.invalid:9");
+    try {
+      const registryHost = new URL(source.url).host;
+      const oci = new OciClient(source.url, { bearer: await adminToken(dir, registryHost) });
+      const created = await rest(source.url, await adminToken(dir))("groups", { name: "backup-files" });
+      assert.equal(created.status, 200, await created.text());
+      const pushed = await pushImage(oci, "backup-files/app", 1);
+      assert.ok(existsSync(join(dir, "registry")), "the blobs are under the data directory (the default)");
+
+      // --server: plain http to another host is refused before anything is sent
+      const file = join(freshDir(), "backup.tar.gz");
+      const insecure = cli(["backup", file, "--server", "http://192.0.2.1:8080"], cliEnv({ BULWARK_TOKEN: "x.y.z" }));
+      assert.notEqual(await insecure.exit, 0);
+      assert.match(insecure.output(), /plain http to another host.*--insecure/s);
+      assert.ok(!existsSync(file));
+
+      const out = await run(["backup", file, "--data-dir", dir]);
+      assert.match(out, /asking the server at http:\/\/(127\.0\.0\.1|\[::1\]|localhost):\d+ /, out);
+
+      const entries = await entriesOf(file);
+      assert.equal(entries[0]?.name, "manifest.json");
+      const manifest = JSON.parse(entries[0]!.body.toString("utf8")) as BackupManifest;
+      const names = entries.map((e) => e.name);
+      const database = names.filter((n) => n.startsWith("database/")).map((n) => n.slice("database/".length));
+      assert.deepEqual(
+        database,
+        manifest.database.files.map((f) => f.name),
+        "the manifest lists every database file",
+      );
+      assert.ok(database.includes("PG_VERSION") && database.some((n) => n.startsWith("pg_wal/")), database.join(" "));
+      for (const name of database)
+        assert.match(
+          name,
+          /^(PG_VERSION|postgresql(\.auto)?\.conf|pg_hba\.conf|pg_ident\.conf|postmaster\.opts|(base|global|pg_[a-z_]+)\/.+)$/,
+          name,
+        );
+      for (const forbidden of ["bulwark.lock", "postmaster.pid", "public-urls.json", "issuer-signing-key.json"])
+        assert.ok(!names.some((n) => n.endsWith(forbidden)), `${forbidden} is not in the archive`);
+      assert.ok(!names.some((n) => n.includes("registry")), "no entry of the blob directory: blobs are blob entries");
+      const blobs = names.filter((n) => n.startsWith("blobs/"));
+      assert.deepEqual(blobs.sort(), manifest.blobs.map((b) => `blobs/${b.digest.replace(":", "/")}`).sort());
+      for (const digest of pushed.blobs) assert.ok(blobs.includes(`blobs/${digest.replace(":", "/")}`), digest);
+      assert.deepEqual(
+        names.filter((n) => !n.startsWith("database/") && !n.startsWith("blobs/")),
+        ["manifest.json", "key-encryption-key"],
+      );
+      assert.ok(entries.every((e) => e.type === "file"));
+
+      // Restored while the source still serves (its lock held by a live process on this host).
+      const restoredDir = join(freshDir(), "restored");
+      assert.match(await run(["restore", file, "--data-dir", restoredDir]), /all verified/);
+      for (const stray of ["bulwark.lock", "postmaster.pid", "public-urls.json", "issuer-signing-key.json"])
+        assert.ok(!existsSync(join(restoredDir, stray)), `no ${stray} in the restored directory`);
+      const restored = await serve(restoredDir);
+      try {
+        const login = new OciClient(restored.url, {
+          credential: { username: "_token", password: await adminToken(restoredDir) },
+        });
+        const res = await login.getManifest(pushed.repo, pushed.tag);
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get("docker-content-digest"), pushed.manifest);
+      } finally {
+        restored.child.kill("SIGTERM");
+        assert.equal(await restored.exit, 0, restored.output());
+      }
+
+      // Crafted archives: refused, and nothing is left beside the target (nor anywhere `../` points).
+      const refuse = async (what: string, crafted: (ArchiveEntry & { size?: number })[], message: RegExp) => {
+        const parent = freshDir();
+        const craftedFile = join(freshDir(), `${what}.tar.gz`);
+        await archiveOf(craftedFile, crafted);
+        await assert.rejects(restoreArchive({ file: craftedFile, dataDir: join(parent, "target") }), message, what);
+        assert.deepEqual(readdirSync(parent), [], `${what}: nothing left`);
+      };
+      const [first, ...others] = entries;
+      const manifestWith = (database: BackupManifest["database"]) => ({
+        ...first!,
+        body: Buffer.from(JSON.stringify({ ...manifest, database })),
+      });
+      const escape = { name: "database/../../escape", type: "file", body: Buffer.from("out") };
+      await refuse("dot-dot entry", [first!, escape, ...others], /unexpected entry/);
+      await refuse(
+        "dot-dot in the manifest",
+        [
+          manifestWith({
+            ...manifest.database,
+            files: [...manifest.database.files, { name: "../escape", size: 3, sha256: "0".repeat(64) }],
+          }),
+          ...others,
+        ],
+        /does not describe the database/,
+      );
+      await refuse(
+        "a lock file in the manifest",
+        [
+          manifestWith({
+            ...manifest.database,
+            files: [...manifest.database.files, { name: "bulwark.lock", size: 3, sha256: "0".repeat(64) }],
+          }),
+          ...others,
+        ],
+        /does not describe the database/,
+      );
+      const oversized = (name: string) => [
+        first!,
+        ...others.map((e) => (e.name === name ? { ...e, size: e.body.length + 4096 } : e)),
+      ];
+      await refuse("an oversized blob", oversized(blobs[0]!), /not the size its manifest gives/);
+      await refuse("an oversized database file", oversized("database/PG_VERSION"), /not the size its manifest gives/);
+    } finally {
+      source.child.kill("SIGTERM");
+      assert.equal(await source.exit, 0, source.output());
     }
   });
 

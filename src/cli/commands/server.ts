@@ -728,9 +728,17 @@ export function registerServerCommands(program: Command): void {
         "ask this running server to collect (its API URL; token: BULWARK_TOKEN, BULWARK_TOKEN_FILE or `bulwark auth login`)",
       ),
     )
+    .option("--insecure", "allow --server to be plain http to another host (the token crosses the network unencrypted)")
     .action(
       async (
-        opts: BlobOpts & { dataDir: string; databaseUrl?: string; dryRun?: boolean; grace?: number; server?: string },
+        opts: BlobOpts & {
+          dataDir: string;
+          databaseUrl?: string;
+          dryRun?: boolean;
+          grace?: number;
+          server?: string;
+          insecure?: boolean;
+        },
         command: Command,
       ) => {
         const io = ioOf(command);
@@ -747,6 +755,7 @@ export function registerServerCommands(program: Command): void {
           graceMs: opts.grace,
           dryRun: opts.dryRun === true,
           server: opts.server,
+          insecure: opts.insecure,
           fallbackUrl: ownUrl({ host: DEFAULT_CONFIG.host, port: DEFAULT_CONFIG.port }),
           env: io.env,
           say: (line) => void io.stderr.write(`bulwark: ${line}\n`),
@@ -780,24 +789,32 @@ export function registerServerCommands(program: Command): void {
     .addOption(
       new Option("--server <url>", "back up this server over the network (the operator's token in BULWARK_TOKEN)"),
     )
-    .action(async (file: string, opts: BlobOpts & { dataDir: string; server?: string }, command: Command) => {
-      const io = ioOf(command);
-      const { backup } = await import("../backup.js");
-      const own = ownUrl({ host: DEFAULT_CONFIG.host, port: DEFAULT_CONFIG.port });
-      const report = await backup({
-        file,
-        dataDir: opts.dataDir,
-        server: opts.server,
-        token: io.env.BULWARK_TOKEN,
-        registry: registrySettings(io.env, opts),
-        fallbackUrls: { issuer: own, apiAudience: own, registryAudience: new URL(own).host },
-        say: (line) => void io.stderr.write(`bulwark: ${line}\n`),
-      });
-      io.stderr.write(
-        `bulwark: wrote ${report.file} (${report.bytes} bytes, ${report.how === "server" ? "from the running server" : "offline"}); ` +
-          "it holds the data directory's key-encryption key: keep it as secret as the data directory\n",
-      );
-    });
+    .option("--insecure", "allow --server to be plain http to another host (the token crosses the network unencrypted)")
+    .action(
+      async (
+        file: string,
+        opts: BlobOpts & { dataDir: string; server?: string; insecure?: boolean },
+        command: Command,
+      ) => {
+        const io = ioOf(command);
+        const { backup } = await import("../backup.js");
+        const own = ownUrl({ host: DEFAULT_CONFIG.host, port: DEFAULT_CONFIG.port });
+        const report = await backup({
+          file,
+          dataDir: opts.dataDir,
+          server: opts.server,
+          insecure: opts.insecure,
+          token: io.env.BULWARK_TOKEN,
+          registry: registrySettings(io.env, opts),
+          fallbackUrls: { issuer: own, apiAudience: own, registryAudience: new URL(own).host },
+          say: (line) => void io.stderr.write(`bulwark: ${line}\n`),
+        });
+        io.stderr.write(
+          `bulwark: wrote ${report.file} (${report.bytes} bytes, ${report.how === "server" ? "from the running server" : "offline"}); ` +
+            "it holds the data directory's key-encryption key: keep it as secret as the data directory\n",
+        );
+      },
+    );
 
   examples(program.command("restore"), [
     "bulwark restore bulwark-2026-01-31.tar.gz --data-dir /var/lib/bulwark-restored",
@@ -827,7 +844,8 @@ export function registerServerCommands(program: Command): void {
       );
       io.stdout.write(
         `restored ${opts.dataDir}: the database as of ${report.manifest.created} ` +
-          `(Bulwark ${report.manifest.bulwarkVersion}), ${report.blobs} blobs (${report.bytes} bytes), all verified\n`,
+          `(Bulwark ${report.manifest.bulwarkVersion}; ${report.databaseBytes} bytes), ${report.blobs} blobs ` +
+          `(${report.bytes} bytes), all verified\n`,
       );
     });
 }
