@@ -7,7 +7,6 @@ import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { once } from "node:events";
 import { PassThrough, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
@@ -177,13 +176,12 @@ async function streamEntry(pack: Pack, name: string, size: number, body: Readabl
       resolveSink(pack.entry({ name, size, mode: 0o600 }, (err) => (err ? reject(err) : resolve())));
     });
   });
-  try {
-    for await (const chunk of body) if (!sink.write(chunk as Buffer)) await once(sink, "drain", { signal });
-  } catch (err) {
-    body.destroy();
-    sink.destroy(err as Error);
-    throw err;
-  }
-  sink.end(() => undefined);
+  // Both are settled below; until then a failure (a reader gone, a short blob: "size mismatch")
+  // must reach this function, not the process as an unhandled error or rejection.
+  done.catch(() => undefined);
+  sink.on("error", () => undefined);
+  // pipeline ends the entry when the body ends, destroys both on a failure or an abort, and
+  // settles however the sink goes away (no wait for a drain that never comes).
+  await pipeline(body, sink, { signal });
   await unlessAborted(done, signal);
 }

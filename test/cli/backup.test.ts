@@ -386,6 +386,48 @@ describe("bulwark backup and restore", { concurrency: true }, () => {
     }
   });
 
+  it("a backup that cannot finish (its reader gone, a blob shorter than recorded) fails alone: the server serves on and collects garbage again", async () => {
+    const dir = freshDir();
+    const source = await serve(dir);
+    try {
+      const token = await adminToken(dir);
+      const oci = new OciClient(source.url, { bearer: await adminToken(dir, new URL(source.url).host) });
+      const created = await rest(source.url, token)("groups", { name: "backup-broken" });
+      assert.equal(created.status, 200, await created.text());
+      const pushed = await pushImage(oci, "backup-broken/app", 1);
+      // A collection answering proves the backup let go of the registry (they take turns).
+      const collect = async () => {
+        const res = await fetch(`${source.url}/bulwark/registry/v1/garbage:collect`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ dryRun: false }),
+        });
+        assert.equal(res.status, 200, await res.text());
+      };
+
+      // The reader goes away after the first bytes.
+      const res = await fetch(`${source.url}${BACKUP_PATH}`, { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(res.status, 200);
+      const reader = res.body!.getReader();
+      assert.ok(!(await reader.read()).done);
+      await reader.cancel();
+      await collect();
+
+      // A blob shorter than the database records: the archive errors instead of passing for a whole one.
+      const layer = pushed.blobs[1]!.slice("sha256:".length);
+      writeFileSync(join(dir, "registry", "blobs", "sha256", layer.slice(0, 2), layer), "short");
+      const file = join(freshDir(), "backup.tar.gz");
+      const broken = cli(["backup", file, "--data-dir", dir]);
+      assert.notEqual(await broken.exit, 0, broken.output());
+      assert.ok(!existsSync(file), "no partial archive is left under the name");
+      assert.equal((await fetch(`${source.url}/livez`)).status, 200);
+      await collect();
+    } finally {
+      source.child.kill("SIGTERM");
+      assert.equal(await source.exit, 0, source.output());
+    }
+  });
+
   for (const backend of backends()) {
     it(`${backend}: the backup route is the operator's only, and needs an embedded data directory`, async () => {
       const server = await startTestServer(backend);
