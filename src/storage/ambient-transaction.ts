@@ -12,12 +12,12 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import {
   CompiledQuery,
   type DatabaseConnection,
-  type Dialect,
   type Driver,
   type Kysely,
   type QueryCompiler,
   type TransactionSettings,
 } from "kysely";
+import { WrappedDialect } from "./wrapped-dialect.js";
 
 interface Scope {
   readonly driver: AmbientDriver;
@@ -190,18 +190,8 @@ function unwrap(connection: DatabaseConnection): DatabaseConnection {
 }
 
 /** A dialect whose driver can run code in one transaction it does not know about. */
-export class AmbientTransactionDialect implements Dialect {
+export class AmbientTransactionDialect extends WrappedDialect {
   driver: AmbientDriver | undefined;
-  constructor(private readonly inner: Dialect) {}
-  createAdapter() {
-    return this.inner.createAdapter();
-  }
-  createQueryCompiler() {
-    return this.inner.createQueryCompiler();
-  }
-  createIntrospector(db: Kysely<any>) {
-    return this.inner.createIntrospector(db);
-  }
   createDriver(): Driver {
     return (this.driver = new AmbientDriver(this.inner.createDriver()));
   }

@@ -2,7 +2,8 @@
 // It works below Kysely, in the driver, so the ambient transaction's begin/commit/savepoints and
 // every repository's statements are seen alike. Observers see the SQL text only, never the
 // parameters (they hold tokens, emails, secrets).
-import type { DatabaseConnection, Dialect, Driver, Kysely, CompiledQuery, QueryResult } from "kysely";
+import type { DatabaseConnection, Driver, Kysely, CompiledQuery, QueryResult } from "kysely";
+import { WrappedDialect } from "./wrapped-dialect.js";
 
 /**
  * Called as a statement is sent; the function it returns (if any) is called once the statement
@@ -103,18 +104,8 @@ class ObservedDriver implements Driver {
 }
 
 /** A dialect whose statements its database's observers see (`observeQueries`). */
-export class ObservedDialect implements Dialect {
+export class ObservedDialect extends WrappedDialect {
   readonly observers = new Observers();
-  constructor(private readonly inner: Dialect) {}
-  createAdapter() {
-    return this.inner.createAdapter();
-  }
-  createQueryCompiler() {
-    return this.inner.createQueryCompiler();
-  }
-  createIntrospector(db: Kysely<any>) {
-    return this.inner.createIntrospector(db);
-  }
   createDriver(): Driver {
     return new ObservedDriver(this.inner.createDriver(), this.observers);
   }
