@@ -2,9 +2,11 @@
 // child processes (bulwark serve, baselines, load generators), PostgreSQL clusters through
 // scripts/pg-temp.sh, temp directories, and their cleanup at the end, after an error or on Ctrl-C.
 import net from "node:net";
+import autocannon from "autocannon";
 import { execFile, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -250,5 +252,67 @@ export async function adminToken(resources, server, audience) {
     return (await runTracked(resources, process.execPath, args, { env: childEnv(server.env) })).stdout.trim();
   } catch (err) {
     throw new Error(`bulwark admin token: ${(err.stderr || err.message).trim().slice(-1000)}`);
+  }
+}
+
+/**
+ * GetGroup over REST (an authenticated GET) against one `bulwark serve` per mode on PGlite, in
+ * BENCH_ROUNDS interleaved rounds of BENCH_SECONDS after a warm-up, each mode's rate reported as
+ * the median round and as the median of its rounds' ratios to the `baseline` mode's, from the
+ * same run (not a timed test). A mode: { name, env?, bin?, logLevel? }.
+ */
+export async function compareGetGroup(resources, modes, { baseline, what }) {
+  const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+  const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
+  const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+  const CONNECTIONS = Number(process.env.BENCH_CONCURRENCY ?? 32);
+  for (const mode of modes) {
+    const dataDir = mkdtempSync(join(tmpdir(), `bulwark-bench-${what}-${mode.name}-`));
+    resources.dirs.add(dataDir);
+    mode.server = await startBulwark(resources, {
+      label: mode.name,
+      dataDir,
+      env: mode.env,
+      bin: mode.bin,
+      logLevel: mode.logLevel,
+    });
+    mode.token = await adminToken(resources, mode.server);
+    const group = json(
+      await send(`${mode.server.base}/iam/v2beta1/groups`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${mode.token}` },
+        body: JSON.stringify({ name: `bench-${mode.name}` }),
+      }),
+      `${mode.name}: create group`,
+    );
+    mode.url = `${mode.server.base}/iam/v2beta1/groups/${group.uid}`;
+    mode.rates = [];
+  }
+  const load = (mode, duration) =>
+    autocannon({
+      url: mode.url,
+      connections: CONNECTIONS,
+      duration,
+      headers: { authorization: `Bearer ${mode.token}` },
+    });
+  for (const mode of modes) await load(mode, Math.max(WARMUP * 3, 2)); // JIT and caches warm
+  for (let round = 0; round < ROUNDS; round++) {
+    // Interleaved, the order turning each round: a busy moment of the machine is shared out.
+    const order = modes.map((_, i) => modes[(i + round) % modes.length]);
+    for (const mode of order) {
+      await load(mode, WARMUP);
+      const result = await load(mode, SECONDS);
+      if (result.non2xx > 0) throw new Error(`${mode.name}: ${result.non2xx} answers were not 2xx`);
+      mode.rates.push(result.requests.average);
+    }
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const base = modes.find((m) => m.name === baseline) ?? modes[0];
+  console.log(`\nGetGroup over REST, PGlite, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s (median):`);
+  console.log(`| mode | req/s | ratio to ${base.name} (median of rounds) |`);
+  console.log("|---|---|---|");
+  for (const mode of modes) {
+    const ratios = mode.rates.map((r, i) => r / base.rates[i]);
+    console.log(`| ${mode.name} | ${Math.round(median(mode.rates))} | ${median(ratios).toFixed(3)} |`);
   }
 }

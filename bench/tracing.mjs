@@ -11,16 +11,8 @@
 // as the median round and as a ratio to `unset` from the same run.
 // Run after `npm run build`: `node bench/tracing.mjs`.
 import http from "node:http";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import autocannon from "autocannon";
-import { Resources, adminToken, json, send, startBulwark } from "./lib.mjs";
+import { Resources, compareGetGroup } from "./lib.mjs";
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
-const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 1);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const CONNECTIONS = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const BEFORE_BIN = process.env.BENCH_BEFORE_BIN;
 
 /** An OTLP/HTTP sink that reads each export and answers 200 (a collector that keeps nothing). */
@@ -64,49 +56,7 @@ async function main() {
       },
       ...(BEFORE_BIN ? [{ name: "before", env: withoutOtel({}), bin: BEFORE_BIN }] : []),
     ];
-    for (const mode of modes) {
-      const dataDir = mkdtempSync(join(tmpdir(), `bulwark-bench-tracing-${mode.name}-`));
-      resources.dirs.add(dataDir);
-      mode.server = await startBulwark(resources, { label: mode.name, dataDir, env: mode.env, bin: mode.bin });
-      mode.token = await adminToken(resources, mode.server);
-      const group = json(
-        await send(`${mode.server.base}/iam/v2beta1/groups`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${mode.token}` },
-          body: JSON.stringify({ name: `bench-${mode.name}` }),
-        }),
-        `${mode.name}: create group`,
-      );
-      mode.url = `${mode.server.base}/iam/v2beta1/groups/${group.uid}`;
-      mode.rates = [];
-    }
-    const load = (mode, duration) =>
-      autocannon({
-        url: mode.url,
-        connections: CONNECTIONS,
-        duration,
-        headers: { authorization: `Bearer ${mode.token}` },
-      });
-    for (const mode of modes) await load(mode, Math.max(WARMUP * 3, 2)); // JIT and caches warm
-    for (let round = 0; round < ROUNDS; round++) {
-      // Interleaved, the order turning each round: a busy moment of the machine is shared out.
-      const order = modes.map((_, i) => modes[(i + round) % modes.length]);
-      for (const mode of order) {
-        await load(mode, WARMUP);
-        const result = await load(mode, SECONDS);
-        if (result.non2xx > 0) throw new Error(`${mode.name}: ${result.non2xx} answers were not 2xx`);
-        mode.rates.push(result.requests.average);
-      }
-    }
-    const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    const unset = modes[0];
-    console.log(`\nGetGroup over REST, PGlite, ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s (median):`);
-    console.log("| mode | req/s | ratio to unset (median of rounds) |");
-    console.log("|---|---|---|");
-    for (const mode of modes) {
-      const ratios = mode.rates.map((r, i) => r / unset.rates[i]);
-      console.log(`| ${mode.name} | ${Math.round(median(mode.rates))} | ${median(ratios).toFixed(3)} |`);
-    }
+    await compareGetGroup(resources, modes, { baseline: "unset", what: "tracing" });
     console.log(`sink: ${sink.requests} exports, ${(sink.bytes / 1e6).toFixed(1)} MB`);
   } finally {
     await resources.cleanup();
