@@ -283,6 +283,9 @@ export class Indexer {
         if (stream) {
           opened.add(stream);
           stream.once("close", () => opened.delete(stream));
+          // The reader sees a stream's errors through its iterator, but only once it pulled: a
+          // stream opened and not yet read, destroyed by a stop, must not crash the process.
+          stream.on("error", () => undefined);
         }
         return stream;
       },

@@ -274,7 +274,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     // Set on the raw response, so replies written past Fastify (Connect, gRPC) carry them too.
     reply.raw.setHeader("x-content-type-options", "nosniff");
     reply.raw.setHeader(REQUEST_ID_HEADER, request.id);
-    if (accessLog) countTraffic(request, reply);
+    countTraffic(request, reply);
     if (opts.cors && applyCors(opts.cors, request, reply)) return;
     if (answerUnservedGrpc(request, reply, grpcPaths)) return;
     if (answerUnservedConnect(request, reply, grpcPaths, wireError)) return;

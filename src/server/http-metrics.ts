@@ -10,24 +10,13 @@ import { Counter, Histogram } from "prom-client";
 import type { MetricsRegistry } from "../platform/telemetry.js";
 import { limitOf } from "./limits.js";
 import { isRpcPath } from "./protocol-errors.js";
-import { outcomeOf } from "./request-log.js";
-
-/** The route label of a request no route matched. */
-export const NO_ROUTE = "(no route)";
+import { NO_ROUTE, outcomeOf, trafficOf } from "./request-log.js";
 
 /** Seconds: from a cached read (~1 ms) to a large blob or a slow database (a minute). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 const LABELS = ["protocol", "method", "route", "status", "code"] as const;
 const BYTE_LABELS = ["protocol", "method", "route"] as const;
-
-/** Body bytes of one request, counted as they pass (streams have no Content-Length). */
-interface Transferred {
-  in: number;
-  out: number;
-}
-
-const transferred = new WeakMap<FastifyRequest, Transferred>();
 
 export function registerHttpMetrics(fastify: FastifyInstance, registry: MetricsRegistry): void {
   const requests = new Counter({
@@ -62,10 +51,7 @@ export function registerHttpMetrics(fastify: FastifyInstance, registry: MetricsR
     registers: [registry],
   });
 
-  fastify.addHook("onRequest", (request, reply, done) => {
-    transferred.set(request, countBodies(request, reply));
-    done();
-  });
+  // Body bytes are the access log's counts (request-log.ts countTraffic, which app.ts starts on every request).
   fastify.addHook("onResponse", (request, reply, done) => {
     const outcome = outcomeOf(request);
     const protocol = protocolOf(request);
@@ -80,12 +66,10 @@ export function registerHttpMetrics(fastify: FastifyInstance, registry: MetricsR
     };
     requests.inc(labels);
     duration.observe(labels, reply.elapsedTime / 1000);
-    const bytes = transferred.get(request);
-    if (bytes) {
-      const byteLabels = { protocol, method: request.method, route };
-      bytesIn.inc(byteLabels, bytes.in);
-      bytesOut.inc(byteLabels, bytes.out);
-    }
+    const bytes = trafficOf(request, reply);
+    const byteLabels = { protocol, method: request.method, route };
+    bytesIn.inc(byteLabels, bytes.in ?? 0);
+    bytesOut.inc(byteLabels, bytes.out ?? 0);
     const limit = limitOf(outcome.thrown);
     if (limit) refusals.inc({ limit });
     done();
@@ -106,47 +90,4 @@ function codeOf(protocol: string, code: Code | undefined, status: number): strin
   if (code !== undefined) return Code[code] ?? "UNKNOWN";
   if (protocol === "http") return "";
   return status < 400 ? "OK" : "";
-}
-
-function byteLength(chunk: unknown, encoding: unknown): number {
-  if (typeof chunk === "string")
-    return Buffer.byteLength(chunk, typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8");
-  return chunk instanceof Uint8Array ? chunk.byteLength : 0;
-}
-
-/**
- * Counts the body bytes a request receives and its answer sends, on HTTP/1.1 and HTTP/2 alike:
- * Node's parsers hand each received chunk to the request's `push`, and every answer (Fastify's,
- * Connect's, a piped blob) leaves through the response's `write` and `end`.
- */
-function countBodies(request: FastifyRequest, reply: FastifyReply): Transferred {
-  const counted: Transferred = { in: 0, out: 0 };
-  const req = request.raw as unknown as { push(chunk: unknown, encoding?: unknown): boolean };
-  const push = req.push;
-  req.push = function (chunk, encoding) {
-    counted.in += byteLength(chunk, encoding);
-    return push.call(this, chunk, encoding);
-  };
-  const res = reply.raw as unknown as {
-    write(chunk: unknown, ...rest: unknown[]): boolean;
-    end(chunk?: unknown, ...rest: unknown[]): unknown;
-  };
-  const write = res.write;
-  const end = res.end;
-  // HTTP/2's end() writes its chunk through write(): counted once, there.
-  let ending = false;
-  res.write = function (chunk, ...rest) {
-    if (!ending) counted.out += byteLength(chunk, rest[0]);
-    return write.call(this, chunk, ...rest);
-  };
-  res.end = function (chunk, ...rest) {
-    if (typeof chunk !== "function") counted.out += byteLength(chunk, rest[0]);
-    ending = true;
-    try {
-      return end.call(this, chunk, ...rest);
-    } finally {
-      ending = false;
-    }
-  };
-  return counted;
 }

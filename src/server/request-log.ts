@@ -118,7 +118,7 @@ function countingEnd(this: Counted & { end: Write }, chunk: Chunk, encoding?: un
 
 /**
  * Counts the request's body bytes (unless it declares its length) and the response's body bytes,
- * for the access log. Call before anything reads the body or writes the answer.
+ * for the access log and the request metrics. Call before anything reads the body or writes the answer.
  */
 export function countTraffic(request: FastifyRequest, reply: FastifyReply): void {
   const raw = request.raw as unknown as Readable & Counted;
@@ -131,6 +131,11 @@ export function countTraffic(request: FastifyRequest, reply: FastifyReply): void
   res[BYTES_OUT] = 0;
   res.write = countingWrite;
   if (reply.raw instanceof ServerResponse) res.end = countingEnd;
+}
+
+/** A request's body bytes in and out, as counted (countTraffic) or declared; undefined: not known. */
+export function trafficOf(request: FastifyRequest, reply: FastifyReply): { in?: number; out?: number } {
+  return { in: bytesInOf(request.raw), out: (reply.raw as Counted)[BYTES_OUT] };
 }
 
 function bytesInOf(raw: unknown): number | undefined {
