@@ -10,7 +10,7 @@ import { Counter, Histogram } from "prom-client";
 import type { MetricsRegistry } from "../platform/telemetry.js";
 import { limitOf } from "./limits.js";
 import { isRpcPath } from "./protocol-errors.js";
-import { NO_ROUTE, outcomeOf, trafficOf } from "./request-log.js";
+import { outcomeOf, routeOf, trafficOf } from "./request-log.js";
 
 /** Seconds: from a cached read (~1 ms) to a large blob or a slow database (a minute). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -55,7 +55,7 @@ export function registerHttpMetrics(fastify: FastifyInstance, registry: MetricsR
   fastify.addHook("onResponse", (request, reply, done) => {
     const outcome = outcomeOf(request);
     const protocol = protocolOf(request);
-    const route = outcome.route ?? request.routeOptions.url ?? NO_ROUTE;
+    const route = routeOf(request);
     const status = outcome.status ?? reply.statusCode;
     const labels = {
       protocol,

@@ -59,6 +59,11 @@ export const REQUEST_ID_LABEL = "requestId";
 /** The route of a request no route matched (the raw path is never logged). */
 export const NO_ROUTE = "(no route)";
 
+/** The template a request reached (the transports' finer one first), for logs and metrics: never the raw path. */
+export function routeOf(request: FastifyRequest): string {
+  return outcomes.get(request)?.route ?? request.routeOptions.url ?? NO_ROUTE;
+}
+
 /** The longest user agent a line repeats (a client chooses it). */
 const MAX_USER_AGENT_LENGTH = 200;
 
@@ -68,7 +73,7 @@ export function requestFields(request: FastifyRequest, reply: FastifyReply): Rec
   const userAgent = request.headers["user-agent"];
   return {
     method: request.method,
-    route: outcome?.route ?? request.routeOptions.url ?? NO_ROUTE,
+    route: routeOf(request),
     status: outcome?.status ?? reply.statusCode,
     code: outcome?.code === undefined ? undefined : Code[outcome.code],
     durationMs: Math.round(reply.elapsedTime * 1000) / 1000,

@@ -10,7 +10,7 @@
 // a crafted archive (a `../` name, an entry larger than its manifest says) is refused leaving nothing.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { gunzipSync, gzipSync } from "node:zlib";
@@ -25,7 +25,8 @@ import { createGroup, createIdentity, createRoleBinding } from "../support/fixtu
 import { restClient } from "../support/http.js";
 import { startTestServer } from "../support/server.js";
 import { descriptorOf, digestOf, MEDIA_TYPES, OciClient } from "../support/oci.js";
-import { until, watchOutput } from "../support/wait.js";
+import { until } from "../support/wait.js";
+import { startCliFromSource } from "../support/cli.js";
 
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
@@ -42,14 +43,7 @@ function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 function cli(args: string[], env = cliEnv()) {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env,
-  });
-  children.push(child);
-  const output = watchOutput(child);
-  const exit = once(child, "close").then(([code]) => code as number | null);
-  return { child, output: output.text, waitFor: output.waitFor, exit };
+  return startCliFromSource(args, env, children);
 }
 
 async function run(args: string[]): Promise<string> {

@@ -20,7 +20,7 @@ import { matchPackages } from "../../src/images/matching/match.js";
 import { ReportWorker } from "../../src/images/reports.js";
 import { registryModule } from "../../src/registry/api.js";
 import { vulnerabilitiesModule } from "../../src/vulnerabilities/api.js";
-import { cgaId, IMPORT_PATH } from "../support/advisories.js";
+import { cgaId, fixedAdvisoriesDocument, IMPORT_PATH } from "../support/advisories.js";
 import { ok } from "../support/assertions.js";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
@@ -34,24 +34,7 @@ const INSTALLED = "1.0-r0";
 
 /** An advisory YAML document of PACKAGE: each advisory detected, then fixed at its version. */
 function advisoryDocument(advisories: { id: string; fixedIn: string }[]): string {
-  return [
-    "schema-version: 2.0.2",
-    "package:",
-    `  name: ${PACKAGE}`,
-    "advisories:",
-    ...advisories.flatMap((a) => [
-      `  - id: ${a.id}`,
-      "    events:",
-      "      - timestamp: 2024-01-01T00:00:00Z",
-      "        type: detection",
-      "        data:",
-      "          type: manual",
-      "      - timestamp: 2024-02-01T00:00:00Z",
-      "        type: fixed",
-      "        data:",
-      `          fixed-version: ${a.fixedIn}`,
-    ]),
-  ].join("\n");
+  return fixedAdvisoriesDocument(PACKAGE, advisories);
 }
 
 for (const backend of backends()) {

@@ -35,7 +35,8 @@ import {
 } from "../../src/storage/data-dir.js";
 import { keyEncryptionKeyOf } from "../../src/storage/db.js";
 import { clonePostgres, postgresUrl } from "../support/db-templates.js";
-import { HANG_MS, until, watchOutput, withinHang } from "../support/wait.js";
+import { HANG_MS, until, withinHang } from "../support/wait.js";
+import { startCliFromSource, type CliRun } from "../support/cli.js";
 
 const dirs: string[] = [];
 function freshDir(): string {
@@ -51,28 +52,13 @@ function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return env;
 }
 
-interface Run {
-  child: ChildProcess;
-  /** stdout and stderr so far */
-  output(): string;
-  /** the first match of `re` in stdout and stderr, once written (rejects if the process ends first) */
-  waitFor(re: RegExp): Promise<RegExpMatchArray>;
-  exit: Promise<number | null>;
-}
+type Run = CliRun;
 
 /** every CLI process started, stopped after the suites if a failed test left it running */
 const children: ChildProcess[] = [];
 
 function cli(args: string[], env = cliEnv()): Run {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env,
-  });
-  children.push(child);
-  const output = watchOutput(child);
-  // "close", not "exit": only then has everything the child wrote been read.
-  const exit = once(child, "close").then(([code]) => code as number | null);
-  return { child, output: output.text, waitFor: output.waitFor, exit };
+  return startCliFromSource(args, env, children);
 }
 
 interface Server extends Run {

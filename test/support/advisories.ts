@@ -55,26 +55,37 @@ export function cgaId(n: number): string {
   return `CGA-${chars.slice(0, 4)}-${chars.slice(4, 8)}-${chars.slice(8)}`;
 }
 
-/** Imports one advisory (a detection, then a fix) for `packageName` into `group`; answers it. */
-export async function importAdvisory(api: Api, group: string, id: string, packageName: string): Promise<Json> {
-  const content = [
+/** An advisory YAML document of `packageName`: each advisory detected, then fixed at its version. */
+export function fixedAdvisoriesDocument(
+  packageName: string,
+  advisories: { id: string; fixedIn: string; aliases?: string[] }[],
+): string {
+  return [
     "schema-version: 2.0.2",
     "package:",
     `  name: ${JSON.stringify(packageName)}`,
     "advisories:",
-    `  - id: ${id}`,
-    "    aliases:",
-    `      - CVE-2024-${id.slice(-4)}`,
-    "    events:",
-    "      - timestamp: 2024-01-01T00:00:00Z",
-    "        type: detection",
-    "        data:",
-    "          type: manual",
-    "      - timestamp: 2024-02-01T00:00:00Z",
-    "        type: fixed",
-    "        data:",
-    "          fixed-version: 1.0.0-r1",
+    ...advisories.flatMap((a) => [
+      `  - id: ${a.id}`,
+      ...(a.aliases?.length ? ["    aliases:", ...a.aliases.map((alias) => `      - ${alias}`)] : []),
+      "    events:",
+      "      - timestamp: 2024-01-01T00:00:00Z",
+      "        type: detection",
+      "        data:",
+      "          type: manual",
+      "      - timestamp: 2024-02-01T00:00:00Z",
+      "        type: fixed",
+      "        data:",
+      `          fixed-version: ${a.fixedIn}`,
+    ]),
   ].join("\n");
+}
+
+/** Imports one advisory (a detection, then a fix) for `packageName` into `group`; answers it. */
+export async function importAdvisory(api: Api, group: string, id: string, packageName: string): Promise<Json> {
+  const content = fixedAdvisoriesDocument(packageName, [
+    { id, fixedIn: "1.0.0-r1", aliases: [`CVE-2024-${id.slice(-4)}`] },
+  ]);
   const res = await api.post("/bulwark/vulnerabilities/v1/advisories:import", {
     parent: group,
     documents: [{ name: `${id}.advisories.yaml`, content }],

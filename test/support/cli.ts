@@ -13,6 +13,7 @@ import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import type { CliIo, CliOutput } from "../../src/cli/io.js";
 import { main } from "../../src/cli/program.js";
+import { watchOutput } from "./wait.js";
 
 export const BIN = join(process.cwd(), "bin", "bulwark.js");
 
@@ -201,4 +202,30 @@ export function normalize(text: string, known: Record<string, string> = {}): str
 /** Column alignment depends on the uids' lengths: compare tables with runs of spaces collapsed. */
 export function collapse(text: string): string {
   return text.replace(/ {2,}/g, "  ").replace(/ +\n/g, "\n");
+}
+
+/** A CLI process run from the sources, its output watched. */
+export interface CliRun {
+  child: ChildProcess;
+  /** stdout and stderr so far */
+  output(): string;
+  /** the first match of `re` in stdout and stderr, once written (rejects if the process ends first) */
+  waitFor(re: RegExp): Promise<RegExpMatchArray>;
+  exit: Promise<number | null>;
+}
+
+/**
+ * Starts `bulwark <args>` from the sources (tsx: no build needed) with exactly `env`; `started`
+ * collects it, for a suite to stop what a failed test left running.
+ */
+export function startCliFromSource(args: string[], env: NodeJS.ProcessEnv, started: ChildProcess[]): CliRun {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env,
+  });
+  started.push(child);
+  const output = watchOutput(child);
+  // "close", not "exit": only then has everything the child wrote been read.
+  const exit = once(child, "close").then(([code]) => code as number | null);
+  return { child, output: output.text, waitFor: output.waitFor, exit };
 }
