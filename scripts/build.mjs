@@ -14,12 +14,23 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const STAMP = join(ROOT, "dist", ".build-fingerprint");
 // Everything the output depends on besides Node itself: the sources, how they are compiled and
 // bundled, and the exact dependency versions.
-const FILE_INPUTS = ["tsconfig.json", "package.json", "package-lock.json", "scripts/bundle.mjs", "scripts/build.mjs"];
+const FILE_INPUTS = [
+  "tsconfig.json",
+  "package.json",
+  "package-lock.json",
+  "scripts/bundle.mjs",
+  "scripts/bundle-console.mjs",
+  "scripts/build.mjs",
+];
+/** Folders whose every file is an input: the server's sources and the console's. */
+const SOURCE_DIRS = ["src", "console"];
 
 /** The build inputs' fingerprint under `root` (a package root, ending in "/"). */
 export function fingerprint(root = ROOT) {
   const hash = createHash("sha256").update(process.version);
-  const sources = readdirSync(join(root, "src"), { recursive: true, withFileTypes: true })
+  const sources = SOURCE_DIRS.flatMap((dir) =>
+    existsSync(join(root, dir)) ? readdirSync(join(root, dir), { recursive: true, withFileTypes: true }) : [],
+  )
     .filter((entry) => entry.isFile())
     .map((entry) => join(entry.parentPath ?? entry.path, entry.name).slice(root.length))
     .sort();
@@ -35,13 +46,21 @@ export function fingerprint(root = ROOT) {
 /** Builds unless dist/ already holds the build of these inputs; true when it built. */
 export function build({ ifChanged = false } = {}) {
   const current = fingerprint();
-  const built = existsSync(STAMP) && existsSync(join(ROOT, "dist", "bundle", "main.js"));
+  const built =
+    existsSync(STAMP) &&
+    existsSync(join(ROOT, "dist", "bundle", "main.js")) &&
+    existsSync(join(ROOT, "dist", "console", "index.html"));
   if (ifChanged && built && readFileSync(STAMP, "utf8").trim() === current) return false;
   const node = process.execPath;
   execFileSync(node, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", join(ROOT, "tsconfig.json")], {
     stdio: "inherit",
   });
   execFileSync(node, [join(ROOT, "scripts/bundle.mjs")], { stdio: "inherit" });
+  // The console is type-checked by its own project (DOM, JSX) and bundled for the browser.
+  execFileSync(node, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", join(ROOT, "console/tsconfig.json")], {
+    stdio: "inherit",
+  });
+  execFileSync(node, [join(ROOT, "scripts/bundle-console.mjs")], { stdio: "inherit" });
   writeFileSync(STAMP, `${current}\n`);
   return true;
 }

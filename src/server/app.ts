@@ -23,6 +23,7 @@ import type { MetricsRegistry } from "../platform/telemetry.js";
 import { DEFAULT_BODY_TIMEOUT_MS, limitBodyIdle } from "./body-timeout.js";
 import { clientAddressOf } from "./client-address.js";
 import { registerConnectRoutes } from "./connect-routes.js";
+import { registerConsoleRoutes } from "./console-routes.js";
 import { registerDocsRoutes } from "./docs-routes.js";
 import { REFLECTION_SERVICES, registerReflection } from "./reflection.js";
 import { applyCors, type CorsSettings } from "./cors.js";
@@ -90,6 +91,8 @@ export interface AppOptions {
   metrics?: MetricsRegistry;
   /** one info line per request, successes too (default on); off: failures only (successes at debug) */
   accessLog?: boolean;
+  /** origins besides its own the web console calls (the issuer's, when published elsewhere) */
+  consoleConnectOrigins?: () => string[];
 }
 
 /** The client's address, for handlers that only see a Connect HandlerContext. */
@@ -294,6 +297,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   fastify.get("/healthz", async () => ({ status: "SERVING", version: VERSION }));
   registerHealthRoutes(fastify, opts.readiness);
   registerDocsRoutes(fastify);
+  registerConsoleRoutes(fastify, { connectOrigins: opts.consoleConnectOrigins ?? (() => []) });
   for (const register of opts.routes ?? []) {
     await fastify.register(async (scope) =>
       register(

@@ -330,6 +330,8 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
       tracing: config.tracing !== undefined,
       metrics,
       accessLog: config.accessLog,
+      // Read per page: the URLs are final only once the server listens.
+      consoleConnectOrigins: () => (URL.canParse(urls.issuer) ? [new URL(urls.issuer).origin] : []),
     });
     const { fastify, dual, extraListener } = app;
     // Before the main port, so a metrics port that cannot be had stops the start with nothing served.

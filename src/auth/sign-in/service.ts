@@ -15,7 +15,7 @@
 import type { AuthEvents, Origin } from "../events.js";
 import { createHash, randomBytes, randomInt, timingSafeEqual } from "node:crypto";
 import * as oidc from "openid-client";
-import { CLI_CLIENT_ID } from "../../core/cli-client.js";
+import { CLI_CLIENT_ID, CONSOLE_CALLBACK_PATH, CONSOLE_CLIENT_ID } from "../../core/cli-client.js";
 import { isValidUidp, newChildUidp } from "../../core/uidp.js";
 import {
   InviteRefused,
@@ -130,6 +130,18 @@ function s256(verifier: string): string {
 }
 
 /** RFC 8252 §7.3: an http loopback IP redirect, any port. */
+/** The console's callback on one of `origins`, exactly (no query, fragment or credentials). */
+function consoleRedirect(value: unknown, origins: ReadonlySet<string>): URL | undefined {
+  if (typeof value !== "string") return undefined;
+  try {
+    const url = new URL(value);
+    const exact = url.href === `${url.origin}${CONSOLE_CALLBACK_PATH}`;
+    return exact && origins.has(url.origin) ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function loopbackRedirect(value: unknown): URL | undefined {
   if (typeof value !== "string") return undefined;
   try {
@@ -197,14 +209,25 @@ export class SignInService {
     this.now = deps.now ?? (() => new Date());
   }
 
-  /** The CLI's authorization request (RFC 6749 §4.1.1, RFC 7636): starts a browser sign-in. */
+  /**
+   * An authorization request of the CLI or the console (RFC 6749 §4.1.1, RFC 7636): starts a
+   * browser sign-in. The CLI redirects to a loopback port; the console only to its callback on an
+   * origin of this server's own public URLs, so a code is never sent anywhere else.
+   */
   async authorize(query: Fields): Promise<Authorization> {
-    const redirect = loopbackRedirect(query.redirect_uri);
     // Until the client and its redirect are known good, errors are shown, never redirected.
-    if (query.client_id !== CLI_CLIENT_ID) return { kind: "refused", reason: "Unknown client." };
-    if (!redirect) {
-      const reason = "The redirect must be an http loopback address (127.0.0.1 or [::1]) with a port.";
-      return { kind: "refused", reason };
+    let redirect: URL | undefined;
+    if (query.client_id === CLI_CLIENT_ID) {
+      redirect = loopbackRedirect(query.redirect_uri);
+      if (!redirect) {
+        const reason = "The redirect must be an http loopback address (127.0.0.1 or [::1]) with a port.";
+        return { kind: "refused", reason };
+      }
+    } else if (query.client_id === CONSOLE_CLIENT_ID) {
+      redirect = consoleRedirect(query.redirect_uri, this.consoleOrigins());
+      if (!redirect) return { kind: "refused", reason: "The redirect must be this server's console callback." };
+    } else {
+      return { kind: "refused", reason: "Unknown client." };
     }
     const back = (error: string, description: string): Authorization => {
       const url = new URL(redirect);
@@ -283,6 +306,12 @@ export class SignInService {
     }
   }
 
+  /** The origins the console is served on: those of the issuer's and the API's public URLs. */
+  private consoleOrigins(): Set<string> {
+    const { urls } = this.deps.issuer;
+    return new Set([urls.issuer, urls.apiAudience].flatMap((u) => (URL.canParse(u) ? [new URL(u).origin] : [])));
+  }
+
   /** The upstream provider's redirect back (its query): the sign-in completes or fails. */
   async returnFromUpstream(query: Fields, origin: Origin): Promise<UpstreamReturn> {
     const session =
@@ -314,12 +343,16 @@ export class SignInService {
     }
   }
 
-  /** The token endpoint: a code or a device code for an API token (RFC 6749 §4.1.3, RFC 8628 §3.4). */
+  /**
+   * The token endpoint: a code or a device code for an API token (RFC 6749 §4.1.3, RFC 8628 §3.4).
+   * The console redeems codes only; the device flow is the CLI's.
+   */
   async token(form: Fields): Promise<TokenResponse> {
-    if (form.client_id !== CLI_CLIENT_ID) throw new LoginError("invalid_client", "unknown client");
+    const fromConsole = form.client_id === CONSOLE_CLIENT_ID;
+    if (form.client_id !== CLI_CLIENT_ID && !fromConsole) throw new LoginError("invalid_client", "unknown client");
     let identityUid: string;
     if (form.grant_type === "authorization_code") identityUid = await this.redeemCode(form);
-    else if (form.grant_type === DEVICE_CODE_GRANT) identityUid = await this.pollDevice(form);
+    else if (form.grant_type === DEVICE_CODE_GRANT && !fromConsole) identityUid = await this.pollDevice(form);
     else throw new LoginError("unsupported_grant_type", "grant_type must be authorization_code or device_code");
     const { issuer } = this.deps;
     // The token carries who the upstream said the person is (the `act` claim events record).
