@@ -27,7 +27,8 @@ const result = await build({
   target: ["chrome120", "firefox121", "safari17"],
   jsx: "automatic",
   minify: true,
-  sourcemap: "linked",
+  // No source maps: the package ships what browsers run, and the sources are in the repository.
+  sourcemap: false,
   metafile: true,
   define: { "process.env.NODE_ENV": '"production"' },
   tsconfig: "console/tsconfig.json",

@@ -521,3 +521,46 @@ describe("architecture: each rule reports a planted violation", () => {
     ]);
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// The console (console/src/) is a client in the browser: of the server's tree it may import only the
+// generated protos (src/gen/) and the issuer's client ids (src/core/cli-client.ts), like any other
+// client of the API; never server, feature or storage code.
+
+const CONSOLE_SRC = resolve(SRC, "..", "console", "src");
+const CONSOLE_MAY_IMPORT = (target: string) => target.startsWith("gen/") || target === "core/cli-client.js";
+
+/** Imports of console files (path → text, relative to console/src/) that reach into src/ past what a client may use. */
+function consoleViolations(files: ReadonlyMap<string, string>): string[] {
+  return [...files].flatMap(([path, text]) =>
+    importsOf(path, text)
+      .filter((i) => i.to.startsWith("../../src/"))
+      .map((i) => i.to.slice("../../src/".length))
+      .filter((target) => !CONSOLE_MAY_IMPORT(target))
+      .map((target) => `console/src/${path} → src/${target}`),
+  );
+}
+
+describe("architecture: the console", () => {
+  it("imports of the server's tree only the generated protos and the client ids", () => {
+    const files = new Map(
+      readdirSync(CONSOLE_SRC, { recursive: true })
+        .map(String)
+        .filter((f) => /\.tsx?$/.test(f))
+        .map((f) => [f.split(sep).join("/"), readFileSync(join(CONSOLE_SRC, f), "utf8")]),
+    );
+    assert.ok(files.size > 5, "the console's files are read");
+    assert.deepEqual(consoleViolations(files), []);
+  });
+
+  it("a planted import of server code is reported", () => {
+    const files = new Map([
+      [
+        "pages/x.tsx",
+        'import { GroupsService } from "../../../src/gen/x_pb.js";\nimport "../../../src/core/cli-client.js";\n',
+      ],
+      ["pages/y.tsx", 'import { startServer } from "../../../src/server/start.js";\n'],
+    ]);
+    assert.deepEqual(consoleViolations(files), ["console/src/pages/y.tsx → src/server/start.js"]);
+  });
+});

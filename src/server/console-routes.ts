@@ -15,7 +15,6 @@ const TYPES: Record<string, string> = {
   ".css": "text/css; charset=utf-8",
   ".svg": "image/svg+xml",
   ".png": "image/png",
-  ".map": "application/json",
 };
 
 export interface ConsoleOptions {

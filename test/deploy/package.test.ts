@@ -114,6 +114,7 @@ describe("the npm package", () => {
       "package/dist/bundle/docker-credential.js",
       "package/dist/bundle/read-worker.js",
       "package/openapi/openapi.json",
+      "package/dist/console/index.html",
     ])
       assert.ok(entries.includes(expected), `${expected} is in the package`);
     const unwanted = entries.filter(
@@ -171,6 +172,12 @@ describe("the npm package", () => {
       const health = await fetch(`${line.url}/healthz`);
       assert.equal(health.status, 200);
       assert.equal(((await health.json()) as { version: string }).version, manifest.version);
+      // The console comes with the package: its page and the script it names.
+      const consolePage = await fetch(`${line.url}/`);
+      assert.equal(consolePage.status, 200);
+      const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(await consolePage.text())?.[1];
+      assert.ok(script, "the console's page names its script");
+      assert.equal((await fetch(`${line.url}${script}`)).status, 200);
 
       const token = await npx("admin", "token", "--data-dir", dataDir);
       assert.equal(token.code, 0, token.stderr);
