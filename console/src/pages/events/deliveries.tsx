@@ -138,7 +138,8 @@ function DeliveriesTable({
       {list.items.length === 0 ? (
         <Empty>No delivery yet.</Empty>
       ) : (
-        <div className="table-scroll">
+        // Focusable, so a keyboard can scroll it when no control inside takes focus (a viewer's).
+        <div className="table-scroll" tabIndex={0} role="region" aria-label="Deliveries">
           <DataTable<Delivery>
             caption="Deliveries, newest event first"
             rows={list.items}

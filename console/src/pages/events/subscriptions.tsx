@@ -55,7 +55,7 @@ export function SubscriptionsPage() {
     <Page title="Event subscriptions">
       <div role="search" className="filters" aria-label="Filter subscriptions">
         <GroupSelect
-          label="Group"
+          label="Subscriptions of"
           value={group}
           allowAll="Every group"
           onValue={(uid) => setQuery({ group: uid, ...resetPosition })}
