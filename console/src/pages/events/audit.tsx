@@ -75,7 +75,7 @@ export function AuditPage() {
         columns={[
           { header: "Time", sort: "time", cell: (e) => <Time value={e.time} /> },
           { header: "Type", cell: (e) => e.type },
-          { header: "Subject", cell: (e) => <code>{e.subject}</code> },
+          { header: "Subject", cell: (e) => <code className="wrap">{e.subject}</code> },
           { header: "Group", cell: (e) => (e.group ? pathOf(e.group) : "—") },
           {
             header: "Actor",

@@ -16,6 +16,7 @@ import { useAction, useLoad } from "../../ui/load";
 import { DataTable, usePagedList, type PagedList } from "../../ui/list";
 import { Button, Form, TextField } from "../../ui/forms";
 import { Done, Empty, ErrorNote, Loading } from "../../ui/feedback";
+import { useVisibleGroups } from "../../ui/groups";
 import { Page, Section, Time } from "../../ui/misc";
 import { QueryChecks, splitList, utcDate } from "../security/filters";
 import { groupOf } from "./subscriptions";
@@ -47,6 +48,7 @@ function DeliveriesOf({ uid }: { uid: string }) {
   const access = useAccess();
   const [query] = useQueryState();
   const states = query.get("states") ?? "";
+  const groups = useVisibleGroups();
   const subscription = useLoad(() => client(SubscriptionFiltersService).getFilteredSubscription({ uid }), [uid]);
   const list = usePagedList<Delivery>(
     async ({ pageSize, pageToken }) => {
@@ -97,7 +99,9 @@ function DeliveriesOf({ uid }: { uid: string }) {
           <dd>{subscription.data.types.length ? subscription.data.types.join(", ") : "every type"}</dd>
           <dt>Group</dt>
           <dd>
-            <Link to={href("/console/subscriptions", { group: groupOf(uid) })}>{groupOf(uid)}</Link>
+            <Link to={href("/console/subscriptions", { group: groupOf(uid) })}>
+              {groups.data?.find((g) => g.uid === groupOf(uid))?.path ?? groupOf(uid)}
+            </Link>
           </dd>
         </dl>
       ) : (
@@ -145,19 +149,37 @@ function DeliveriesTable({
             rows={list.items}
             rowKey={(d) => d.eventId}
             columns={[
-              { header: "Event time", cell: (d) => <Time value={d.eventTime} /> },
               {
                 header: "Event",
                 cell: (d) => (
                   <>
                     {d.eventType}
                     <div className="muted">
-                      <code>{d.eventSubject}</code>
+                      <Time value={d.eventTime} />
+                    </div>
+                    <code className="wrap">{d.eventSubject}</code>
+                  </>
+                ),
+              },
+              {
+                header: "State",
+                cell: (d) => (
+                  <>
+                    {stateLabel(d.state)}
+                    <div className="muted">
+                      {d.state === Delivery_State.DELIVERED ? (
+                        <Time value={d.deliveredTime} />
+                      ) : d.state === Delivery_State.PENDING ? (
+                        <>
+                          next <Time value={d.nextAttemptTime} />
+                        </>
+                      ) : (
+                        "given up"
+                      )}
                     </div>
                   </>
                 ),
               },
-              { header: "State", cell: (d) => stateLabel(d.state) },
               { header: "Attempts", className: "num", cell: (d) => d.attempts },
               {
                 header: "Last answer",
@@ -168,23 +190,7 @@ function DeliveriesTable({
                     <>
                       {d.lastStatusCode ? `HTTP ${d.lastStatusCode}` : "no answer"}
                       {d.lastError && <div className="muted">{d.lastError}</div>}
-                      <div className="muted">
-                        <Time value={d.lastAttemptTime} />
-                      </div>
                     </>
-                  ),
-              },
-              {
-                header: "Next",
-                cell: (d) =>
-                  d.state === Delivery_State.DELIVERED ? (
-                    <>
-                      delivered <Time value={d.deliveredTime} />
-                    </>
-                  ) : d.state === Delivery_State.PENDING ? (
-                    <Time value={d.nextAttemptTime} />
-                  ) : (
-                    "given up"
                   ),
               },
               ...(canRedeliver

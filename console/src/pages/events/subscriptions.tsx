@@ -70,7 +70,7 @@ export function SubscriptionsPage() {
         rowKey={(s) => s.uid}
         empty="No subscription here."
         columns={[
-          { header: "Sink", cell: (s) => <code>{s.sink}</code> },
+          { header: "Sink", cell: (s) => <code className="wrap">{s.sink}</code> },
           { header: "Group", cell: (s) => pathOf(groupOf(s.uid)) },
           { header: "Event types", cell: (s) => (s.types.length ? s.types.join(", ") : "every type") },
           {

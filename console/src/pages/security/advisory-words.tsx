@@ -83,7 +83,8 @@ export function eventDetails(event: AdvisoryEvent): string[] {
       if (d.case === "scanv1")
         lines.push(
           `Found by ${d.value.scanner || "a scanner"}${d.value.scannerVersion ? ` ${d.value.scannerVersion}` : ""}: ` +
-            `${d.value.component} ${d.value.componentVersion} (${d.value.componentType}) in ${d.value.artifactVersion}`,
+            `${d.value.component} ${d.value.componentVersion} (${d.value.componentType})` +
+            (d.value.artifactVersion ? ` in ${d.value.artifactVersion}` : ""),
         );
       break;
     }
