@@ -70,6 +70,7 @@ export function Visibility({ repoUid, repoName }: { repoUid: string; repoName: s
   if (loaded.error) return <ErrorNote error={loaded.error} />;
   if (!loaded.data) return <span className="muted">…</span>;
   const isPublic = loaded.data.public;
+  const action = isPublic ? "Make private" : "Make public";
   const toggle = async () => {
     setBusy(true);
     setError(undefined);
@@ -89,8 +90,9 @@ export function Visibility({ repoUid, repoName }: { repoUid: string; repoName: s
     <span className="visibility">
       <span>{isPublic ? "Public" : "Private"}</span>{" "}
       {can("repo.update", repoUid) && (
-        <Button busy={busy} onClick={toggle} aria-label={`Make ${repoName} ${isPublic ? "private" : "public"}`}>
-          {isPublic ? "Make private" : "Make public"}
+        // the visible words first in the name (WCAG 2.5.3), then which repo
+        <Button busy={busy} onClick={toggle} aria-label={`${action}: ${repoName}`}>
+          {action}
         </Button>
       )}
       <ErrorNote error={error} />

@@ -361,13 +361,15 @@ function DiffSection({ repoUid, digest, tag }: { repoUid: string; digest: string
   const choices = (tags.data?.tags ?? []).filter((t) => t.name !== tag);
   return (
     <Section title="Compare">
-      <SelectField
-        label="Compare with tag"
-        value={other}
-        onValue={(value) => setQuery({ diff: value })}
-        hint="What changed from that tag's image to this one"
-        options={[{ value: "", label: "Choose…" }, ...choices.map((t) => ({ value: t.name, label: t.name }))]}
-      />
+      <div className="form inline">
+        <SelectField
+          label="Compare with tag"
+          value={other}
+          onValue={(value) => setQuery({ diff: value })}
+          hint="What changed from that tag's image to this one"
+          options={[{ value: "", label: "Choose…" }, ...choices.map((t) => ({ value: t.name, label: t.name }))]}
+        />
+      </div>
       <ErrorNote error={tags.error} />
       {other &&
         (diff.error ? (
