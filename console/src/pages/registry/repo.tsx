@@ -1,0 +1,171 @@
+// One repository: its tags (TagsService.ListTags, paged and sorted), the pull command of a tag,
+// and where a tag has pointed over time (Registry.ListTagHistory).
+import { ReposService } from "../../../../src/gen/chainguard/platform/registry/v2/repos_pb.js";
+import { TagsService, type Tag } from "../../../../src/gen/chainguard/platform/registry/v2/tags_pb.js";
+import { Registry, type TagHistory } from "../../../../src/gen/platform/registry/v1/registry.platform_pb.js";
+import { client } from "../../api";
+import { href, Link, useQueryState } from "../../router";
+import { useLoad } from "../../ui/load";
+import { DataTable, ListTable, usePagedList } from "../../ui/list";
+import { Empty, ErrorNote, Loading } from "../../ui/feedback";
+import { useVisibleGroups } from "../../ui/groups";
+import { CopyValue, Page, Section, Time } from "../../ui/misc";
+import { parentOf, registryPath, shortDigest, useRegistryHost, Visibility } from "./common";
+
+export function RepoPage() {
+  const [query] = useQueryState();
+  const uid = query.get("uid") ?? "";
+  const repo = useLoad(() => client(ReposService).getRepo({ uid }), [uid]);
+  if (!uid) return <NoRepo />;
+  if (repo.error)
+    return (
+      <Page title="Repository">
+        <ErrorNote error={repo.error} />
+      </Page>
+    );
+  if (!repo.data)
+    return (
+      <Page title="Repository">
+        <Loading what="the repository" />
+      </Page>
+    );
+  return <RepoView uid={uid} name={repo.data.name} description={repo.data.description} />;
+}
+
+function NoRepo() {
+  return (
+    <Page title="Repository">
+      <p>
+        No repository is named. <Link to="/console/repos">Choose one among the repositories</Link>.
+      </p>
+    </Page>
+  );
+}
+
+function RepoView({ uid, name, description }: { uid: string; name: string; description: string }) {
+  const [query] = useQueryState();
+  const chosen = query.get("tag") ?? "";
+  const groups = useVisibleGroups();
+  const host = useRegistryHost();
+  const path = registryPath(uid, name, groups.data ?? []);
+  const list = usePagedList(
+    async (page) => {
+      const res = await client(TagsService).listTags({
+        uidp: { childrenOf: uid },
+        pageSize: page.pageSize,
+        pageToken: page.pageToken,
+        skip: page.skip,
+        orderBy: page.orderBy,
+      });
+      return { items: res.tags, nextPageToken: res.nextPageToken, totalCount: res.totalCount };
+    },
+    [uid],
+    { defaultOrder: "update_time desc" },
+  );
+  const groupPath = groups.data?.find((g) => g.uid === parentOf(uid))?.path ?? parentOf(uid);
+  const pullTag = chosen || list.items[0]?.name;
+  const historyLink = (tag: Tag) => href("/console/repo", { ...Object.fromEntries(query), tag: tag.name });
+  return (
+    <Page title={name}>
+      <dl className="facts">
+        <dt>Group</dt>
+        <dd>{groupPath}</dd>
+        <dt>Visibility</dt>
+        <dd>
+          <Visibility repoUid={uid} repoName={name} />
+        </dd>
+        {description && (
+          <>
+            <dt>Description</dt>
+            <dd>{description}</dd>
+          </>
+        )}
+      </dl>
+      <Section title="Pull">
+        {pullTag ? (
+          <CopyValue label="Pull command" value={`docker pull ${host}/${path}:${pullTag}`} />
+        ) : (
+          <Empty>No tag to pull yet.</Empty>
+        )}
+      </Section>
+      <Section title="Tags">
+        <ListTable<Tag>
+          list={list}
+          caption={`Tags of ${name}`}
+          noun="tags"
+          rowKey={(t) => t.uid}
+          empty="No tags. Push an image to tag one."
+          columns={[
+            {
+              header: "Tag",
+              sort: "name",
+              cell: (t) => <Link to={href("/console/image", { repo: uid, ref: t.name })}>{t.name}</Link>,
+            },
+            {
+              header: "Digest",
+              cell: (t) => (
+                <Link to={href("/console/image", { repo: uid, ref: t.digest })} title={t.digest}>
+                  <code>{shortDigest(t.digest)}</code>
+                </Link>
+              ),
+            },
+            { header: "Updated", sort: "update_time", cell: (t) => <Time value={t.updateTime} /> },
+            { header: "Deprecated", cell: (t) => (t.deprecated ? "Deprecated" : "No") },
+            {
+              header: "History",
+              cell: (t) => (
+                <Link
+                  to={historyLink(t)}
+                  aria-label={`History of ${t.name}`}
+                  aria-current={t.name === chosen ? "true" : undefined}
+                >
+                  History
+                </Link>
+              ),
+            },
+          ]}
+        />
+      </Section>
+      {chosen && <TagHistorySection repoUid={uid} tag={chosen} />}
+    </Page>
+  );
+}
+
+function TagHistorySection({ repoUid, tag }: { repoUid: string; tag: string }) {
+  const history = useLoad(async () => {
+    const { tags } = await client(TagsService).listTags({ uidp: { childrenOf: repoUid }, name: tag, pageSize: 1 });
+    if (!tags[0]) throw new Error(`The repository has no tag "${tag}".`);
+    const { items } = await client(Registry).listTagHistory({ parentId: tags[0].uid });
+    return [...items].reverse();
+  }, [repoUid, tag]);
+  return (
+    <Section title={`History of ${tag}`}>
+      {history.error ? (
+        <ErrorNote error={history.error} />
+      ) : !history.data ? (
+        <Loading what="the history" />
+      ) : history.data.length === 0 ? (
+        <Empty>No moves recorded.</Empty>
+      ) : (
+        <div className="table-scroll">
+          <DataTable<TagHistory>
+            caption={`Where ${tag} pointed, newest first`}
+            rows={history.data}
+            rowKey={(h) => `${h.digest}@${h.updateTimestamp?.seconds}.${h.updateTimestamp?.nanos}`}
+            columns={[
+              { header: "Since", cell: (h) => <Time value={h.updateTimestamp} /> },
+              {
+                header: "Digest",
+                cell: (h) => (
+                  <Link to={href("/console/image", { repo: repoUid, ref: h.digest })}>
+                    <code>{h.digest}</code>
+                  </Link>
+                ),
+              },
+            ]}
+          />
+        </div>
+      )}
+    </Section>
+  );
+}
