@@ -13,7 +13,7 @@ import { operatorGrpc, startTestServer, type TestServer } from "../support/serve
 import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
 
 /** Actions that would change something: none may be offered to a viewer. */
-const CHANGING = /^(Create|Delete|Revoke|Grant|Save|Yes, )/;
+const CHANGING = /^(Create|Delete|Revoke|Grant|Save|Yes, )\b(?!ed$)/;
 
 for (const backend of backends()) {
   describe(`console organization pages [${backend}]`, () => {
