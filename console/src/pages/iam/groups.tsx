@@ -38,7 +38,8 @@ export function GroupsPage() {
   const open = new Set((query.get("open") ?? "").split(",").filter(Boolean));
   const bound = access.bindingGroups("groups.list").map((g) => g.uid);
   const roots = useLoad(() => loadRoots(bound), [bound.join(",")]);
-  const [done, setDone] = useState("");
+  // What just happened, shown while the group it happened at stays selected.
+  const [done, setDone] = useState({ text: "", at: "" });
   // Anyone but a workload (an identity inside a group) may found an organization.
   const mayFoundOrg = access.operator || !access.whoAmI.subject.includes("/");
 
@@ -51,7 +52,7 @@ export function GroupsPage() {
   /** After a create or delete: reload the tree (remounting each node's children). */
   const [round, setRound] = useState(0);
   const refresh = (message: string, changes: Record<string, string | undefined> = {}) => {
-    setDone(message);
+    setDone({ text: message, at: "group" in changes ? (changes.group ?? "") : selected });
     setRound((r) => r + 1);
     roots.reload();
     if (Object.keys(changes).length) setQuery(changes, { push: true });
@@ -59,7 +60,7 @@ export function GroupsPage() {
 
   return (
     <Page title="Groups">
-      {done && <Done>{done}</Done>}
+      {done.text && done.at === selected && <Done>{done.text}</Done>}
       <div className="iam-split">
         <Section title="Organizations and folders">
           {roots.error ? (
