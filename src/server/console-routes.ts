@@ -40,10 +40,10 @@ export function consolePolicy(connectOrigins: string[]): string {
 
 export function registerConsoleRoutes(fastify: FastifyInstance, options: ConsoleOptions): void {
   const index = join(CONSOLE_DIR, "index.html");
-  // Not built (a source checkout before `npm run build`): `/` keeps answering the API's 404.
-  if (!existsSync(index)) return;
-  const page = readFileSync(index);
   const assetsDir = join(CONSOLE_DIR, "assets");
+  // Not built (a source checkout before `npm run build`): `/` keeps answering the API's 404.
+  if (!existsSync(index) || !existsSync(assetsDir)) return;
+  const page = readFileSync(index);
   const assets = new Map(
     readdirSync(assetsDir).map((name) => [
       name,

@@ -214,6 +214,21 @@ for (const backend of backends()) {
         });
         assert.equal(payload.iss, issuerUrl);
         assert.equal((await restClient(other.url, token).get("/auth/v1/ok")).status, 200);
+        // The console does not run under a path: /console/callback of the issuer's host belongs to
+        // someone else, and the issuer sends no code there.
+        const consoleSignIn = await fetch(
+          `${other.url}/tenant/oauth/authorize?${new URLSearchParams({
+            client_id: "bulwark-console",
+            response_type: "code",
+            redirect_uri: "https://auth.example/console/callback",
+            state: "s",
+            code_challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGEjcbZJw4E9Melho",
+            code_challenge_method: "S256",
+          })}`,
+          { redirect: "manual" },
+        );
+        assert.equal(consoleSignIn.status, 400);
+        assert.equal(consoleSignIn.headers.get("location"), null);
       } finally {
         await other.close();
       }

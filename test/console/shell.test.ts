@@ -11,6 +11,11 @@ import { startTestServer, type TestServer } from "../support/server.js";
 import { UpstreamProvider } from "../support/upstream-provider.js";
 import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
 
+/** The page's text, inside a function run in the page (the tests are typed without the DOM). */
+interface PageText {
+  document: { body: { innerText: string } };
+}
+
 for (const backend of backends()) {
   describe(`console shell [${backend}]`, () => {
     let upstream: UpstreamProvider;
@@ -102,13 +107,67 @@ for (const backend of backends()) {
         assert.equal(new URL(page.page.url()).pathname + new URL(page.page.url()).search, "/console/nowhere?x=1");
         await page.click("Overview", "link");
         await page.waitForText("alice@example.test");
+        await page.waitForText("No role is bound to you yet.");
         await page.assertAccessible("the overview");
         await page.screenshot(`${backend}-overview`);
-        // The code cannot be replayed: the callback page refuses a second visit.
+        // A first day: the person who signed in creates an organization and owns it.
+        await page.click("Groups", "link");
+        await page.fill("Organization name", "alices-org");
+        await page.click("Create organization");
+        await page.waitForText("Created alices-org.");
+        // Without a new token: the console asks the server again once the organization is made.
+        await page.click("Overview", "link");
+        await page.page.waitForFunction(() =>
+          /alices-org\s+owner/.test((globalThis as unknown as PageText).document.body.innerText),
+        );
+        // Sign-out forgets the token in this tab.
         await page.click("Sign out");
         await page.waitForText("You signed out.");
         assert.equal(await page.page.evaluate("sessionStorage.length"), 0, "nothing of the session is kept");
         page.assertClean();
+      } finally {
+        await page.close();
+      }
+    });
+
+    it("a code issued to the console cannot be redeemed by the CLI's client id", async () => {
+      const page = await ConsolePage.open(browser, server.url);
+      try {
+        // The console's own token request is held back: the test takes its code and verifier.
+        await page.page.setRequestInterception(true);
+        let held: URLSearchParams | undefined;
+        page.page.on("request", (request) => {
+          if (new URL(request.url()).pathname === "/oauth/token" && request.method() === "POST") {
+            held = new URLSearchParams(request.postData() ?? "");
+            void request.abort();
+          } else void request.continue();
+        });
+        await page.goto("/console/sign-in");
+        await Promise.all([page.page.waitForNavigation(), page.click("Sign in")]);
+        await page.page.type("input[name=login]", "carol");
+        await page.page.type("input[name=password]", "any");
+        await Promise.all([page.page.waitForNavigation(), page.page.click("button[type=submit]")]);
+        if (page.page.url().startsWith(upstream.issuer)) {
+          await Promise.all([page.page.waitForNavigation(), page.page.click("button[type=submit]")]);
+        }
+        // The console says its sign-in did not finish (its token request never got an answer).
+        await page.waitForText("The sign-in did not finish");
+        assert.equal(held?.get("client_id"), "bulwark-console");
+        const pending = { verifier: held.get("code_verifier")!, redirectUri: held.get("redirect_uri")! };
+        const callback = { searchParams: held };
+        const asCli = await fetch(`${server.url}/oauth/token`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+          body: new URLSearchParams({
+            grant_type: "authorization_code",
+            client_id: "bulwark-cli",
+            code: callback!.searchParams.get("code")!,
+            code_verifier: pending.verifier,
+            redirect_uri: pending.redirectUri,
+          }),
+        });
+        assert.equal(asCli.status, 400);
+        assert.equal(((await asCli.json()) as { error: string }).error, "invalid_grant");
       } finally {
         await page.close();
       }
@@ -120,8 +179,12 @@ for (const backend of backends()) {
         await page.goto("/console/sign-in");
         await page.fill("API token", "not-a-token");
         await page.click("Use this token");
-        await page.page.waitForSelector("[data-testid=server-error]");
-        assert.match(await page.text(), /token/i);
+        const error = await page.page.waitForSelector("[data-testid=server-error]");
+        const shown = await error!.evaluate((el) => el.textContent);
+        // Word for word what the API answers the same call over REST.
+        const answer = await fetch(`${server.url}/auth/v1/ok`, { headers: { authorization: "Bearer not-a-token" } });
+        assert.equal(answer.status, 401);
+        assert.equal(shown, ((await answer.json()) as { message: string }).message);
         await page.signInWithToken(server.operatorToken);
         await page.waitForText("the platform operator");
         assert.ok((await page.actionNames()).includes("Sign out"));
@@ -133,7 +196,8 @@ for (const backend of backends()) {
     it("when the token ends, the console asks for a new sign-in and keeps the page to return to", async () => {
       const page = await ConsolePage.open(browser, server.url);
       try {
-        const shortLived = await server.tokenFor("bulwark:operator", { lifetimeMs: 3_000 });
+        // Long enough to be typed in and checked on a busy machine; its end is then waited for.
+        const shortLived = await server.tokenFor("bulwark:operator", { lifetimeMs: 15_000 });
         await page.signInWithToken(shortLived, "/console?tab=1");
         await page.waitForText("Session ends in");
         // The event waited on is the page's own: no clock is asserted.

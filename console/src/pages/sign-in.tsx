@@ -50,7 +50,8 @@ export function SignInPage() {
           </p>
         )}
         <Form label="Sign in with your identity provider" onSubmit={browser.run}>
-          <details>
+          {/* Open when a link filled them in: nothing chosen for the person stays out of sight. */}
+          <details open={identityProvider !== "" || inviteCode !== ""}>
             <summary>Options: an organization&apos;s identity provider, an invite code</summary>
             <TextField
               label="Identity provider ID"
@@ -86,6 +87,7 @@ export function SignInPage() {
             value={token}
             onValue={setToken}
             required
+            secret
           />
           <Button type="submit" busy={paste.busy}>
             Use this token

@@ -45,7 +45,15 @@ export function TextArea({
   onValue,
   rows = 4,
   required,
-}: FieldProps & { value: string; onValue: (value: string) => void; rows?: number; required?: boolean }) {
+  secret,
+}: FieldProps & {
+  value: string;
+  onValue: (value: string) => void;
+  rows?: number;
+  required?: boolean;
+  /** a credential: no spell checking (which some browsers send away), no autocompletion */
+  secret?: boolean;
+}) {
   const id = useId();
   return (
     <div className="field">
@@ -57,6 +65,7 @@ export function TextArea({
         required={required}
         aria-describedby={hint ? `${id}-hint` : undefined}
         onChange={(e) => onValue(e.target.value)}
+        {...(secret ? { spellCheck: false, autoComplete: "off", autoCapitalize: "off", autoCorrect: "off" } : {})}
       />
       {hint && (
         <small id={`${id}-hint`} className="hint">
@@ -132,9 +141,9 @@ export function Button({
     <button
       type="button"
       className={`button button-${kind}`}
-      disabled={busy || button.disabled}
       aria-busy={busy || undefined}
       {...button}
+      disabled={busy || button.disabled}
     >
       {children}
     </button>

@@ -129,19 +129,18 @@ function s256(verifier: string): string {
   return createHash("sha256").update(verifier, "ascii").digest("base64url");
 }
 
-/** RFC 8252 §7.3: an http loopback IP redirect, any port. */
-/** The console's callback on one of `origins`, exactly (no query, fragment or credentials). */
-function consoleRedirect(value: unknown, origins: ReadonlySet<string>): URL | undefined {
+/** Exactly one of `callbacks` (no query, fragment or credentials: the parsed URL must equal it). */
+function consoleRedirect(value: unknown, callbacks: ReadonlySet<string>): URL | undefined {
   if (typeof value !== "string") return undefined;
   try {
     const url = new URL(value);
-    const exact = url.href === `${url.origin}${CONSOLE_CALLBACK_PATH}`;
-    return exact && origins.has(url.origin) ? url : undefined;
+    return callbacks.has(url.href) ? url : undefined;
   } catch {
     return undefined;
   }
 }
 
+/** RFC 8252 §7.3: an http loopback IP redirect, any port. */
 function loopbackRedirect(value: unknown): URL | undefined {
   if (typeof value !== "string") return undefined;
   try {
@@ -224,7 +223,7 @@ export class SignInService {
         return { kind: "refused", reason };
       }
     } else if (query.client_id === CONSOLE_CLIENT_ID) {
-      redirect = consoleRedirect(query.redirect_uri, this.consoleOrigins());
+      redirect = consoleRedirect(query.redirect_uri, this.consoleCallbacks());
       if (!redirect) return { kind: "refused", reason: "The redirect must be this server's console callback." };
     } else {
       return { kind: "refused", reason: "Unknown client." };
@@ -306,10 +305,20 @@ export class SignInService {
     }
   }
 
-  /** The origins the console is served on: those of the issuer's and the API's public URLs. */
-  private consoleOrigins(): Set<string> {
+  /**
+   * Where the console may receive codes: its callback on the issuer's and the API's public URLs.
+   * Only on a URL at the root of its host: the console's paths are absolute, so under a path
+   * prefix (https://host/bulwark) it does not run, and `/console/callback` of that host belongs
+   * to someone else.
+   */
+  private consoleCallbacks(): Set<string> {
     const { urls } = this.deps.issuer;
-    return new Set([urls.issuer, urls.apiAudience].flatMap((u) => (URL.canParse(u) ? [new URL(u).origin] : [])));
+    return new Set(
+      [urls.issuer, urls.apiAudience].flatMap((u) => {
+        const url = URL.canParse(u) ? new URL(u) : undefined;
+        return url && url.pathname === "/" ? [`${url.origin}${CONSOLE_CALLBACK_PATH}`] : [];
+      }),
+    );
   }
 
   /** The upstream provider's redirect back (its query): the sign-in completes or fails. */
@@ -374,7 +383,14 @@ export class SignInService {
     // Spent on first presentation, right or wrong: a replayed code finds nothing.
     const session = await this.deps.sessions.redeemCode(code, this.now());
     if (!session) throw new LoginError("invalid_grant", "the code is invalid, expired or already used");
-    if (form.redirect_uri !== session.client_redirect_uri || !sameText(s256(verifier), session.code_challenge ?? "")) {
+    // A code belongs to the client it was issued to (RFC 6749 §4.1.3): the kind of redirect it was
+    // sent to says which — the console's callback, or a CLI's loopback port.
+    const issuedToConsole = consoleRedirect(session.client_redirect_uri, this.consoleCallbacks()) !== undefined;
+    if (
+      form.redirect_uri !== session.client_redirect_uri ||
+      issuedToConsole !== (form.client_id === CONSOLE_CLIENT_ID) ||
+      !sameText(s256(verifier), session.code_challenge ?? "")
+    ) {
       throw new LoginError("invalid_grant", "the code does not match this client's request");
     }
     return session.identity_uid!;
