@@ -18,9 +18,14 @@ export interface Access {
   canSomewhere(capability: string): boolean;
   /** the groups (uid, name) where the caller holds `capability` directly through a binding */
   bindingGroups(capability: string): { uid: string; name: string }[];
+  /**
+   * Asks the server again: after a change of the caller's own bindings (founding an organization
+   * makes its founder the owner; a grant or a revoke). Bindings are read live, not from the token.
+   */
+  refresh(): void;
 }
 
-export function accessOf(whoAmI: WhoAmI): Access {
+export function accessOf(whoAmI: WhoAmI): Omit<Access, "refresh"> {
   const operator = whoAmI.subject === OPERATOR_SUBJECT;
   const bindings = whoAmI.capabilities.map((c) => ({
     uid: c.group?.id ?? "",
@@ -39,14 +44,22 @@ export function accessOf(whoAmI: WhoAmI): Access {
   };
 }
 
-export async function loadAccess(): Promise<Access> {
+export async function loadAccess(): Promise<Omit<Access, "refresh">> {
   return accessOf(await client(Auth).validate({}));
 }
 
 const AccessContext = createContext<Access | undefined>(undefined);
 
-export function AccessProvider({ access, children }: { access: Access; children: ReactNode }) {
-  return <AccessContext.Provider value={access}>{children}</AccessContext.Provider>;
+export function AccessProvider({
+  access,
+  refresh,
+  children,
+}: {
+  access: Omit<Access, "refresh">;
+  refresh: () => void;
+  children: ReactNode;
+}) {
+  return <AccessContext.Provider value={{ ...access, refresh }}>{children}</AccessContext.Provider>;
 }
 
 /** The caller's access (inside the signed-in shell). */

@@ -14,7 +14,7 @@ const authenticate: Interceptor = (next) => async (request) => {
   try {
     return await next(request);
   } catch (err) {
-    if (token && err instanceof ConnectError && err.code === Code.Unauthenticated) {
+    if (session.current() && err instanceof ConnectError && err.code === Code.Unauthenticated) {
       session.end("Your session has ended. Sign in again to continue.");
     }
     throw err;

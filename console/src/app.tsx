@@ -1,9 +1,9 @@
 // The console's shell: signed out, the sign-in page; signed in, the caller's access (loaded once
 // per token), the navigation, the page the URL names, and a notice as the token nears its end.
-import { useEffect, useState, useSyncExternalStore } from "react";
+import { Component, useEffect, useState, useSyncExternalStore, type ReactNode } from "react";
 import { AccessProvider, loadAccess } from "./access";
 import { navigation, routeOf } from "./routes";
-import { Link, navigate, useLocation } from "./router";
+import { Link, href, navigate, useLocation } from "./router";
 import { session } from "./session";
 import { CallbackPage, SignInPage } from "./pages/sign-in";
 import { useLoad } from "./ui/load";
@@ -47,14 +47,14 @@ function SignedIn({ token }: { token: string }) {
   }
   if (!access.data) return <Loading what="your access" />;
   return (
-    <AccessProvider access={access.data}>
+    <AccessProvider access={access.data} refresh={access.reload}>
       <Shell />
     </AccessProvider>
   );
 }
 
 function Shell() {
-  const { path } = useLocation();
+  const { path, query } = useLocation();
   const route = routeOf(path);
   const [menuOpen, setMenuOpen] = useState(false);
   // A new page: close the phone menu and move focus to the page's title for screen readers.
@@ -63,6 +63,8 @@ function Shell() {
     document.getElementById("page-title")?.focus({ preventScroll: true });
   }, [path]);
   const sections = [...new Set(navigation.map((n) => n.section))];
+  // The group chosen on a group-scoped page goes along to the other group-scoped pages.
+  const group = navigation.find((n) => n.to === path)?.keepsGroup ? (query.get("group") ?? "") : "";
   return (
     <div className="shell">
       <a className="skip-link" href="#main">
@@ -105,7 +107,7 @@ function Shell() {
                 .filter((n) => n.section === section)
                 .map((item) => (
                   <li key={item.to}>
-                    <NavLink item={item} path={path} />
+                    <NavLink item={item} path={path} group={group} />
                   </li>
                 ))}
             </ul>
@@ -114,7 +116,8 @@ function Shell() {
       </nav>
       <main id="main" className="content">
         {route ? (
-          route.render()
+          // Keyed by the path: another page starts with a clean slate after a failure.
+          <PageBoundary key={path}>{route.render()}</PageBoundary>
         ) : (
           <>
             <h1 id="page-title" tabIndex={-1}>
@@ -130,16 +133,16 @@ function Shell() {
   );
 }
 
-function NavLink({ item, path }: { item: NavItem; path: string }) {
+function NavLink({ item, path, group = "" }: { item: NavItem; path: string; group?: string }) {
   const current = path === item.to || (path === "/" && item.to === "/console");
   return (
-    <Link to={item.to} aria-current={current ? "page" : undefined}>
+    <Link to={item.keepsGroup ? href(item.to, { group }) : item.to} aria-current={current ? "page" : undefined}>
       {item.label}
     </Link>
   );
 }
 
-/** Warns in the token's last 10 minutes; at its end the session ends and the sign-in returns here. */
+/** Warns in the token's last 10 minutes (the session ends itself at the end: session.ts). */
 function ExpiryNotice() {
   const current = useSyncExternalStore(session.subscribe, session.current);
   const [now, setNow] = useState(Date.now());
@@ -147,14 +150,8 @@ function ExpiryNotice() {
     const timer = setInterval(() => setNow(Date.now()), 15_000);
     return () => clearInterval(timer);
   }, []);
-  useEffect(() => {
-    if (!current) return;
-    const left = current.expiresAt - Date.now();
-    const timer = setTimeout(() => session.end("Your session has ended. Sign in again to continue."), left);
-    return () => clearTimeout(timer);
-  }, [current]);
   if (!current) return null;
-  const minutes = Math.ceil((current.expiresAt - now) / 60_000);
+  const minutes = Math.max(0, Math.ceil((current.expiresAt - now) / 60_000));
   if (minutes > 10) return <span className="expiry" />;
   return (
     <span className="expiry note-warn" role="status">
@@ -164,4 +161,32 @@ function ExpiryNotice() {
       </Link>
     </span>
   );
+}
+
+/**
+ * A page that throws while rendering shows what went wrong, in words, with the navigation still
+ * there: never a blank page.
+ */
+export class PageBoundary extends Component<{ children: ReactNode }, { error?: unknown }> {
+  override state: { error?: unknown } = {};
+
+  static getDerivedStateFromError(error: unknown) {
+    return { error };
+  }
+
+  override render() {
+    if (this.state.error === undefined) return this.props.children;
+    return (
+      <>
+        <h1 id="page-title" tabIndex={-1}>
+          This page failed
+        </h1>
+        <ErrorNote error={this.state.error} />
+        <p>
+          <Button onClick={() => this.setState({ error: undefined })}>Try again</Button>{" "}
+          <Link to="/console">Go to the overview</Link>
+        </p>
+      </>
+    );
+  }
 }

@@ -1,6 +1,11 @@
 // The console's entry: renders the shell into the page (console/index.html).
 import { createRoot } from "react-dom/client";
-import { App } from "./app";
+import { App, PageBoundary } from "./app";
 import "./styles.css";
 
-createRoot(document.getElementById("root")!).render(<App />);
+// Around everything as well: the sign-in and the shell itself never fail to a blank page either.
+createRoot(document.getElementById("root")!).render(
+  <PageBoundary>
+    <App />
+  </PageBoundary>,
+);

@@ -47,8 +47,10 @@ export function useQueryState(): [
   URLSearchParams,
   (changes: Record<string, string | number | undefined>, options?: { push?: boolean }) => void,
 ] {
-  const { path, query } = useLocation();
+  const { query } = useLocation();
+  // Read at the time of the update (it may come after an await): never back to a page left since.
   const update = (changes: Record<string, string | number | undefined>, options: { push?: boolean } = {}) => {
+    const path = location.pathname;
     const next = new URLSearchParams(location.search);
     for (const [k, v] of Object.entries(changes)) {
       if (v === undefined || v === "") next.delete(k);

@@ -38,6 +38,20 @@ const listeners = new Set<Listener>();
 let current: Session | undefined = read();
 /** Why the last session ended, shown on the sign-in page. */
 let endedBecause: string | undefined;
+let expiryTimer: ReturnType<typeof setTimeout> | undefined;
+const ENDED = "Your session has ended. Sign in again to continue.";
+
+/**
+ * Ends the session when its token expires (a machine that slept fires late: reading the token
+ * checks too). setTimeout fires at once past 2^31 - 1 ms, so a long-lived pasted token waits in steps.
+ */
+function watchExpiry(): void {
+  clearTimeout(expiryTimer);
+  if (!current) return;
+  const left = current.expiresAt - Date.now();
+  if (left <= 0) return session.end(ENDED);
+  expiryTimer = setTimeout(watchExpiry, Math.min(left, 2 ** 31 - 1));
+}
 
 function read(): Session | undefined {
   try {
@@ -54,7 +68,10 @@ function changed(): void {
 
 export const session = {
   current: (): Session | undefined => current,
-  token: (): string | undefined => (current && current.expiresAt > Date.now() ? current.token : undefined),
+  token(): string | undefined {
+    if (current && current.expiresAt <= Date.now()) session.end(ENDED);
+    return current?.token;
+  },
   endedBecause: (): string | undefined => endedBecause,
   subscribe(listener: Listener): () => void {
     listeners.add(listener);
@@ -64,12 +81,14 @@ export const session = {
     current = { token, expiresAt };
     endedBecause = undefined;
     sessionStorage.setItem(SESSION_KEY, JSON.stringify(current));
+    watchExpiry();
     changed();
   },
   /** Ends the session in this tab (the token itself stays valid until it expires: it is a JWT). */
   end(reason?: string): void {
     current = undefined;
     endedBecause = reason;
+    clearTimeout(expiryTimer);
     sessionStorage.removeItem(SESSION_KEY);
     changed();
   },
@@ -173,3 +192,5 @@ export async function finishSignIn(query: URLSearchParams): Promise<string> {
   session.start(body.access_token, Date.now() + (body.expires_in ?? 3600) * 1000);
   return pending.returnTo;
 }
+
+watchExpiry();

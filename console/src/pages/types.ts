@@ -13,6 +13,8 @@ export interface NavItem {
   section: "Organization" | "Registry" | "Security" | "Events";
   label: string;
   to: string;
+  /** the page is scoped by `?group=`: moving between such pages keeps the group chosen */
+  keepsGroup?: boolean;
 }
 
 export interface Area {

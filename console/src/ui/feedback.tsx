@@ -12,8 +12,8 @@ export function ErrorNote({ error, title }: { error: unknown; title?: string }) 
       <span data-testid="server-error">{problem.message}</span>
       {problem.fields.length > 0 && (
         <ul>
-          {problem.fields.map((f) => (
-            <li key={f.field}>
+          {problem.fields.map((f, i) => (
+            <li key={`${i}:${f.field}`}>
               <code>{f.field}</code>: {f.description}
             </li>
           ))}

@@ -29,6 +29,8 @@ export interface PagedList<T> {
   pageSize: number;
   orderBy: string;
   total?: number;
+  /** at the list's start (no cursor, no offset) */
+  atStart: boolean;
   sortBy(field: string): void;
   next(): void;
   goTo(page: number): void;
@@ -64,6 +66,7 @@ export function usePagedList<T>(
     pageSize,
     orderBy,
     total,
+    atStart: !pageToken && skip === 0,
     sortBy(field) {
       const next = orderBy === field ? `${field} desc` : field;
       setQuery({ order_by: next, page_token: undefined, skip: undefined, page: undefined });
@@ -148,7 +151,13 @@ export function ListTable<T>({
   empty?: ReactNode;
 }) {
   const { loaded } = list;
-  if (loaded.error) return <ErrorNote error={loaded.error} />;
+  if (loaded.error)
+    return (
+      <>
+        <ErrorNote error={loaded.error} />
+        {!list.atStart && <Button onClick={() => list.goTo(1)}>Back to the first page</Button>}
+      </>
+    );
   if (loaded.loading && !loaded.data) return <Loading what={noun} />;
   return (
     <div className="list">

@@ -17,7 +17,8 @@ export function useLoad<T>(load: () => Promise<T>, deps: readonly unknown[]): Lo
   const latest = useRef(0);
   useEffect(() => {
     const ticket = ++latest.current;
-    setState((s) => ({ ...s, loading: true }));
+    // The old data stays until the new arrives (no flicker); an old error does not.
+    setState((s) => ({ data: s.data, loading: true }));
     load().then(
       (data) => ticket === latest.current && setState({ data, loading: false }),
       (error: unknown) => ticket === latest.current && setState({ error, loading: false }),

@@ -11,7 +11,7 @@ export const eventsArea: Area = {
     { path: "/console/audit", render: () => <AuditPage /> },
   ],
   nav: [
-    { section: "Events", label: "Subscriptions", to: "/console/subscriptions" },
-    { section: "Events", label: "Audit trail", to: "/console/audit" },
+    { section: "Events", label: "Subscriptions", to: "/console/subscriptions", keepsGroup: true },
+    { section: "Events", label: "Audit trail", to: "/console/audit", keepsGroup: true },
   ],
 };

@@ -301,6 +301,7 @@ function RenameForm({ group, onRenamed }: { group: Group; onRenamed: (group: Gro
 }
 
 function NewGroupForm({ parent, onCreated }: { parent: string; onCreated: (group: Group) => void }) {
+  const access = useAccess();
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
   const what = parent ? "folder" : "organization";
@@ -313,6 +314,8 @@ function NewGroupForm({ parent, onCreated }: { parent: string; onCreated: (group
         if (made) {
           setName("");
           setDescription("");
+          // Its founder now owns a new organization: what they may do changed.
+          if (!parent) access.refresh();
           onCreated(made);
         }
       }}

@@ -81,7 +81,7 @@ export function IdentityProvidersPage() {
       <Section title="New identity provider">
         {!group ? (
           <Empty>Choose a group above to add an identity provider to it.</Empty>
-        ) : !can("identity_providers.create", group) ? (
+        ) : !(can("identity_providers.create", group) && can("role_bindings.create", group)) ? (
           <Empty>You may not add identity providers to this group.</Empty>
         ) : (
           <NewProviderForm

@@ -20,5 +20,5 @@ const pages: Record<(typeof IAM_PAGES)[number]["to"], () => ReactNode> = {
 
 export const iamArea: Area = {
   routes: IAM_PAGES.map((p) => ({ path: p.to, render: pages[p.to] })),
-  nav: IAM_PAGES.map((p) => ({ section: "Organization" as const, label: p.label, to: p.to })),
+  nav: IAM_PAGES.map((p) => ({ section: "Organization" as const, label: p.label, to: p.to, keepsGroup: true })),
 };

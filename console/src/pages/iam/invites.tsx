@@ -91,7 +91,7 @@ export function InvitesPage() {
       <Section title="New invite">
         {!group ? (
           <Empty>Choose a group above to invite someone to it.</Empty>
-        ) : !can("group_invites.create", group) ? (
+        ) : !(can("group_invites.create", group) && can("role_bindings.create", group)) ? (
           <Empty>You may not invite to this group.</Empty>
         ) : (
           <NewInviteForm

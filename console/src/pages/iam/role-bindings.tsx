@@ -20,7 +20,7 @@ import { IdentityPicker, RolePicker } from "./pickers";
 const bindings = () => client(RoleBindingsService);
 
 export function RoleBindingsPage() {
-  const { can } = useAccess();
+  const { can, refresh, whoAmI } = useAccess();
   const [group, setGroup] = useGroupParam();
   const [done, setDone] = useState("");
   const list = usePagedList(
@@ -77,6 +77,8 @@ export function RoleBindingsPage() {
                       if ((await revoke.run(b.uid)) !== undefined) {
                         setDone(`Revoked ${b.role?.name} from ${b.identity?.name}.`);
                         list.loaded.reload();
+                        // The caller's own binding: what they may do changed.
+                        if (b.identity?.uid === whoAmI.subject) refresh();
                       }
                     }}
                   />
@@ -96,6 +98,7 @@ export function RoleBindingsPage() {
             onGranted={(b) => {
               setDone(`Granted ${b.role?.name} to ${b.identity?.name} at ${b.group?.name}.`);
               list.loaded.reload();
+              if (b.identity?.uid === whoAmI.subject) refresh();
             }}
           />
         )}

@@ -10,5 +10,5 @@ export const registryArea: Area = {
     { path: "/console/repo", render: () => <RepoPage /> },
     { path: "/console/image", render: () => <ImagePage /> },
   ],
-  nav: [{ section: "Registry", label: "Repositories", to: "/console/repos" }],
+  nav: [{ section: "Registry", label: "Repositories", to: "/console/repos", keepsGroup: true }],
 };
