@@ -7,7 +7,10 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "puppeteer-core";
+import { Capability } from "../../src/gen/capabilities/capabilities_pb.js";
 import { IdentitiesService } from "../../src/gen/chainguard/platform/iam/v2/identities_pb.js";
+import { RoleBindingsService } from "../../src/gen/chainguard/platform/iam/v2/role_bindings_pb.js";
+import { RolesService } from "../../src/gen/chainguard/platform/iam/v2/roles_pb.js";
 import { backends } from "../support/db-templates.js";
 import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
@@ -232,6 +235,28 @@ for (const backend of backends()) {
           );
         }
         await page.assertAccessible("the identity providers page of a viewer");
+
+        // Creating an invite needs role_bindings.create as well (it grants a role): a role that
+        // holds group_invites.create alone is not offered the form the server would refuse.
+        const roles = operatorGrpc(server, RolesService);
+        const bindings = operatorGrpc(server, RoleBindingsService);
+        const inviter = await roles.client.createRole({
+          parent: folder,
+          role: { name: "inviter", capabilities: [Capability.CAP_IAM_GROUP_INVITES_CREATE] },
+        });
+        const binding = await bindings.client.createRoleBinding({
+          parent: folder,
+          roleBinding: { identityUid: deployer.uid, roleUid: inviter.uid },
+        });
+        try {
+          await page.goto(`/console/invites?group=${encodeURIComponent(folder)}`);
+          await page.waitForText("You may not invite to this group.");
+        } finally {
+          await bindings.client.deleteRoleBinding({ uid: binding.uid });
+          await roles.client.deleteRole({ uid: inviter.uid });
+          roles.close();
+          bindings.close();
+        }
         page.assertClean();
       } finally {
         await page.close();
