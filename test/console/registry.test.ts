@@ -32,7 +32,11 @@ const OSV_ALIAS = "CVE-2099-3030";
 
 interface PageGlobals {
   location: { search: string };
-  document: { querySelectorAll(s: string): ArrayLike<{ getAttribute(n: string): string | null; innerText: string }> };
+  document: {
+    body: { innerText: string };
+    querySelector(s: string): { textContent: string | null } | null;
+    querySelectorAll(s: string): ArrayLike<{ getAttribute(n: string): string | null; innerText: string }>;
+  };
 }
 
 for (const backend of backends()) {
@@ -144,7 +148,8 @@ for (const backend of backends()) {
         const text = await page.text();
         assert.match(text, /\bapp\b/);
         assert.match(text, /\bother\b/);
-        assert.match(text, /Private/);
+        // each row's visibility loads after the list
+        await page.waitForText("Private");
         await page.assertAccessible("the repositories");
         await page.screenshot(`${backend}-repos`);
 
@@ -165,14 +170,34 @@ for (const backend of backends()) {
         await page.click("app", "link");
         await page.waitForText("Tags");
         await page.waitForText("latest");
-        const pull = await page.byName("Pull command").waitHandle();
-        const command = await pull.evaluate((el) => (el as unknown as { textContent: string }).textContent);
-        assert.match(
-          command,
-          new RegExp(`^docker pull ${registryHost.replace(/\./g, "\\.")}/acme/team/app:(v1|v2|latest)$`),
+        // The path names the groups once the visible groups have loaded (their uid segments until then),
+        // the host once the registry has named itself.
+        const expected = `^docker pull ${registryHost.replace(/\./g, "\\.")}/acme/team/app:(v1|v2|latest)$`;
+        await page.page.waitForFunction(
+          (source) =>
+            new RegExp(source).test(
+              (globalThis as unknown as PageGlobals).document.querySelector("code[aria-label='Pull command']")
+                ?.textContent ?? "",
+            ),
+          {},
+          expected,
         );
+        const command = await page.page.$eval(
+          "code[aria-label='Pull command']",
+          (el) => (el as unknown as { textContent: string }).textContent,
+        );
+        assert.match(command, new RegExp(expected));
         await page.click("History of latest", "link");
         await page.waitForText("History of latest");
+        // The section's title shows while the history loads: wait for its table (or its empty note).
+        await page.page.waitForFunction(() => {
+          const { document } = globalThis as unknown as PageGlobals;
+          const section = "section[aria-label='History of latest']";
+          return (
+            document.querySelectorAll(`${section} tbody tr`).length > 0 ||
+            (document.querySelector(section)?.textContent ?? "").includes("No moves recorded.")
+          );
+        });
         // latest moved from v1's image to v2's: two moves
         const moves = await page.page.evaluate(
           () =>
@@ -281,7 +306,23 @@ for (const backend of backends()) {
         assert.match(text, /1\.0-r0/);
         assert.match(text, /1\.1-r0/);
         assert.match(text, new RegExp(`${OSV_ALIAS}|${OSV_ID}`));
-        assert.match(text, /Fixed/);
+        // the comparison's own row says it (the "Fix state" filter also offers "Fixed")
+        const compared = await page.page.$$eval("section[aria-label='Compare'] tbody tr", (trs) =>
+          trs.map((tr) =>
+            Array.from(
+              (tr as unknown as { querySelectorAll(s: string): ArrayLike<{ textContent: string }> }).querySelectorAll(
+                "td",
+              ),
+            ).map((td) => td.textContent),
+          ),
+        );
+        assert.ok(
+          compared.some(
+            ([change, vulnerability]) =>
+              change === "Fixed" && new RegExp(`${OSV_ALIAS}|${OSV_ID}`).test(vulnerability ?? ""),
+          ),
+          JSON.stringify(compared),
+        );
         await page.assertAccessible("an image compared with another tag, on a phone");
         await page.screenshot(`${backend}-phone-image-diff`);
         page.assertClean();

@@ -27,6 +27,69 @@ import { until } from "../support/wait.js";
 
 const GROUP_CREATED = "dev.chainguard.api.iam.group.created.v1";
 
+/** The few browser globals the page functions here use (the test project is typed for Node, without the DOM). */
+interface PageGlobals {
+  location: { search: string };
+  document: {
+    body: { innerText: string };
+    querySelector(s: string): { textContent: string | null } | null;
+  };
+}
+
+/** The filters of a ListAdvisories call, as the console sends them (Connect's JSON). */
+interface ListAdvisoriesBody {
+  query?: string;
+  latestEventType?: string;
+  aliases?: string[];
+}
+
+/**
+ * Resolves when the console's ListAdvisories call asking exactly what `wanted` accepts has been
+ * answered: set up before the change that makes the page ask it.
+ */
+function advisoriesAnswered(page: ConsolePage, wanted: (body: ListAdvisoriesBody) => boolean) {
+  return page.page.waitForResponse((response) => {
+    if (!response.url().endsWith("/ListAdvisories")) return false;
+    try {
+      return wanted(JSON.parse(response.request().postData() ?? "{}") as ListAdvisoriesBody);
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
+ * Waits until the URL carries `param=value` and the page says `text`, together: the list answered
+ * for the filter in the URL, not the one before it (whose count may happen to be the same).
+ */
+async function shownFor(page: ConsolePage, param: string, value: string, text: string): Promise<void> {
+  await page.page.waitForFunction(
+    (p, v, t) => {
+      const { location, document } = globalThis as unknown as PageGlobals;
+      return new URLSearchParams(location.search).get(p) === v && document.body.innerText.includes(t);
+    },
+    {},
+    param,
+    value,
+    text,
+  );
+}
+
+/** Chooses `option` in the select labelled `label` once that select has it (its options load after the page). */
+async function choose(page: ConsolePage, label: string, option: string): Promise<void> {
+  const field = await page.byName(label, "combobox").waitHandle();
+  await page.page.waitForFunction(
+    (el, o) =>
+      Array.from((el as unknown as { options: ArrayLike<{ textContent: string }> }).options).some(
+        (e) => e.textContent === o,
+      ),
+    {},
+    field,
+    option,
+  );
+  await page.select(label, option);
+}
+
 for (const backend of backends()) {
   describe(`console security and events [${backend}]`, () => {
     let server: TestServer;
@@ -82,20 +145,37 @@ for (const backend of backends()) {
         await page.screenshot(`${backend}-advisories`);
 
         // A search by text: the package's name.
+        const searched = advisoriesAnswered(
+          page,
+          (b) => b.query === target.artifactName && !b.latestEventType && !b.aliases?.length,
+        );
         await page.fill("Search", target.artifactName);
         const byQuery = await count({ query: target.artifactName });
-        await page.waitForText(pagerOf(byQuery, "advisories"));
+        await searched;
+        await shownFor(page, "q", target.artifactName, pagerOf(byQuery, "advisories"));
         assert.equal(new URL(page.page.url()).searchParams.get("q"), target.artifactName);
         // A filter on top of it: the status (the newest event's kind).
+        const filtered = advisoriesAnswered(
+          page,
+          (b) =>
+            b.query === target.artifactName && b.latestEventType === "EVENT_TYPE_FILTER_FIXED" && !b.aliases?.length,
+        );
         await page.select("Status (newest event)", "Fixed");
         const fixed = await count({ query: target.artifactName, latest_event_type: "EVENT_TYPE_FILTER_FIXED" });
-        await page.waitForText(pagerOf(fixed, "advisories"));
+        await filtered;
+        await shownFor(page, "latest_event_type", "fixed", pagerOf(fixed, "advisories"));
         assert.equal(new URL(page.page.url()).searchParams.get("latest_event_type"), "fixed");
         // A list filter behind "More filters": the alias.
+        const byAlias = advisoriesAnswered(
+          page,
+          (b) =>
+            b.query === target.artifactName && !b.latestEventType && b.aliases?.length === 1 && b.aliases[0] === alias,
+        );
         await page.select("Status (newest event)", "Any");
         await page.page.click("details.more-filters > summary");
         await page.fill("Aliases (CVE, GHSA, …)", alias);
-        await page.waitForText(pagerOf(1, "advisories"));
+        await byAlias;
+        await shownFor(page, "aliases", alias, pagerOf(1, "advisories"));
 
         // The advisory: its events in time order.
         await page.click(target.advisoryId, "link");
@@ -144,7 +224,7 @@ for (const backend of backends()) {
       try {
         await page.signInWithToken(server.operatorToken, "/console/subscriptions");
         await page.waitForText("No subscription here.");
-        await page.select("Group", "console-sec");
+        await choose(page, "Group", "console-sec");
         await page.fill("Sink URL", receiver.url);
         await page.fill("Event types", "dev.chainguard.api.iam.group.");
         await page.click("Create subscription");
@@ -226,8 +306,20 @@ for (const backend of backends()) {
         assert.ok(!actions.some((a) => /Delete|Create/.test(a)), actions.join(", "));
 
         await page.click("Deliveries", "link");
-        await page.waitForText("Subscription");
-        await page.waitForText("deliveries");
+        // Loaded: the subscription (its sink among its facts, which the subscriptions page has not)
+        // and its deliveries (a row, or the note that there is none).
+        await page.page.waitForFunction(
+          (sink) => {
+            const { document } = globalThis as unknown as PageGlobals;
+            return (
+              (document.querySelector("dl.facts")?.textContent ?? "").includes(sink) &&
+              (document.querySelector("[role=region][aria-label='Deliveries'] tbody tr") !== null ||
+                document.body.innerText.includes("No delivery yet."))
+            );
+          },
+          {},
+          `${receiver.url}/folder`,
+        );
         actions = await page.actionNames();
         assert.ok(!actions.some((a) => /Redeliver/.test(a)), actions.join(", "));
         assert.doesNotMatch(await page.text(), /Redeliver a time range/);

@@ -406,21 +406,21 @@ function DiffView({
   type Row = { key: string; change: string; name: string; from: string; to: string };
   const rows: Row[] = [
     ...(packages?.added ?? []).map((p) => ({
-      key: `a:${p.name}`,
+      key: `a:${p.reference || `${p.name}@${p.version}`}`,
       change: "Added",
       name: p.name,
       from: "",
       to: p.version,
     })),
     ...(packages?.removed ?? []).map((p) => ({
-      key: `r:${p.name}`,
+      key: `r:${p.reference || `${p.name}@${p.version}`}`,
       change: "Removed",
       name: p.name,
       from: p.version,
       to: "",
     })),
     ...(packages?.changed ?? []).map((p) => ({
-      key: `c:${p.name}`,
+      key: `c:${p.previous?.reference ?? ""}>${p.current?.reference ?? ""}:${p.name}`,
       change: "Changed",
       name: p.name,
       from: p.previous?.version ?? "",

@@ -1,5 +1,6 @@
 // /console/advisories: the advisories the caller may read, searched and filtered with every filter
 // ListAdvisories takes (each in the URL), sorted by the columns the list engine orders by, paged.
+import { useState } from "react";
 import {
   AdvisoriesService,
   type Advisory,
@@ -77,6 +78,9 @@ export function AdvisoriesPage() {
     [JSON.stringify(filters)],
   );
   const active = LIST_FILTERS.filter((f) => query.get(f.key)).length + (filters.origin ? 1 : 0);
+  // Open at first when a filter in it is set, then as the person leaves it: clearing its last
+  // filter must not close it around the field being typed in.
+  const [moreOpen, setMoreOpen] = useState(active > 0);
   return (
     <Page title="Advisories">
       <div role="search" className="filters" aria-label="Search advisories">
@@ -100,7 +104,7 @@ export function AdvisoriesPage() {
             options={[{ value: "", label: "Any" }, ...EVENT_KINDS.map((k) => ({ value: k.case, label: k.label }))]}
           />
         </div>
-        <details className="more-filters" open={active > 0 || undefined}>
+        <details className="more-filters" open={moreOpen} onToggle={(e) => setMoreOpen(e.currentTarget.open)}>
           <summary>More filters{active > 0 ? ` (${active} set)` : ""}</summary>
           <p className="hint">Several values are separated by commas; an advisory matches any of them.</p>
           <div className="filter-grid">
