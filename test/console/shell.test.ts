@@ -211,6 +211,35 @@ for (const backend of backends()) {
       }
     });
 
+    it("is usable from the keyboard alone: skip link, navigation, a form submitted with Enter", async () => {
+      const page = await ConsolePage.open(browser, server.url);
+      const focused = () =>
+        page.page.evaluate(
+          `(document.activeElement?.getAttribute("aria-label") ?? document.activeElement?.textContent ?? "").trim()`,
+        );
+      try {
+        await page.signInWithToken(server.operatorToken);
+        await page.page.keyboard.press("Tab");
+        assert.equal(await focused(), "Skip to content");
+        // Tab through the top bar and the navigation to the Groups link, then follow it.
+        for (let i = 0; i < 20 && (await focused()) !== "Groups"; i++) await page.page.keyboard.press("Tab");
+        assert.equal(await focused(), "Groups");
+        await page.page.keyboard.press("Enter");
+        await page.waitForText("New organization");
+        assert.equal(new URL(page.page.url()).pathname, "/console/groups");
+        // The new page's title takes the focus (not the link left behind), for screen readers.
+        assert.equal(await page.page.evaluate("document.activeElement?.tagName"), "H1");
+        assert.equal(await focused(), "Groups");
+        await page.byName("Organization name").click();
+        await page.page.keyboard.type("keyboard-org");
+        await page.page.keyboard.press("Enter");
+        await page.waitForText("Created keyboard-org.");
+        page.assertClean();
+      } finally {
+        await page.close();
+      }
+    });
+
     it("works on a phone-sized screen: the navigation folds behind a menu button", async () => {
       const page = await ConsolePage.open(browser, server.url, PHONE);
       try {
