@@ -530,19 +530,26 @@ describe("architecture: each rule reports a planted violation", () => {
 const CONSOLE_SRC = resolve(SRC, "..", "console", "src");
 const CONSOLE_MAY_IMPORT = (target: string) => target.startsWith("gen/") || target === "core/cli-client.js";
 
-/** Imports of console files (path → text, relative to console/src/) that reach into src/ past what a client may use. */
+/**
+ * Imports of console files (path → text, relative to console/src/) that reach into src/ past what a
+ * client may use, or from one area of pages (pages/<area>/) into another: areas link by URL.
+ */
 function consoleViolations(files: ReadonlyMap<string, string>): string[] {
+  const areaOf = (path: string) => /^pages\/([^/]+)\//.exec(path)?.[1];
   return [...files].flatMap(([path, text]) =>
-    importsOf(path, text)
-      .filter((i) => i.to.startsWith("../../src/"))
-      .map((i) => i.to.slice("../../src/".length))
-      .filter((target) => !CONSOLE_MAY_IMPORT(target))
-      .map((target) => `console/src/${path} → src/${target}`),
+    importsOf(path, text).flatMap((i) => {
+      if (i.to.startsWith("../../src/")) {
+        const target = i.to.slice("../../src/".length);
+        return CONSOLE_MAY_IMPORT(target) ? [] : [`console/src/${path} → src/${target}`];
+      }
+      const [from, to] = [areaOf(path), areaOf(i.to)];
+      return from && to && from !== to ? [`console/src/${path} → console/src/${i.to}`] : [];
+    }),
   );
 }
 
 describe("architecture: the console", () => {
-  it("imports of the server's tree only the generated protos and the client ids", () => {
+  it("imports of the server's tree only the generated protos and the client ids; no area imports another", () => {
     const files = new Map(
       readdirSync(CONSOLE_SRC, { recursive: true })
         .map(String)
@@ -553,14 +560,19 @@ describe("architecture: the console", () => {
     assert.deepEqual(consoleViolations(files), []);
   });
 
-  it("a planted import of server code is reported", () => {
+  it("a planted import of server code, and of another area's file, is reported", () => {
     const files = new Map([
       [
         "pages/x.tsx",
         'import { GroupsService } from "../../../src/gen/x_pb.js";\nimport "../../../src/core/cli-client.js";\n',
       ],
       ["pages/y.tsx", 'import { startServer } from "../../../src/server/start.js";\n'],
+      ["pages/events/a.tsx", 'import { Pager } from "../../ui/list";\nimport { b } from "./b";\n'],
+      ["pages/events/c.tsx", 'import { QueryText } from "../security/filters";\n'],
     ]);
-    assert.deepEqual(consoleViolations(files), ["console/src/pages/y.tsx → src/server/start.js"]);
+    assert.deepEqual(consoleViolations(files), [
+      "console/src/pages/y.tsx → src/server/start.js",
+      "console/src/pages/events/c.tsx → console/src/pages/security/filters",
+    ]);
   });
 });

@@ -10,7 +10,7 @@ import { ListTable, resetPosition, usePagedList } from "../../ui/list";
 import { GroupSelect, useVisibleGroups } from "../../ui/groups";
 import { Page } from "../../ui/misc";
 import { Time } from "../../ui/misc";
-import { QueryDateTime, QueryText, splitList, utcDate } from "../security/filters";
+import { QueryDateTime, QueryText, splitList, utcDate } from "../../ui/filters";
 
 export function AuditPage() {
   const [query, setQuery] = useQueryState();

@@ -18,7 +18,7 @@ import { Button, Form, TextField } from "../../ui/forms";
 import { Done, Empty, ErrorNote, Loading } from "../../ui/feedback";
 import { useVisibleGroups } from "../../ui/groups";
 import { Page, Section, Time } from "../../ui/misc";
-import { QueryChecks, splitList, utcDate } from "../security/filters";
+import { QueryChecks, splitList, utcDate } from "../../ui/filters";
 import { groupOf } from "./subscriptions";
 
 const STATES: { value: string; label: string; state: Delivery_State }[] = [

@@ -17,7 +17,7 @@ import { Button, Form, TextField } from "../../ui/forms";
 import { Done, ErrorNote } from "../../ui/feedback";
 import { GroupSelect, useVisibleGroups } from "../../ui/groups";
 import { ConfirmButton, Page, Section } from "../../ui/misc";
-import { splitList } from "../security/filters";
+import { splitList } from "../../ui/filters";
 
 /** The group a subscription belongs to: its uid without the last segment. */
 export const groupOf = (uid: string) => uid.split("/").slice(0, -1).join("/");

@@ -12,7 +12,7 @@ import { SelectField } from "../../ui/forms";
 import { GroupSelect } from "../../ui/groups";
 import { Page, Time } from "../../ui/misc";
 import { AdvisorySeverity, EVENT_KINDS, REVIEW_STATES, status } from "./advisory-words";
-import { QueryChecks, QueryText, splitList } from "./filters";
+import { QueryChecks, QueryText, splitList } from "../../ui/filters";
 
 /** The query keys of the list fields, with their labels: each is comma-separated in the URL. */
 const LIST_FILTERS = [

@@ -1,10 +1,10 @@
-// Filter controls of the security and events pages whose values live in the URL's query: a
+// Filter controls whose values live in the URL's query: a
 // text field of several values (comma-separated), a set of checkboxes (a repeated enum), and a
 // date-time in UTC. Each writes its query key and starts the list again at its first page.
 import { useId } from "react";
-import { useQueryState } from "../../router";
-import { resetPosition } from "../../ui/list";
-import { TextField } from "../../ui/forms";
+import { useQueryState } from "../router";
+import { resetPosition } from "./list";
+import { TextField } from "./forms";
 
 /** "a, b ,c" → ["a", "b", "c"] (empty entries dropped). */
 export function splitList(text: string | null | undefined): string[] {
