@@ -1,6 +1,6 @@
-// Filter controls whose values live in the URL's query: a
-// text field of several values (comma-separated), a set of checkboxes (a repeated enum), and a
-// date-time in UTC. Each writes its query key and starts the list again at its first page.
+// Filter controls whose values live in the URL's query: a text field of several values
+// (comma-separated), a set of checkboxes (a repeated enum), and a date-time in UTC. Each writes its
+// query key and starts the list again at its first page.
 import { useId } from "react";
 import { useQueryState } from "../router";
 import { resetPosition } from "./list";
