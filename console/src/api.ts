@@ -49,17 +49,3 @@ export function problemOf(err: unknown): Problem {
   }
   return { message: err instanceof Error ? err.message : String(err), fields: [] };
 }
-
-/** Calls the REST path of an RPC when a page needs the raw bytes (an SBOM download): same token, same errors. */
-export async function fetchWithToken(path: string, init: RequestInit = {}): Promise<Response> {
-  const headers = new Headers(init.headers);
-  const token = session.token();
-  if (token) headers.set("authorization", `Bearer ${token}`);
-  const response = await fetch(path, { ...init, headers });
-  if (!response.ok) {
-    const body = (await response.json().catch(() => undefined)) as { message?: string } | undefined;
-    if (response.status === 401 && token) session.end("Your session has ended. Sign in again to continue.");
-    throw new Error(body?.message || `HTTP ${response.status}`);
-  }
-  return response;
-}
