@@ -362,6 +362,7 @@ export class SignInService {
     let identityUid: string;
     if (form.grant_type === "authorization_code") identityUid = await this.redeemCode(form);
     else if (form.grant_type === DEVICE_CODE_GRANT && !fromConsole) identityUid = await this.pollDevice(form);
+    else if (fromConsole) throw new LoginError("unsupported_grant_type", "grant_type must be authorization_code");
     else throw new LoginError("unsupported_grant_type", "grant_type must be authorization_code or device_code");
     const { issuer } = this.deps;
     // The token carries who the upstream said the person is (the `act` claim events record).
