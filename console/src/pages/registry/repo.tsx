@@ -1,15 +1,20 @@
 // One repository: its tags (TagsService.ListTags, paged and sorted), the pull command of a tag,
-// and where a tag has pointed over time (Registry.ListTagHistory).
+// where a tag has pointed over time (Registry.ListTagHistory), and (for a caller who may update
+// tags) deprecating a tag and lifting its deprecation (RegistryExtensionsService).
+import { useState } from "react";
+import { RegistryExtensionsService } from "../../../../src/gen/bulwark/registry/v1/visibility_pb.js";
 import { ReposService } from "../../../../src/gen/chainguard/platform/registry/v2/repos_pb.js";
 import { TagsService, type Tag } from "../../../../src/gen/chainguard/platform/registry/v2/tags_pb.js";
 import { Registry, type TagHistory } from "../../../../src/gen/platform/registry/v1/registry.platform_pb.js";
 import { client } from "../../api";
+import { useAccess } from "../../access";
 import { href, Link, useQueryState } from "../../router";
-import { useLoad } from "../../ui/load";
+import { useAction, useLoad } from "../../ui/load";
 import { DataTable, ListTable, usePagedList } from "../../ui/list";
-import { Empty, ErrorNote, Loading } from "../../ui/feedback";
+import { Done, Empty, ErrorNote, Loading } from "../../ui/feedback";
+import { Button } from "../../ui/forms";
 import { useVisibleGroups } from "../../ui/groups";
-import { CopyValue, Page, Section, Time } from "../../ui/misc";
+import { ConfirmButton, CopyValue, Page, Section, Time } from "../../ui/misc";
 import { parentOf, registryPath, shortDigest, useRegistryHost, Visibility } from "./common";
 
 export function RepoPage() {
@@ -65,6 +70,19 @@ function RepoView({ uid, name, description }: { uid: string; name: string; descr
   const groupPath = groups.data?.find((g) => g.uid === parentOf(uid))?.path ?? parentOf(uid);
   const pullTag = chosen || list.items[0]?.name;
   const historyLink = (tag: Tag) => href("/console/repo", { ...Object.fromEntries(query), tag: tag.name });
+  // A tag lives in its repo, the repo in its group: the group is the scope of the capability.
+  const { can } = useAccess();
+  const mayUpdateTags = can("tag.update", parentOf(uid));
+  const [done, setDone] = useState("");
+  const change = useAction(async (tag: Tag, deprecate: boolean) => {
+    setDone("");
+    const extensions = client(RegistryExtensionsService);
+    const answer = deprecate
+      ? await extensions.deprecateTag({ uid: tag.uid })
+      : await extensions.undeprecateTag({ uid: tag.uid });
+    setDone(answer.deprecated ? `Deprecated ${tag.name}.` : `${tag.name} is no longer deprecated.`);
+    list.loaded.reload();
+  });
   return (
     <Page title={name}>
       <dl className="facts">
@@ -89,6 +107,8 @@ function RepoView({ uid, name, description }: { uid: string; name: string; descr
         )}
       </Section>
       <Section title="Tags">
+        <ErrorNote error={change.error} />
+        {done && <Done>{done}</Done>}
         <ListTable<Tag>
           list={list}
           caption={`Tags of ${name}`}
@@ -123,6 +143,27 @@ function RepoView({ uid, name, description }: { uid: string; name: string; descr
                 </Link>
               ),
             },
+            ...(mayUpdateTags
+              ? [
+                  {
+                    header: "Actions",
+                    cell: (t: Tag) =>
+                      t.deprecated ? (
+                        <Button busy={change.busy} onClick={() => void change.run(t, false)}>
+                          {`Undeprecate ${t.name}`}
+                        </Button>
+                      ) : (
+                        <ConfirmButton
+                          label={`Deprecate ${t.name}`}
+                          confirmLabel="Yes, deprecate"
+                          question={`Deprecate the tag ${t.name}? Pulls keep working; the tag is marked deprecated.`}
+                          busy={change.busy}
+                          onConfirm={() => change.run(t, true)}
+                        />
+                      ),
+                  },
+                ]
+              : []),
           ]}
         />
       </Section>
