@@ -1,9 +1,9 @@
 // The console's registry pages in a real Chromium, on both backends: images pushed with skopeo
 // (apk packages that advisories imported into a public advisory group name), then the
 // repositories list (filters, the public/private switch), a repository (tags, pull command, a
-// tag's history), an image (platforms, size, the SBOM downloaded as a file, the vulnerability
+// tag's history, a tag deprecated and undeprecated), an image (platforms, size, the SBOM downloaded as a file, the vulnerability
 // report with its filters and links to the advisory page, the comparison with another tag), and
-// a viewer of one folder who sees only that folder's repositories and no switch.
+// a viewer of one folder who sees only that folder's repositories and no switch or deprecation.
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -140,7 +140,7 @@ for (const backend of backends()) {
       if (work) rmSync(work, { recursive: true, force: true });
     });
 
-    it("an operator finds a repository, switches it public, reads its tags, history and pull command", async () => {
+    it("an operator finds a repository, switches it public, reads its tags, history and pull command, deprecates a tag", async () => {
       const page = await ConsolePage.open(browser, server.url);
       try {
         await page.signInWithToken(server.operatorToken, "/console/repos");
@@ -211,6 +211,32 @@ for (const backend of backends()) {
         assert.equal(new URL(page.page.url()).searchParams.get("tag"), "latest");
         await page.assertAccessible("a repository");
         await page.screenshot(`${backend}-repo`);
+
+        // v1 deprecated (after a confirmation), then undeprecated; the list and the server agree each time
+        const deprecatedCell = (tag: string) =>
+          page.page.evaluate((name) => {
+            const { document } = globalThis as unknown as PageGlobals;
+            const rows = Array.from(document.querySelectorAll("section[aria-label='Tags'] tbody tr"));
+            const row = rows.find((r) => r.innerText.split("\t")[0]?.trim() === name);
+            return row?.innerText.split("\t")[3]?.trim();
+          }, tag);
+        const v1Deprecated = async () => {
+          const { tags } = ok(await operator.get(`/registry/v2/tags?uidp.childrenOf=${appUid}&name=v1`), "list v1");
+          return tags[0].deprecated === true;
+        };
+        assert.equal(await deprecatedCell("v1"), "No");
+        await page.click("Deprecate v1");
+        await page.click("Yes, deprecate");
+        await page.waitForText("Deprecated v1.");
+        await page.byName("Undeprecate v1", "button").wait();
+        assert.equal(await deprecatedCell("v1"), "Deprecated");
+        assert.equal(await v1Deprecated(), true);
+        await page.assertAccessible("a repository with a deprecated tag");
+        await page.click("Undeprecate v1");
+        await page.waitForText("v1 is no longer deprecated.");
+        await page.byName("Deprecate v1", "button").wait();
+        assert.equal(await deprecatedCell("v1"), "No");
+        assert.equal(await v1Deprecated(), false);
         page.assertClean();
       } finally {
         await page.close();
@@ -331,7 +357,7 @@ for (const backend of backends()) {
       }
     });
 
-    it("a viewer of one folder sees its repositories only, with no switch", async () => {
+    it("a viewer of one folder sees its repositories only, with no switch and no deprecation", async () => {
       const page = await ConsolePage.open(browser, server.url);
       try {
         await page.signInWithToken(viewerToken, "/console/repos");
@@ -340,7 +366,8 @@ for (const backend of backends()) {
         assert.match(text, /\bapp\b/);
         assert.doesNotMatch(text, /\bother\b/);
         await page.waitForText("Private");
-        const forbidden = (names: string[]) => names.filter((n) => /^Make |Delete|Deprecate/.test(n));
+        const forbidden = (names: string[]) =>
+          names.filter((n) => /^(Make |Delete|Deprecate|Undeprecate|Yes, )/.test(n));
         assert.deepEqual(forbidden(await page.actionNames()), []);
         await page.click("app", "link");
         await page.waitForText("latest");
