@@ -16,7 +16,7 @@ import { operatorGrpc, startTestServer, type TestServer } from "../support/serve
 import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
 
 /** Actions that would change something: none may be offered to a viewer. */
-const CHANGING = /^(Create|Delete|Revoke|Grant|Save|Yes, )\b(?!ed$)/;
+const CHANGING = /^(Create|Delete|Edit|Revoke|Grant|Save|Yes, )\b(?!ed$)/;
 
 for (const backend of backends()) {
   describe(`console organization pages [${backend}]`, () => {
@@ -135,6 +135,20 @@ for (const backend of backends()) {
         await page.click("Create role");
         await page.waitForText("Created auditor.");
         await page.waitForText("1–1 of 1 custom roles");
+        // Edit it: a capability more and a description (built-in roles offer no edit).
+        assert.deepEqual(
+          (await page.actionNames()).filter((n) => n.startsWith("Edit")),
+          ["Edit auditor"],
+        );
+        await page.click("Edit auditor");
+        await page.waitForText("Capabilities (2 chosen)");
+        await check(page, "roles.list");
+        await page.fill("Role description", "reads the folder");
+        await page.assertAccessible("the roles page editing a role");
+        await page.click("Save auditor");
+        await page.waitForText("Saved auditor.");
+        await page.waitForText("reads the folder");
+        await page.waitForText("groups.list, identity.list, roles.list");
         await page.assertAccessible("the roles page");
 
         await page.goto(`/console/role-bindings?group=${encodeURIComponent(folder)}`);
