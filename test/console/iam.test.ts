@@ -8,12 +8,16 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "puppeteer-core";
 import { Capability } from "../../src/gen/capabilities/capabilities_pb.js";
+import { GroupsService } from "../../src/gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentitiesService } from "../../src/gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../src/gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../src/gen/chainguard/platform/iam/v2/roles_pb.js";
 import { backends } from "../support/db-templates.js";
 import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
+
+/** Folders per page of the group tree (TREE_PAGE_SIZE in console/src/pages/iam/groups.tsx). */
+const TREE_PAGE_SIZE = 200;
 
 /** Actions that would change something: none may be offered to a viewer. */
 const CHANGING = /^(Create|Delete|Edit|Revoke|Grant|Save|Yes, )\b(?!ed$)/;
@@ -327,6 +331,46 @@ for (const backend of backends()) {
         await confirm(page, "Delete organization");
         await page.waitForText("Deleted acme.");
         await page.waitForText("No organization yet.");
+        page.assertClean();
+      } finally {
+        await page.close();
+      }
+    });
+
+    it("the tree shows a page of folders at a time; Show more appends the next", async () => {
+      const grpc = operatorGrpc(server, GroupsService);
+      let many = "";
+      try {
+        many = (await grpc.client.createGroup({ parent: "", group: { name: "many" } })).uid;
+        const names = Array.from({ length: TREE_PAGE_SIZE + 1 }, (_, i) => `f${String(i).padStart(3, "0")}`);
+        for (let i = 0; i < names.length; i += 20) {
+          await Promise.all(
+            names.slice(i, i + 20).map((name) => grpc.client.createGroup({ parent: many, group: { name } })),
+          );
+        }
+      } finally {
+        grpc.close();
+      }
+      const last = `f${String(TREE_PAGE_SIZE).padStart(3, "0")}`;
+      const page = await ConsolePage.open(browser, server.url);
+      try {
+        await page.signInWithToken(server.operatorToken, `/console/groups?open=${encodeURIComponent(many)}`);
+        await page.waitForText("(1 not shown yet)");
+        const text = await page.text();
+        assert.ok(text.includes("f199") && !text.includes(last), "the first page only");
+        // The keyboard alone: focus the button, press Enter; focus lands on the first new folder.
+        const more = await page.byName("Show more folders of many", "button").waitHandle();
+        await more.focus();
+        await page.page.keyboard.press("Enter");
+        await page.byName(last, "link").wait();
+        const focused = await page.page.evaluate(() =>
+          (
+            globalThis as unknown as { document: { activeElement: { getAttribute(n: string): string | null } } }
+          ).document.activeElement.getAttribute("aria-label"),
+        );
+        assert.equal(focused, `Expand ${last}`);
+        assert.ok(!(await page.text()).includes("not shown yet"), "the last page: no more to show");
+        await page.assertAccessible("the groups page with a long folder list");
         page.assertClean();
       } finally {
         await page.close();
