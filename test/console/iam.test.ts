@@ -1,9 +1,10 @@
 // The console's Organization pages in a real Chromium, on both backends: an operator builds an
 // organization with a folder, renames it, is refused (in the server's words) when deleting an
 // organization that still holds a folder, creates identities, a role, a binding, an invite (whose
-// code is shown once) and an identity provider; an identity bound as viewer at the folder sees only
-// that folder and no action that changes anything; then everything is taken down again, folder
-// before organization. axe on every page; screenshots of the main ones.
+// code is shown once) and an identity provider, and edits the role; an identity bound as viewer at
+// the folder sees only that folder and no action that changes anything; then everything is taken
+// down again, folder before organization. A folder with more children than a page shows the rest
+// with "Show more". axe on every page; screenshots of the main ones.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "puppeteer-core";

@@ -1,8 +1,10 @@
 // /console/groups: the organization and folder tree. Organizations (or, for a caller bound lower
 // down, the groups it is bound at) are the roots; a node expands to its direct children
-// (ListGroups children_of). The selection (`?group=`) and the expanded nodes (`?open=`) are in
-// the URL. The selected group's details, and what the caller may do with it: rename, add a
-// folder, delete (the server's refusal, e.g. a group that still holds folders, shown in its words).
+// (ListGroups children_of), a page at a time: "Show more" appends the next page (page_token), for
+// a node's folders and for the organizations alike. The selection (`?group=`) and the expanded
+// nodes (`?open=`) are in the URL. The selected group's details, and what the caller may do with
+// it: rename, add a folder, delete (the server's refusal, e.g. a group that still holds folders,
+// shown in its words).
 import { useEffect, useRef, useState } from "react";
 import {
   GroupsService,
