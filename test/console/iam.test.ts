@@ -1,13 +1,15 @@
 // The console's Organization pages in a real Chromium, on both backends: an operator builds an
 // organization with a folder, renames it, is refused (in the server's words) when deleting an
 // organization that still holds a folder, creates identities, a role, a binding, an invite (whose
-// code is shown once) and an identity provider; an identity bound as viewer at the folder sees only
-// that folder and no action that changes anything; then everything is taken down again, folder
-// before organization. axe on every page; screenshots of the main ones.
+// code is shown once) and an identity provider, and edits the role; an identity bound as viewer at
+// the folder sees only that folder and no action that changes anything; then everything is taken
+// down again, folder before organization. A folder with more children than a page shows the rest
+// with "Show more". axe on every page; screenshots of the main ones.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "puppeteer-core";
 import { Capability } from "../../src/gen/capabilities/capabilities_pb.js";
+import { GroupsService } from "../../src/gen/chainguard/platform/iam/v2/groups_pb.js";
 import { IdentitiesService } from "../../src/gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../src/gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../src/gen/chainguard/platform/iam/v2/roles_pb.js";
@@ -15,8 +17,11 @@ import { backends } from "../support/db-templates.js";
 import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
 
+/** Folders per page of the group tree (TREE_PAGE_SIZE in console/src/pages/iam/groups.tsx). */
+const TREE_PAGE_SIZE = 200;
+
 /** Actions that would change something: none may be offered to a viewer. */
-const CHANGING = /^(Create|Delete|Revoke|Grant|Save|Yes, )\b(?!ed$)/;
+const CHANGING = /^(Create|Delete|Edit|Revoke|Grant|Save|Yes, )\b(?!ed$)/;
 
 for (const backend of backends()) {
   describe(`console organization pages [${backend}]`, () => {
@@ -135,6 +140,20 @@ for (const backend of backends()) {
         await page.click("Create role");
         await page.waitForText("Created auditor.");
         await page.waitForText("1–1 of 1 custom roles");
+        // Edit it: a capability more and a description (built-in roles offer no edit).
+        assert.deepEqual(
+          (await page.actionNames()).filter((n) => n.startsWith("Edit")),
+          ["Edit auditor"],
+        );
+        await page.click("Edit auditor");
+        await page.waitForText("Capabilities (2 chosen)");
+        await check(page, "roles.list");
+        await page.fill("Role description", "reads the folder");
+        await page.assertAccessible("the roles page editing a role");
+        await page.click("Save auditor");
+        await page.waitForText("Saved auditor.");
+        await page.waitForText("reads the folder");
+        await page.waitForText("groups.list, identity.list, roles.list");
         await page.assertAccessible("the roles page");
 
         await page.goto(`/console/role-bindings?group=${encodeURIComponent(folder)}`);
@@ -313,6 +332,46 @@ for (const backend of backends()) {
         await confirm(page, "Delete organization");
         await page.waitForText("Deleted acme.");
         await page.waitForText("No organization yet.");
+        page.assertClean();
+      } finally {
+        await page.close();
+      }
+    });
+
+    it("the tree shows a page of folders at a time; Show more appends the next", async () => {
+      const grpc = operatorGrpc(server, GroupsService);
+      let many = "";
+      try {
+        many = (await grpc.client.createGroup({ parent: "", group: { name: "many" } })).uid;
+        const names = Array.from({ length: TREE_PAGE_SIZE + 1 }, (_, i) => `f${String(i).padStart(3, "0")}`);
+        for (let i = 0; i < names.length; i += 20) {
+          await Promise.all(
+            names.slice(i, i + 20).map((name) => grpc.client.createGroup({ parent: many, group: { name } })),
+          );
+        }
+      } finally {
+        grpc.close();
+      }
+      const last = `f${String(TREE_PAGE_SIZE).padStart(3, "0")}`;
+      const page = await ConsolePage.open(browser, server.url);
+      try {
+        await page.signInWithToken(server.operatorToken, `/console/groups?open=${encodeURIComponent(many)}`);
+        await page.waitForText("(1 not shown yet)");
+        const text = await page.text();
+        assert.ok(text.includes("f199") && !text.includes(last), "the first page only");
+        // The keyboard alone: focus the button, press Enter; focus lands on the first new folder.
+        const more = await page.byName("Show more folders of many", "button").waitHandle();
+        await more.focus();
+        await page.page.keyboard.press("Enter");
+        await page.byName(last, "link").wait();
+        const focused = await page.page.evaluate(() =>
+          (
+            globalThis as unknown as { document: { activeElement: { getAttribute(n: string): string | null } } }
+          ).document.activeElement.getAttribute("aria-label"),
+        );
+        assert.equal(focused, `Expand ${last}`);
+        assert.ok(!(await page.text()).includes("not shown yet"), "the last page: no more to show");
+        await page.assertAccessible("the groups page with a long folder list");
         page.assertClean();
       } finally {
         await page.close();

@@ -1,10 +1,16 @@
 // /console/groups: the organization and folder tree. Organizations (or, for a caller bound lower
 // down, the groups it is bound at) are the roots; a node expands to its direct children
-// (ListGroups children_of). The selection (`?group=`) and the expanded nodes (`?open=`) are in
-// the URL. The selected group's details, and what the caller may do with it: rename, add a
-// folder, delete (the server's refusal, e.g. a group that still holds folders, shown in its words).
-import { useEffect, useState } from "react";
-import { GroupsService, type Group } from "../../../../src/gen/chainguard/platform/iam/v2/groups_pb.js";
+// (ListGroups children_of), a page at a time: "Show more" appends the next page (page_token), for
+// a node's folders and for the organizations alike. The selection (`?group=`) and the expanded
+// nodes (`?open=`) are in the URL. The selected group's details, and what the caller may do with
+// it: rename, add a folder, delete (the server's refusal, e.g. a group that still holds folders,
+// shown in its words).
+import { useEffect, useRef, useState } from "react";
+import {
+  GroupsService,
+  type Group,
+  type ListGroupsResponse,
+} from "../../../../src/gen/chainguard/platform/iam/v2/groups_pb.js";
 import { client } from "../../api";
 import { useAccess } from "../../access";
 import { Link, href, useQueryState } from "../../router";
@@ -16,19 +22,83 @@ import { GroupLinks, groupOf } from "./shared";
 
 const groups = () => client(GroupsService);
 
-/** The tree's roots: the organizations the caller can list, and the groups it is bound at below them. */
-async function loadRoots(bound: string[]): Promise<Group[]> {
-  const orgs = await groups().listGroups({ uidp: { inRoot: true }, orderBy: "name", pageSize: 200 });
-  const found = [...orgs.groups];
-  const covered = (uid: string) => found.some((g) => uid === g.uid || uid.startsWith(`${g.uid}/`));
-  const below = [...new Set(bound)].filter((uid) => !covered(uid));
-  if (below.length > 0) {
-    const more = await groups().listGroups({ uidp: { ids: below }, orderBy: "name", pageSize: 200 });
-    // Only the highest: a binding under another bound group shows inside it.
-    const uids = more.groups.map((g) => g.uid);
-    found.push(...more.groups.filter((g) => !uids.some((u) => g.uid.startsWith(`${u}/`))));
-  }
+/** Groups per page of the tree: each node (and the roots) shows this many, then "Show more". */
+const TREE_PAGE_SIZE = 200;
+
+/**
+ * A ListGroups listing read a page at a time: the first page now, the next ones appended when
+ * `more()` is called (with the previous page's `next_page_token`). `firstNew` is the index of the
+ * first group the last `more()` added, so focus can move to it.
+ */
+function useGroupPages(list: (pageToken: string) => Promise<ListGroupsResponse>, deps: readonly unknown[]) {
+  const first = useLoad(() => list(""), deps);
+  const [extra, setExtra] = useState<{ groups: Group[]; next: string; firstNew: number }>();
+  useEffect(() => setExtra(undefined), [first.data]);
+  const next = extra ? extra.next : (first.data?.nextPageToken ?? "");
+  const loadMore = useAction(async () => {
+    const page = await list(next);
+    setExtra((old) => ({
+      groups: [...(old?.groups ?? []), ...page.groups],
+      next: page.nextPageToken,
+      firstNew: (first.data?.groups.length ?? 0) + (old?.groups.length ?? 0),
+    }));
+  });
+  const shown = first.data ? [...first.data.groups, ...(extra?.groups ?? [])] : undefined;
+  const total = Number(first.data?.totalCount ?? 0);
+  return {
+    error: first.error,
+    groups: shown,
+    /** How many are not shown yet (0 on the last page). */
+    rest: next && shown ? Math.max(total - shown.length, 1) : 0,
+    firstNew: extra?.firstNew ?? -1,
+    more: loadMore,
+    reload: first.reload,
+  };
+}
+
+/** The groups the caller is bound at (all of them: a caller holds few bindings). */
+async function loadBound(bound: string[]): Promise<Group[]> {
+  const ids = [...new Set(bound)];
+  const found: Group[] = [];
+  if (ids.length === 0) return found;
+  let pageToken = "";
+  do {
+    const page = await groups().listGroups({ uidp: { ids }, orderBy: "name", pageSize: TREE_PAGE_SIZE, pageToken });
+    found.push(...page.groups);
+    pageToken = page.nextPageToken;
+  } while (pageToken);
   return found;
+}
+
+/**
+ * The tree's roots: the organizations the caller can list (a page at a time), then the groups it
+ * is bound at that no listed organization (nor another such group) holds.
+ */
+function rootsOf(orgs: Group[], bound: Group[]): Group[] {
+  const under = (uid: string, list: Group[]) => list.some((g) => uid === g.uid || uid.startsWith(`${g.uid}/`));
+  const below = bound.filter((g) => !under(g.uid, orgs));
+  return [...orgs, ...below.filter((g) => !below.some((h) => g.uid.startsWith(`${h.uid}/`)))];
+}
+
+/** "Show more ..." with how many are not shown yet; a real button, focus then moves to the first new one. */
+function ShowMore({
+  label,
+  rest,
+  more,
+}: {
+  label: string;
+  rest: number;
+  more: ReturnType<typeof useAction<[], void>>;
+}) {
+  return (
+    <li>
+      <Button busy={more.busy} onClick={() => void more.run()}>
+        {label}
+      </Button>{" "}
+      <span className="muted">({rest} not shown yet)</span>
+      <ErrorNote error={more.error} title="Not loaded" />
+    </li>
+  );
 }
 
 export function GroupsPage() {
@@ -37,7 +107,14 @@ export function GroupsPage() {
   const selected = query.get("group") ?? "";
   const open = new Set((query.get("open") ?? "").split(",").filter(Boolean));
   const bound = access.bindingGroups("groups.list").map((g) => g.uid);
-  const roots = useLoad(() => loadRoots(bound), [bound.join(",")]);
+  const orgs = useGroupPages(
+    (pageToken) =>
+      groups().listGroups({ uidp: { inRoot: true }, orderBy: "name", pageSize: TREE_PAGE_SIZE, pageToken }),
+    [],
+  );
+  const boundGroups = useLoad(() => loadBound(bound), [bound.join(",")]);
+  const rootsError = orgs.error ?? boundGroups.error;
+  const roots = orgs.groups && boundGroups.data ? rootsOf(orgs.groups, boundGroups.data) : undefined;
   // What just happened, shown while the group it happened at stays selected.
   const [done, setDone] = useState({ text: "", at: "" });
   // Anyone but a workload (an identity inside a group) may found an organization.
@@ -54,7 +131,8 @@ export function GroupsPage() {
   const refresh = (message: string, changes: Record<string, string | undefined> = {}) => {
     setDone({ text: message, at: "group" in changes ? (changes.group ?? "") : selected });
     setRound((r) => r + 1);
-    roots.reload();
+    orgs.reload();
+    boundGroups.reload();
     if (Object.keys(changes).length) setQuery(changes, { push: true });
   };
 
@@ -63,18 +141,26 @@ export function GroupsPage() {
       {done.text && done.at === selected && <Done>{done.text}</Done>}
       <div className="iam-split">
         <Section title="Organizations and folders">
-          {roots.error ? (
-            <ErrorNote error={roots.error} />
-          ) : !roots.data ? (
+          {rootsError ? (
+            <ErrorNote error={rootsError} />
+          ) : !roots ? (
             <Loading what="groups" />
-          ) : roots.data.length === 0 ? (
+          ) : roots.length === 0 ? (
             <Empty>No organization yet.</Empty>
           ) : (
             <nav className="tree" aria-label="Group tree" key={round}>
               <ul>
-                {roots.data.map((g) => (
-                  <TreeNode key={g.uid} group={g} open={open} selected={selected} onToggle={toggle} />
+                {roots.map((g) => (
+                  <TreeNode
+                    key={g.uid}
+                    group={g}
+                    open={open}
+                    selected={selected}
+                    onToggle={toggle}
+                    focus={orgs.groups?.[orgs.firstNew] === g}
+                  />
                 ))}
+                {orgs.rest > 0 && <ShowMore label="Show more organizations" rest={orgs.rest} more={orgs.more} />}
               </ul>
             </nav>
           )}
@@ -108,17 +194,25 @@ function TreeNode({
   open,
   selected,
   onToggle,
+  focus = false,
 }: {
   group: Group;
   open: Set<string>;
   selected: string;
   onToggle: (uid: string) => void;
+  /** Take the focus (the first of a page just shown with "Show more"). */
+  focus?: boolean;
 }) {
   const expanded = open.has(group.uid);
   const isRoot = !group.uid.includes("/");
+  const toggleButton = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (focus) toggleButton.current?.focus();
+  }, [focus]);
   return (
     <li>
       <button
+        ref={toggleButton}
         type="button"
         className="tree-toggle"
         aria-expanded={expanded}
@@ -135,7 +229,7 @@ function TreeNode({
         {group.name}
       </Link>{" "}
       <span className="muted">{isRoot ? "organization" : "folder"}</span>
-      {expanded && <Children parent={group.uid} open={open} selected={selected} onToggle={onToggle} />}
+      {expanded && <Children parent={group} open={open} selected={selected} onToggle={onToggle} />}
     </li>
   );
 }
@@ -146,25 +240,34 @@ function Children({
   selected,
   onToggle,
 }: {
-  parent: string;
+  parent: Group;
   open: Set<string>;
   selected: string;
   onToggle: (uid: string) => void;
 }) {
-  const children = useLoad(
-    () => groups().listGroups({ uidp: { childrenOf: parent }, orderBy: "name", pageSize: 200 }),
-    [parent],
+  const children = useGroupPages(
+    (pageToken) =>
+      groups().listGroups({ uidp: { childrenOf: parent.uid }, orderBy: "name", pageSize: TREE_PAGE_SIZE, pageToken }),
+    [parent.uid],
   );
   if (children.error) return <ErrorNote error={children.error} />;
-  if (!children.data) return <Loading what="folders" />;
-  if (children.data.groups.length === 0) return <p className="muted tree-empty">No folders.</p>;
-  const more = Number(children.data.totalCount ?? 0) - children.data.groups.length;
+  if (!children.groups) return <Loading what="folders" />;
+  if (children.groups.length === 0) return <p className="muted tree-empty">No folders.</p>;
   return (
     <ul>
-      {children.data.groups.map((g) => (
-        <TreeNode key={g.uid} group={g} open={open} selected={selected} onToggle={onToggle} />
+      {children.groups.map((g, i) => (
+        <TreeNode
+          key={g.uid}
+          group={g}
+          open={open}
+          selected={selected}
+          onToggle={onToggle}
+          focus={i === children.firstNew}
+        />
       ))}
-      {more > 0 && <li className="muted">and {more} more</li>}
+      {children.rest > 0 && (
+        <ShowMore label={`Show more folders of ${parent.name}`} rest={children.rest} more={children.more} />
+      )}
     </ul>
   );
 }

@@ -1,17 +1,20 @@
 // /console/roles?group=: the built-in roles and the custom roles of a group (and beneath it), each
 // with its capabilities by name (`groups.list`); create a custom role from a checklist of the
-// grantable capabilities, and delete one (the server refuses while something still uses it).
+// grantable capabilities, edit a custom role's description and capabilities (`?edit=` holds the
+// role being edited; built-in roles are never offered), and delete one (the server refuses while
+// something still uses it).
 import { useState } from "react";
 import { RolesService, type Role } from "../../../../src/gen/chainguard/platform/iam/v2/roles_pb.js";
 import type { Capability } from "../../../../src/gen/capabilities/capabilities_pb.js";
 import { client } from "../../api";
 import { useAccess } from "../../access";
+import { useQueryState } from "../../router";
 import { useAction, useLoad } from "../../ui/load";
 import { DataTable, ListTable, usePagedList, type Column } from "../../ui/list";
 import { Button, Form, TextField } from "../../ui/forms";
 import { Done, Empty, ErrorNote, Loading } from "../../ui/feedback";
 import { ConfirmButton, Page, Section } from "../../ui/misc";
-import { GRANTABLE, GroupFilter, capabilityName, groupOf, useGroupParam } from "./shared";
+import { GRANTABLE, GroupFilter, capabilityName, groupOf, isBuiltInRole, useGroupParam } from "./shared";
 
 const roles = () => client(RolesService);
 
@@ -27,6 +30,8 @@ function Capabilities({ role }: { role: Role }) {
 export function RolesPage() {
   const { can } = useAccess();
   const [group, setGroup] = useGroupParam();
+  const [query, setQuery] = useQueryState();
+  const edit = query.get("edit") ?? "";
   const [done, setDone] = useState("");
   const builtIn = useLoad(() => roles().listRoles({ uidp: { inRoot: true }, orderBy: "name", pageSize: 200 }), []);
   const custom = usePagedList(
@@ -78,41 +83,93 @@ export function RolesPage() {
               ...columns,
               {
                 header: "Actions",
-                cell: (r) =>
-                  can("roles.delete", groupOf(r.uid)) ? (
-                    <ConfirmButton
-                      label={`Delete ${r.name}`}
-                      confirmLabel="Yes, delete"
-                      question={
-                        <>
-                          Delete the role <strong>{r.name}</strong>?
-                        </>
-                      }
-                      onConfirm={async () => {
-                        if ((await remove.run(r.uid)) !== undefined) {
-                          setDone(`Deleted ${r.name}.`);
-                          custom.loaded.reload();
+                cell: (r) => (
+                  <div className="row-actions">
+                    {can("roles.update", groupOf(r.uid)) && (
+                      <Button onClick={() => setQuery({ edit: r.uid }, { push: true })}>Edit {r.name}</Button>
+                    )}
+                    {can("roles.delete", groupOf(r.uid)) && (
+                      <ConfirmButton
+                        label={`Delete ${r.name}`}
+                        confirmLabel="Yes, delete"
+                        question={
+                          <>
+                            Delete the role <strong>{r.name}</strong>?
+                          </>
                         }
-                      }}
-                    />
-                  ) : null,
+                        onConfirm={async () => {
+                          if ((await remove.run(r.uid)) !== undefined) {
+                            setDone(`Deleted ${r.name}.`);
+                            if (edit === r.uid) setQuery({ edit: undefined });
+                            custom.loaded.reload();
+                          }
+                        }}
+                      />
+                    )}
+                  </div>
+                ),
               },
             ]}
           />
         )}
       </Section>
-      {group && can("roles.create", group) && (
-        <Section title="New custom role">
-          <NewRoleForm
-            group={group}
-            onCreated={(r) => {
-              setDone(`Created ${r.name}.`);
-              custom.loaded.reload();
-            }}
-          />
-        </Section>
+      {edit && !isBuiltInRole(edit) && can("roles.update", groupOf(edit)) ? (
+        <EditRole
+          key={edit}
+          uid={edit}
+          onSaved={(r) => {
+            setDone(`Saved ${r.name}.`);
+            setQuery({ edit: undefined });
+            custom.loaded.reload();
+          }}
+          onCancel={() => setQuery({ edit: undefined })}
+        />
+      ) : (
+        group &&
+        can("roles.create", group) && (
+          <Section title="New custom role">
+            <NewRoleForm
+              group={group}
+              onCreated={(r) => {
+                setDone(`Created ${r.name}.`);
+                custom.loaded.reload();
+              }}
+            />
+          </Section>
+        )
       )}
     </Page>
+  );
+}
+
+/** The capabilities a custom role may hold, as a checklist; `chosen` is what is ticked. */
+function CapabilityChecklist({
+  chosen,
+  onChosen,
+}: {
+  chosen: Set<Capability>;
+  onChosen: (next: Set<Capability>) => void;
+}) {
+  const toggle = (c: Capability, on: boolean) => {
+    const next = new Set(chosen);
+    if (on) next.add(c);
+    else next.delete(c);
+    onChosen(next);
+  };
+  return (
+    <fieldset className="iam-checklist">
+      <legend>Capabilities ({chosen.size} chosen)</legend>
+      {GRANTABLE.map(({ capability, name: capName }) => (
+        <label key={capability}>
+          <input
+            type="checkbox"
+            checked={chosen.has(capability)}
+            onChange={(e) => toggle(capability, e.target.checked)}
+          />{" "}
+          {capName}
+        </label>
+      ))}
+    </fieldset>
   );
 }
 
@@ -123,13 +180,6 @@ function NewRoleForm({ group, onCreated }: { group: string; onCreated: (role: Ro
   const createRole = useAction(() =>
     roles().createRole({ parent: group, role: { name, description, capabilities: [...chosen] } }),
   );
-  const toggle = (c: Capability, on: boolean) =>
-    setChosen((old) => {
-      const next = new Set(old);
-      if (on) next.add(c);
-      else next.delete(c);
-      return next;
-    });
   return (
     <Form
       label="New custom role"
@@ -145,24 +195,67 @@ function NewRoleForm({ group, onCreated }: { group: string; onCreated: (role: Ro
     >
       <TextField label="Role name" value={name} onValue={setName} required />
       <TextField label="Role description" value={description} onValue={setDescription} />
-      <fieldset className="iam-checklist">
-        <legend>Capabilities ({chosen.size} chosen)</legend>
-        {GRANTABLE.map(({ capability, name: capName }) => (
-          <label key={capability}>
-            <input
-              type="checkbox"
-              checked={chosen.has(capability)}
-              onChange={(e) => toggle(capability, e.target.checked)}
-            />{" "}
-            {capName}
-          </label>
-        ))}
-      </fieldset>
+      <CapabilityChecklist chosen={chosen} onChosen={setChosen} />
       <ErrorNote error={createRole.error} title="Not created" />
       <div>
         <Button type="submit" kind="primary" busy={createRole.busy}>
           Create role
         </Button>
+      </div>
+    </Form>
+  );
+}
+
+/** Loads the custom role `uid` (it may be on another page of the list) and edits it. */
+function EditRole({ uid, onSaved, onCancel }: { uid: string; onSaved: (role: Role) => void; onCancel: () => void }) {
+  const loaded = useLoad(() => roles().getRole({ uid }), [uid]);
+  return (
+    <Section title={loaded.data ? `Edit ${loaded.data.name}` : "Edit role"}>
+      {loaded.error ? (
+        <ErrorNote error={loaded.error} />
+      ) : !loaded.data ? (
+        <Loading what="the role" />
+      ) : (
+        <EditRoleForm role={loaded.data} onSaved={onSaved} onCancel={onCancel} />
+      )}
+    </Section>
+  );
+}
+
+function EditRoleForm({
+  role,
+  onSaved,
+  onCancel,
+}: {
+  role: Role;
+  onSaved: (role: Role) => void;
+  onCancel: () => void;
+}) {
+  const [description, setDescription] = useState(role.description);
+  const [chosen, setChosen] = useState<Set<Capability>>(new Set(role.capabilities));
+  const save = useAction(() =>
+    roles().updateRole({
+      role: { uid: role.uid, description, capabilities: [...chosen] },
+      // Named, so that an emptied description or checklist is cleared too.
+      updateMask: { paths: ["description", "capabilities"] },
+    }),
+  );
+  return (
+    <Form
+      label={`Edit ${role.name}`}
+      onSubmit={async () => {
+        const saved = await save.run();
+        if (saved) onSaved(saved);
+      }}
+    >
+      <TextField label="Role description" value={description} onValue={setDescription} autoFocus />
+      <CapabilityChecklist chosen={chosen} onChosen={setChosen} />
+      <ErrorNote error={save.error} title="Not saved" />
+      <div className="row-actions">
+        <Button type="submit" kind="primary" busy={save.busy}>
+          Save {role.name}
+        </Button>
+        <Button onClick={onCancel}>Cancel</Button>
       </div>
     </Form>
   );
