@@ -165,7 +165,8 @@ function ExpiryNotice() {
 
 /**
  * A page that throws while rendering shows what went wrong, in words, with the navigation still
- * there: never a blank page.
+ * there; around the whole console (main.tsx) it catches what the shell itself throws. Never a
+ * blank page.
  */
 export class PageBoundary extends Component<{ children: ReactNode }, { error?: unknown }> {
   override state: { error?: unknown } = {};
