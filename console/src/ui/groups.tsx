@@ -2,8 +2,28 @@
 // (the list engine's pages, followed to the end, up to a bound), each with its path of names.
 import { GroupsService, type Group } from "../../../src/gen/chainguard/platform/iam/v2/groups_pb.js";
 import { client } from "../api";
+import { useQueryState } from "../router";
+import { session } from "../session";
 import { useLoad } from "./load";
 import { SelectField } from "./forms";
+import { resetPosition } from "./list";
+
+/** The group a resource sits in (a uid without its last segment; "" at the root). */
+export const groupOf = (uid: string): string => uid.slice(0, Math.max(0, uid.lastIndexOf("/")));
+
+/** A list's filter for a group: the group and everything beneath it (every group when none). */
+export function under(group: string): { descendantsOf: string } | undefined {
+  return group ? { descendantsOf: group } : undefined;
+}
+
+/**
+ * The group a group-scoped page is scoped to (`?group=`, which the navigation carries between such
+ * pages) and a setter that restarts the page's list at its first page.
+ */
+export function useGroupParam(): [string, (uid: string) => void] {
+  const [query, setQuery] = useQueryState();
+  return [query.get("group") ?? "", (uid) => setQuery({ group: uid, ...resetPosition })];
+}
 
 export interface VisibleGroup {
   uid: string;
@@ -39,8 +59,39 @@ export async function listVisibleGroups(): Promise<VisibleGroup[]> {
     .sort((a, b) => a.path.localeCompare(b.path));
 }
 
+/**
+ * One listing shared by every picker and table of a page view (a page with a group filter and a
+ * group column lists the tree once, not per component). Kept briefly, per token; a change to the
+ * tree (the groups page) forgets it.
+ */
+const SHARED_FOR_MS = 30_000;
+let shared: { token?: string; until: number; groups: Promise<VisibleGroup[]> } | undefined;
+
+function visibleGroups(): Promise<VisibleGroup[]> {
+  const token = session.token();
+  if (!shared || shared.token !== token || shared.until < Date.now()) {
+    const groups = listVisibleGroups();
+    const entry = { token, until: Date.now() + SHARED_FOR_MS, groups };
+    shared = entry;
+    groups.catch(() => {
+      if (shared === entry) shared = undefined;
+    });
+  }
+  return shared.groups;
+}
+
+/** After a group is created, renamed or deleted: the next listing asks the server. */
+export function forgetVisibleGroups(): void {
+  shared = undefined;
+}
+
 export function useVisibleGroups() {
-  return useLoad(listVisibleGroups, []);
+  return useLoad(visibleGroups, []);
+}
+
+/** A group's path of names ("acme / team"), its uid while the groups load or when it is not visible. */
+export function pathOf(groups: readonly VisibleGroup[] | undefined, uid: string): string {
+  return groups?.find((g) => g.uid === uid)?.path ?? uid;
 }
 
 /**

@@ -7,7 +7,7 @@ import { AuditService, type Event } from "../../../../src/gen/bulwark/events/v1/
 import { client } from "../../api";
 import { useQueryState } from "../../router";
 import { ListTable, resetPosition, usePagedList } from "../../ui/list";
-import { GroupSelect, useVisibleGroups } from "../../ui/groups";
+import { GroupSelect, pathOf, under, useVisibleGroups } from "../../ui/groups";
 import { Page } from "../../ui/misc";
 import { Time } from "../../ui/misc";
 import { QueryDateTime, QueryText, splitList, utcDate } from "../../ui/filters";
@@ -15,7 +15,6 @@ import { QueryDateTime, QueryText, splitList, utcDate } from "../../ui/filters";
 export function AuditPage() {
   const [query, setQuery] = useQueryState();
   const groups = useVisibleGroups();
-  const pathOf = (uid: string) => groups.data?.find((g) => g.uid === uid)?.path ?? uid;
   const filters = {
     group: query.get("group") ?? "",
     start: query.get("start_time") ?? "",
@@ -29,7 +28,7 @@ export function AuditPage() {
       const start = utcDate(filters.start);
       const end = utcDate(filters.end);
       const answer = await client(AuditService).listEvents({
-        uidp: filters.group ? { descendantsOf: filters.group } : undefined,
+        uidp: under(filters.group),
         startTime: start && timestampFromDate(start),
         endTime: end && timestampFromDate(end),
         types: splitList(filters.types),
@@ -76,7 +75,7 @@ export function AuditPage() {
           { header: "Time", sort: "time", cell: (e) => <Time value={e.time} /> },
           { header: "Type", cell: (e) => e.type },
           { header: "Subject", cell: (e) => <code className="wrap">{e.subject}</code> },
-          { header: "Group", cell: (e) => (e.group ? pathOf(e.group) : "—") },
+          { header: "Group", cell: (e) => (e.group ? pathOf(groups.data, e.group) : "—") },
           {
             header: "Actor",
             cell: (e) =>

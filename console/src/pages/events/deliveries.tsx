@@ -16,10 +16,9 @@ import { useAction, useLoad } from "../../ui/load";
 import { DataTable, usePagedList, type PagedList } from "../../ui/list";
 import { Button, Form, TextField } from "../../ui/forms";
 import { Done, Empty, ErrorNote, Loading } from "../../ui/feedback";
-import { useVisibleGroups } from "../../ui/groups";
+import { groupOf, pathOf, useVisibleGroups } from "../../ui/groups";
 import { Page, Section, Time } from "../../ui/misc";
 import { QueryChecks, splitList, utcDate } from "../../ui/filters";
-import { groupOf } from "./subscriptions";
 
 const STATES: { value: string; label: string; state: Delivery_State }[] = [
   { value: "pending", label: "Pending", state: Delivery_State.PENDING },
@@ -100,7 +99,7 @@ function DeliveriesOf({ uid }: { uid: string }) {
           <dt>Group</dt>
           <dd>
             <Link to={href("/console/subscriptions", { group: groupOf(uid) })}>
-              {groups.data?.find((g) => g.uid === groupOf(uid))?.path ?? groupOf(uid)}
+              {pathOf(groups.data, groupOf(uid))}
             </Link>
           </dd>
         </dl>

@@ -10,24 +10,19 @@ import {
 } from "../../../../src/gen/bulwark/events/v1/events_pb.js";
 import { useAccess } from "../../access";
 import { client } from "../../api";
-import { href, Link, useQueryState } from "../../router";
+import { href, Link } from "../../router";
 import { useAction } from "../../ui/load";
-import { ListTable, resetPosition, usePagedList } from "../../ui/list";
+import { ListTable, usePagedList } from "../../ui/list";
 import { Button, Form, TextField } from "../../ui/forms";
 import { Done, ErrorNote } from "../../ui/feedback";
-import { GroupSelect, useVisibleGroups } from "../../ui/groups";
+import { GroupSelect, groupOf, pathOf, under, useGroupParam, useVisibleGroups } from "../../ui/groups";
 import { ConfirmButton, Page, Section } from "../../ui/misc";
 import { splitList } from "../../ui/filters";
 
-/** The group a subscription belongs to: its uid without the last segment. */
-export const groupOf = (uid: string) => uid.split("/").slice(0, -1).join("/");
-
 export function SubscriptionsPage() {
   const access = useAccess();
-  const [query, setQuery] = useQueryState();
-  const group = query.get("group") ?? "";
+  const [group, setGroup] = useGroupParam();
   const groups = useVisibleGroups();
-  const pathOf = (uid: string) => groups.data?.find((g) => g.uid === uid)?.path ?? uid;
   const [deleted, setDeleted] = useState("");
   const remove = useAction(async (uid: string) => {
     await client(SubscriptionsService).deleteSubscription({ uid });
@@ -36,7 +31,7 @@ export function SubscriptionsPage() {
   const list = usePagedList<FilteredSubscription>(
     async ({ pageSize, pageToken, skip, orderBy }) => {
       const answer = await client(SubscriptionsService).listSubscriptions({
-        uidp: group ? { descendantsOf: group } : undefined,
+        uidp: under(group),
         pageSize,
         pageToken,
         skip,
@@ -54,12 +49,7 @@ export function SubscriptionsPage() {
   return (
     <Page title="Event subscriptions">
       <div role="search" className="filters" aria-label="Filter subscriptions">
-        <GroupSelect
-          label="Subscriptions of"
-          value={group}
-          allowAll="Every group"
-          onValue={(uid) => setQuery({ group: uid, ...resetPosition })}
-        />
+        <GroupSelect label="Subscriptions of" value={group} allowAll="Every group" onValue={setGroup} />
       </div>
       {deleted && <Done>Subscription {deleted} deleted.</Done>}
       <ErrorNote error={remove.error} title="The subscription could not be deleted" />
@@ -71,7 +61,7 @@ export function SubscriptionsPage() {
         empty="No subscription here."
         columns={[
           { header: "Sink", cell: (s) => <code className="wrap">{s.sink}</code> },
-          { header: "Group", cell: (s) => pathOf(groupOf(s.uid)) },
+          { header: "Group", cell: (s) => pathOf(groups.data, groupOf(s.uid)) },
           { header: "Event types", cell: (s) => (s.types.length ? s.types.join(", ") : "every type") },
           {
             header: "Actions",

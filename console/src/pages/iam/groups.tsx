@@ -18,7 +18,8 @@ import { useAction, useLoad } from "../../ui/load";
 import { Button, Form, TextArea, TextField } from "../../ui/forms";
 import { Done, Empty, ErrorNote, Loading } from "../../ui/feedback";
 import { ConfirmButton, CopyValue, Page, Section, Time } from "../../ui/misc";
-import { GroupLinks, groupOf } from "./shared";
+import { GroupLinks } from "./shared";
+import { forgetVisibleGroups, groupOf } from "../../ui/groups";
 
 const groups = () => client(GroupsService);
 
@@ -291,7 +292,7 @@ function GroupDetails({
     ]);
     return { group, folders: Number(children.totalCount ?? children.groups.length) };
   }, [uid]);
-  const remove = useAction(() => groups().deleteGroup({ uid }));
+  const remove = useAction(() => groups().deleteGroup({ uid }).finally(forgetVisibleGroups));
   if (loaded.error) {
     return (
       <Section title="Details">
@@ -370,10 +371,12 @@ function RenameForm({ group, onRenamed }: { group: Group; onRenamed: (group: Gro
     setDescription(group.description);
   }, [group]);
   const save = useAction(() =>
-    groups().updateGroup({
-      group: { uid: group.uid, name, description },
-      updateMask: { paths: ["name", "description"] },
-    }),
+    groups()
+      .updateGroup({
+        group: { uid: group.uid, name, description },
+        updateMask: { paths: ["name", "description"] },
+      })
+      .finally(forgetVisibleGroups),
   );
   return (
     <Section title="Rename">
@@ -408,7 +411,9 @@ function NewGroupForm({ parent, onCreated }: { parent: string; onCreated: (group
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
   const what = parent ? "folder" : "organization";
-  const createGroup = useAction(() => groups().createGroup({ parent, group: { name, description } }));
+  const createGroup = useAction(() =>
+    groups().createGroup({ parent, group: { name, description } }).finally(forgetVisibleGroups),
+  );
   return (
     <Form
       label={`New ${what}`}

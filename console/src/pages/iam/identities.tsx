@@ -15,7 +15,8 @@ import { ListTable, usePagedList } from "../../ui/list";
 import { Button, CheckField, Form, SelectField, TextArea, TextField } from "../../ui/forms";
 import { Done, Empty, ErrorNote } from "../../ui/feedback";
 import { ConfirmButton, Page, Section, Time } from "../../ui/misc";
-import { GroupFilter, groupOf, under, useGroupParam } from "./shared";
+import { GroupFilter } from "./shared";
+import { groupOf, under, useGroupParam } from "../../ui/groups";
 
 const identities = () => client(IdentitiesService);
 

@@ -13,7 +13,8 @@ import { ListTable, usePagedList } from "../../ui/list";
 import { Button, CheckField, Form, TextField } from "../../ui/forms";
 import { Done, Empty, ErrorNote } from "../../ui/feedback";
 import { ConfirmButton, Page, Section } from "../../ui/misc";
-import { GroupFilter, groupOf, under, useGroupParam } from "./shared";
+import { GroupFilter } from "./shared";
+import { groupOf, under, useGroupParam } from "../../ui/groups";
 import { RolePicker } from "./pickers";
 
 const providers = () => client(IdentityProvidersService);

@@ -6,7 +6,8 @@ import { IdentitiesService } from "../../../../src/gen/chainguard/platform/iam/v
 import { client } from "../../api";
 import { useLoad } from "../../ui/load";
 import { SelectField } from "../../ui/forms";
-import { groupOf, isBuiltInRole, listAll } from "./shared";
+import { isBuiltInRole, listAll } from "./shared";
+import { groupOf } from "../../ui/groups";
 
 /** true when something living in `home` ("" for the root) is usable at `group`. */
 const usableAt = (home: string, group: string) => home === "" || group === home || group.startsWith(`${home}/`);

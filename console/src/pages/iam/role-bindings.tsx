@@ -14,7 +14,8 @@ import { Button, Form } from "../../ui/forms";
 import { Done, Empty, ErrorNote } from "../../ui/feedback";
 import { ConfirmButton, Page, Section, Time } from "../../ui/misc";
 import { Link, href } from "../../router";
-import { GroupFilter, groupOf, under, useGroupParam } from "./shared";
+import { GroupFilter } from "./shared";
+import { groupOf, under, useGroupParam } from "../../ui/groups";
 import { IdentityPicker, RolePicker } from "./pickers";
 
 const bindings = () => client(RoleBindingsService);

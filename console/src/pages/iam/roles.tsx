@@ -14,7 +14,8 @@ import { DataTable, ListTable, usePagedList, type Column } from "../../ui/list";
 import { Button, Form, TextField } from "../../ui/forms";
 import { Done, Empty, ErrorNote, Loading } from "../../ui/feedback";
 import { ConfirmButton, Page, Section } from "../../ui/misc";
-import { GRANTABLE, GroupFilter, capabilityName, groupOf, isBuiltInRole, useGroupParam } from "./shared";
+import { GRANTABLE, GroupFilter, capabilityName, isBuiltInRole } from "./shared";
+import { groupOf, useGroupParam } from "../../ui/groups";
 
 const roles = () => client(RolesService);
 

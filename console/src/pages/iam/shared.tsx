@@ -1,5 +1,5 @@
-// Pieces the IAM pages share: the group they are scoped to (`?group=` in the URL), the filter
-// that picks it, capability names (the `name` option of each Capability value, as
+// Pieces the IAM pages share: the filter that picks the group they are scoped to (ui/groups.tsx's
+// useGroupParam), capability names (the `name` option of each Capability value, as
 // `bulwark auth token capabilities` prints them) and small fetch helpers for pickers.
 import { getOption } from "@bufbuild/protobuf";
 import {
@@ -8,20 +8,8 @@ import {
   internal_only,
   name as capabilityNameOption,
 } from "../../../../src/gen/capabilities/capabilities_pb.js";
-import { useQueryState, Link, href } from "../../router";
+import { Link, href } from "../../router";
 import { GroupSelect } from "../../ui/groups";
-import { resetPosition } from "../../ui/list";
-
-/** The group a page is scoped to (`?group=`) and a setter that restarts the list at page 1. */
-export function useGroupParam(): [string, (uid: string) => void] {
-  const [query, setQuery] = useQueryState();
-  return [query.get("group") ?? "", (uid) => setQuery({ group: uid, ...resetPosition })];
-}
-
-/** The list filter for a group: the group and everything beneath it (every group when none). */
-export function under(group: string): { descendantsOf: string } | undefined {
-  return group ? { descendantsOf: group } : undefined;
-}
 
 export function GroupFilter({ group, onGroup }: { group: string; onGroup: (uid: string) => void }) {
   return (
@@ -86,6 +74,3 @@ export async function listAll<T>(
 
 /** A built-in role's uid is 40 hex characters (no group); a custom role's has its group's uid before it. */
 export const isBuiltInRole = (uid: string) => !uid.includes("/");
-
-/** The group a resource lives in: its uid without the last segment. */
-export const groupOf = (uid: string) => uid.slice(0, Math.max(0, uid.lastIndexOf("/")));

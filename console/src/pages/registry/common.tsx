@@ -10,10 +10,7 @@ import { useAccess } from "../../access";
 import { useLoad } from "../../ui/load";
 import { Button } from "../../ui/forms";
 import { ErrorNote } from "../../ui/feedback";
-import type { VisibleGroup } from "../../ui/groups";
-
-/** The group a repo (or a tag: its repo) lives in: its uid without the last segment. */
-export const parentOf = (uid: string) => uid.slice(0, uid.lastIndexOf("/"));
+import { groupOf, type VisibleGroup } from "../../ui/groups";
 
 /** A digest cut for a table ("sha256:0123456789ab"); the whole one is in the title. */
 export const shortDigest = (digest: string) => digest.replace(/^(sha\d+:[0-9a-f]{12})[0-9a-f]+$/, "$1");
@@ -25,7 +22,7 @@ export const shortDigest = (digest: string) => digest.replace(/^(sha\d+:[0-9a-f]
  */
 export function registryPath(repoUid: string, repoName: string, groups: VisibleGroup[]): string {
   const byUid = new Map(groups.map((g) => [g.uid, g.name]));
-  const segments = parentOf(repoUid).split("/");
+  const segments = groupOf(repoUid).split("/");
   const names = segments.map((segment, i) => byUid.get(segments.slice(0, i + 1).join("/")) ?? segment);
   return [...names, repoName].join("/");
 }

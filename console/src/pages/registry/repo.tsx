@@ -13,9 +13,9 @@ import { useAction, useLoad } from "../../ui/load";
 import { DataTable, ListTable, usePagedList } from "../../ui/list";
 import { Done, Empty, ErrorNote, Loading } from "../../ui/feedback";
 import { Button } from "../../ui/forms";
-import { useVisibleGroups } from "../../ui/groups";
+import { groupOf, pathOf, useVisibleGroups } from "../../ui/groups";
 import { ConfirmButton, CopyValue, Page, Section, Time } from "../../ui/misc";
-import { parentOf, registryPath, shortDigest, useRegistryHost, Visibility } from "./common";
+import { registryPath, shortDigest, useRegistryHost, Visibility } from "./common";
 
 export function RepoPage() {
   const [query] = useQueryState();
@@ -67,12 +67,12 @@ function RepoView({ uid, name, description }: { uid: string; name: string; descr
     [uid],
     { defaultOrder: "update_time desc" },
   );
-  const groupPath = groups.data?.find((g) => g.uid === parentOf(uid))?.path ?? parentOf(uid);
+  const groupPath = pathOf(groups.data, groupOf(uid));
   const pullTag = chosen || list.items[0]?.name;
   const historyLink = (tag: Tag) => href("/console/repo", { ...Object.fromEntries(query), tag: tag.name });
   // A tag lives in its repo, the repo in its group: the group is the scope of the capability.
   const { can } = useAccess();
-  const mayUpdateTags = can("tag.update", parentOf(uid));
+  const mayUpdateTags = can("tag.update", groupOf(uid));
   const [done, setDone] = useState("");
   const change = useAction(async (tag: Tag, deprecate: boolean) => {
     setDone("");

@@ -5,20 +5,19 @@ import { client } from "../../api";
 import { href, Link, useQueryState } from "../../router";
 import { ListTable, resetPosition, usePagedList } from "../../ui/list";
 import { TextField } from "../../ui/forms";
-import { GroupSelect, useVisibleGroups } from "../../ui/groups";
+import { GroupSelect, groupOf, pathOf, under, useGroupParam, useVisibleGroups } from "../../ui/groups";
 import { Page, Time } from "../../ui/misc";
-import { parentOf, Visibility } from "./common";
+import { Visibility } from "./common";
 
 export function ReposPage() {
   const [query, setQuery] = useQueryState();
-  const group = query.get("group") ?? "";
+  const [group, setGroup] = useGroupParam();
   const name = query.get("name") ?? "";
   const groups = useVisibleGroups();
-  const groupPath = (uid: string) => groups.data?.find((g) => g.uid === uid)?.path ?? uid;
   const list = usePagedList(
     async (page) => {
       const res = await client(ReposService).listRepos({
-        uidp: group ? { descendantsOf: group } : undefined,
+        uidp: under(group),
         name: name || undefined,
         pageSize: page.pageSize,
         pageToken: page.pageToken,
@@ -33,12 +32,7 @@ export function ReposPage() {
   return (
     <Page title="Repositories">
       <div className="form inline" role="search" aria-label="Filter repositories">
-        <GroupSelect
-          label="Group"
-          value={group}
-          allowAll="All groups"
-          onValue={(uid) => setQuery({ group: uid, ...resetPosition })}
-        />
+        <GroupSelect label="Group" value={group} allowAll="All groups" onValue={setGroup} />
         <TextField
           label="Name"
           type="search"
@@ -59,7 +53,7 @@ export function ReposPage() {
             sort: "name",
             cell: (r) => <Link to={href("/console/repo", { uid: r.uid })}>{r.name}</Link>,
           },
-          { header: "Group", cell: (r) => groupPath(parentOf(r.uid)) },
+          { header: "Group", cell: (r) => pathOf(groups.data, groupOf(r.uid)) },
           { header: "Visibility", cell: (r) => <Visibility repoUid={r.uid} repoName={r.name} /> },
           { header: "Updated", sort: "update_time", cell: (r) => <Time value={r.updateTime} /> },
         ]}

@@ -13,6 +13,7 @@ import { href, Link, navigate, useQueryState } from "../../router";
 import { useLoad } from "../../ui/load";
 import { DataTable } from "../../ui/list";
 import { Button, Form, TextField } from "../../ui/forms";
+import { groupOf } from "../../ui/groups";
 import { Empty, ErrorNote, Loading } from "../../ui/feedback";
 import { Page, Section, SeverityBadge, Time } from "../../ui/misc";
 import {
@@ -149,7 +150,7 @@ function AdvisoryOf({ id, selected }: { id: string; selected: string }) {
         </dd>
         <dt>Publisher group</dt>
         <dd>
-          <code>{advisory.uid.split("/").slice(0, -1).join("/")}</code>
+          <code>{groupOf(advisory.uid)}</code>
         </dd>
         <dt>Imported by</dt>
         <dd>{advisory.author || "—"}</dd>
