@@ -23,6 +23,11 @@ const TREE_PAGE_SIZE = 200;
 /** Actions that would change something: none may be offered to a viewer. */
 const CHANGING = /^(Create|Delete|Edit|Revoke|Grant|Save|Yes, )\b(?!ed$)/;
 
+/** The page's location, inside a function run in the page (the tests are typed without the DOM). */
+interface PageLocation {
+  location: { pathname: string };
+}
+
 for (const backend of backends()) {
   describe(`console organization pages [${backend}]`, () => {
     let server: TestServer;
@@ -132,7 +137,12 @@ for (const backend of backends()) {
         await page.assertAccessible("the identities page");
         await page.screenshot(`${backend}-identities`);
 
-        await page.goto(`/console/roles?group=${encodeURIComponent(folder)}`);
+        // The navigation carries the group chosen on one group-scoped page to the next.
+        await page.click("Roles", "link");
+        await page.page.waitForFunction(
+          () => (globalThis as unknown as PageLocation).location.pathname === "/console/roles",
+        );
+        assert.equal(new URL(page.page.url()).searchParams.get("group"), folder);
         await page.waitForText("Viewer Role (built-in)");
         await page.fill("Role name", "auditor");
         await check(page, "groups.list");
