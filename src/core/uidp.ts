@@ -1,7 +1,7 @@
 // UIDPs: hierarchical resource identifiers. A root is 40 lowercase hex chars (20 random bytes);
 // each child appends "/" + 16 lowercase hex chars (8 random bytes). A is an ancestor of B when
 // B starts with A + "/".
-import { randomBytes } from "node:crypto";
+import { randomHex } from "./random-hex.js";
 
 const UIDP_PATTERN = /^[0-9a-f]{40}(?:\/[0-9a-f]{16})*$/;
 
@@ -10,11 +10,11 @@ export function isValidUidp(value: string): boolean {
 }
 
 export function newRootUidp(): string {
-  return randomBytes(20).toString("hex");
+  return randomHex(20);
 }
 
 export function newChildUidp(parent: string): string {
-  return `${parent}/${randomBytes(8).toString("hex")}`;
+  return `${parent}/${randomHex(8)}`;
 }
 
 /** The parent's UIDP, or undefined for a root. */

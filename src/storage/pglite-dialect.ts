@@ -8,6 +8,11 @@
 // passes through here and can invalidate exactly: any statement that is not a plain read, and
 // every commit or rollback, starts a new generation, and only entries of the current generation
 // answer. Reads inside a transaction are neither answered from nor stored in the cache.
+//
+// Journal tables (the events module's: every pull is recorded) are the exception: a write that
+// touches journal tables only moves the journal's own generation (all of them at once: one may
+// cascade into another), so recording pulls does not end the cached reads of repos, tags and
+// manifests 20 times a second. A read that names a journal table is keyed to both generations.
 import type { PGlite } from "@electric-sql/pglite";
 import { LruCache } from "../core/lru.js";
 import {
@@ -43,14 +48,59 @@ const UNREPEATABLE = [
 ];
 /** A data-modifying WITH clause. */
 const WRITES = /\b(insert|update|delete|merge)\b/i;
+/** The tables a data-modifying statement names as its targets. */
+const WRITE_TARGETS = /\b(?:insert\s+into|update|delete\s+from|merge\s+into)\s+(?:only\s+)?("?)([a-z_][a-z0-9_]*)\1/gi;
+/** Statements that are writes of rows and nothing else (no DDL, settings, locks, copies). */
+const DML = /^\s*(with|insert|update|delete|merge)\b/i;
+
+/** Statements that begin, end or mark a point in a transaction. */
+const TRANSACTION_CONTROL = /^\s*(begin|start\s+transaction|commit|end|rollback|abort|savepoint|release)\b/i;
+
+/** The generations a cached answer was read at: a number, or a text when journal tables are named. */
+type Stamp = number | string;
 
 const CACHE_ENTRIES = 2000;
 /** Larger answers are not kept (bounds the cache's memory). */
 const CACHE_MAX_ROWS = 500;
 
-/** Whether a statement's text is a repeatable read, decided once per text. */
+/**
+ * What a statement's text is, decided once per text: whether it is a repeatable read, whether a
+ * write touches journal tables only, whether a read names one.
+ */
 class StatementKinds {
   readonly #repeatable = new LruCache<string, boolean>(CACHE_ENTRIES);
+  readonly #writesJournalOnly = new LruCache<string, boolean>(CACHE_ENTRIES);
+  readonly #readsJournal = new LruCache<string, boolean>(CACHE_ENTRIES);
+  readonly #named: RegExp | undefined;
+
+  constructor(private readonly journal: ReadonlySet<string>) {
+    // as a word anywhere in the text (a comment, a literal): erring on the safe side
+    if (journal.size > 0) this.#named = new RegExp(`\\b(${[...journal].join("|")})\\b`, "i");
+  }
+
+  /** Whether a statement writes rows of journal tables and of no other table. */
+  writesJournalOnly(sqlText: string): boolean {
+    let only = this.#writesJournalOnly.get(sqlText);
+    if (only === undefined) {
+      only = false;
+      if (this.journal.size > 0 && DML.test(sqlText)) {
+        const targets = [...sqlText.matchAll(WRITE_TARGETS)].map((m) => m[2]!.toLowerCase());
+        only = targets.length > 0 && targets.every((t) => this.journal.has(t));
+      }
+      this.#writesJournalOnly.set(sqlText, only);
+    }
+    return only;
+  }
+
+  /** Whether a read names a journal table. */
+  readsJournal(sqlText: string): boolean {
+    let named = this.#readsJournal.get(sqlText);
+    if (named === undefined) {
+      named = this.#named?.test(sqlText) ?? false;
+      this.#readsJournal.set(sqlText, named);
+    }
+    return named;
+  }
 
   isRepeatableRead(sqlText: string): boolean {
     let repeatable = this.#repeatable.get(sqlText);
@@ -91,6 +141,8 @@ export class SerializedPGliteDialect implements Dialect {
   constructor(
     private readonly pglite: PGlite,
     private readonly closeOnDestroy = true,
+    /** tables whose writes change no other table (no triggers, no cascades out); see the top */
+    private readonly journalTables: readonly string[] = [],
   ) {}
 
   /**
@@ -121,10 +173,17 @@ export class SerializedPGliteDialect implements Dialect {
     const closeOnDestroy = this.closeOnDestroy;
     const mutex = this.#mutex;
     let release: (() => void) | undefined;
-    const kinds = new StatementKinds();
-    const cache = new LruCache<string, { generation: number; rows: unknown[] }>(CACHE_ENTRIES);
+    const kinds = new StatementKinds(new Set(this.journalTables.map((t) => t.toLowerCase())));
+    const cache = new LruCache<string, { stamp: Stamp; rows: unknown[] }>(CACHE_ENTRIES);
     let generation = 0;
+    let journalGeneration = 0;
     let inTransaction = false;
+    /** within a transaction: whether it wrote anything but journal tables, and whether it wrote those */
+    let wroteShared = false;
+    let wroteJournal = false;
+    /** What a cached read depends on: the shared generation, and the journal's if it names a journal table. */
+    const stampOf = (readsJournal: boolean): Stamp =>
+      readsJournal ? `${generation}:${journalGeneration}` : generation;
     const run = async <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
       const result = await pg.query<R>(query.sql, query.parameters as unknown[]);
       return {
@@ -132,25 +191,42 @@ export class SerializedPGliteDialect implements Dialect {
         numAffectedRows: result.affectedRows != null ? BigInt(result.affectedRows) : undefined,
       };
     };
+    /** A transaction's end moves the generations of what it wrote (the shared one if anything else). */
+    const ended = () => {
+      inTransaction = false;
+      if (wroteShared) generation++;
+      if (wroteJournal) journalGeneration++;
+      wroteJournal = false;
+    };
     // Rows are handed out as copies: a caller may change what it got without changing the cache.
     const copy = <R>(rows: unknown[]) => ({ rows: rows.map((r) => ({ ...(r as object) })) as R[] });
     const connection: DatabaseConnection = {
       async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
         if (!kinds.isRepeatableRead(query.sql)) {
+          const journalOnly = kinds.writesJournalOnly(query.sql);
           try {
             return await run<R>(query);
           } finally {
-            generation++;
+            if (journalOnly) {
+              journalGeneration++;
+              if (inTransaction) wroteJournal = true;
+            } else if (inTransaction && TRANSACTION_CONTROL.test(query.sql)) {
+              // a savepoint changes nothing by itself; the transaction's end moves what it wrote
+            } else {
+              generation++;
+              if (inTransaction) wroteShared = true;
+            }
           }
         }
         const key = inTransaction ? undefined : cacheKey(query.sql, query.parameters);
         if (key === undefined) return run<R>(query);
+        const readsJournal = kinds.readsJournal(query.sql);
+        const stamp = stampOf(readsJournal);
         const hit = cache.get(key);
-        if (hit && hit.generation === generation) return copy<R>(hit.rows);
-        const startedAt = generation;
+        if (hit && hit.stamp === stamp) return copy<R>(hit.rows);
         const result = await run<R>(query);
-        if (generation === startedAt && result.rows.length <= CACHE_MAX_ROWS)
-          cache.set(key, { generation, rows: result.rows.map((r) => ({ ...(r as object) })) });
+        if (stampOf(readsJournal) === stamp && result.rows.length <= CACHE_MAX_ROWS)
+          cache.set(key, { stamp, rows: result.rows.map((r) => ({ ...(r as object) })) });
         return result;
       },
       // eslint-disable-next-line require-yield
@@ -170,23 +246,28 @@ export class SerializedPGliteDialect implements Dialect {
         r?.();
       },
       async beginTransaction(c) {
-        await c.executeQuery(CompiledQuery.raw("begin"));
         inTransaction = true;
+        wroteShared = false;
+        wroteJournal = false;
+        try {
+          await c.executeQuery(CompiledQuery.raw("begin"));
+        } catch (err) {
+          inTransaction = false;
+          throw err;
+        }
       },
       async commitTransaction(c) {
         try {
           await c.executeQuery(CompiledQuery.raw("commit"));
         } finally {
-          inTransaction = false;
-          generation++;
+          ended();
         }
       },
       async rollbackTransaction(c) {
         try {
           await c.executeQuery(CompiledQuery.raw("rollback"));
         } finally {
-          inTransaction = false;
-          generation++;
+          ended();
         }
       },
       async destroy() {

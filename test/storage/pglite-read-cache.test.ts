@@ -118,3 +118,109 @@ describe("PGlite read cache", () => {
     assert.deepEqual((await reaching(() => byId(1))).value, [{ label: "one" }]);
   });
 });
+
+// Journal tables (FeatureModule.journalTables: the events module's) record and are rarely read:
+// writing only them must not end the cached reads of other tables, and must end those that name them.
+describe("PGlite read cache with journal tables", () => {
+  let db: Kysely<any>;
+  let queries = 0;
+  before(async () => {
+    const pglite = await clonePglite();
+    const query = pglite.query.bind(pglite);
+    pglite.query = ((...args: Parameters<typeof query>) => {
+      queries++;
+      return query(...args);
+    }) as typeof pglite.query;
+    db = new Kysely({ dialect: new SerializedPGliteDialect(pglite, true, ["journal_probe", "journal_child"]) });
+    await sql`create table state_probe (id int primary key, label text not null)`.execute(db);
+    await sql`create table journal_probe (seq int primary key, what text not null)`.execute(db);
+    await sql`create table journal_child (seq int references journal_probe on delete cascade)`.execute(db);
+    await sql`insert into state_probe values (1, 'one')`.execute(db);
+  });
+  after(() => db.destroy());
+
+  const reached = async (read: () => Promise<unknown>) => {
+    const before = queries;
+    await read();
+    return queries - before;
+  };
+  const state = () => db.selectFrom("state_probe").select("label").orderBy("id").execute();
+  const journal = async () =>
+    (await db.selectFrom("journal_probe").select("what").orderBy("seq").execute()).map((r) => r.what);
+
+  it("a write of journal tables only keeps other reads cached and ends those naming them", async () => {
+    await state();
+    assert.deepEqual(await journal(), []);
+    await db.insertInto("journal_probe").values({ seq: 1, what: "pulled" }).execute();
+    assert.equal(await reached(state), 0, "the state read stays cached");
+    assert.deepEqual(await journal(), ["pulled"], "the journal read sees the write");
+    await sql`with e as (insert into journal_probe values (2, 'pushed') returning seq)
+      insert into "journal_child" select seq from e`.execute(db);
+    assert.equal(await reached(state), 0);
+    assert.deepEqual(await journal(), ["pulled", "pushed"]);
+    const children = () => sql`select count(*)::int as n from journal_child`.execute(db);
+    await children();
+    await db.deleteFrom("journal_probe").where("seq", "=", 2).execute(); // cascades into journal_child
+    assert.equal(await reached(children), 1, "a cascade within the journal ends its reads too");
+    assert.equal(await reached(state), 0);
+  });
+
+  it("a transaction writing journal tables only keeps other reads; its commit ends the journal's", async () => {
+    await state();
+    await journal();
+    await db.transaction().execute(async (t) => {
+      await t.insertInto("journal_probe").values({ seq: 3, what: "in a transaction" }).execute();
+      await sql`savepoint inner_step`.execute(t);
+      await t.insertInto("journal_child").values({ seq: 3 }).execute();
+      await sql`release savepoint inner_step`.execute(t);
+    });
+    assert.equal(await reached(state), 0);
+    assert.deepEqual(await journal(), ["pulled", "in a transaction"]);
+  });
+
+  it("any other write, alone or beside a journal write, ends every cached read", async () => {
+    await state();
+    await db.transaction().execute(async (t) => {
+      await t.insertInto("journal_probe").values({ seq: 4, what: "beside a change" }).execute();
+      await t.updateTable("state_probe").set({ label: "ONE" }).where("id", "=", 1).execute();
+    });
+    assert.deepEqual(await state(), [{ label: "ONE" }]);
+    await sql`with e as (insert into journal_probe values (5, 'and state') returning seq)
+      update state_probe set label = 'uno' where id = 1`.execute(db);
+    assert.deepEqual(await state(), [{ label: "uno" }]);
+    // an upsert's "do update set" reads as a write of a table named "set": not journal-only, so it is safe
+    await sql`insert into journal_probe values (5, 'again') on conflict (seq) do update set what = 'upserted'`.execute(
+      db,
+    );
+    assert.equal(await reached(state), 1);
+    assert.deepEqual((await journal()).at(-1), "upserted");
+  });
+});
+
+// The promise behind journalTables: writing them changes no other table. A trigger on one, or a
+// table outside the journal that a journal row's deletion cascades into, would break it.
+describe("the modules' journal tables", () => {
+  it("have no triggers of their own and no foreign keys from other tables into them", async () => {
+    const { MODULES } = await import("../../src/server/modules.js");
+    const journal = MODULES.flatMap((m) => m.journalTables ?? []);
+    assert.ok(journal.includes("events"), "the events module declares its journal");
+    const pglite = await clonePglite();
+    try {
+      for (const table of journal) {
+        const triggers = await pglite.query<{ tgname: string }>(
+          `select tgname from pg_trigger where tgrelid = $1::regclass and not tgisinternal`,
+          [table],
+        );
+        assert.deepEqual(triggers.rows, [], `${table} has triggers`);
+        const referencing = await pglite.query<{ table: string }>(
+          `select conrelid::regclass::text as table from pg_constraint where contype = 'f' and confrelid = $1::regclass`,
+          [table],
+        );
+        for (const { table: from } of referencing.rows)
+          assert.ok(journal.includes(from), `${from} references journal table ${table} but is not one`);
+      }
+    } finally {
+      await pglite.close();
+    }
+  });
+});

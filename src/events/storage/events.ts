@@ -1,7 +1,7 @@
 // The outbox and audit trail: each event is one row, inserted together with one delivery row per
 // subscription it matches (a subscription at the event's group or an ancestor, whose type filter,
 // if any, names the type exactly or by a prefix ending in "."), in one statement.
-import { randomBytes } from "node:crypto";
+import { randomHex } from "../../core/random-hex.js";
 import { sql, type SqlBool } from "kysely";
 import type { Db } from "../../storage/db.js";
 import { ancestorsOf } from "../../core/uidp.js";
@@ -44,7 +44,7 @@ export interface EventFilter {
 
 /** A new event's uid: a child of its group's UIDP, or a root UIDP for an event of no group. */
 function eventUid(group: string | undefined): string {
-  return group ? `${group}/${randomBytes(8).toString("hex")}` : randomBytes(20).toString("hex");
+  return group ? `${group}/${randomHex(8)}` : randomHex(20);
 }
 
 export class EventsRepository {
@@ -88,22 +88,26 @@ export class EventsRepository {
   async insertMany(events: readonly NewEvent[]): Promise<{ stored: StoredEvent[]; deliveries: number }> {
     if (events.length === 0) return { stored: [], deliveries: 0 };
     const uids = events.map((e) => eventUid(e.group));
-    const values = sql.join(
-      events.map(
-        (event, i) => sql`(
-          ${i}::int, ${uids[i]}, ${event.group ?? null}, ${event.type}, ${event.source}, ${event.subject},
-          ${event.actor?.subject ?? null}, ${event.actor ? JSON.stringify(event.actor) : null}::jsonb,
-          ${JSON.stringify(event.body ?? null)}::jsonb, ${event.traceparent}, ${event.time}::timestamptz)`,
-      ),
-    );
+    // One array a column, so the statement's text is the same for every batch size (parsed and
+    // planned once on PostgreSQL; one short text on PGlite) however many events it carries.
+    const column = <T>(of: (e: NewEvent, i: number) => T) => events.map(of);
     // A subscription matches an event of its group or of a group below it (as insert's ancestors).
     const { rows } = await sql<{ uid: string; seq: string; deliveries: number }>`
-      with v (i, uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time) as (
-        values ${values}
+      with v as (
+        select * from unnest(
+          ${uids}::text[], ${column((e) => e.group ?? null)}::text[], ${column((e) => e.type)}::text[],
+          ${column((e) => e.source)}::text[], ${column((e) => e.subject)}::text[],
+          ${column((e) => e.actor?.subject ?? null)}::text[],
+          ${column((e) => (e.actor ? JSON.stringify(e.actor) : null))}::text[],
+          ${column((e) => JSON.stringify(e.body ?? null))}::text[], ${column((e) => e.traceparent)}::text[],
+          ${column((e) => e.time.toISOString())}::text[]
+        ) with ordinality as v (uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time, i)
       ),
       e as (
         insert into events (uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time)
-        select uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time from v order by i
+        select uid, parent_uid, type, source, subject, actor_subject, actor::jsonb, body::jsonb, traceparent,
+          time::timestamptz
+        from v order by i
         returning seq, uid, parent_uid, type
       ),
       d as (
