@@ -53,8 +53,8 @@ const WRITE_TARGETS = /\b(?:insert\s+into|update|delete\s+from|merge\s+into)\s+(
 /** Statements that are writes of rows and nothing else (no DDL, settings, locks, copies). */
 const DML = /^\s*(with|insert|update|delete|merge)\b/i;
 
-/** Statements that begin, end or mark a point in a transaction. */
-const TRANSACTION_CONTROL = /^\s*(begin|start\s+transaction|commit|end|rollback|abort|savepoint|release)\b/i;
+/** Statements that begin, end or mark a point in a transaction, or set something for its rest only. */
+const TRANSACTION_CONTROL = /^\s*(begin|start\s+transaction|commit|end|rollback|abort|savepoint|release|set\s+local)\b/i;
 
 /** The generations a cached answer was read at: a number, or a text when journal tables are named. */
 type Stamp = number | string;
@@ -211,7 +211,7 @@ export class SerializedPGliteDialect implements Dialect {
               journalGeneration++;
               if (inTransaction) wroteJournal = true;
             } else if (inTransaction && TRANSACTION_CONTROL.test(query.sql)) {
-              // a savepoint changes nothing by itself; the transaction's end moves what it wrote
+              // a savepoint or `set local` changes no data; the transaction's end moves what it wrote
             } else {
               generation++;
               if (inTransaction) wroteShared = true;

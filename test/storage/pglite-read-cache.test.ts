@@ -169,6 +169,7 @@ describe("PGlite read cache with journal tables", () => {
     await state();
     await journal();
     await db.transaction().execute(async (t) => {
+      await sql`set local synchronous_commit = off`.execute(t);
       await t.insertInto("journal_probe").values({ seq: 3, what: "in a transaction" }).execute();
       await sql`savepoint inner_step`.execute(t);
       await t.insertInto("journal_child").values({ seq: 3 }).execute();
