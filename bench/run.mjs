@@ -2,8 +2,9 @@
 // `npm run bench` (after the build): the API bench (bench/api.mjs: bulwark serve on PostgreSQL and
 // PGlite against baselines measured in the same run, targets, RSS and start time), then the
 // registry against CNCF distribution (bench/registry.mjs), the advisories (bench/advisories.mjs)
-// the events (bench/events.mjs: delivery rate, what the outbox costs a create) and the
-// embedded database's cost of fsync (bench/durability.mjs).
+// the events (bench/events.mjs: delivery rate, what the outbox costs a create), matching an image
+// against the advisories (bench/images-match.mjs), the console's first load (bench/console.mjs)
+// and the embedded database's cost of fsync (bench/durability.mjs).
 // `npm run bench -- --quick`: the API bench only, with 1 s rows and fewer sequential runs
 // (under a minute once the datasets are cached). Indicative only: load generator, baselines and
 // server share the machine's cores. Env: bench/README.md.
@@ -38,6 +39,16 @@ if (quick) {
   if (process.env.BENCH_EVENTS_BENCH !== "0") {
     const { eventsBench } = await import("./events.mjs");
     await eventsBench({ seconds: SECONDS });
+  }
+  // Matching a 300-package image against the whole advisory corpus (bench/images-match.mjs).
+  if (process.env.BENCH_MATCH !== "0") {
+    const { matchBench } = await import("./images-match.mjs");
+    await matchBench();
+  }
+  // The console's first page load in Chromium (bench/console.mjs).
+  if (process.env.BENCH_CONSOLE !== "0") {
+    const { consoleBench } = await import("./console.mjs");
+    await consoleBench();
   }
   // The embedded database's cost of durability: creates/s with fsync against --unsafe-no-fsync
   // (bench/durability.mjs).
