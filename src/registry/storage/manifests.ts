@@ -4,7 +4,7 @@
 import { sql } from "kysely";
 import { compiledOnce } from "../../storage/compiled.js";
 import type { Db } from "../../storage/db.js";
-import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
+import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
 import { RegistryRepository, type AliasedBuilder, type RegistryDb } from "./tables.js";
 import type { TagsRepository } from "./tags.js";
 
@@ -63,27 +63,61 @@ export class ManifestsRepository extends RegistryRepository {
   }
 
   /**
-   * Stores a manifest with its references and moves the tag, in one transaction. Every blob it
-   * names must be linked into the repo and every child manifest stored there; the foreign keys
-   * hold that even against a concurrent delete or garbage collection.
+   * Stores a manifest with its references and moves the tag, in one statement whatever the number
+   * of references (a push naming 200 layers costs what a push naming one does). Every blob it
+   * names must be linked into the repo and every child manifest stored there: the foreign keys
+   * hold that, even against a concurrent delete or garbage collection, and when they refuse the
+   * push the first reference missing is looked up. A manifest the repo holds already is left as
+   * it is (its references were stored with it): only the tag moves.
    */
   async put(m: NewManifest): Promise<PutManifestResult> {
-    try {
-      return await this.db.transaction().execute(async (trx) => {
-        const missing = await firstMissing(trx, m);
-        if (missing) return missing;
-        const created = await insert(trx, m);
-        if (m.tag !== undefined) await this.tags.move(m.repoUid, m.tag, m.digest, m.now, trx);
-        return { kind: "ok", created } as const;
-      });
-    } catch (err) {
-      // A reference removed between the check and the insert (a concurrent delete).
-      if (sqlState(err) === FOREIGN_KEY_VIOLATION) {
-        const missing = await firstMissing(this.db, m);
-        if (missing) return missing;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        // A transaction of its own (a savepoint inside a push's): a refused statement leaves the
+        // caller's transaction usable for the look-up below.
+        return await this.db.transaction().execute(async (trx) => {
+          const { rows } = await this.#putStatement(m).execute(trx);
+          return { kind: "ok", created: rows[0]?.created === true } as const;
+        });
+      } catch (err) {
+        if (sqlState(err) === FOREIGN_KEY_VIOLATION) {
+          const missing = await firstMissing(this.db, m);
+          if (missing) return missing;
+        }
+        // A new tag's uid collided (64 random bits): tried again with another.
+        if (sqlState(err) === UNIQUE_VIOLATION && constraintOf(err) === "tags_pkey" && attempt < 3) continue;
+        throw err;
       }
-      throw err;
     }
+  }
+
+  /**
+   * The manifest's row, its references (each once, only when the row is new) and the tag's move,
+   * as one statement: the references' rows are checked against their foreign keys at its end.
+   * Its text is the same whatever the number of references (arrays), so PostgreSQL prepares it once.
+   * The bytes travel as base64 text, decoded by the database: PGlite's own encoding of a bytea
+   * parameter takes milliseconds for a manifest of 30 KB (200 layers), base64 microseconds.
+   */
+  #putStatement(m: NewManifest) {
+    const tagMove = m.tag === undefined ? sql`select 1` : this.tags.moveStatement(m.repoUid, m.tag, m.digest, m.now);
+    return sql<{ created: boolean }>`
+      with m as (
+        insert into manifests (repo_uid, digest, media_type, artifact_type, subject_digest, annotations, size, content, create_time)
+        values (${m.repoUid}, ${m.digest}, ${m.mediaType}, ${m.artifactType ?? null}, ${m.subject ?? null},
+          ${m.annotations ? JSON.stringify(m.annotations) : null}::jsonb, ${m.content.length}, decode(${base64(m.content)}, 'base64'), ${m.now})
+        on conflict (repo_uid, digest) do nothing
+        returning repo_uid, digest
+      ),
+      b as (
+        insert into manifest_blobs (repo_uid, manifest_digest, blob_digest)
+        select m.repo_uid, m.digest, r.digest from m cross join unnest(${[...new Set(m.blobs)]}::text[]) as r (digest)
+      ),
+      c as (
+        insert into manifest_children (repo_uid, manifest_digest, child_digest)
+        select m.repo_uid, m.digest, r.digest from m cross join unnest(${[...new Set(m.children)]}::text[]) as r (digest)
+      ),
+      t as (${tagMove})
+      select exists (select 1 from m) as created`;
   }
 
   /** Deletes a manifest and every tag pointing at it; refused while an index in the repo names it. */
@@ -183,40 +217,8 @@ function isGarbage(eb: AliasedBuilder<"manifests", "m">, cutoff: Date) {
   ]);
 }
 
-/**
- * The manifest's row and its references (each once); an existing manifest is left as it is (its
- * references were stored with it). Whether it was new.
- */
-async function insert(db: RegistryDb, m: NewManifest): Promise<boolean> {
-  const inserted = await db
-    .insertInto("manifests")
-    .values({
-      repo_uid: m.repoUid,
-      digest: m.digest,
-      media_type: m.mediaType,
-      artifact_type: m.artifactType ?? null,
-      subject_digest: m.subject ?? null,
-      annotations: m.annotations ? JSON.stringify(m.annotations) : null,
-      size: m.content.length,
-      content: m.content,
-      create_time: m.now,
-    })
-    .onConflict((oc) => oc.columns(["repo_uid", "digest"]).doNothing())
-    .executeTakeFirst();
-  if (Number(inserted.numInsertedOrUpdatedRows ?? 0) === 0) return false;
-  for (const blob of new Set(m.blobs))
-    await db
-      .insertInto("manifest_blobs")
-      .values({ repo_uid: m.repoUid, manifest_digest: m.digest, blob_digest: blob })
-      .onConflict((oc) => oc.doNothing())
-      .execute();
-  for (const child of new Set(m.children))
-    await db
-      .insertInto("manifest_children")
-      .values({ repo_uid: m.repoUid, manifest_digest: m.digest, child_digest: child })
-      .onConflict((oc) => oc.doNothing())
-      .execute();
-  return true;
+function base64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
 }
 
 /** The first blob or child manifest `m` names that its repo does not hold. */
@@ -245,7 +247,7 @@ async function digestsIn(
     .selectFrom(table)
     .select("digest")
     .where("repo_uid", "=", repoUid)
-    .where("digest", "in", digests)
+    .where(sql<boolean>`digest = any(${digests}::text[])`)
     .execute();
   return new Set(rows.map((r) => r.digest));
 }

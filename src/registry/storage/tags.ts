@@ -1,8 +1,9 @@
 // Tags aggregate: a name in a repo pointing at a digest. (repo_uid, name) is unique; a tag goes
 // with its repo. Every write of a tag is here, the Tags API's and the OCI API's alike (a push
-// moves its tag, a manifest delete removes its tags, each in the caller's transaction); every
+// moves its tag by a statement made here, inside the push's own; a manifest delete removes its
+// tags in the caller's transaction); every
 // create or move is appended to tag_history by the database itself.
-import { sql, type SelectQueryBuilder } from "kysely";
+import { sql, type RawBuilder, type SelectQueryBuilder } from "kysely";
 import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
 import { compiledOnce } from "../../storage/compiled.js";
@@ -125,28 +126,16 @@ export class TagsRepository extends RegistryRepository {
   }
 
   /**
-   * Points `tag` at `digest` (creating it with a fresh uid), in `db` (a push's transaction); the
-   * tag_history trigger records the move.
+   * The statement that points `tag` at `digest`, creating it with a fresh uid (a collision of its
+   * 64 random bits fails as a unique violation of `tags_pkey`: run it again), for a push's one
+   * statement to include as a data-modifying WITH query. A tag that already points at `digest` is
+   * left as it is (no write, no history); the tag_history trigger records a create or a move.
    */
-  async move(repoUid: string, tag: string, digest: string, now: Date, db: RegistryDb = this.db): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await db
-          .insertInto("tags")
-          .values({ uid: newChildUidp(repoUid), repo_uid: repoUid, name: tag, digest, update_time: now })
-          .onConflict((oc) =>
-            oc
-              .columns(["repo_uid", "name"])
-              .doUpdateSet((eb) => ({ digest: eb.ref("excluded.digest"), update_time: eb.ref("excluded.update_time") }))
-              .where((eb) => eb("tags.digest", "is distinct from", eb.ref("excluded.digest"))),
-          )
-          .execute();
-        return;
-      } catch (err) {
-        // A uid collision (64 random bits) is retried; anything else is not ours to handle.
-        if (sqlState(err) !== UNIQUE_VIOLATION || attempt > 2) throw err;
-      }
-    }
+  moveStatement(repoUid: string, tag: string, digest: string, now: Date): RawBuilder<unknown> {
+    return sql`insert into tags (uid, repo_uid, name, digest, update_time)
+      values (${newChildUidp(repoUid)}, ${repoUid}, ${tag}, ${digest}, ${now})
+      on conflict (repo_uid, name) do update set digest = excluded.digest, update_time = excluded.update_time
+        where tags.digest is distinct from excluded.digest`;
   }
 
   /** Deletes the tag `name` of a repo; false when there was none. */
