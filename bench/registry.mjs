@@ -648,7 +648,12 @@ export async function registryBench() {
       large: randomBytes(10 * MiB),
       layers: Array.from({ length: LAYERS }, () => randomBytes(LAYER_BYTES)),
     };
-    for (const reg of regs) await setup(reg, blobs);
+    for (const reg of regs) {
+      console.log(
+        `  setup: ${reg.label}: layers, ${fmt(TAGS)} tags of bench/app, bench/tags, ${LAYERS} layers of bench/layers`,
+      );
+      await setup(reg, blobs);
+    }
     if (dist.tagCounts.all !== TAGS || ours.tagCounts.all !== TAGS)
       throw new Error(`tags/list after setup: distribution ${dist.tagCounts.all}, bulwark ${ours.tagCounts.all} names`);
 
