@@ -1,13 +1,22 @@
 #!/usr/bin/env node
 // Load generator for bench/registry.mjs, in its own process so that it never shares an event loop
 // with the registry under test. Argument: one JSON job; prints one JSON result line.
-//   job = { kind: "get", url, headers, seconds, warmup, concurrency }
-//       | { kind: "upload", base, name, size, headers, mode: "post-put" | "monolithic", seconds, warmup, concurrency }
+// Bodies are read and discarded with node:http (only their length is counted, and the first 500
+// bytes of an error): a client that keeps or concatenates what it reads caps the blob rows itself.
+//   job = { kind: "get", url, headers }
+//       | { kind: "upload", base, name, size, headers, mode: "post-put" | "monolithic" | "chunked", chunk }
+//       | { kind: "manifest", url, headers, body, tagPrefix }  (PUT <url><tagPrefix><n>; every "__N__"
+//         in body is replaced by a value unique to this push, so the manifest is new each time)
+//   and in all: seconds, warmup, concurrency, pid (the server's: its CPU time over the measured
+//   seconds is reported), ticks (clock ticks per second of /proc/<pid>/stat)
 import http from "node:http";
+import { readFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 
 const job = JSON.parse(process.argv[2]);
 const agent = new http.Agent({ keepAlive: true, maxSockets: job.concurrency });
+const nonce = randomBytes(4).toString("hex");
+let counter = 0;
 
 /** One request; resolves with the status, headers and number of body bytes read (the body is discarded). */
 function send(url, method, headers, chunks = []) {
@@ -49,28 +58,85 @@ function freshBlob(size) {
   return { chunks: [prepared.prefix, tail], digest };
 }
 
-async function once() {
-  if (job.kind === "get") return expect(await send(job.url, "GET", job.headers), 200, `GET ${job.url}`).bytes;
+/** The blob's bytes [start, end) as buffers (views of the prefix and the tail). */
+function slice(chunks, start, end) {
+  const out = [];
+  let at = 0;
+  for (const c of chunks) {
+    const from = Math.max(start, at);
+    const to = Math.min(end, at + c.length);
+    if (from < to) out.push(c.subarray(from - at, to - at));
+    at += c.length;
+  }
+  return out;
+}
+
+async function upload() {
   const { chunks, digest } = freshBlob(job.size);
   const uploads = `${job.base}/v2/${job.name}/blobs/uploads/`;
-  const bodyHeaders = { ...job.headers, "content-type": "application/octet-stream", "content-length": job.size };
+  const octets = { ...job.headers, "content-type": "application/octet-stream" };
   if (job.mode === "monolithic") {
-    expect(await send(`${uploads}?digest=${digest}`, "POST", bodyHeaders, chunks), 201, "POST ?digest=");
+    const res = await send(`${uploads}?digest=${digest}`, "POST", { ...octets, "content-length": job.size }, chunks);
+    expect(res, 201, "POST ?digest=");
     return job.size;
   }
   const started = expect(await send(uploads, "POST", { ...job.headers, "content-length": 0 }), 202, "POST");
-  const location = new URL(started.headers.location, job.base);
+  let location = new URL(started.headers.location, job.base);
+  if (job.mode === "chunked") {
+    // Each PATCH carries its Content-Range (OCI: "<start>-<end>", inclusive) and goes to the
+    // Location the previous answer gave (distribution's carries a signed state that changes).
+    for (let start = 0; start < job.size; start += job.chunk) {
+      const end = Math.min(job.size, start + job.chunk);
+      const res = await send(
+        location,
+        "PATCH",
+        { ...octets, "content-length": end - start, "content-range": `${start}-${end - 1}` },
+        slice(chunks, start, end),
+      );
+      expect(res, 202, `PATCH ${start}-${end - 1}`);
+      location = new URL(res.headers.location, job.base);
+    }
+    location.searchParams.set("digest", digest);
+    expect(await send(location, "PUT", { ...job.headers, "content-length": 0 }), 201, "PUT ?digest= (no body)");
+    return job.size;
+  }
   location.searchParams.set("digest", digest);
-  expect(await send(location, "PUT", bodyHeaders, chunks), 201, "PUT ?digest=");
+  expect(await send(location, "PUT", { ...octets, "content-length": job.size }, chunks), 201, "PUT ?digest=");
   return job.size;
 }
 
-/** `concurrency` loops until `seconds` pass; completions, bytes, latencies and errors. */
+async function pushManifest() {
+  const n = `${nonce}-${counter++}`;
+  const body = Buffer.from(job.body.replaceAll("__N__", n));
+  const headers = { ...job.headers, "content-length": body.length };
+  expect(await send(`${job.url}${job.tagPrefix}${n}`, "PUT", headers, [body]), 201, "PUT manifest");
+  return body.length;
+}
+
+async function once() {
+  if (job.kind === "get") return expect(await send(job.url, "GET", job.headers), 200, `GET ${job.url}`).bytes;
+  if (job.kind === "manifest") return pushManifest();
+  return upload();
+}
+
+/** The server's user + system CPU time in ms (NaN without /proc). */
+function cpuMs() {
+  try {
+    const stat = readFileSync(`/proc/${job.pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields from the 3rd on
+    return ((Number(f[11]) + Number(f[12])) * 1000) / (job.ticks || 100);
+  } catch {
+    return NaN;
+  }
+}
+
+/** `concurrency` loops until `seconds` pass; completions, bytes, latencies, errors and server CPU. */
 async function run(seconds) {
   const latencies = [];
   let bytes = 0;
   let errors = 0;
   let firstError;
+  const cpuBefore = cpuMs();
   const start = performance.now();
   const deadline = start + seconds * 1000;
   await Promise.all(
@@ -90,11 +156,16 @@ async function run(seconds) {
     }),
   );
   const elapsed = (performance.now() - start) / 1000;
+  const cpu = cpuMs() - cpuBefore;
   latencies.sort((a, b) => a - b);
   const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((latencies.length * p) / 100))] ?? NaN;
-  return { done: latencies.length, elapsed, bytes, errors, firstError, p50: pct(50), p99: pct(99) };
+  return { done: latencies.length, elapsed, bytes, errors, firstError, p50: pct(50), p99: pct(99), cpuMs: cpu };
 }
 
-if (job.warmup > 0) await run(job.warmup);
-process.stdout.write(JSON.stringify(await run(job.seconds)) + "\n");
+let warm = { errors: 0 };
+if (job.warmup > 0) warm = await run(job.warmup);
+const result = await run(job.seconds);
+// A failure during the warm-up fails the row too.
+if (warm.errors) Object.assign(result, { errors: result.errors + warm.errors, firstError: warm.firstError });
+process.stdout.write(JSON.stringify(result) + "\n");
 agent.destroy();
