@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { promisify } from "node:util";
-import { readInventoryIsolated } from "../../src/images/inventory/isolated-read.js";
+import { readInventoryIsolated, readerThreadsStarted } from "../../src/images/inventory/isolated-read.js";
 import { readInventory, type AttachedSbom, type ImageSource } from "../../src/images/inventory/reader.js";
 import { InventoryError, type Inventory } from "../../src/images/inventory/types.js";
 import {
@@ -887,6 +887,30 @@ describe("inventory reader: in a thread of its own", () => {
       }),
       (e: unknown) => e === storeError,
     );
+  });
+
+  it("a thread that ended its read cleanly reads the next image; one stopped at its deadline is not reused", async () => {
+    const image = { layers: [await layer()] };
+    await isolated(imageSource(image)); // a thread of this heap size is now idle, if none was
+    const before = readerThreadsStarted();
+    assert.deepEqual(await isolated(imageSource(image)), await read(image));
+    await assert.rejects(
+      isolated(imageSource({ layers: [{ mediaType: LAYER_ZSTD, bytes: rleZstd(17, 10) }] })),
+      InventoryError,
+    );
+    assert.equal((await isolated(imageSource(image))).packageSource, "apk");
+    assert.equal(readerThreadsStarted(), before, "three reads, an InventoryError among them, on the idle thread");
+    const limits = { maxZstdWindowBytes: 128 * MiB, maxZstdWorkPerByte: Number.MAX_SAFE_INTEGER };
+    await assert.rejects(
+      isolated(imageSource({ layers: [{ mediaType: LAYER_ZSTD, bytes: rleZstd(17, 50_000) }] }), {
+        limits,
+        deadlineMs: 500,
+      }),
+      /took longer than 500 ms/,
+    );
+    assert.equal(readerThreadsStarted(), before, "the stopped read had the idle thread");
+    assert.deepEqual(await isolated(imageSource(image)), await read(image));
+    assert.equal(readerThreadsStarted(), before + 1, "the stopped thread was not reused: a new one read");
   });
 
   it("a read past its deadline is stopped and recorded as the image's error", async () => {

@@ -100,7 +100,7 @@ for (const backend of backends()) {
       assert.equal(res.status, 400, res.body.toString());
       assert.deepEqual(res.errorCodes(), ["MANIFEST_BLOB_UNKNOWN"]);
       assert.equal(
-        res.json<{ errors: { detail: { digest: string } }[] }>().errors[0]!.detail.digest,
+        res.json<{ errors: { detail: { digest: string } }[] }>()!.errors[0]!.detail.digest,
         layers[150]!.digest,
       );
       assert.equal((await oci.get(`/v2/${name}/manifests/v1`)).status, 404);
@@ -132,7 +132,7 @@ for (const backend of backends()) {
         assert.equal((await oci.putManifest(name, "latest", bytes, MT.ociManifest)).status, 201);
       const history = await oci.get(`/v2/${name}/_chainguard/history/latest`);
       assert.deepEqual(
-        history.json<{ history: { digest: string }[] }>().history.map((h) => h.digest),
+        history.json<{ history: { digest: string }[] }>()!.history.map((h) => h.digest),
         [digestOf(first), digestOf(second), digestOf(first)],
       );
     });

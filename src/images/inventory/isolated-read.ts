@@ -4,13 +4,18 @@
 // deadline: a read that passes either is stopped (the thread terminated) and recorded as the
 // image's InventoryError.
 //
+// A thread that ended its read cleanly (an inventory, or an InventoryError or store failure it
+// reported itself) reads the next image: starting one costs ~50 ms of CPU (its modules load
+// again), more than reading a small image. One that missed its deadline, ran out of heap, died or
+// was stopped is terminated, never reused. Idle threads end after IDLE_MS.
+//
 // The thread never opens the blob store itself: the server reads the blobs and SBOMs through the
 // ImageSource it was given (the store stays behind its one abstraction, whatever backs it) and
 // hands their bytes over as the thread asks for them, one chunk at a time, so the thread holds at
 // most a chunk of each blob it reads.
 import type { Readable } from "node:stream";
 import { Worker } from "node:worker_threads";
-import type { Answer, FromReader, ReadInput } from "./read-protocol.js";
+import type { Answer, FromReader, ToReader } from "./read-protocol.js";
 import type { AttachedSbom, ImageSource, InventoryLimits } from "./reader.js";
 import { InventoryError, type Inventory } from "./types.js";
 
@@ -22,16 +27,57 @@ export interface IsolatedReadOptions {
   maxHeapMiB: number;
 }
 
+/** How long a thread that finished a read waits for the next before it ends. */
+const IDLE_MS = 10_000;
+
+let started = 0;
+/** How many reading threads this process started (reads that reused one started none). */
+export function readerThreadsStarted(): number {
+  return started;
+}
+
 /** The reading thread: from the compiled modules (or the bundle), else from the sources through tsx. */
-function startReader(input: ReadInput, maxHeapMiB: number): Worker {
+function startReader(maxHeapMiB: number): Worker {
+  started++;
   const resourceLimits = { maxOldGenerationSizeMb: maxHeapMiB };
   if (!import.meta.url.endsWith(".ts"))
-    return new Worker(new URL("./read-worker.js", import.meta.url), { workerData: input, resourceLimits });
+    return new Worker(new URL("./read-worker.js", import.meta.url), { resourceLimits });
   // Run from the TypeScript sources (the tests): the thread registers tsx before loading them.
   const tsx = import.meta.resolve("tsx/esm/api");
   const entry = new URL("./read-worker.ts", import.meta.url).href;
   const code = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); })`;
-  return new Worker(code, { eval: true, workerData: input, resourceLimits });
+  return new Worker(code, { eval: true, resourceLimits });
+}
+
+/** Threads that finished a read cleanly, by their heap limit, each with its idle timer. */
+const idle = new Map<number, Array<{ worker: Worker; timer: NodeJS.Timeout; onExit: () => void }>>();
+
+function takeReader(maxHeapMiB: number): Worker {
+  const parked = idle.get(maxHeapMiB)?.pop();
+  if (!parked) return startReader(maxHeapMiB);
+  clearTimeout(parked.timer);
+  parked.worker.off("exit", parked.onExit);
+  parked.worker.ref();
+  return parked.worker;
+}
+
+function parkReader(worker: Worker, maxHeapMiB: number): void {
+  const list = idle.get(maxHeapMiB) ?? [];
+  idle.set(maxHeapMiB, list);
+  const forget = () => {
+    const at = list.findIndex((p) => p.worker === worker);
+    if (at >= 0) list.splice(at, 1);
+  };
+  const onExit = () => forget();
+  const timer = setTimeout(() => {
+    forget();
+    worker.off("exit", onExit);
+    void worker.terminate();
+  }, IDLE_MS);
+  timer.unref();
+  worker.on("exit", onExit);
+  worker.unref(); // an idle reader keeps no process alive
+  list.push({ worker, timer, onExit });
 }
 
 /**
@@ -42,14 +88,16 @@ function startReader(input: ReadInput, maxHeapMiB: number): Worker {
  */
 export function readInventoryIsolated(source: ImageSource, options: IsolatedReadOptions): Promise<Inventory> {
   return new Promise<Inventory>((resolve, reject) => {
-    const worker = startReader({ manifest: source.manifest, limits: options.limits ?? {} }, options.maxHeapMiB);
+    if (source.signal?.aborted) return reject(new Error("the read was stopped"));
+    const worker = takeReader(options.maxHeapMiB);
     const blobs = new Map<number, { stream: Readable; chunks: AsyncIterator<Uint8Array> }>();
     let sboms: AsyncIterator<AttachedSbom> | undefined;
     /** errors of the source, by number, to rethrow as they were */
     const sourceFailures: unknown[] = [];
     let settled = false;
 
-    const finish = (outcome: { inventory: Inventory } | { error: unknown }) => {
+    /** `reusable`: the thread itself ended the read, as it should (see the top). */
+    const finish = (outcome: { inventory: Inventory } | { error: unknown }, reusable = false) => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
@@ -57,7 +105,11 @@ export function readInventoryIsolated(source: ImageSource, options: IsolatedRead
       for (const { stream } of blobs.values()) stream.destroy();
       blobs.clear();
       void sboms?.return?.();
-      void worker.terminate();
+      worker.off("message", onWorkerMessage);
+      worker.off("error", onError);
+      worker.off("exit", onExit);
+      if (reusable) parkReader(worker, options.maxHeapMiB);
+      else void worker.terminate();
       if ("inventory" in outcome) resolve(outcome.inventory);
       else reject(outcome.error);
     };
@@ -69,11 +121,10 @@ export function readInventoryIsolated(source: ImageSource, options: IsolatedRead
     );
     deadline.unref();
     const onAbort = () => fail(new Error("the read was stopped"));
-    if (source.signal?.aborted) return onAbort();
     source.signal?.addEventListener("abort", onAbort);
 
     const answer = (message: Answer, transfer: ArrayBuffer[] = []) => {
-      if (!settled) worker.postMessage(message, transfer);
+      if (!settled) worker.postMessage(message satisfies ToReader, transfer);
     };
     const failure = (id: number, error: unknown) => {
       sourceFailures.push(error);
@@ -111,27 +162,30 @@ export function readInventoryIsolated(source: ImageSource, options: IsolatedRead
           return answer({ id: message.id, sbom: { artifactType: next.value.artifactType, content } }, [content.buffer]);
         }
         case "done":
-          return finish({ inventory: message.inventory });
+          return finish({ inventory: message.inventory }, true);
         case "failed":
-          if (message.inventoryError !== undefined) return fail(new InventoryError(message.inventoryError));
-          if (message.source !== undefined) return fail(sourceFailures[message.source]);
+          if (message.inventoryError !== undefined)
+            return finish({ error: new InventoryError(message.inventoryError) }, true);
+          if (message.source !== undefined) return finish({ error: sourceFailures[message.source] }, true);
           return fail(new Error(`reading the image failed: ${message.other}`));
       }
     };
-    worker.on("message", (message: FromReader) => {
+    const onWorkerMessage = (message: FromReader) => {
       onMessage(message).catch((error: unknown) => {
         if ("id" in message) failure(message.id, error);
       });
-    });
-    worker.on("error", (error: Error & { code?: string }) =>
+    };
+    const onError = (error: Error & { code?: string }) =>
       fail(
         error.code === "ERR_WORKER_OUT_OF_MEMORY"
           ? new InventoryError(`reading the image ran out of memory (the ${options.maxHeapMiB} MiB a read may use)`)
           : new InventoryError(`reading the image stopped: ${error.message}`),
-      ),
-    );
-    worker.on("exit", (code) =>
-      fail(new InventoryError(`reading the image stopped: its thread ended (exit code ${code}) without an answer`)),
-    );
+      );
+    const onExit = (code: number) =>
+      fail(new InventoryError(`reading the image stopped: its thread ended (exit code ${code}) without an answer`));
+    worker.on("message", onWorkerMessage);
+    worker.on("error", onError);
+    worker.on("exit", onExit);
+    worker.postMessage({ read: { manifest: source.manifest, limits: options.limits ?? {} } } satisfies ToReader);
   });
 }

@@ -4,7 +4,7 @@
 import type { AttachedSbom, InventoryLimits, SbomBudget } from "./reader.js";
 import type { Inventory } from "./types.js";
 
-/** What the reading thread starts with (its workerData). */
+/** What the reading thread is given to read one image. */
 export interface ReadInput {
   manifest: Uint8Array;
   limits: Partial<InventoryLimits>;
@@ -36,3 +36,6 @@ export type Notice =
   | { op: "failed"; inventoryError?: string; source?: number; other?: string };
 
 export type FromReader = Question | Notice;
+
+/** What the server sends the thread: the next image to read, or an answer to a question. */
+export type ToReader = { read: ReadInput } | Answer;
