@@ -66,8 +66,6 @@ export interface EventsExports {
 export const eventsModule: FeatureModule<ReturnType<typeof eventsRepositories>, EventsExports, EventsSettings> = {
   name: "events",
   migrations: { "013_events": m013 },
-  // every pull is recorded: it must not end the embedded database's cached reads of the registry
-  journalTables: ["events", "event_deliveries"],
   // in the order `start` binds them (the extensions are bulwark.events.v1's)
   services: [
     SubscriptionsService,

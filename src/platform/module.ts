@@ -24,12 +24,6 @@ export interface FeatureModule<Repositories = unknown, Exports = unknown, Settin
   readonly name: string;
   /** numbered migrations ("001_groups"); the numbering is global across modules */
   readonly migrations: Readonly<Record<string, Migration>>;
-  /**
-   * Tables of this module that record rather than hold state (the events journal): writing them
-   * changes no other table (no triggers, no cascades into other tables), so on the embedded
-   * database it does not end the cached reads of other tables. Checked by test/storage.
-   */
-  readonly journalTables?: readonly string[];
   /** the proto services this module serves; `start` must bind exactly these */
   readonly services: readonly DescService[];
   /**

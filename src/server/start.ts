@@ -217,7 +217,6 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     pglite: config.pglite,
     keyEncryptionKey,
     unsafeNoFsync: config.unsafeNoFsync,
-    journalTables: modules.flatMap((m) => m.journalTables ?? []),
     notice: (message, details) => logger.warn(details, message),
   });
   if (config.unsafeNoFsync && database.dataDir)

@@ -82,11 +82,6 @@ export interface DatabaseOptions {
    * on its server).
    */
   unsafeNoFsync?: boolean;
-  /**
-   * PGlite: tables whose writes change no other table and that few reads name (the modules'
-   * `journalTables`): writing them does not end the cached reads of other tables.
-   */
-  journalTables?: readonly string[];
 }
 
 /**
@@ -360,7 +355,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
   const dataDir = opts.dataDir || "./data";
   if (opts.pglite || dataDir.startsWith("memory://")) {
     const pglite = opts.pglite ?? (await PGlite.create(dataDir, await pgliteOptions()));
-    const dialect = new SerializedPGliteDialect(pglite, true, opts.journalTables);
+    const dialect = new SerializedPGliteDialect(pglite);
     const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, opts.keyEncryptionKey ?? new Uint8Array(randomBytes(32)));
     backends.set(db, "pglite");
@@ -391,7 +386,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     // opening covers both: the directory itself is 0700 already, so nobody else reached them meanwhile.
     makePrivate(dataDir);
     const key = await dataDirKeyEncryptionKey(dataDir, true);
-    const dialect = new SerializedPGliteDialect(pglite, true, opts.journalTables);
+    const dialect = new SerializedPGliteDialect(pglite);
     const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, key!);
     backends.set(db, "pglite");

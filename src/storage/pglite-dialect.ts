@@ -2,17 +2,16 @@
 // a transaction must hold it exclusively: kysely-pglite 0.6.1 does not, and loses concurrent
 // autocommit writes when another request's transaction rolls back (seen when this was written).
 //
-// It also remembers the results of read-only statements until the next write. PGlite runs every
-// query on this process's main thread, one at a time (a keyed page of 50 rows costs about 1 ms),
-// and an embedded database is this process's alone (its directory is locked), so every write
-// passes through here and can invalidate exactly: any statement that is not a plain read, and
-// every commit or rollback, starts a new generation, and only entries of the current generation
-// answer. Reads inside a transaction are neither answered from nor stored in the cache.
-//
-// Journal tables (the events module's: every pull is recorded) are the exception: a write that
-// touches journal tables only moves the journal's own generation (all of them at once: one may
-// cascade into another), so recording pulls does not end the cached reads of repos, tags and
-// manifests 20 times a second. A read that names a journal table is keyed to both generations.
+// It also remembers the results of read-only statements until a write that could change them.
+// PGlite runs every query on this process's main thread, one at a time (a keyed page of 50 rows
+// costs about 1 ms), and an embedded database is this process's alone (its directory is locked),
+// so every write passes through here and can invalidate exactly. Each table has a generation: a
+// write moves those of the tables it names as targets and of every table those write in turn (the
+// tables their triggers' functions write, and those a foreign key cascades into: read from the
+// catalog, again after any schema change); a cached answer holds only while the tables its
+// statement names are at the generations it was read at. A statement that is not a plain read or
+// plain DML (DDL, a function that may write, a table the catalog does not know) moves every
+// generation. Reads inside a transaction are neither answered from nor stored in the cache.
 import type { PGlite } from "@electric-sql/pglite";
 import { LruCache } from "../core/lru.js";
 import {
@@ -48,59 +47,101 @@ const UNREPEATABLE = [
 ];
 /** A data-modifying WITH clause. */
 const WRITES = /\b(insert|update|delete|merge)\b/i;
-/** The tables a data-modifying statement names as its targets. */
-const WRITE_TARGETS = /\b(?:insert\s+into|update|delete\s+from|merge\s+into)\s+(?:only\s+)?("?)([a-z_][a-z0-9_]*)\1/gi;
+/**
+ * The tables a data-modifying statement (or a trigger function's body) names as its targets. Not
+ * `for update` (a row lock) nor `do update set` (an upsert's, whose table the insert names).
+ */
+const WRITE_TARGETS =
+  /\b(?:insert\s+into|(?<!\b(?:for|key|do)\s+)update|delete\s+from|merge\s+into)\s+(?:only\s+)?("?)([a-z_][a-z0-9_]*)\1/gi;
 /** Statements that are writes of rows and nothing else (no DDL, settings, locks, copies). */
 const DML = /^\s*(with|insert|update|delete|merge)\b/i;
-
 /** Statements that begin, end or mark a point in a transaction, or set something for its rest only. */
-const TRANSACTION_CONTROL = /^\s*(begin|start\s+transaction|commit|end|rollback|abort|savepoint|release|set\s+local)\b/i;
+const TRANSACTION_CONTROL =
+  /^\s*(begin|start\s+transaction|commit|end|rollback|abort|savepoint|release|set\s+local)\b/i;
 
-/** The generations a cached answer was read at: a number, or a text when journal tables are named. */
-type Stamp = number | string;
+/** Every table a write of each table may change, and the relations reads can name. */
+interface WriteGraph {
+  /** table → itself and every table its writes may change (triggers, cascades), transitively */
+  closure: Map<string, readonly string[]>;
+  /** tables whose triggers' functions run SQL this cannot read (dynamic EXECUTE): their writes move everything */
+  opaque: Set<string>;
+  /** views and the schema's own functions: a read naming one depends on every table */
+  views: Set<string>;
+  /** a word naming any table or view */
+  names: RegExp | undefined;
+}
+
+async function readWriteGraph(pg: PGlite): Promise<WriteGraph> {
+  const tables = (
+    await pg.query<{ name: string; kind: string }>(
+      `select c.relname as name, c.relkind::text as kind from pg_class c
+       where c.relnamespace = current_schema()::regnamespace and c.relkind in ('r', 'p', 'v', 'm', 'f')`,
+    )
+  ).rows;
+  const triggers = (
+    await pg.query<{ name: string; body: string }>(
+      `select c.relname as name, p.prosrc as body from pg_trigger t
+       join pg_class c on c.oid = t.tgrelid join pg_proc p on p.oid = t.tgfoid
+       where not t.tgisinternal and c.relnamespace = current_schema()::regnamespace`,
+    )
+  ).rows;
+  // A foreign key whose action on delete or update changes the referencing table's rows.
+  const cascades = (
+    await pg.query<{ referenced: string; referencing: string }>(
+      `select confrelid::regclass::text as referenced, conrelid::regclass::text as referencing from pg_constraint
+       where contype = 'f' and (confdeltype in ('c', 'n', 'd') or confupdtype in ('c', 'n', 'd'))`,
+    )
+  ).rows;
+  // A function of the schema's own may read any table (a trigger's too, if called by name).
+  const functions = (
+    await pg.query<{ name: string }>(
+      `select proname as name from pg_proc where pronamespace = current_schema()::regnamespace`,
+    )
+  ).rows.map((f) => f.name);
+  const known = new Set(tables.map((t) => t.name));
+  const views = new Set([...tables.filter((t) => t.kind === "v" || t.kind === "m").map((t) => t.name), ...functions]);
+  const direct = new Map<string, Set<string>>([...known].map((t) => [t, new Set([t])]));
+  const opaque = new Set<string>();
+  const callsFunction = functions.length
+    ? new RegExp(`\\b(${functions.map((f) => f.replace(/[^a-z0-9_]/gi, "")).join("|")})\\s*\\(`, "i")
+    : undefined;
+  for (const { name, body } of triggers) {
+    // dynamic SQL, or a call of another function of ours: what it writes cannot be read here
+    if (/\bexecute\b/i.test(body) || callsFunction?.test(body)) opaque.add(name);
+    for (const m of body.matchAll(WRITE_TARGETS)) {
+      const target = m[2]!.toLowerCase();
+      if (known.has(target)) direct.get(name)?.add(target);
+      else opaque.add(name);
+    }
+  }
+  for (const { referenced, referencing } of cascades) direct.get(referenced)?.add(referencing);
+  const closure = new Map<string, readonly string[]>();
+  for (const table of known) {
+    const seen = new Set<string>();
+    const visit = (t: string) => {
+      if (seen.has(t)) return;
+      seen.add(t);
+      for (const next of direct.get(t) ?? []) visit(next);
+    };
+    visit(table);
+    closure.set(table, [...seen].sort());
+    if ([...seen].some((t) => opaque.has(t))) opaque.add(table);
+  }
+  const escaped = [...known, ...functions].map((t) => t.replace(/[^a-z0-9_]/gi, "")).filter(Boolean);
+  const names = escaped.length ? new RegExp(`\\b(${escaped.join("|")})\\b`, "gi") : undefined;
+  return { closure, opaque, views, names };
+}
+
+/** What a write changes: these tables, or everything. */
+type Writes = readonly string[] | "everything";
 
 const CACHE_ENTRIES = 2000;
 /** Larger answers are not kept (bounds the cache's memory). */
 const CACHE_MAX_ROWS = 500;
 
-/**
- * What a statement's text is, decided once per text: whether it is a repeatable read, whether a
- * write touches journal tables only, whether a read names one.
- */
+/** Whether a statement's text is a repeatable read, decided once per text. */
 class StatementKinds {
   readonly #repeatable = new LruCache<string, boolean>(CACHE_ENTRIES);
-  readonly #writesJournalOnly = new LruCache<string, boolean>(CACHE_ENTRIES);
-  readonly #readsJournal = new LruCache<string, boolean>(CACHE_ENTRIES);
-  readonly #named: RegExp | undefined;
-
-  constructor(private readonly journal: ReadonlySet<string>) {
-    // as a word anywhere in the text (a comment, a literal): erring on the safe side
-    if (journal.size > 0) this.#named = new RegExp(`\\b(${[...journal].join("|")})\\b`, "i");
-  }
-
-  /** Whether a statement writes rows of journal tables and of no other table. */
-  writesJournalOnly(sqlText: string): boolean {
-    let only = this.#writesJournalOnly.get(sqlText);
-    if (only === undefined) {
-      only = false;
-      if (this.journal.size > 0 && DML.test(sqlText)) {
-        const targets = [...sqlText.matchAll(WRITE_TARGETS)].map((m) => m[2]!.toLowerCase());
-        only = targets.length > 0 && targets.every((t) => this.journal.has(t));
-      }
-      this.#writesJournalOnly.set(sqlText, only);
-    }
-    return only;
-  }
-
-  /** Whether a read names a journal table. */
-  readsJournal(sqlText: string): boolean {
-    let named = this.#readsJournal.get(sqlText);
-    if (named === undefined) {
-      named = this.#named?.test(sqlText) ?? false;
-      this.#readsJournal.set(sqlText, named);
-    }
-    return named;
-  }
 
   isRepeatableRead(sqlText: string): boolean {
     let repeatable = this.#repeatable.get(sqlText);
@@ -112,6 +153,47 @@ class StatementKinds {
       this.#repeatable.set(sqlText, repeatable);
     }
     return repeatable;
+  }
+}
+
+/** Which tables each statement's text writes or reads, by the catalog's write graph (kept per text until the schema changes). */
+class TableUse {
+  readonly #writes = new LruCache<string, Writes>(CACHE_ENTRIES);
+  readonly #reads = new LruCache<string, readonly string[] | "everything">(CACHE_ENTRIES);
+
+  constructor(readonly graph: WriteGraph) {}
+
+  writes(sqlText: string): Writes {
+    let writes = this.#writes.get(sqlText);
+    if (writes === undefined) {
+      writes = "everything";
+      // a write that calls a function of ours may write anything
+      const named = [...sqlText.matchAll(this.graph.names ?? /$^/g)].map((m) => m[1]!.toLowerCase());
+      if (DML.test(sqlText) && !named.some((n) => this.graph.views.has(n))) {
+        const changed = new Set<string>();
+        let known = true;
+        for (const m of sqlText.matchAll(WRITE_TARGETS)) {
+          const target = m[2]!.toLowerCase();
+          const closure = this.graph.closure.get(target);
+          if (!closure || this.graph.opaque.has(target)) known = false;
+          else for (const t of closure) changed.add(t);
+        }
+        if (known && changed.size > 0) writes = [...changed];
+      }
+      this.#writes.set(sqlText, writes);
+    }
+    return writes;
+  }
+
+  /** The tables a read names (as words anywhere in its text: erring on the safe side); everything for a view. */
+  reads(sqlText: string): readonly string[] | "everything" {
+    let reads = this.#reads.get(sqlText);
+    if (reads === undefined) {
+      const named = new Set([...sqlText.matchAll(this.graph.names ?? /$^/g)].map((m) => m[1]!.toLowerCase()));
+      reads = [...named].some((t) => this.graph.views.has(t)) ? "everything" : [...named].sort();
+      this.#reads.set(sqlText, reads);
+    }
+    return reads;
   }
 }
 
@@ -141,8 +223,6 @@ export class SerializedPGliteDialect implements Dialect {
   constructor(
     private readonly pglite: PGlite,
     private readonly closeOnDestroy = true,
-    /** tables whose writes change no other table (no triggers, no cascades out); see the top */
-    private readonly journalTables: readonly string[] = [],
   ) {}
 
   /**
@@ -173,17 +253,48 @@ export class SerializedPGliteDialect implements Dialect {
     const closeOnDestroy = this.closeOnDestroy;
     const mutex = this.#mutex;
     let release: (() => void) | undefined;
-    const kinds = new StatementKinds(new Set(this.journalTables.map((t) => t.toLowerCase())));
-    const cache = new LruCache<string, { stamp: Stamp; rows: unknown[] }>(CACHE_ENTRIES);
-    let generation = 0;
-    let journalGeneration = 0;
+    const kinds = new StatementKinds();
+    const cache = new LruCache<string, { stamp: string; rows: unknown[] }>(CACHE_ENTRIES);
+    /** moves with every change that may touch any table, and with every schema change */
+    let everything = 0;
+    /** moves with every write of any kind (what a read of a view depends on) */
+    let anyWrite = 0;
+    const generations = new Map<string, number>();
+    /** the catalog's write graph: read when first needed, again after a schema change */
+    let use: TableUse | undefined;
     let inTransaction = false;
-    /** within a transaction: whether it wrote anything but journal tables, and whether it wrote those */
-    let wroteShared = false;
-    let wroteJournal = false;
-    /** What a cached read depends on: the shared generation, and the journal's if it names a journal table. */
-    const stampOf = (readsJournal: boolean): Stamp =>
-      readsJournal ? `${generation}:${journalGeneration}` : generation;
+    /** what the open transaction wrote, and whether it changed the schema */
+    let wrote: Set<string> | "everything" = new Set();
+    let schemaChanged = false;
+
+    const tableUse = async (): Promise<TableUse | undefined> => {
+      try {
+        use ??= new TableUse(await readWriteGraph(pg));
+        return use;
+      } catch {
+        return undefined; // e.g. inside a failed transaction: the statement counts as touching everything
+      }
+    };
+    const moved = (writes: Writes) => {
+      anyWrite++;
+      if (writes === "everything") everything++;
+      else for (const t of writes) generations.set(t, (generations.get(t) ?? 0) + 1);
+    };
+    const noteWrite = (writes: Writes, schema: boolean) => {
+      moved(writes);
+      if (schema) use = undefined;
+      if (!inTransaction) return;
+      schemaChanged ||= schema;
+      if (writes === "everything") wrote = "everything";
+      else if (wrote !== "everything") for (const t of writes) wrote.add(t);
+    };
+    /** What a cached read depends on: every table it names at its generation (a view: every write). */
+    const stampOf = (reads: readonly string[] | "everything"): string => {
+      if (reads === "everything") return `w${anyWrite}`;
+      let stamp = `${everything}`;
+      for (const t of reads) stamp += `:${generations.get(t) ?? 0}`;
+      return stamp;
+    };
     const run = async <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
       const result = await pg.query<R>(query.sql, query.parameters as unknown[]);
       return {
@@ -191,41 +302,39 @@ export class SerializedPGliteDialect implements Dialect {
         numAffectedRows: result.affectedRows != null ? BigInt(result.affectedRows) : undefined,
       };
     };
-    /** A transaction's end moves the generations of what it wrote (the shared one if anything else). */
+    /** A transaction's end moves the generations of what it wrote (again: its reads were never cached). */
     const ended = () => {
       inTransaction = false;
-      if (wroteShared) generation++;
-      if (wroteJournal) journalGeneration++;
-      wroteJournal = false;
+      if (wrote === "everything" || wrote.size > 0) moved(wrote === "everything" ? wrote : [...wrote]);
+      if (schemaChanged) use = undefined;
+      wrote = new Set();
+      schemaChanged = false;
     };
     // Rows are handed out as copies: a caller may change what it got without changing the cache.
     const copy = <R>(rows: unknown[]) => ({ rows: rows.map((r) => ({ ...(r as object) })) as R[] });
     const connection: DatabaseConnection = {
       async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
         if (!kinds.isRepeatableRead(query.sql)) {
-          const journalOnly = kinds.writesJournalOnly(query.sql);
+          // a savepoint or `set local` changes no data; the transaction's end moves what it wrote
+          if (inTransaction && TRANSACTION_CONTROL.test(query.sql)) return run<R>(query);
+          const dml = DML.test(query.sql);
+          const writes: Writes = (dml && (use ?? (await tableUse()))?.writes(query.sql)) || "everything";
           try {
             return await run<R>(query);
           } finally {
-            if (journalOnly) {
-              journalGeneration++;
-              if (inTransaction) wroteJournal = true;
-            } else if (inTransaction && TRANSACTION_CONTROL.test(query.sql)) {
-              // a savepoint or `set local` changes no data; the transaction's end moves what it wrote
-            } else {
-              generation++;
-              if (inTransaction) wroteShared = true;
-            }
+            noteWrite(writes, !dml);
           }
         }
         const key = inTransaction ? undefined : cacheKey(query.sql, query.parameters);
         if (key === undefined) return run<R>(query);
-        const readsJournal = kinds.readsJournal(query.sql);
-        const stamp = stampOf(readsJournal);
+        const tables = use ?? (await tableUse());
+        if (!tables) return run<R>(query);
+        const reads = tables.reads(query.sql);
+        const stamp = stampOf(reads);
         const hit = cache.get(key);
         if (hit && hit.stamp === stamp) return copy<R>(hit.rows);
         const result = await run<R>(query);
-        if (stampOf(readsJournal) === stamp && result.rows.length <= CACHE_MAX_ROWS)
+        if (stampOf(reads) === stamp && result.rows.length <= CACHE_MAX_ROWS)
           cache.set(key, { stamp, rows: result.rows.map((r) => ({ ...(r as object) })) });
         return result;
       },
@@ -247,8 +356,8 @@ export class SerializedPGliteDialect implements Dialect {
       },
       async beginTransaction(c) {
         inTransaction = true;
-        wroteShared = false;
-        wroteJournal = false;
+        wrote = new Set();
+        schemaChanged = false;
         try {
           await c.executeQuery(CompiledQuery.raw("begin"));
         } catch (err) {

@@ -119,9 +119,9 @@ describe("PGlite read cache", () => {
   });
 });
 
-// Journal tables (FeatureModule.journalTables: the events module's) record and are rarely read:
-// writing only them must not end the cached reads of other tables, and must end those that name them.
-describe("PGlite read cache with journal tables", () => {
+// Each table has its generation: a write ends the cached reads of the tables it may change (its
+// targets, the tables their triggers write, those a foreign key cascades into) and no others.
+describe("PGlite read cache, table by table", () => {
   let db: Kysely<any>;
   let queries = 0;
   before(async () => {
@@ -131,10 +131,11 @@ describe("PGlite read cache with journal tables", () => {
       queries++;
       return query(...args);
     }) as typeof pglite.query;
-    db = new Kysely({ dialect: new SerializedPGliteDialect(pglite, true, ["journal_probe", "journal_child"]) });
+    db = new Kysely({ dialect: new SerializedPGliteDialect(pglite) });
     await sql`create table state_probe (id int primary key, label text not null)`.execute(db);
     await sql`create table journal_probe (seq int primary key, what text not null)`.execute(db);
     await sql`create table journal_child (seq int references journal_probe on delete cascade)`.execute(db);
+    await sql`create table audit_probe (what text not null)`.execute(db);
     await sql`insert into state_probe values (1, 'one')`.execute(db);
   });
   after(() => db.destroy());
@@ -147,8 +148,11 @@ describe("PGlite read cache with journal tables", () => {
   const state = () => db.selectFrom("state_probe").select("label").orderBy("id").execute();
   const journal = async () =>
     (await db.selectFrom("journal_probe").select("what").orderBy("seq").execute()).map((r) => r.what);
+  const children = () => sql`select count(*)::int as n from journal_child`.execute(db);
+  const audit = async () =>
+    (await sql<{ what: string }>`select what from audit_probe`.execute(db)).rows.map((r) => r.what);
 
-  it("a write of journal tables only keeps other reads cached and ends those naming them", async () => {
+  it("a write keeps the cached reads of other tables and ends those of its own", async () => {
     await state();
     assert.deepEqual(await journal(), []);
     await db.insertInto("journal_probe").values({ seq: 1, what: "pulled" }).execute();
@@ -158,14 +162,13 @@ describe("PGlite read cache with journal tables", () => {
       insert into "journal_child" select seq from e`.execute(db);
     assert.equal(await reached(state), 0);
     assert.deepEqual(await journal(), ["pulled", "pushed"]);
-    const children = () => sql`select count(*)::int as n from journal_child`.execute(db);
     await children();
     await db.deleteFrom("journal_probe").where("seq", "=", 2).execute(); // cascades into journal_child
-    assert.equal(await reached(children), 1, "a cascade within the journal ends its reads too");
+    assert.equal(await reached(children), 1, "a cascade ends the reads of the table it changes");
     assert.equal(await reached(state), 0);
   });
 
-  it("a transaction writing journal tables only keeps other reads; its commit ends the journal's", async () => {
+  it("a transaction keeps the reads of tables it did not write; its commit ends the others'", async () => {
     await state();
     await journal();
     await db.transaction().execute(async (t) => {
@@ -179,49 +182,63 @@ describe("PGlite read cache with journal tables", () => {
     assert.deepEqual(await journal(), ["pulled", "in a transaction"]);
   });
 
-  it("any other write, alone or beside a journal write, ends every cached read", async () => {
-    await state();
-    await db.transaction().execute(async (t) => {
-      await t.insertInto("journal_probe").values({ seq: 4, what: "beside a change" }).execute();
-      await t.updateTable("state_probe").set({ label: "ONE" }).where("id", "=", 1).execute();
-    });
+  it("a write through a trigger ends the reads of the table the trigger writes, also one made after the first use", async () => {
+    assert.deepEqual(await audit(), []);
+    await sql`create function audit_state() returns trigger language plpgsql as $$
+      begin insert into audit_probe values (new.label); return new; end $$`.execute(db);
+    await sql`create trigger state_audit after update on state_probe for each row execute function audit_state()`.execute(
+      db,
+    );
+    await audit();
+    await journal();
+    await db.updateTable("state_probe").set({ label: "ONE" }).where("id", "=", 1).execute();
+    assert.deepEqual(await audit(), ["ONE"], "the trigger's table was seen to change");
     assert.deepEqual(await state(), [{ label: "ONE" }]);
-    await sql`with e as (insert into journal_probe values (5, 'and state') returning seq)
-      update state_probe set label = 'uno' where id = 1`.execute(db);
-    assert.deepEqual(await state(), [{ label: "uno" }]);
-    // an upsert's "do update set" reads as a write of a table named "set": not journal-only, so it is safe
+    assert.equal(await reached(journal), 0, "an unrelated table's read stays cached");
+  });
+
+  it("upserts and row locks inside a write name their tables; a table the catalog does not know ends every read", async () => {
+    await state();
     await sql`insert into journal_probe values (5, 'again') on conflict (seq) do update set what = 'upserted'`.execute(
       db,
     );
-    assert.equal(await reached(state), 1);
+    await sql`insert into journal_probe values (5, 'again') on conflict (seq) do update set what = 'upserted'`.execute(
+      db,
+    );
+    assert.equal(await reached(state), 0);
     assert.deepEqual((await journal()).at(-1), "upserted");
+    await sql`update journal_probe set what = 'locked' where seq in (select seq from journal_probe where seq = 5 for update)`.execute(
+      db,
+    );
+    assert.equal(await reached(state), 0);
+    assert.deepEqual((await journal()).at(-1), "locked");
+    await sql`create temporary table scratch (n int)`.execute(db);
+    await state();
+    await sql`insert into scratch values (1)`.execute(db);
+    assert.equal(await reached(state), 1, "a write the catalog cannot place moves everything");
   });
-});
 
-// The promise behind journalTables: writing them changes no other table. A trigger on one, or a
-// table outside the journal that a journal row's deletion cascades into, would break it.
-describe("the modules' journal tables", () => {
-  it("have no triggers of their own and no foreign keys from other tables into them", async () => {
-    const { MODULES } = await import("../../src/server/modules.js");
-    const journal = MODULES.flatMap((m) => m.journalTables ?? []);
-    assert.ok(journal.includes("events"), "the events module declares its journal");
-    const pglite = await clonePglite();
-    try {
-      for (const table of journal) {
-        const triggers = await pglite.query<{ tgname: string }>(
-          `select tgname from pg_trigger where tgrelid = $1::regclass and not tgisinternal`,
-          [table],
-        );
-        assert.deepEqual(triggers.rows, [], `${table} has triggers`);
-        const referencing = await pglite.query<{ table: string }>(
-          `select conrelid::regclass::text as table from pg_constraint where contype = 'f' and confrelid = $1::regclass`,
-          [table],
-        );
-        for (const { table: from } of referencing.rows)
-          assert.ok(journal.includes(from), `${from} references journal table ${table} but is not one`);
-      }
-    } finally {
-      await pglite.close();
-    }
+  it("a read of a view or of the schema's own function depends on every write", async () => {
+    await sql`create view state_view as select label from state_probe`.execute(db);
+    await sql`create function state_count() returns bigint language sql stable as $$ select count(*) from state_probe $$`.execute(
+      db,
+    );
+    const view = () => sql`select label from state_view`.execute(db);
+    const counted = () => sql<{ n: string }>`select state_count() as n`.execute(db);
+    await view();
+    await counted();
+    assert.equal(await reached(view), 0, "cached while nothing is written");
+    await sql`insert into state_probe values (2, 'two')`.execute(db);
+    assert.deepEqual((await view()).rows, [{ label: "ONE" }, { label: "two" }]);
+    assert.equal(Number((await counted()).rows[0]!.n), 2);
+    // a write that calls a function of ours may write anything: every read ends
+    await sql`create function add_audit(what text) returns text language sql as $$ insert into audit_probe values (what) returning what $$`.execute(
+      db,
+    );
+    const before = await audit();
+    await journal();
+    await sql`insert into journal_probe select 7, add_audit('through a function')`.execute(db);
+    assert.deepEqual(await audit(), [...before, "through a function"]);
+    assert.equal(await reached(journal), 1);
   });
 });
