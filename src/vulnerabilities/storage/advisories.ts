@@ -195,7 +195,7 @@ export class AdvisoriesRepository {
       await this.db.transaction().execute(async (trx) => {
         const existing = await trx
           .selectFrom("advisories")
-          .select(["uid", "advisory_id", "artifact_name", "source_digest"])
+          .select(["uid", "advisory_id", "artifact_name", "source_digest", "latest_event_type"])
           .where("parent_uid", "=", parentUid)
           .where(
             "advisory_id",
@@ -210,6 +210,9 @@ export class AdvisoriesRepository {
         const changed: { uid: string; keys: string[] }[] = [];
         const changedNames = new Set<string>();
         const changedPurls = new Set<string>();
+        // advisory_counts' changes: latest event type → +n/−n
+        const countDeltas = new Map<EventKind, number>();
+        const addCount = (kind: EventKind, n: number) => countDeltas.set(kind, (countDeltas.get(kind) ?? 0) + n);
 
         for (const advisory of doc.advisories) {
           const { line: _line, ...content } = advisory;
@@ -248,12 +251,17 @@ export class AdvisoriesRepository {
           if (advisory.purl) changedPurls.add(advisory.purl);
           let uid: string;
           if (current) {
+            if (current.latest_event_type !== latest.kind) {
+              addCount(current.latest_event_type, -1);
+              addCount(latest.kind, 1);
+            }
             uid = current.uid;
             await trx.updateTable("advisories").set(values).where("uid", "=", uid).execute();
             counts.updated++;
           } else {
             uid = newChildUidp(parentUid);
             newAdvisories.push({ uid, parent_uid: parentUid, ...values, create_time: meta.now });
+            addCount(latest.kind, 1);
             counts.created++;
           }
           const keys = eventKeys(advisory);
@@ -311,12 +319,71 @@ export class AdvisoriesRepository {
           const changes = { names: [...changedNames].sort(), purls: [...changedPurls].sort() };
           for (const listener of this.#changeListeners) await listener(changes);
         }
+        // Last, so the rows other imports of this group wait for stay locked only until the commit.
+        await this.#addCounts(trx, parentUid, countDeltas);
       });
     } catch (err) {
       if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
       throw err;
     }
     return counts;
+  }
+
+  /**
+   * Adds the changes of one import to advisory_counts, in one statement updating the rows in key
+   * order: concurrent imports into one group queue on its rows instead of deadlocking.
+   */
+  async #addCounts(trx: VulnerabilityDb, parentUid: string, deltas: Map<EventKind, number>): Promise<void> {
+    const changed = [...deltas].filter(([, n]) => n !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (changed.length === 0) return;
+    await trx
+      .insertInto("advisory_counts")
+      .values(changed.map(([kind, n]) => ({ uid: parentUid, latest_event_type: kind, count: n })))
+      .onConflict((oc) =>
+        oc.columns(["uid", "latest_event_type"]).doUpdateSet({
+          count: sql`advisory_counts.count + excluded.count`,
+        }),
+      )
+      .execute();
+  }
+
+  /**
+   * The exact number of advisories `listQuery(filter)` selects, from advisory_counts, when the
+   * filter is one they answer (nothing but the latest event's type and children_of, or
+   * nothing); undefined
+   * otherwise. `restrict` keeps the groups the caller sees (a count row's uid is the group's).
+   */
+  maintainedCount(filter: AdvisoryFilter, restrict: <QB>(qb: QB) => QB) {
+    const e = filter.event;
+    const others =
+      filter.advisoryIds.length +
+      filter.legacyAdvisoryIds.length +
+      filter.artifactNames.length +
+      filter.artifactTypes.length +
+      filter.artifactArchitectures.length +
+      filter.componentNames.length +
+      filter.componentTypes.length +
+      filter.componentLocations.length +
+      filter.aliases.length +
+      e.kinds.length +
+      e.reviewStates.length +
+      e.authors.length +
+      e.excludeAuthors.length +
+      e.reviewers.length;
+    // uidp: none, or children_of alone (the advisories of one group: its count rows)
+    const uidp = filter.uidp;
+    const otherUidp = uidp
+      ? Number(uidp.descendantsOf !== "") + Number(uidp.ancestorsOf !== "") + Number(uidp.inRoot) + uidp.ids.length
+      : 0;
+    if (others > 0 || otherUidp > 0 || filter.origin !== undefined || filter.query !== "") return undefined;
+    const group = uidp?.childrenOf || undefined;
+    const kind = filter.latestEventType;
+    return () => {
+      let q = restrict(this.db.selectFrom("advisory_counts")).select(sql<string>`coalesce(sum(count), 0)`.as("count"));
+      if (group !== undefined) q = q.where("uid", "=", group);
+      if (kind) q = q.where("latest_event_type", "=", kind);
+      return q;
+    };
   }
 
   /** FROM + WHERE of an advisory listing, for the list engine. */
