@@ -12,6 +12,7 @@ import {
   SeveritySchema,
   Severity_Type,
   type Advisory,
+  type AdvisoryEvent,
   type ListAdvisoriesRequest,
 } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import type { FieldViolation } from "../core/errors.js";
@@ -24,6 +25,7 @@ import {
   type ListEngineDeps,
 } from "../core/list.js";
 import type { Visibility } from "../core/access.js";
+import { LruCache } from "../core/lru.js";
 import { bindService } from "../core/service.js";
 import { requireUid, throwIfViolations } from "../core/validate.js";
 import { confinedSubtree, fetchPage, restrictToVisible } from "../storage/list-query.js";
@@ -79,7 +81,21 @@ export const MEMBER_OF_KIND: Readonly<Record<EventKind, string>> = {
 // Stored values are the server's own JSON; a field a later version dropped is no reason to fail.
 const LENIENT = { ignoreUnknownFields: true } as const;
 
-function toEvent(row: AdvisoryEventRow) {
+/**
+ * Events as messages, by their content: reflective fromJson of an event was the largest cost of a
+ * page of advisories. The key holds every column the message is made of (the data by its digest
+ * in event_key), so an entry never answers for other content; bounded, a few pages' worth.
+ */
+const eventMessages = new LruCache<string, AdvisoryEvent>(4096);
+
+function toEvent(row: AdvisoryEventRow): AdvisoryEvent {
+  const key = `${row.uid}\n${row.event_key}\n${row.kind}\n${row.create_time.getTime()}\n${row.author}\n${row.reviewer}\n${row.review_state}\n${row.issue ?? "\u0000"}`;
+  let event = eventMessages.get(key);
+  if (!event) eventMessages.set(key, (event = parseEvent(row)));
+  return event;
+}
+
+function parseEvent(row: AdvisoryEventRow): AdvisoryEvent {
   const json: JsonObject = {
     uid: row.uid,
     createTime: row.create_time.toISOString(),

@@ -36,6 +36,11 @@ const FEED_COLUMNS = [
   "first_event_time",
 ] as const;
 export type FeedRow = Pick<AdvisoryRow, (typeof FEED_COLUMNS)[number]>;
+/** FEED_COLUMNS less the ones a light row computes (osv trimmed) or leaves empty (aliases, severities). */
+const LIGHT_FEED_COLUMNS = FEED_COLUMNS.filter(
+  (c): c is Exclude<(typeof FEED_COLUMNS)[number], "osv" | "aliases" | "severities"> =>
+    c !== "osv" && c !== "aliases" && c !== "severities",
+);
 
 /** The columns image vulnerability matching reads (the images module, through the exports). */
 const MATCH_COLUMNS = [
@@ -505,16 +510,33 @@ export class AdvisoriesRepository {
 
   /**
    * Visible advisories that may concern these packages: those with one of the names or purls
-   * (the caller matches ecosystems and versions exactly).
+   * (the caller matches ecosystems and versions exactly). `light`: what deciding a match and
+   * naming it (id, modified) needs — of the imported OSV record only its `modified` and
+   * `affected`, not the summary, details and references a querybatch answer leaves out.
    */
   findByPackages(
     restrict: <QB>(qb: QB) => QB,
     packages: { name?: string; purls?: readonly string[] }[],
+    light = false,
   ): Promise<FeedRow[]> {
     const names = [...new Set(packages.flatMap((p) => (p.name ? [p.name] : [])))];
     const purls = [...new Set(packages.flatMap((p) => (!p.name && p.purls ? p.purls : [])))];
     if (names.length === 0 && purls.length === 0) return Promise.resolve([]);
-    return restrict(this.db.selectFrom("advisories").select(FEED_COLUMNS))
+    const columns = light
+      ? this.db
+          .selectFrom("advisories")
+          .select(LIGHT_FEED_COLUMNS)
+          .select(
+            sql<
+              FeedRow["osv"]
+            >`case when osv is null then null else jsonb_build_object('modified', osv->'modified', 'affected', coalesce(osv->'affected', '[]'::jsonb)) end`.as(
+              "osv",
+            ),
+          )
+          .select(sql<FeedRow["aliases"]>`'{}'::text[]`.as("aliases"))
+          .select(sql<FeedRow["severities"]>`'[]'::jsonb`.as("severities"))
+      : this.db.selectFrom("advisories").select(FEED_COLUMNS);
+    return restrict(columns)
       .where((eb) =>
         eb.or([
           ...(names.length > 0 ? [eb("artifact_name", "in", names)] : []),
