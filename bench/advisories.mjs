@@ -101,7 +101,10 @@ async function importCorpus(server) {
       { env: childEnv({ BULWARK_TOKEN: server.token }), maxBuffer: 64 << 20 },
     );
   } catch (err) {
-    throw new Error(`advisories import failed (${err.code}): ${`${err.stderr ?? ""}${err.stdout ?? ""}`.slice(-2000)}`);
+    throw new Error(
+      `advisories import into ${server.label} failed (${err.code}): ${`${err.stderr ?? ""}${err.stdout ?? ""}`.slice(-2000)}\n` +
+        `server's log: ${server.stderrTail().slice(-2000)}`,
+    );
   }
   const seconds = (performance.now() - t) / 1000;
   const line = out.stdout.trim().split("\n").at(-1) ?? "";

@@ -6,8 +6,10 @@ import { sql, type Kysely } from "kysely";
 //   extension is not installed the index is left out: the same LIKE answers, by reading the table.
 // - totalCount of a listing filtered by nothing but the latest event's type (or nothing at all)
 //   from maintained counts per publishing group and latest event type. Only imports write
-//   advisories (none are deleted): the import keeps these counts in its own transaction, in one
-//   statement that updates the rows in key order (so concurrent imports queue, never deadlock).
+//   advisories (none are deleted): each import appends its changes (+n/−n per type) in its own
+//   transaction; a count is the sum of its rows. Append-only, so concurrent imports into one
+//   group lock nothing of each other (an upsert of shared rows deadlocked with the rest of the
+//   imports' locks on PostgreSQL).
 export async function up(db: Kysely<any>): Promise<void> {
   // One statement per query: PGlite's query() runs a single statement.
   const available = await sql<{ one: number }>`
@@ -21,10 +23,12 @@ export async function up(db: Kysely<any>): Promise<void> {
       -- the publishing group (the advisories' parent_uid): visibility applies to it as to them
       uid text collate "C" not null references groups (uid) on delete cascade,
       latest_event_type text collate "C" not null,
-      -- no check (count >= 0): an upsert of a negative change is checked as the row it would insert
-      count bigint not null,
-      primary key (uid, latest_event_type)
+      -- a change (negative when advisories left this type) or, from this migration, a total
+      count bigint not null
     )`.execute(db);
+  await sql`create index advisory_counts_uid_type on advisory_counts (uid, latest_event_type) include (count)`.execute(
+    db,
+  );
   await sql`
     insert into advisory_counts (uid, latest_event_type, count)
     select parent_uid, latest_event_type, count(*) from advisories group by 1, 2`.execute(db);

@@ -324,7 +324,6 @@ export class AdvisoriesRepository {
           const changes = { names: [...changedNames].sort(), purls: [...changedPurls].sort() };
           for (const listener of this.#changeListeners) await listener(changes);
         }
-        // Last, so the rows other imports of this group wait for stay locked only until the commit.
         await this.#addCounts(trx, parentUid, countDeltas);
       });
     } catch (err) {
@@ -335,8 +334,8 @@ export class AdvisoriesRepository {
   }
 
   /**
-   * Adds the changes of one import to advisory_counts, in one statement updating the rows in key
-   * order: concurrent imports into one group queue on its rows instead of deadlocking.
+   * Appends the changes of one import to advisory_counts (rows are only added: concurrent imports
+   * into one group take no locks of each other's).
    */
   async #addCounts(trx: VulnerabilityDb, parentUid: string, deltas: Map<EventKind, number>): Promise<void> {
     const changed = [...deltas].filter(([, n]) => n !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -344,11 +343,6 @@ export class AdvisoriesRepository {
     await trx
       .insertInto("advisory_counts")
       .values(changed.map(([kind, n]) => ({ uid: parentUid, latest_event_type: kind, count: n })))
-      .onConflict((oc) =>
-        oc.columns(["uid", "latest_event_type"]).doUpdateSet({
-          count: sql`advisory_counts.count + excluded.count`,
-        }),
-      )
       .execute();
   }
 
