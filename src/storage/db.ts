@@ -11,6 +11,7 @@ import { Kysely, Migrator, PostgresDialect, sql, type Dialect, type Migration, t
 import pg from "pg";
 import { PGlite, type PGliteOptions } from "@electric-sql/pglite";
 import { NodeFS } from "@electric-sql/pglite/nodefs";
+import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
 import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
 import { ObservedDialect, registerObservedDialect } from "./observed.js";
@@ -140,6 +141,13 @@ function syncPath(path: string): void {
  * syncs the WAL with fsync, and mounts the directory through DurableNodeFS, so a commit is
  * acknowledged only once its WAL record is on disk. In memory nothing is durable: -F stays.
  */
+/**
+ * The PostgreSQL extensions every PGlite a server opens has loaded: pg_trgm, for the advisories'
+ * trigram index (vulnerabilities/migrations/016). A PGlite opened on a migrated database without
+ * them could not write to the indexed table; tests that create their own PGlite pass these too.
+ */
+export const PGLITE_EXTENSIONS = { pg_trgm } as const;
+
 async function pgliteOptions(durableDir?: string): Promise<PGliteOptions> {
   const params = durableDir
     ? [...PGlite.defaultStartParams.filter((p) => p !== "-F"), "-c", "wal_sync_method=fsync"]
@@ -147,6 +155,7 @@ async function pgliteOptions(durableDir?: string): Promise<PGliteOptions> {
   return {
     startParams: [...params, "-c", "shared_buffers=32MB"],
     pgliteWasmModule: await pgliteWasmModule(),
+    extensions: PGLITE_EXTENSIONS,
     ...(durableDir ? { fs: new DurableNodeFS(durableDir) } : {}),
   };
 }

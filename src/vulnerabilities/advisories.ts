@@ -12,13 +12,24 @@ import {
   SeveritySchema,
   Severity_Type,
   type Advisory,
+  type AdvisoryEvent,
   type ListAdvisoriesRequest,
 } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import type { FieldViolation } from "../core/errors.js";
-import type { ListableResource, ListEngineDeps } from "../core/list.js";
+import {
+  filterFingerprint,
+  finishPage,
+  planPage,
+  validateUidpFilter,
+  type ListableResource,
+  type ListEngineDeps,
+} from "../core/list.js";
+import type { Visibility } from "../core/access.js";
+import { LruCache } from "../core/lru.js";
 import { bindService } from "../core/service.js";
 import { requireUid, throwIfViolations } from "../core/validate.js";
-import { listResponse } from "../platform/list.js";
+import { confinedSubtree, fetchPage, restrictToVisible } from "../storage/list-query.js";
+import { isAncestorOrSelf } from "../core/uidp.js";
 import { found } from "../platform/outcomes.js";
 import type { EventKind } from "./documents.js";
 import type { AdvisoriesRepository, AdvisoryEventRow, AdvisoryFilter, AdvisoryRow } from "./storage/advisories.js";
@@ -70,7 +81,21 @@ export const MEMBER_OF_KIND: Readonly<Record<EventKind, string>> = {
 // Stored values are the server's own JSON; a field a later version dropped is no reason to fail.
 const LENIENT = { ignoreUnknownFields: true } as const;
 
-function toEvent(row: AdvisoryEventRow) {
+/**
+ * Events as messages, by their content: reflective fromJson of an event was the largest cost of a
+ * page of advisories. The key holds every column the message is made of (the data by its digest
+ * in event_key), so an entry never answers for other content; bounded, a few pages' worth.
+ */
+const eventMessages = new LruCache<string, AdvisoryEvent>(4096);
+
+function toEvent(row: AdvisoryEventRow): AdvisoryEvent {
+  const key = `${row.uid}\n${row.event_key}\n${row.kind}\n${row.create_time.getTime()}\n${row.author}\n${row.reviewer}\n${row.review_state}\n${row.issue ?? "\u0000"}`;
+  let event = eventMessages.get(key);
+  if (!event) eventMessages.set(key, (event = parseEvent(row)));
+  return event;
+}
+
+function parseEvent(row: AdvisoryEventRow): AdvisoryEvent {
   const json: JsonObject = {
     uid: row.uid,
     createTime: row.create_time.toISOString(),
@@ -182,17 +207,36 @@ export function advisoriesService({ advisories, lists }: AdvisoriesDeps) {
     },
 
     async listAdvisories(req, call) {
+      // platform/list.ts's listResponse, but with the maintained count restricted to what the
+      // caller sees (advisory_counts is per group), whatever its visibility.
       const filter = advisoryFilter(req);
-      const { items, ...page } = await listResponse({
+      validateUidpFilter(req.uidp);
+      const plan = await planPage(lists, advisoryListing, req, filterFingerprint(ListAdvisoriesRequestSchema, req));
+      const visibility: Visibility = call.visibility ?? [];
+      const restrict = <QB>(qb: QB): QB => restrictToVisible(qb as never, visibility, false) as QB;
+      const query = advisories.listQuery(filter);
+      // As listResponse: when the caller sees all of the subtree the uidp filter confines the
+      // rows to, restricting them again changes nothing and keeps the index from being read in order.
+      const confinedTo = confinedSubtree(req.uidp);
+      const seesConfined =
+        confinedTo !== undefined &&
+        (visibility === "all" || visibility.some((root) => isAncestorOrSelf(root, confinedTo)));
+      const page = await finishPage(
         lists,
-        resource: advisoryListing,
-        schema: ListAdvisoriesRequestSchema,
-        request: req,
-        query: advisories.listQuery(filter),
-        toItems: (rows: AdvisoryRow[]) => toAdvisories(advisories, rows),
-        call,
-      });
-      return { advisories: items, ...page };
+        plan,
+        await fetchPage<AdvisoryRow>(
+          plan,
+          seesConfined ? query : () => restrict(query()),
+          call.freshness,
+          advisories.maintainedCount(filter, restrict),
+        ),
+      );
+      return {
+        advisories: await toAdvisories(advisories, page.rows),
+        nextPageToken: page.nextPageToken,
+        totalCount: page.totalCount,
+        skipped: page.skipped,
+      };
     },
   });
 }

@@ -281,7 +281,9 @@ export function registerFeedRoutes(router: PlainRouter, { advisories, publicGrou
       if (list.length > MAX_BATCH_QUERIES)
         throw invalidArgument({ field: "queries", description: `must hold at most ${MAX_BATCH_QUERIES} queries` });
       const queries = list.map((q, i) => queryOf(q, `queries[${i}].`));
-      const rows = await advisories.findByPackages(restrictFor(visibleTo(call)), queries);
+      // Light rows: an answer names each match by id and modified, which those decide exactly as
+      // the full record would (osvRecordOf of the trimmed row).
+      const rows = await advisories.findByPackages(restrictFor(visibleTo(call)), queries, true);
       const results = matching(rows, queries);
       return {
         results: results.map((records) =>

@@ -10,6 +10,7 @@ import { file_chainguard_platform_vulnerabilities_v2_advisories } from "../gen/c
 import { GaTwins } from "../platform/ga-twins.js";
 import * as m007 from "./migrations/007_advisories.js";
 import * as m011 from "./migrations/011_wolfi_ecosystem.js";
+import * as m016 from "./migrations/016_advisory_search_and_counts.js";
 import { advisoriesService, advisoryListing } from "./advisories.js";
 import { registerFeedRoutes } from "./feeds.js";
 import { advisoryImportService } from "./import.js";
@@ -30,7 +31,7 @@ export const vulnerabilitiesModule: FeatureModule<
   AdvisorySettings
 > = {
   name: "vulnerabilities",
-  migrations: { "007_advisories": m007, "011_wolfi_ecosystem": m011 },
+  migrations: { "007_advisories": m007, "011_wolfi_ecosystem": m011, "016_advisory_search_and_counts": m016 },
   services: [AdvisoriesService, AdvisoryImportService, ...GA.services],
   listings: GA.listings({ [AdvisorySchema.typeName]: advisoryListing }),
   repositories: vulnerabilityRepositories,

@@ -7,7 +7,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
-import { openDatabase } from "../../src/storage/db.js";
+import { openDatabase, PGLITE_EXTENSIONS } from "../../src/storage/db.js";
 import { migrateAll } from "../../src/server/start.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -36,7 +36,7 @@ export function withDatabase(url: string, database: string): string {
 }
 
 export async function preparePgliteTemplate(): Promise<void> {
-  const pglite = await PGlite.create("memory://");
+  const pglite = await PGlite.create("memory://", { extensions: PGLITE_EXTENSIONS });
   const { db, close } = await openDatabase({ pglite });
   await migrateAll(db);
   const dump = await pglite.dumpDataDir("none");
@@ -61,7 +61,7 @@ export async function preparePostgresTemplate(url: string): Promise<void> {
 
 export async function clonePglite(): Promise<PGlite> {
   if (!existsSync(PGLITE_TEMPLATE)) await preparePgliteTemplate();
-  return PGlite.create({ loadDataDir: new Blob([readFileSync(PGLITE_TEMPLATE)]) });
+  return PGlite.create({ loadDataDir: new Blob([readFileSync(PGLITE_TEMPLATE)]), extensions: PGLITE_EXTENSIONS });
 }
 
 /** A fresh database cloned from the template; returns its URL and a function that drops it. */

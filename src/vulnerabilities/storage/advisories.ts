@@ -36,6 +36,11 @@ const FEED_COLUMNS = [
   "first_event_time",
 ] as const;
 export type FeedRow = Pick<AdvisoryRow, (typeof FEED_COLUMNS)[number]>;
+/** FEED_COLUMNS less the ones a light row computes (osv trimmed) or leaves empty (aliases, severities). */
+const LIGHT_FEED_COLUMNS = FEED_COLUMNS.filter(
+  (c): c is Exclude<(typeof FEED_COLUMNS)[number], "osv" | "aliases" | "severities"> =>
+    c !== "osv" && c !== "aliases" && c !== "severities",
+);
 
 /** The columns image vulnerability matching reads (the images module, through the exports). */
 const MATCH_COLUMNS = [
@@ -195,7 +200,7 @@ export class AdvisoriesRepository {
       await this.db.transaction().execute(async (trx) => {
         const existing = await trx
           .selectFrom("advisories")
-          .select(["uid", "advisory_id", "artifact_name", "source_digest"])
+          .select(["uid", "advisory_id", "artifact_name", "source_digest", "latest_event_type"])
           .where("parent_uid", "=", parentUid)
           .where(
             "advisory_id",
@@ -210,6 +215,9 @@ export class AdvisoriesRepository {
         const changed: { uid: string; keys: string[] }[] = [];
         const changedNames = new Set<string>();
         const changedPurls = new Set<string>();
+        // advisory_counts' changes: latest event type → +n/−n
+        const countDeltas = new Map<EventKind, number>();
+        const addCount = (kind: EventKind, n: number) => countDeltas.set(kind, (countDeltas.get(kind) ?? 0) + n);
 
         for (const advisory of doc.advisories) {
           const { line: _line, ...content } = advisory;
@@ -248,12 +256,17 @@ export class AdvisoriesRepository {
           if (advisory.purl) changedPurls.add(advisory.purl);
           let uid: string;
           if (current) {
+            if (current.latest_event_type !== latest.kind) {
+              addCount(current.latest_event_type, -1);
+              addCount(latest.kind, 1);
+            }
             uid = current.uid;
             await trx.updateTable("advisories").set(values).where("uid", "=", uid).execute();
             counts.updated++;
           } else {
             uid = newChildUidp(parentUid);
             newAdvisories.push({ uid, parent_uid: parentUid, ...values, create_time: meta.now });
+            addCount(latest.kind, 1);
             counts.created++;
           }
           const keys = eventKeys(advisory);
@@ -311,12 +324,65 @@ export class AdvisoriesRepository {
           const changes = { names: [...changedNames].sort(), purls: [...changedPurls].sort() };
           for (const listener of this.#changeListeners) await listener(changes);
         }
+        await this.#addCounts(trx, parentUid, countDeltas);
       });
     } catch (err) {
       if (sqlState(err) === FOREIGN_KEY_VIOLATION) return undefined;
       throw err;
     }
     return counts;
+  }
+
+  /**
+   * Appends the changes of one import to advisory_counts (rows are only added: concurrent imports
+   * into one group take no locks of each other's).
+   */
+  async #addCounts(trx: VulnerabilityDb, parentUid: string, deltas: Map<EventKind, number>): Promise<void> {
+    const changed = [...deltas].filter(([, n]) => n !== 0).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    if (changed.length === 0) return;
+    await trx
+      .insertInto("advisory_counts")
+      .values(changed.map(([kind, n]) => ({ uid: parentUid, latest_event_type: kind, count: n })))
+      .execute();
+  }
+
+  /**
+   * The exact number of advisories `listQuery(filter)` selects, from advisory_counts, when the
+   * filter is one they answer (nothing but the latest event's type and children_of, or
+   * nothing); undefined
+   * otherwise. `restrict` keeps the groups the caller sees (a count row's uid is the group's).
+   */
+  maintainedCount(filter: AdvisoryFilter, restrict: <QB>(qb: QB) => QB) {
+    const e = filter.event;
+    const others =
+      filter.advisoryIds.length +
+      filter.legacyAdvisoryIds.length +
+      filter.artifactNames.length +
+      filter.artifactTypes.length +
+      filter.artifactArchitectures.length +
+      filter.componentNames.length +
+      filter.componentTypes.length +
+      filter.componentLocations.length +
+      filter.aliases.length +
+      e.kinds.length +
+      e.reviewStates.length +
+      e.authors.length +
+      e.excludeAuthors.length +
+      e.reviewers.length;
+    // uidp: none, or children_of alone (the advisories of one group: its count rows)
+    const uidp = filter.uidp;
+    const otherUidp = uidp
+      ? Number(uidp.descendantsOf !== "") + Number(uidp.ancestorsOf !== "") + Number(uidp.inRoot) + uidp.ids.length
+      : 0;
+    if (others > 0 || otherUidp > 0 || filter.origin !== undefined || filter.query !== "") return undefined;
+    const group = uidp?.childrenOf || undefined;
+    const kind = filter.latestEventType;
+    return () => {
+      let q = restrict(this.db.selectFrom("advisory_counts")).select(sql<string>`coalesce(sum(count), 0)`.as("count"));
+      if (group !== undefined) q = q.where("uid", "=", group);
+      if (kind) q = q.where("latest_event_type", "=", kind);
+      return q;
+    };
   }
 
   /** FROM + WHERE of an advisory listing, for the list engine. */
@@ -438,16 +504,33 @@ export class AdvisoriesRepository {
 
   /**
    * Visible advisories that may concern these packages: those with one of the names or purls
-   * (the caller matches ecosystems and versions exactly).
+   * (the caller matches ecosystems and versions exactly). `light`: what deciding a match and
+   * naming it (id, modified) needs — of the imported OSV record only its `modified` and
+   * `affected`, not the summary, details and references a querybatch answer leaves out.
    */
   findByPackages(
     restrict: <QB>(qb: QB) => QB,
     packages: { name?: string; purls?: readonly string[] }[],
+    light = false,
   ): Promise<FeedRow[]> {
     const names = [...new Set(packages.flatMap((p) => (p.name ? [p.name] : [])))];
     const purls = [...new Set(packages.flatMap((p) => (!p.name && p.purls ? p.purls : [])))];
     if (names.length === 0 && purls.length === 0) return Promise.resolve([]);
-    return restrict(this.db.selectFrom("advisories").select(FEED_COLUMNS))
+    const columns = light
+      ? this.db
+          .selectFrom("advisories")
+          .select(LIGHT_FEED_COLUMNS)
+          .select(
+            sql<
+              FeedRow["osv"]
+            >`case when osv is null then null else jsonb_build_object('modified', osv->'modified', 'affected', coalesce(osv->'affected', '[]'::jsonb)) end`.as(
+              "osv",
+            ),
+          )
+          .select(sql<FeedRow["aliases"]>`'{}'::text[]`.as("aliases"))
+          .select(sql<FeedRow["severities"]>`'[]'::jsonb`.as("severities"))
+      : this.db.selectFrom("advisories").select(FEED_COLUMNS);
+    return restrict(columns)
       .where((eb) =>
         eb.or([
           ...(names.length > 0 ? [eb("artifact_name", "in", names)] : []),

@@ -48,8 +48,16 @@ export interface AdvisoryEventsTable {
   issue: string | null;
 }
 
+/** Advisories per publishing group and latest event type (migration 016), kept by the import. */
+export interface AdvisoryCountsTable {
+  uid: string;
+  latest_event_type: EventKind;
+  count: ColumnType<string, number, number>;
+}
+
 export interface VulnerabilityTables {
   advisories: AdvisoriesTable;
+  advisory_counts: AdvisoryCountsTable;
   advisory_events: AdvisoryEventsTable;
 }
 
