@@ -104,7 +104,14 @@ async function startUpload(u: Uploading, r: RepoRequest) {
     // Monolithic: the whole blob in this request, hashed as it streams with the named algorithm.
     // No session is recorded: nothing is acknowledged before the blob is (staged bytes a crash
     // leaves behind have no session, and the collector prunes them).
-    const size = await append(u, request, id, 0, algorithmOfParameter(query.digest), { completing: true });
+    const size = await append(u, request, id, 0, algorithmOfParameter(query.digest), { completing: true }).catch(
+      async (err: unknown) => {
+        // No session can continue it: its staged bytes go now.
+        u.hashes.drop(id);
+        await u.store.deleteUpload(id).catch(() => undefined);
+        throw err;
+      },
+    );
     return finish(u, r, { id, size: undefined }, query.digest, size);
   }
   await u.uploads.create(id, repo.uid, u.now());
