@@ -3,7 +3,7 @@
 // out: they are what a client holds to continue an upload). Installed only when tracing is on.
 import type { Readable } from "node:stream";
 import { SpanKind, inSpan, inTrace, type Attributes } from "../platform/tracing.js";
-import type { BlobStore, ByteRange } from "./storage/blob-store.js";
+import type { AppendOptions, BlobStore, ByteRange } from "./storage/blob-store.js";
 
 export function tracedBlobStore(store: BlobStore): BlobStore {
   // S3 is a remote service; the filesystem is this process's own work.
@@ -14,8 +14,10 @@ export function tracedBlobStore(store: BlobStore): BlobStore {
       : fn();
   return {
     kind: store.kind,
-    appendUpload: (uploadId: string, offset: number, body: Readable) =>
-      call("appendUpload", { "bulwark.blob.offset": offset }, () => store.appendUpload(uploadId, offset, body)),
+    appendUpload: (uploadId: string, offset: number, body: Readable, options?: AppendOptions) =>
+      call("appendUpload", { "bulwark.blob.offset": offset }, () =>
+        store.appendUpload(uploadId, offset, body, options),
+      ),
     // A stream, answered at once: its reading is the caller's.
     readUpload: (uploadId: string, size: number) => store.readUpload(uploadId, size),
     commitUpload: (uploadId: string, digest: string, size: number) =>

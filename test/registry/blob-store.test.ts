@@ -193,6 +193,26 @@ for (const backend of backends) {
       assert.deepEqual(await readAll((await store.open(sha256(expected)))!), expected);
     });
 
+    it("stages a body of many small chunks, and of more than a MiB, byte for byte", async () => {
+      // Thousands of small chunks and several MiB: the filesystem store writes them in batches.
+      const parts = Array.from({ length: 3000 }, (_, i) => randomBytes(1 + ((i * 997) % 2500)));
+      const id = randomUUID();
+      const whole = Buffer.concat(parts);
+      assert.equal(await store.appendUpload(id, 0, body(...parts), { completing: true }), whole.length);
+      await store.commitUpload(id, sha256(whole), whole.length);
+      assert.deepEqual(await readAll((await store.open(sha256(whole)))!), whole);
+    });
+
+    it("commits only the recorded size of bytes staged past it", async () => {
+      const [a, b] = [randomBytes(4000), randomBytes(1500)];
+      const id = randomUUID();
+      await stage(store, id, a, b);
+      // `b` was staged but never recorded: the blob is `a` alone.
+      await store.commitUpload(id, sha256(a), a.length);
+      assert.deepEqual(await readAll((await store.open(sha256(a)))!), a);
+      assert.ok(!(await ids(store)).includes(id), "the staging is gone");
+    });
+
     it("appends again after an append whose body failed", async () => {
       const a = randomBytes(500);
       const id = randomUUID();

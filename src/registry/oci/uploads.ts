@@ -9,7 +9,7 @@ import { pipeline } from "node:stream/promises";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { isRepositoryName, type RepositoryNames } from "../names.js";
 import type { BlobStore } from "../storage/blob-store.js";
-import type { BlobsRepository } from "../storage/blobs.js";
+import { UploadMovedError, type BlobsRepository } from "../storage/blobs.js";
 import type { UploadRow, UploadsRepository } from "../storage/uploads.js";
 import { HashingStream, algorithmOf, isDigest, looksLikeDigest, type Algorithm } from "./digest.js";
 import { OciError, digestInvalid, nameUnknown, uploadUnknown } from "./errors.js";
@@ -100,12 +100,21 @@ async function startUpload(u: Uploading, r: RepoRequest) {
     }
   }
   const id = randomUUID();
-  await u.uploads.create(id, repo.uid, u.now());
   if (query.digest !== undefined) {
     // Monolithic: the whole blob in this request, hashed as it streams with the named algorithm.
-    const size = await append(u, request, id, 0, algorithmOfParameter(query.digest));
-    return finish(u, r, id, query.digest, size);
+    // No session is recorded: nothing is acknowledged before the blob is (staged bytes a crash
+    // leaves behind have no session, and the collector prunes them).
+    const size = await append(u, request, id, 0, algorithmOfParameter(query.digest), { completing: true }).catch(
+      async (err: unknown) => {
+        // No session can continue it: its staged bytes go now.
+        u.hashes.drop(id);
+        await u.store.deleteUpload(id).catch(() => undefined);
+        throw err;
+      },
+    );
+    return finish(u, r, { id, size: undefined }, query.digest, size);
   }
+  await u.uploads.create(id, repo.uid, u.now());
   return reply
     .code(202)
     .header("location", uploadLocation(name, id))
@@ -172,7 +181,7 @@ async function appendChunk(u: Uploading, r: RepoRequest, upload: UploadRow) {
     if (declared !== undefined && Number(declared) !== length)
       throw refuse("Content-Range and Content-Length disagree", { range, contentLength: declared });
   }
-  const size = await append(u, r.request, upload.id, upload.size, "sha256", length);
+  const size = await append(u, r.request, upload.id, upload.size, "sha256", { rangeLength: length });
   return progress(r, { ...upload, size }, 202).send();
 }
 
@@ -182,19 +191,33 @@ async function completeUpload(u: Uploading, r: RepoRequest, upload: UploadRow) {
   const digest = queryOf(request).digest;
   if (digest === undefined) throw digestInvalid("the digest query parameter is required");
   const algorithm = algorithmOfParameter(digest);
-  const size = request.body ? await append(u, request, upload.id, upload.size, algorithm) : upload.size;
-  return finish(u, r, upload.id, digest, size);
+  // The last chunk is not recorded on its own: the session ends in the blob's transaction, if it
+  // still holds the size read above.
+  const size = request.body
+    ? await append(u, request, upload.id, upload.size, algorithm, { completing: true })
+    : upload.size;
+  return finish(u, r, { id: upload.id, size: upload.size }, digest, size);
 }
 
-/** Streams the request body onto the upload after `offset` bytes; the new acknowledged size. */
+/**
+ * Streams the request body onto the upload after `offset` bytes; the new staged size, recorded as
+ * the session's acknowledged size unless the same request completes the upload (`completing`).
+ */
 async function append(
   u: Uploading,
   request: FastifyRequest,
   id: string,
   offset: number,
   algorithm: Algorithm,
-  /** the chunk's length by its Content-Range, if it has one */
-  rangeLength?: number,
+  {
+    rangeLength,
+    completing = false,
+  }: {
+    /** the chunk's length by its Content-Range, if it has one */
+    rangeLength?: number;
+    /** the blob is made of these bytes before this request is answered: no size is recorded */
+    completing?: boolean;
+  } = {},
 ): Promise<number> {
   const body = request.body as Readable | undefined;
   // An empty body adds nothing: the store is not asked (its staged bytes may already be in place).
@@ -205,7 +228,7 @@ async function append(
   const feeding = pipeline(body, counted);
   feeding.catch(() => undefined); // awaited below; a store failure must not leave it unobserved
   try {
-    size = await u.store.appendUpload(id, offset, counted);
+    size = await u.store.appendUpload(id, offset, counted, { completing });
     await feeding;
   } catch (err) {
     counted.destroy();
@@ -226,14 +249,24 @@ async function append(
       range: `${offset}-${offset + rangeLength - 1}`,
       received: counted.bytes,
     });
-  if (!(await u.uploads.advance(id, offset, size, u.now())))
-    throw new OciError(416, "BLOB_UPLOAD_INVALID", "the upload was moved by a concurrent request");
+  if (!completing && !(await u.uploads.advance(id, offset, size, u.now()))) throw movedUpload();
   if (hash) u.hashes.keep(id, hash, size, algorithm);
   return size;
 }
 
-/** Verifies the upload's bytes against `digest` and makes them the blob. */
-async function finish(u: Uploading, r: RepoRequest, id: string, digest: string, size: number) {
+const movedUpload = () => new OciError(416, "BLOB_UPLOAD_INVALID", "the upload was moved by a concurrent request");
+
+/**
+ * Verifies the upload's bytes against `digest` and makes them the blob, ending its session (which
+ * must still hold `session.size` acknowledged bytes; a monolithic push has none).
+ */
+async function finish(
+  u: Uploading,
+  r: RepoRequest,
+  { id, size: acknowledged }: { id: string; size: number | undefined },
+  digest: string,
+  size: number,
+) {
   const { reply, name, repo } = r;
   if (!isDigest(digest)) {
     await discardUpload(u, id);
@@ -248,11 +281,21 @@ async function finish(u: Uploading, r: RepoRequest, id: string, digest: string, 
   }
   const now = u.now();
   // The blob's record, its link into the repo and the push's event commit together.
-  const stored = await u.events.inPush(async () => {
-    const done = await u.blobs.store(repo.uid, digest, size, now, id, () => u.store.commitUpload(id, digest, size));
-    if (done) await u.events.pushed(r, { type: "blob", digest });
-    return done;
-  });
+  const session = acknowledged === undefined ? undefined : { id, size: acknowledged };
+  let stored: boolean;
+  try {
+    stored = await u.events.inPush(async () => {
+      const done = await u.blobs.store(repo.uid, digest, size, now, session, () =>
+        u.store.commitUpload(id, digest, size),
+      );
+      if (done) await u.events.pushed(r, { type: "blob", digest });
+      return done;
+    });
+  } catch (err) {
+    // Cancelled or fed by another request meanwhile: the session is theirs now (nothing recorded).
+    if (err instanceof UploadMovedError) throw movedUpload();
+    throw err;
+  }
   if (!stored) {
     await discardUpload(u, id);
     throw nameUnknown(name);

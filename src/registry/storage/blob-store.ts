@@ -14,6 +14,10 @@ export interface ByteRange {
   end: number;
 }
 
+export interface AppendOptions {
+  completing?: boolean;
+}
+
 export interface BlobStore {
   /** "filesystem" or "s3", for logs and the bench */
   readonly kind: string;
@@ -23,8 +27,10 @@ export interface BlobStore {
    * is discarded first. Streams, never buffers the whole body. Answers the staged size after,
    * once the bytes are durable. Fails, changing nothing and leaving `body` unread, when fewer than
    * `offset` bytes are staged (staging lost); a body that fails partway is destroyed.
+   * `completing`: the caller commits these bytes (or drops them) before it acknowledges anything,
+   * so only their content needs to be durable by then, not the staging's own name.
    */
-  appendUpload(uploadId: string, offset: number, body: Readable): Promise<number>;
+  appendUpload(uploadId: string, offset: number, body: Readable, options?: AppendOptions): Promise<number>;
   /**
    * The first `size` staged bytes of an upload, from the start (to hash them after a restart). The
    * stream errors if fewer are staged.

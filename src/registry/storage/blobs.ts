@@ -38,29 +38,27 @@ export class BlobsRepository extends RegistryRepository {
   }
 
   /**
-   * Records a complete blob and links it into a repo, ending the upload session if any; false when
-   * the repo was deleted meanwhile. `placeBytes` moves the bytes into place last, while this
-   * transaction holds the blob's row: a garbage collector removing the same digest either finished
-   * first (its row and bytes are gone, and these bytes arrive afresh) or waits until the link
-   * stands and then keeps the blob. A push stays whole however short the grace window.
+   * Records a complete blob and links it into a repo, ending the upload session `upload` names if
+   * any (which must still hold `size` acknowledged bytes: else `UploadMovedError`, and nothing is
+   * recorded); false when the repo was deleted meanwhile. One statement records the blob, its link
+   * and the session's end. `placeBytes` moves the bytes into place last, while this transaction
+   * holds the blob's row: a garbage collector removing the same digest either finished first (its
+   * row and bytes are gone, and these bytes arrive afresh) or waits until the link stands and then
+   * keeps the blob. A push stays whole however short the grace window.
    */
   async store(
     repoUid: string,
     digest: string,
     size: number,
     now: Date,
-    uploadId: string | undefined,
+    upload: { id: string; size: number } | undefined,
     placeBytes: () => Promise<void>,
   ): Promise<boolean> {
     try {
       await this.db.transaction().execute(async (trx) => {
-        await trx
-          .insertInto("blobs")
-          .values({ digest, size, create_time: now, touch_time: now })
-          .onConflict((oc) => oc.column("digest").doUpdateSet((eb) => ({ touch_time: eb.ref("excluded.touch_time") })))
-          .execute();
-        await link(trx, repoUid, digest, now);
-        if (uploadId) await trx.deleteFrom("uploads").where("id", "=", uploadId).execute();
+        if (!upload) await recordBlob(trx, digest, size, now, repoUid);
+        else if ((await recordUploadedBlob(trx, digest, size, now, repoUid, upload.id, upload.size)).length === 0)
+          throw new UploadMovedError(upload.id);
         // Last, so nothing can roll back after the bytes are in place but the commit itself.
         await placeBytes();
       });
@@ -223,6 +221,49 @@ async function link(db: RegistryDb, repoUid: string, digest: string, now: Date):
       oc.columns(["repo_uid", "digest"]).doUpdateSet((eb) => ({ link_time: eb.ref("excluded.link_time") })),
     )
     .execute();
+}
+
+/** A blob's record (its touch time moved if it exists), and its link into a repo (the link's time moved). */
+function recordBlobIn(db: RegistryDb, digest: string, size: number, now: Date, repoUid: string) {
+  return db
+    .with("b", (db) =>
+      db
+        .insertInto("blobs")
+        .values({ digest, size, create_time: now, touch_time: now })
+        .onConflict((oc) => oc.column("digest").doUpdateSet((eb) => ({ touch_time: eb.ref("excluded.touch_time") })))
+        .returning("digest"),
+    )
+    .with("l", (db) =>
+      db
+        .insertInto("repo_blobs")
+        .values({ repo_uid: repoUid, digest, link_time: now })
+        .onConflict((oc) =>
+          oc.columns(["repo_uid", "digest"]).doUpdateSet((eb) => ({ link_time: eb.ref("excluded.link_time") })),
+        )
+        .returning("digest"),
+    );
+}
+
+/** A pushed blob recorded and linked in one statement (the link's foreign key is checked at its end). */
+const recordBlob = compiledOnce((db: RegistryDb, digest: string, size: number, now: Date, repoUid: string) =>
+  recordBlobIn(db, digest, size, now, repoUid).selectFrom("l").select("digest"),
+);
+
+/** The same, ending the upload session if it still holds `acknowledged` bytes (no row: it moved). */
+const recordUploadedBlob = compiledOnce(
+  (db: RegistryDb, digest: string, size: number, now: Date, repoUid: string, id: string, acknowledged: number) =>
+    recordBlobIn(db, digest, size, now, repoUid)
+      .deleteFrom("uploads")
+      .where("id", "=", id)
+      .where("size", "=", acknowledged)
+      .returning("id"),
+);
+
+/** The upload session a completion named was cancelled, or fed by another request, meanwhile. */
+export class UploadMovedError extends Error {
+  constructor(readonly uploadId: string) {
+    super(`upload ${uploadId} was moved by a concurrent request`);
+  }
 }
 
 /** Every blob GET reads it: compiled once. */

@@ -8,12 +8,12 @@ import { constants, createReadStream } from "node:fs";
 import { mkdir, open, readdir, rename, stat, unlink, writeFile, type FileHandle } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import {
   UPLOAD_ID_PATTERN,
   checkDigest,
   checkSize,
   checkUploadId,
+  type AppendOptions,
   type BlobStore,
   type ByteRange,
 } from "./blob-store.js";
@@ -21,6 +21,10 @@ import {
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
 const READ_CHUNK_BYTES = 1024 * 1024;
+/** Appended bytes are written this many at a time (or what is left): fewer, larger writes. */
+const WRITE_BATCH_BYTES = 1024 * 1024;
+/** ... and at most this many buffers (a body of tiny chunks is not held as a million objects). */
+const WRITE_BATCH_BUFFERS = 256;
 
 const errno = (err: unknown) => (err as NodeJS.ErrnoException | undefined)?.code;
 
@@ -46,6 +50,10 @@ export class FilesystemBlobStore implements BlobStore {
   readonly root: string;
   private readonly blobsDir: string;
   private readonly uploadsDir: string;
+  /** blob directories known to exist, their names durable (at most one per digest prefix) */
+  private readonly knownDirs = new Set<string>();
+  /** whether the uploads directory is known to exist */
+  private uploadsDirMade = false;
 
   /** Directories are made when first needed; `open` makes them up front. */
   constructor(root: string) {
@@ -62,6 +70,12 @@ export class FilesystemBlobStore implements BlobStore {
     return store;
   }
 
+  private async ensureUploadsDir(): Promise<void> {
+    if (this.uploadsDirMade) return;
+    await mkdir(this.uploadsDir, { recursive: true, mode: DIR_MODE });
+    this.uploadsDirMade = true;
+  }
+
   private blobPath(digest: string): string {
     const { alg, hex } = checkDigest(digest);
     return join(this.blobsDir, alg, hex.slice(0, 2), hex);
@@ -72,36 +86,50 @@ export class FilesystemBlobStore implements BlobStore {
     return join(this.uploadsDir, uploadId);
   }
 
-  async appendUpload(uploadId: string, offset: number, body: Readable): Promise<number> {
+  async appendUpload(
+    uploadId: string,
+    offset: number,
+    body: Readable,
+    { completing = false }: AppendOptions = {},
+  ): Promise<number> {
     const path = this.uploadPath(uploadId);
     checkSize("offset", offset);
     let fh: FileHandle;
     if (offset === 0) {
-      await mkdir(this.uploadsDir, { recursive: true, mode: DIR_MODE });
-      fh = await open(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT, FILE_MODE);
+      await this.ensureUploadsDir();
+      // Anything staged already is a first chunk the database never recorded: dropped.
+      const create = () => open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, FILE_MODE);
+      fh = await create().catch(async (err) => {
+        // The uploads directory removed behind this process's back: made again.
+        if (errno(err) !== "ENOENT") throw err;
+        this.uploadsDirMade = false;
+        await this.ensureUploadsDir();
+        return create();
+      });
     } else {
       // Not O_CREAT: staged bytes that vanished must not come back as zeros.
-      fh = await open(path, constants.O_WRONLY | constants.O_APPEND).catch((err) => {
+      fh = await open(path, constants.O_WRONLY).catch((err) => {
         throw errno(err) === "ENOENT" ? new Error(`upload ${uploadId} has no staged bytes (expected ${offset})`) : err;
       });
     }
-    let streaming = false;
+    let written: number;
     try {
-      const staged = (await fh.stat()).size;
-      if (staged < offset) throw new Error(`upload ${uploadId} has ${staged} staged bytes, expected ${offset}`);
-      // Bytes past `offset` are a chunk the database never recorded (a crash mid-append).
-      if (staged > offset) await fh.truncate(offset);
-      // O_APPEND: every write lands at the end, right after `offset`. The stream owns the handle
-      // from here (a FileHandle cannot close while a stream holds it) and, with `flush`, fsyncs it
-      // before closing, so the bytes are durable once the pipeline resolves.
-      streaming = true;
-      await pipeline(body, fh.createWriteStream({ flush: true }));
+      if (offset > 0) {
+        const staged = (await fh.stat()).size;
+        if (staged < offset) throw new Error(`upload ${uploadId} has ${staged} staged bytes, expected ${offset}`);
+        // Bytes past `offset` are a chunk the database never recorded (a crash mid-append).
+        if (staged > offset) await fh.truncate(offset);
+      }
+      written = await writeBody(fh, body, offset);
+      // The bytes and the file's size (fdatasync); the name, when it is new, below.
+      await fh.datasync();
     } finally {
-      if (!streaming) await fh.close();
+      await fh.close();
     }
-    if (offset === 0) await fsyncDir(this.uploadsDir);
-    // The size on disk, not a count of what went by: that is what a later append continues from.
-    return (await stat(path)).size;
+    // A new staging's name is made durable before the bytes are acknowledged as a chunk; bytes
+    // the same request commits need not be (the blob's own name is made durable then).
+    if (offset === 0 && !completing) await fsyncDir(this.uploadsDir);
+    return offset + written;
   }
 
   readUpload(uploadId: string, size: number): Readable {
@@ -120,30 +148,41 @@ export class FilesystemBlobStore implements BlobStore {
       return;
     }
     const dir = dirname(target);
-    const made = await mkdir(dir, { recursive: true, mode: DIR_MODE });
-    let fh: FileHandle | undefined;
+    // Directories are never removed: one known to exist is not made again.
+    const made = this.knownDirs.has(dir) ? undefined : await mkdir(dir, { recursive: true, mode: DIR_MODE });
+    let staged: number | undefined;
     try {
-      fh = await open(staging, constants.O_RDWR);
+      staged = (await stat(staging)).size;
     } catch (err) {
       if (errno(err) !== "ENOENT" || size !== 0) throw err;
     }
-    if (fh === undefined) {
+    if (staged === undefined) {
       // An empty blob needs no staged bytes; an empty file is whole the moment it exists.
       await writeFile(target, "", { mode: FILE_MODE, flag: "wx" }).catch((err) => {
         if (errno(err) !== "EEXIST") throw err;
       });
     } else {
-      try {
-        const staged = (await fh.stat()).size;
-        if (staged < size) throw new Error(`upload ${uploadId} has ${staged} staged bytes, expected ${size}`);
-        if (staged > size) await fh.truncate(size);
-        await fh.sync();
-      } finally {
-        await fh.close();
+      if (staged < size) throw new Error(`upload ${uploadId} has ${staged} staged bytes, expected ${size}`);
+      // The first `size` bytes are durable already (every append syncs its bytes before it
+      // answers); bytes past them are an unrecorded chunk, cut off here, durably.
+      if (staged > size) {
+        const fh = await open(staging, constants.O_RDWR);
+        try {
+          await fh.truncate(size);
+          await fh.datasync();
+        } finally {
+          await fh.close();
+        }
       }
       // Atomic on one filesystem; a concurrent commit of the same digest renames identical bytes.
-      await rename(staging, target);
-      await fsyncDir(this.uploadsDir);
+      // The staging's name is not synced away: should a crash bring it back, it has no session and
+      // the collector prunes it.
+      await rename(staging, target).catch(async (err) => {
+        // A blob directory removed behind this process's back: made again.
+        if (errno(err) !== "ENOENT" || !this.knownDirs.delete(dir)) throw err;
+        await mkdir(dir, { recursive: true, mode: DIR_MODE });
+        await rename(staging, target);
+      });
     }
     await fsyncDir(dir);
     // New prefix directories need their own names made durable, up to the existing ancestor.
@@ -151,6 +190,7 @@ export class FilesystemBlobStore implements BlobStore {
       const top = dirname(made);
       for (let d = dir; d !== top && d !== dirname(d); d = dirname(d)) await fsyncDir(dirname(d));
     }
+    this.knownDirs.add(dir);
   }
 
   async deleteUpload(uploadId: string): Promise<void> {
@@ -215,6 +255,57 @@ async function unlinkIfPresent(path: string): Promise<void> {
     await unlink(path);
   } catch (err) {
     if (errno(err) !== "ENOENT") throw err;
+  }
+}
+
+/**
+ * Writes a body at `start` (and on), in batches of up to WRITE_BATCH_BYTES, the next batch read
+ * while the last is written (so at most two are held); how many bytes. A failed write destroys
+ * the body; a failed body fails the write.
+ */
+async function writeBody(fh: FileHandle, body: Readable, start: number): Promise<number> {
+  let position = start;
+  let batch: Buffer[] = [];
+  let batched = 0;
+  let writing: Promise<void> = Promise.resolve();
+  const flush = () => {
+    const buffers = batch;
+    const at = position;
+    position += batched;
+    batch = [];
+    batched = 0;
+    writing = writeFully(fh, buffers, at);
+    writing.catch(() => undefined); // awaited before the next batch or at the end
+  };
+  // Leaving the loop by an exception destroys the body.
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    batch.push(chunk);
+    batched += chunk.length;
+    if (batched >= WRITE_BATCH_BYTES || batch.length >= WRITE_BATCH_BUFFERS) {
+      await writing;
+      flush();
+    }
+  }
+  await writing;
+  if (batched > 0) {
+    flush();
+    await writing;
+  }
+  return position - start;
+}
+
+/** Every byte of `buffers` written at `position` (a short write continues where it stopped). */
+async function writeFully(fh: FileHandle, buffers: Buffer[], position: number): Promise<void> {
+  let left = buffers;
+  while (left.length > 0) {
+    const { bytesWritten } = await fh.writev(left, position);
+    position += bytesWritten;
+    let skip = bytesWritten;
+    while (left.length > 0 && skip >= left[0]!.length) {
+      skip -= left[0]!.length;
+      left = left.slice(1);
+    }
+    if (left.length > 0 && skip > 0) left = [left[0]!.subarray(skip), ...left.slice(1)];
   }
 }
 

@@ -13,10 +13,7 @@ export interface UploadRow {
 
 export class UploadsRepository extends RegistryRepository {
   async create(id: string, repoUid: string, now: Date): Promise<void> {
-    await this.db
-      .insertInto("uploads")
-      .values({ id, repo_uid: repoUid, size: 0, create_time: now, update_time: now })
-      .execute();
+    await insertUpload(this.db, id, repoUid, now);
   }
 
   async get(id: string, repoUid: string): Promise<UploadRow | undefined> {
@@ -26,13 +23,7 @@ export class UploadsRepository extends RegistryRepository {
 
   /** Records bytes appended to an upload, if nobody else moved it meanwhile. */
   async advance(id: string, from: number, to: number, now: Date): Promise<boolean> {
-    const r = await this.db
-      .updateTable("uploads")
-      .set({ size: to, update_time: now })
-      .where("id", "=", id)
-      .where("size", "=", from)
-      .executeTakeFirst();
-    return r.numUpdatedRows === 1n;
+    return (await advanceUpload(this.db, id, from, to, now)).length === 1;
   }
 
   async delete(id: string): Promise<boolean> {
@@ -88,4 +79,19 @@ const uploadIn = compiledOnce((db: RegistryDb, id: string, repoUid: string) =>
     .select(["id", "repo_uid", "size", "update_time"])
     .where("id", "=", id)
     .where("repo_uid", "=", repoUid),
+);
+
+/** Every upload session starts with it: compiled once. */
+const insertUpload = compiledOnce((db: RegistryDb, id: string, repoUid: string, now: Date) =>
+  db.insertInto("uploads").values({ id, repo_uid: repoUid, size: sql<number>`0`, create_time: now, update_time: now }),
+);
+
+/** Every chunk records its size with it: compiled once. */
+const advanceUpload = compiledOnce((db: RegistryDb, id: string, from: number, to: number, now: Date) =>
+  db
+    .updateTable("uploads")
+    .set({ size: to, update_time: now })
+    .where("id", "=", id)
+    .where("size", "=", from)
+    .returning("id"),
 );
