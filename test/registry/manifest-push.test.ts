@@ -73,15 +73,27 @@ for (const backend of backends()) {
       const small = manifestOf(config, layers.slice(0, 1));
       const large = manifestOf(config, layers);
       let res;
-      const one = await statementsDuring(
-        async () => (res = await oci.putManifest(name, "small", small, MT.ociManifest)),
-      );
-      assert.equal(res!.status, 201);
-      const many = await statementsDuring(
-        async () => (res = await oci.putManifest(name, "large", large, MT.ociManifest)),
-      );
-      assert.equal(res!.status, 201, res!.body.toString());
-      assert.equal(many.length, one.length, many.join("\n"));
+      // Each kind pushed twice, new manifests each time, and the fewer counted: a background task's
+      // statement (an image read's lease, a delivery's poll) may fall into one push's window.
+      const fewest = async (pushes: Array<[string, Buffer]>) => {
+        const counts: string[][] = [];
+        for (const [tag, bytes] of pushes) {
+          counts.push(
+            await statementsDuring(async () => (res = await oci.putManifest(name, tag, bytes, MT.ociManifest))),
+          );
+          assert.equal(res!.status, 201, res!.body.toString());
+        }
+        return counts.sort((x, y) => x.length - y.length)[0]!;
+      };
+      const one = await fewest([
+        ["small", small],
+        ["small2", manifestOf(config, layers.slice(1, 2))],
+      ]);
+      const many = await fewest([
+        ["large", large],
+        ["large2", manifestOf(config, [...layers].reverse())],
+      ]);
+      assert.equal(many.length, one.length, `${one.join("\n")}\n----\n${many.join("\n")}`);
       assert.ok(many.length <= 10, many.join("\n"));
       assert.deepEqual(
         (await references(digestOf(large))).sort(),
