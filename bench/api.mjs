@@ -39,7 +39,9 @@ import {
 
 const LOAD = join(HERE, "load.mjs");
 const BASELINES = join(HERE, "baseline-servers.mjs");
-const TARGET_RSS_MIB = 350;
+// issue #31: after start, and after the load (this bench's; the registry part checks its own)
+const TARGET_RSS_START_MIB = 200;
+const TARGET_RSS_LOAD_MIB = 250;
 const TARGET_READY_MS = 1000;
 
 const num = (name, fallback) => {
@@ -742,15 +744,15 @@ function targets(report, ctx) {
   const s = ctx.startup.pglite;
   const mib = (k) => k / 1024;
   add(
-    `PGlite: idle RSS ${ctx.cfg.idleMs / 1000} s after start ≤ ${TARGET_RSS_MIB} MB`,
+    `PGlite: idle RSS ${ctx.cfg.idleMs / 1000} s after start ≤ ${TARGET_RSS_START_MIB} MiB`,
     s?.rssIdleKiB ? `${fmt(mib(s.rssIdleKiB))} MiB` : "",
-    s?.rssIdleKiB && mib(s.rssIdleKiB) <= TARGET_RSS_MIB,
+    s?.rssIdleKiB && mib(s.rssIdleKiB) <= TARGET_RSS_START_MIB,
     s?.rssIdleKiB ? undefined : "not reached",
   );
   add(
-    `PGlite: idle RSS ${ctx.cfg.idleMs / 1000} s after the load ≤ ${TARGET_RSS_MIB} MB`,
+    `PGlite: idle RSS ${ctx.cfg.idleMs / 1000} s after the load ≤ ${TARGET_RSS_LOAD_MIB} MiB`,
     s?.rssAfterKiB ? `${fmt(mib(s.rssAfterKiB))} MiB` : "",
-    s?.rssAfterKiB && mib(s.rssAfterKiB) <= TARGET_RSS_MIB,
+    s?.rssAfterKiB && mib(s.rssAfterKiB) <= TARGET_RSS_LOAD_MIB,
     s?.rssAfterKiB ? undefined : "not reached",
   );
   add(
