@@ -297,9 +297,20 @@ async function deepPageUrl(ctx, { server, databaseUrl, headers, big, pageSize, p
   let secret;
   let afterUid;
   try {
-    const row = (await client.query("select secret from server_secrets where name = 'page_tokens'")).rows[0];
+    const row = (await client.query("select secret, secret_jwe from server_secrets where name = 'page_tokens'"))
+      .rows[0];
     if (!row) throw new Error("no page_tokens row in server_secrets");
-    secret = new Uint8Array(row.secret);
+    // Sealed under the key-encryption key (src/storage/server-secrets.ts), as the server reads it.
+    const { SecretBox } = await import("../dist/core/secret-box.js");
+    const { keyEncryptionKeyFromEnv } = await import("../dist/storage/db.js");
+    secret = row.secret_jwe
+      ? new Uint8Array(
+          Buffer.from(
+            await new SecretBox(keyEncryptionKeyFromEnv(server.env)).decrypt(row.secret_jwe, "server_secrets/page_tokens"),
+            "base64url",
+          ),
+        )
+      : new Uint8Array(row.secret);
     // The last row of page `page - 1`: descendants_of = the uid itself and [uid + "/", uid + "0").
     const offset = (page - 1) * pageSize - 1;
     afterUid = (

@@ -309,7 +309,9 @@ async function build(resources, backend, dir, log) {
     await resources.pgHalt(dir);
   } else {
     const { PGlite } = await import("@electric-sql/pglite");
-    const db = await PGlite.create(dir);
+    // the extensions the server loads (its migrations made pg_trgm's index)
+    const { PGLITE_EXTENSIONS } = await import("../dist/storage/db.js");
+    const db = await PGlite.create(dir, { extensions: PGLITE_EXTENSIONS });
     try {
       await fill(async (text) => (await db.query(text)).rows, meta, backend, log);
     } finally {

@@ -3,10 +3,11 @@
 // that are no change (pulls) are gathered for a moment and recorded together (recordSoon).
 import type { Logger } from "pino";
 import { sql } from "kysely";
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { PublicUrls } from "../platform/config.js";
 import type { EventJournal, EventRecord } from "../platform/events.js";
 import { afterCommit, withinTransaction } from "../storage/ambient-transaction.js";
-import type { Db } from "../storage/db.js";
+import { backendOf, type Db } from "../storage/db.js";
 import { isValidUidp } from "../core/uidp.js";
 import type { EventsRepository, NewEvent, StoredEvent } from "./storage/events.js";
 import { storableJson, storableText } from "./storable.js";
@@ -24,20 +25,35 @@ export class Journal implements EventJournal {
   #soonTimer: NodeJS.Timeout | undefined;
   #flushed: Promise<void> = Promise.resolve();
 
+  /** on PostgreSQL, gathered events are committed without waiting for the disk (see flush) */
+  private readonly asynchronousCommit: boolean;
+  /** runs a function outside whatever transaction scope its caller is in (see recordSoon) */
+  readonly #outsideScopes = AsyncLocalStorage.snapshot();
+
   constructor(
     private readonly db: Db,
     private readonly events: EventsRepository,
     private readonly urls: Readonly<PublicUrls>,
     private readonly now: () => Date,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    let backend: string | undefined;
+    try {
+      backend = backendOf(db);
+    } catch {
+      backend = undefined; // a database opened otherwise (tests): synchronous, as a change is
+    }
+    this.asynchronousCommit = backend === "postgres";
+  }
 
   recordSoon(event: EventRecord): void {
     // The trace is the recording request's: taken now, not when the batch is written.
     this.#soon.push({ ...event, traceparent: traceparentOf(event.traceparent), time: this.now() });
-    if (this.#soon.length >= SOON_MAX) void this.flush();
+    // The batch is its own transaction, never the recording caller's (a timer or a call made in
+    // the caller's async context would join its scope).
+    if (this.#soon.length >= SOON_MAX) void this.#outsideScopes(() => this.flush());
     else if (!this.#soonTimer) {
-      this.#soonTimer = setTimeout(() => void this.flush(), SOON_MS);
+      this.#soonTimer = setTimeout(() => void this.#outsideScopes(() => this.flush()), SOON_MS);
       this.#soonTimer.unref();
     }
   }
@@ -51,10 +67,10 @@ export class Journal implements EventJournal {
       this.#flushed = this.#flushed
         .then(() =>
           withinTransaction(this.db, async () => {
-            // Nobody waits for these: the commit does not wait for the disk either (they are on it
-            // with the next change's commit or checkpoint). A wait here blocked the embedded
-            // database's one thread in fsync 20 times a second under pulls.
-            await sql`set local synchronous_commit = off`.execute(this.db);
+            // Nobody waits for these: on PostgreSQL the commit does not wait for the disk either
+            // (its WAL writer syncs it within a moment). Not on the embedded database: it has no
+            // WAL writer, so the pulls could stay unsynced until the next change.
+            if (this.asynchronousCommit) await sql`set local synchronous_commit = off`.execute(this.db);
             const { stored, deliveries } = await this.events.insertMany(
               batch.map((e) => this.#newEvent(e, e.traceparent)),
             );

@@ -88,8 +88,9 @@ async function readWriteGraph(pg: PGlite): Promise<WriteGraph> {
   // A foreign key whose action on delete or update changes the referencing table's rows.
   const cascades = (
     await pg.query<{ referenced: string; referencing: string }>(
-      `select confrelid::regclass::text as referenced, conrelid::regclass::text as referencing from pg_constraint
-       where contype = 'f' and (confdeltype in ('c', 'n', 'd') or confupdtype in ('c', 'n', 'd'))`,
+      `select referenced.relname as referenced, referencing.relname as referencing from pg_constraint k
+       join pg_class referenced on referenced.oid = k.confrelid join pg_class referencing on referencing.oid = k.conrelid
+       where k.contype = 'f' and (k.confdeltype in ('c', 'n', 'd') or k.confupdtype in ('c', 'n', 'd'))`,
     )
   ).rows;
   // A function of the schema's own may read any table (a trigger's too, if called by name).
@@ -290,7 +291,9 @@ export class SerializedPGliteDialect implements Dialect {
     };
     /** What a cached read depends on: every table it names at its generation (a view: every write). */
     const stampOf = (reads: readonly string[] | "everything"): string => {
-      if (reads === "everything") return `w${anyWrite}`;
+      // a read naming no table of ours (a sequence, the catalog, a function of PostgreSQL's) may
+      // still see any write
+      if (reads === "everything" || reads.length === 0) return `w${anyWrite}`;
       let stamp = `${everything}`;
       for (const t of reads) stamp += `:${generations.get(t) ?? 0}`;
       return stamp;

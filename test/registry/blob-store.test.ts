@@ -439,6 +439,38 @@ describe("FilesystemBlobStore", () => {
     assert.ok(whole > 0 && absent + whole > 1, `looked while committing (${absent} absent, ${whole} whole)`);
   });
 
+  it("a commit waits for an append to the same upload still writing (its bytes never land in the blob)", async () => {
+    const first = Buffer.alloc(1024, "a");
+    const id = randomUUID();
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    // A chunk that sends its first KiB, then waits: a slow client's PATCH.
+    const slow = Readable.from(
+      (async function* () {
+        yield first;
+        await held;
+        yield Buffer.alloc(1024, "b");
+      })(),
+    );
+    const appending = store.appendUpload(id, 0, slow);
+    const committing = store.commitUpload(id, sha256(first), first.length);
+    // While the append is held the commit must not end, however long it is given (here: a while).
+    const outcome = await Promise.race([
+      committing.then(
+        () => "committed",
+        (err: Error) => `failed: ${err.message}`,
+      ),
+      new Promise((r) => setTimeout(r, 300, "waiting")),
+    ]);
+    assert.equal(outcome, "waiting", "the commit did not wait for the append");
+    release();
+    assert.equal(await appending, 2048, "the append ran to its end");
+    await committing;
+    const stream = await store.open(sha256(first));
+    assert.ok(stream);
+    assert.deepEqual(await readAll(stream), first, "the blob is exactly its bytes");
+  });
+
   it("lays blobs out by algorithm and prefix, uploads by id", async () => {
     const data = randomBytes(32);
     const digest = sha512(data);

@@ -50,13 +50,17 @@ function startReader(maxHeapMiB: number): Worker {
 }
 
 /** Threads that finished a read cleanly, by their heap limit, each with its idle timer. */
-const idle = new Map<number, Array<{ worker: Worker; timer: NodeJS.Timeout; onExit: () => void }>>();
+const idle = new Map<
+  number,
+  Array<{ worker: Worker; timer: NodeJS.Timeout; onExit: () => void; onError: () => void }>
+>();
 
 function takeReader(maxHeapMiB: number): Worker {
   const parked = idle.get(maxHeapMiB)?.pop();
   if (!parked) return startReader(maxHeapMiB);
   clearTimeout(parked.timer);
   parked.worker.off("exit", parked.onExit);
+  parked.worker.off("error", parked.onError);
   parked.worker.ref();
   return parked.worker;
 }
@@ -69,6 +73,12 @@ function parkReader(worker: Worker, maxHeapMiB: number): void {
     if (at >= 0) list.splice(at, 1);
   };
   const onExit = () => forget();
+  // An idle thread that fails (work left over from its last read) is dropped, never reused, and
+  // its error does not reach the process (a Worker's unheard 'error' would end it).
+  const onError = () => {
+    forget();
+    void worker.terminate();
+  };
   const timer = setTimeout(() => {
     forget();
     worker.off("exit", onExit);
@@ -76,8 +86,9 @@ function parkReader(worker: Worker, maxHeapMiB: number): void {
   }, IDLE_MS);
   timer.unref();
   worker.on("exit", onExit);
+  worker.on("error", onError);
   worker.unref(); // an idle reader keeps no process alive
-  list.push({ worker, timer, onExit });
+  list.push({ worker, timer, onExit, onError });
 }
 
 /**

@@ -67,6 +67,8 @@ function remoteBlob(stream: number): Readable {
 
 /** Reads one image and tells how it ended (questions and streams are numbered across reads). */
 async function read(input: ReadInput): Promise<void> {
+  // questions of an earlier read still unanswered are not waited for any more
+  waiting.clear();
   const source: ImageSource = {
     manifest: input.manifest,
     async openBlob(digest) {

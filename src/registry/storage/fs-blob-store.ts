@@ -86,11 +86,36 @@ export class FilesystemBlobStore implements BlobStore {
     return join(this.uploadsDir, uploadId);
   }
 
-  async appendUpload(
+  /**
+   * Appends and the commit of one upload, one at a time in this process: a commit must not
+   * rename a staging file another request still writes through its handle (its writes would land
+   * in the committed blob).
+   */
+  readonly #uploadLocks = new Map<string, Promise<unknown>>();
+
+  #exclusive<T>(uploadId: string, fn: () => Promise<T>): Promise<T> {
+    const before = this.#uploadLocks.get(uploadId) ?? Promise.resolve();
+    const mine = before.then(fn, fn);
+    const settled = mine.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#uploadLocks.set(uploadId, settled);
+    void settled.then(() => {
+      if (this.#uploadLocks.get(uploadId) === settled) this.#uploadLocks.delete(uploadId);
+    });
+    return mine;
+  }
+
+  appendUpload(uploadId: string, offset: number, body: Readable, options: AppendOptions = {}): Promise<number> {
+    return this.#exclusive(uploadId, () => this.#append(uploadId, offset, body, options));
+  }
+
+  async #append(
     uploadId: string,
     offset: number,
     body: Readable,
-    { completing = false }: AppendOptions = {},
+    { completing = false }: AppendOptions,
   ): Promise<number> {
     const path = this.uploadPath(uploadId);
     checkSize("offset", offset);
@@ -138,13 +163,17 @@ export class FilesystemBlobStore implements BlobStore {
     return Readable.from(readExactly(path, size), { objectMode: false });
   }
 
-  async commitUpload(uploadId: string, digest: string, size: number): Promise<void> {
+  commitUpload(uploadId: string, digest: string, size: number): Promise<void> {
+    return this.#exclusive(uploadId, () => this.#commit(uploadId, digest, size));
+  }
+
+  async #commit(uploadId: string, digest: string, size: number): Promise<void> {
     const staging = this.uploadPath(uploadId);
     const target = this.blobPath(digest);
     checkSize("size", size);
     if (await this.has(digest)) {
       // Content-addressed: the bytes in place are the same bytes.
-      await this.deleteUpload(uploadId);
+      await unlinkIfPresent(staging);
       return;
     }
     const dir = dirname(target);
@@ -193,6 +222,7 @@ export class FilesystemBlobStore implements BlobStore {
     this.knownDirs.add(dir);
   }
 
+  /** Not one at a time: a cancel does not wait for a slow client's append (unlinked under it, its bytes go nowhere). */
   async deleteUpload(uploadId: string): Promise<void> {
     await unlinkIfPresent(this.uploadPath(uploadId));
   }
