@@ -306,7 +306,10 @@ async function deepPageUrl(ctx, { server, databaseUrl, headers, big, pageSize, p
     secret = row.secret_jwe
       ? new Uint8Array(
           Buffer.from(
-            await new SecretBox(keyEncryptionKeyFromEnv(server.env)).decrypt(row.secret_jwe, "server_secrets/page_tokens"),
+            await new SecretBox(keyEncryptionKeyFromEnv(server.env)).decrypt(
+              row.secret_jwe,
+              "server_secrets/page_tokens",
+            ),
             "base64url",
           ),
         )
