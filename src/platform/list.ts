@@ -36,6 +36,11 @@ export interface ListOptions<D extends DescMessage, Row extends Record<string, u
    * when the caller sees all of `subtree` (otherwise only visible rows are counted, by query).
    */
   maintainedCount?: { subtree: string; query: CountQuery };
+  /**
+   * A maintained count that keeps itself to what the caller sees, through `restrict` (the same
+   * restriction the rows get), for any caller; undefined when these filters have none.
+   */
+  visibleCount?: (restrict: <QB>(qb: QB) => QB) => CountQuery | undefined;
   /** turns a page of rows into items in one call, so hydration costs one query per page */
   toItems: (rows: Row[]) => Item[] | Promise<Item[]>;
   /** the call: its visibility (set by the authorizer for unscoped methods) and freshness probe */
@@ -60,17 +65,11 @@ export async function listResponse<D extends DescMessage, Row extends Record<str
   // its visibility again changes nothing, and would keep PostgreSQL from reading the filter's
   // index in order: a workload's page of 50 children then cost a sort of all 1,250.
   const confinedTo = confinedSubtree(request.uidp);
-  const visible =
-    confinedTo && seesAllOf(confinedTo)
-      ? options.query
-      : () => restrictToVisible(options.query(), visibility, resource.sharedRoots ?? false);
+  const restrict = <QB>(qb: QB): QB => restrictToVisible(qb as never, visibility, resource.sharedRoots ?? false) as QB;
+  const visible = confinedTo && seesAllOf(confinedTo) ? options.query : () => restrict(options.query());
   const maintained = options.maintainedCount;
-  const seesAll = maintained && seesAllOf(maintained.subtree);
-  const page = await finishPage(
-    lists,
-    plan,
-    await fetchPage<Row>(plan, visible, call.freshness, seesAll ? maintained.query : undefined),
-  );
+  const count = maintained && seesAllOf(maintained.subtree) ? maintained.query : options.visibleCount?.(restrict);
+  const page = await finishPage(lists, plan, await fetchPage<Row>(plan, visible, call.freshness, count));
   return {
     items: await options.toItems(page.rows),
     nextPageToken: page.nextPageToken,

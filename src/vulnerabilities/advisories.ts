@@ -16,20 +16,11 @@ import {
   type ListAdvisoriesRequest,
 } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import type { FieldViolation } from "../core/errors.js";
-import {
-  filterFingerprint,
-  finishPage,
-  planPage,
-  validateUidpFilter,
-  type ListableResource,
-  type ListEngineDeps,
-} from "../core/list.js";
-import type { Visibility } from "../core/access.js";
+import type { ListableResource, ListEngineDeps } from "../core/list.js";
 import { LruCache } from "../core/lru.js";
 import { bindService } from "../core/service.js";
 import { requireUid, throwIfViolations } from "../core/validate.js";
-import { confinedSubtree, fetchPage, restrictToVisible } from "../storage/list-query.js";
-import { isAncestorOrSelf } from "../core/uidp.js";
+import { listResponse } from "../platform/list.js";
 import { found } from "../platform/outcomes.js";
 import type { EventKind } from "./documents.js";
 import type { AdvisoriesRepository, AdvisoryEventRow, AdvisoryFilter, AdvisoryRow } from "./storage/advisories.js";
@@ -207,36 +198,19 @@ export function advisoriesService({ advisories, lists }: AdvisoriesDeps) {
     },
 
     async listAdvisories(req, call) {
-      // platform/list.ts's listResponse, but with the maintained count restricted to what the
-      // caller sees (advisory_counts is per group), whatever its visibility.
       const filter = advisoryFilter(req);
-      validateUidpFilter(req.uidp);
-      const plan = await planPage(lists, advisoryListing, req, filterFingerprint(ListAdvisoriesRequestSchema, req));
-      const visibility: Visibility = call.visibility ?? [];
-      const restrict = <QB>(qb: QB): QB => restrictToVisible(qb as never, visibility, false) as QB;
-      const query = advisories.listQuery(filter);
-      // As listResponse: when the caller sees all of the subtree the uidp filter confines the
-      // rows to, restricting them again changes nothing and keeps the index from being read in order.
-      const confinedTo = confinedSubtree(req.uidp);
-      const seesConfined =
-        confinedTo !== undefined &&
-        (visibility === "all" || visibility.some((root) => isAncestorOrSelf(root, confinedTo)));
-      const page = await finishPage(
+      const { items, ...page } = await listResponse({
         lists,
-        plan,
-        await fetchPage<AdvisoryRow>(
-          plan,
-          seesConfined ? query : () => restrict(query()),
-          call.freshness,
-          advisories.maintainedCount(filter, restrict),
-        ),
-      );
-      return {
-        advisories: await toAdvisories(advisories, page.rows),
-        nextPageToken: page.nextPageToken,
-        totalCount: page.totalCount,
-        skipped: page.skipped,
-      };
+        resource: advisoryListing,
+        schema: ListAdvisoriesRequestSchema,
+        request: req,
+        query: advisories.listQuery(filter),
+        // counts are kept per group, so they serve any caller, restricted as the rows are
+        visibleCount: (restrict) => advisories.maintainedCount(filter, restrict),
+        toItems: (rows: AdvisoryRow[]) => toAdvisories(advisories, rows),
+        call,
+      });
+      return { advisories: items, ...page };
     },
   });
 }

@@ -9,18 +9,26 @@ import { Kysely, sql } from "kysely";
 import { SerializedPGliteDialect } from "../../src/storage/pglite-dialect.js";
 import { clonePglite } from "../support/db-templates.js";
 
+/**
+ * A database through the dialect over a PGlite clone, and how many statements reached PGlite so
+ * far, so a test can tell a cached answer from a fresh one.
+ */
+async function countedDatabase(): Promise<{ db: Kysely<any>; statements: () => number }> {
+  const pglite = await clonePglite();
+  let reached = 0;
+  const query = pglite.query.bind(pglite);
+  pglite.query = ((...args: Parameters<typeof query>) => {
+    reached++;
+    return query(...args);
+  }) as typeof pglite.query;
+  return { db: new Kysely({ dialect: new SerializedPGliteDialect(pglite) }), statements: () => reached };
+}
+
 describe("PGlite read cache", () => {
   let db: Kysely<any>;
-  let queries = 0;
+  let statements: () => number;
   before(async () => {
-    const pglite = await clonePglite();
-    // Counts the statements that reach PGlite, so a test can tell a cached answer from a fresh one.
-    const query = pglite.query.bind(pglite);
-    pglite.query = ((...args: Parameters<typeof query>) => {
-      queries++;
-      return query(...args);
-    }) as typeof pglite.query;
-    db = new Kysely({ dialect: new SerializedPGliteDialect(pglite) });
+    ({ db, statements } = await countedDatabase());
     await sql`create table cache_probe (id int primary key, label text not null)`.execute(db);
     await sql`insert into cache_probe values (1, 'one')`.execute(db);
   });
@@ -30,9 +38,9 @@ describe("PGlite read cache", () => {
     (await db.selectFrom("cache_probe").select(["id", "label"]).orderBy("id").execute()).map((r) => r.label);
   /** Runs `read` and says how many statements reached PGlite. */
   const reaching = async <T>(read: () => Promise<T>) => {
-    const before = queries;
+    const before = statements();
     const value = await read();
-    return { value, reached: queries - before };
+    return { value, reached: statements() - before };
   };
 
   it("answers a repeated read from memory, with rows the caller may change", async () => {
@@ -123,15 +131,9 @@ describe("PGlite read cache", () => {
 // targets, the tables their triggers write, those a foreign key cascades into) and no others.
 describe("PGlite read cache, table by table", () => {
   let db: Kysely<any>;
-  let queries = 0;
+  let statements: () => number;
   before(async () => {
-    const pglite = await clonePglite();
-    const query = pglite.query.bind(pglite);
-    pglite.query = ((...args: Parameters<typeof query>) => {
-      queries++;
-      return query(...args);
-    }) as typeof pglite.query;
-    db = new Kysely({ dialect: new SerializedPGliteDialect(pglite) });
+    ({ db, statements } = await countedDatabase());
     await sql`create table state_probe (id int primary key, label text not null)`.execute(db);
     await sql`create table journal_probe (seq int primary key, what text not null)`.execute(db);
     await sql`create table journal_child (seq int references journal_probe on delete cascade)`.execute(db);
@@ -141,9 +143,9 @@ describe("PGlite read cache, table by table", () => {
   after(() => db.destroy());
 
   const reached = async (read: () => Promise<unknown>) => {
-    const before = queries;
+    const before = statements();
     await read();
-    return queries - before;
+    return statements() - before;
   };
   const state = () => db.selectFrom("state_probe").select("label").orderBy("id").execute();
   const journal = async () =>
