@@ -217,6 +217,37 @@ function cacheKey(sqlText: string, parameters: readonly unknown[]): string | und
   return key;
 }
 
+/** Longest stretch of statements run back to back before the event loop gets a turn. */
+const MAX_RUN_WITHOUT_TURN_MS = 20;
+
+/**
+ * PGlite answers a statement without any I/O: its promise settles as a microtask, so a request
+ * awaiting statement after statement (an import's transaction) never lets the event loop turn.
+ * Nothing else happens meanwhile: no socket is read, and once the loop does turn, its timers come
+ * first, so a keep-alive connection whose next request had arrived long ago is closed as idle
+ * (the client sees a reset). This notes whether the loop has turned since the last statement
+ * asked, and lets it turn (timers, I/O) when it has not for a while.
+ */
+class LoopTurns {
+  /** when a turn was asked for and has not come yet; undefined: none pending */
+  #askedAt: number | undefined;
+  readonly #turned = () => {
+    this.#askedAt = undefined;
+  };
+
+  /** Resolves at once, unless statements ran without a turn for too long: then after one. */
+  async beforeStatement(): Promise<void> {
+    const now = performance.now();
+    if (this.#askedAt === undefined) {
+      this.#askedAt = now;
+      setImmediate(this.#turned);
+    } else if (now - this.#askedAt > MAX_RUN_WITHOUT_TURN_MS) {
+      // The pending #turned runs first (it was queued first), so the next statement asks anew.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+  }
+}
+
 export class SerializedPGliteDialect implements Dialect {
   /** held by each connection for as long as it is acquired (a transaction, or one statement) */
   readonly #mutex = new Mutex();
@@ -315,8 +346,10 @@ export class SerializedPGliteDialect implements Dialect {
     };
     // Rows are handed out as copies: a caller may change what it got without changing the cache.
     const copy = <R>(rows: unknown[]) => ({ rows: rows.map((r) => ({ ...(r as object) })) as R[] });
+    const turns = new LoopTurns();
     const connection: DatabaseConnection = {
       async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+        await turns.beforeStatement();
         if (!kinds.isRepeatableRead(query.sql)) {
           // a savepoint or `set local` changes no data; the transaction's end moves what it wrote
           if (inTransaction && TRANSACTION_CONTROL.test(query.sql)) return run<R>(query);
