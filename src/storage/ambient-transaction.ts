@@ -37,14 +37,13 @@ interface Scope {
 class ScopeConnection implements DatabaseConnection {
   /** whether a statement ran since the scope's transaction began */
   used = false;
-  constructor(
-    readonly raw: DatabaseConnection,
-    private readonly isOpen: () => boolean,
-  ) {}
+  /** the scope this connection is: found through it, not the async context (which a closed scope may have left) */
+  scope!: Scope;
+  constructor(readonly raw: DatabaseConnection) {}
   // A transaction begun in the scope and left running after it closed must not send statements
   // on a connection already committed and returned to the pool (someone else's session by then).
   #check() {
-    if (!this.isOpen()) throw new Error("a statement ran on a transaction scope that already closed");
+    if (!this.scope.open) throw new Error("a statement ran on a transaction scope that already closed");
     this.used = true;
   }
   executeQuery<R>(query: CompiledQuery) {
@@ -58,8 +57,27 @@ class ScopeConnection implements DatabaseConnection {
 }
 
 const scopes = new AsyncLocalStorage<Scope>();
+/** scopes whose `fn` has not settled yet, across every driver */
+let runningScopes = 0;
+
+/**
+ * Runs `fn` with `scope` as its async context's store. An enabled AsyncLocalStorage makes Node 20
+ * run a hook for every promise the process creates, anywhere (+27% CPU per authenticated GET, which
+ * never opens a scope): the storage is disabled again whenever no scope is running. Work a scope
+ * left running then finds no store, as it finds a closed scope's: an ordinary connection either way.
+ */
+async function runInScope<T>(scope: Scope, fn: () => Promise<T>): Promise<T> {
+  runningScopes++;
+  try {
+    return await scopes.run(scope, fn);
+  } finally {
+    if (--runningScopes === 0) scopes.disable();
+  }
+}
 
 class AmbientDriver implements Driver {
+  /** Kysely initializes a driver on its first statement; a scope's own connection needs that done */
+  initialized = false;
   constructor(private readonly inner: Driver) {}
 
   #scope(): Scope | undefined {
@@ -67,8 +85,9 @@ class AmbientDriver implements Driver {
     return scope?.open && scope.driver === this ? scope : undefined;
   }
 
-  init() {
-    return this.inner.init();
+  async init() {
+    await this.inner.init();
+    this.initialized = true;
   }
 
   async acquireConnection(): Promise<DatabaseConnection> {
@@ -82,8 +101,8 @@ class AmbientDriver implements Driver {
 
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
     if (!(connection instanceof ScopeConnection)) return this.inner.beginTransaction(connection, settings);
-    const scope = this.#scope();
-    if (!scope) throw new Error("a transaction began on a closed transaction scope");
+    const scope = connection.scope;
+    if (!scope.open) throw new Error("a transaction began on a closed transaction scope");
     // The first thing a scope does (an RPC's one repository transaction, typically): rolling it
     // back is rolling back the whole, still empty, transaction, so no savepoint is sent (two
     // round trips fewer for most recorded RPCs).
@@ -100,7 +119,7 @@ class AmbientDriver implements Driver {
   // rollback, which must roll back to that same savepoint.
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
     if (!(connection instanceof ScopeConnection)) return this.inner.commitTransaction(connection);
-    const savepoints = scopes.getStore()!.savepoints;
+    const savepoints = connection.scope.savepoints;
     const name = savepoints.at(-1)!;
     if (name !== "") await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
     savepoints.pop();
@@ -108,7 +127,7 @@ class AmbientDriver implements Driver {
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
     if (!(connection instanceof ScopeConnection)) return this.inner.rollbackTransaction(connection);
-    const savepoints = scopes.getStore()!.savepoints;
+    const savepoints = connection.scope.savepoints;
     const name = savepoints.at(-1)!;
     try {
       if (name === "") {
@@ -158,17 +177,18 @@ class AmbientDriver implements Driver {
     const raw = await this.inner.acquireConnection();
     const scope: Scope = {
       driver: this,
-      connection: new ScopeConnection(raw, () => scope.open),
+      connection: new ScopeConnection(raw),
       open: true,
       savepoints: [],
       counter: 0,
       committed: [],
     };
+    scope.connection.scope = scope;
     try {
       await this.inner.beginTransaction(raw, {});
       let result: T;
       try {
-        result = await scopes.run(scope, fn);
+        result = await runInScope(scope, fn);
       } catch (err) {
         scope.open = false;
         await this.inner.rollbackTransaction(raw).catch(() => {});
@@ -212,8 +232,8 @@ export function registerAmbientDialect(db: Kysely<any>, dialect: AmbientTransact
 export async function withinTransaction<T>(db: Kysely<any>, fn: () => Promise<T>): Promise<T> {
   const dialect = dialects.get(db);
   if (!dialect) throw new Error("this database was not opened by openDatabase: no ambient transactions");
-  if (!dialect.driver) {
-    // Kysely makes the driver on the first statement.
+  if (!dialect.driver?.initialized) {
+    // Kysely makes and initializes the driver on the first statement.
     await db.selectNoFrom((eb) => eb.lit(1).as("one")).execute();
   }
   return dialect.driver!.run(fn);

@@ -132,6 +132,48 @@ for (const backend of backends()) {
       assert.ok(!(await keys()).includes("f1"));
     });
 
+    // The storage behind scopes is switched off whenever none runs (its promise hook costs every
+    // request); one closing while another still runs must leave the other's statements in it.
+    it(
+      "keeps a scope's later statements in its transaction when another scope closed meanwhile",
+      { timeout: 120_000 },
+      async () => {
+        const other =
+          backend === "pglite"
+            ? await openDatabase({ pglite: await clonePglite() })
+            : await clonePostgres().then(async (c) =>
+                Object.assign(await openDatabase({ databaseUrl: c.url }), { drop: c.drop }),
+              );
+        try {
+          let inside!: () => void;
+          const insideNow = new Promise<void>((r) => (inside = r));
+          let release!: () => void;
+          const gate = new Promise<void>((r) => (release = r));
+          const outer = withinTransaction(database.db, async () => {
+            await insert("g1");
+            inside();
+            await gate;
+            await insert("g2");
+            throw new Error("the outer scope fails");
+          });
+          try {
+            await insideNow;
+            await withinTransaction(other.db, async () => {
+              await sql`select 1`.execute(other.db);
+            });
+          } finally {
+            release();
+          }
+          await assert.rejects(outer, /the outer scope fails/);
+          const left = await keys();
+          assert.ok(!left.includes("g1") && !left.includes("g2"), `rolled back together: ${left.join(", ")}`);
+        } finally {
+          await other.close();
+          await (other as { drop?: () => Promise<void> }).drop?.();
+        }
+      },
+    );
+
     it("gives work left running after the scope closed an ordinary connection", async () => {
       let late: Promise<unknown> | undefined;
       let release!: () => void;
