@@ -174,9 +174,15 @@ function queryOf(body: unknown, field: string): PackageQuery {
   return query;
 }
 
-/** An advisory as matching reads it: its row, and its OSV record once a query needed it. */
+/**
+ * An advisory as matching reads it: its uid (visibility), ecosystem, and its OSV record (from its
+ * row once a query needs it; or, in a slim entry, only the record's id, modified and affected,
+ * made when indexed: what deciding and naming a match reads).
+ */
 interface Indexed {
-  row: FeedRow;
+  uid: string;
+  ecosystem: string;
+  row?: FeedRow;
   record?: OsvRecord;
 }
 
@@ -186,14 +192,21 @@ export interface MatchIndex {
   byPurl: Map<string, Indexed[]>;
 }
 
-/** Indexes `rows` by name and purl once (withdrawn and false-positive advisories left out). */
-export function indexRows(rows: readonly FeedRow[]): MatchIndex {
+/**
+ * Indexes `rows` by name and purl once (withdrawn and false-positive advisories left out); `slim`
+ * keeps of each row only what matching reads (see Indexed), for an index kept long.
+ */
+export function indexRows(rows: readonly FeedRow[], slim = false): MatchIndex {
   const byName = new Map<string, Indexed[]>();
   const byPurl = new Map<string, Indexed[]>();
   for (const row of rows) {
     // withdrawn and false-positive advisories affect nothing (osv.dev leaves withdrawn ones out)
     if (NOT_AFFECTED.has(row.latest_event_type)) continue;
-    const entry: Indexed = { row };
+    let entry: Indexed;
+    if (slim) {
+      const { id, modified, affected } = osvRecordOf(row);
+      entry = { uid: row.uid, ecosystem: row.ecosystem, record: { id, modified, affected } };
+    } else entry = { uid: row.uid, ecosystem: row.ecosystem, row };
     for (const [index, key] of [
       [byName, row.artifact_name],
       [byPurl, row.purl],
@@ -217,15 +230,15 @@ export function visibleUids(visibility: Visibility): VisibleUid {
 /** Per query, the records of the index's visible advisories that affect what it asks about. */
 export function matchIndexed(index: MatchIndex, queries: PackageQuery[], visible: VisibleUid): OsvRecord[][] {
   const { byName, byPurl } = index;
-  const recordOf = (entry: Indexed) => (entry.record ??= osvRecordOf(entry.row));
+  const recordOf = (entry: Indexed) => (entry.record ??= osvRecordOf(entry.row!));
   return queries.map((q) => {
     const candidates = q.purls
       ? q.purls.flatMap((purl) => byPurl.get(purl) ?? [])
       : q.name
-        ? (byName.get(q.name) ?? []).filter((e) => !q.ecosystem || ecosystemMatches(q.ecosystem, e.row.ecosystem))
+        ? (byName.get(q.name) ?? []).filter((e) => !q.ecosystem || ecosystemMatches(q.ecosystem, e.ecosystem))
         : [];
     return candidates
-      .filter((e) => visible(e.row.uid))
+      .filter((e) => visible(e.uid))
       .map(recordOf)
       .filter((record) => recordAffects(record, q.version));
   });
@@ -298,7 +311,7 @@ export class PackageIndex {
     // is never older than what it claims (at worst newer, and rebuilt at the next read).
     const rows = await this.advisories.allLight();
     this.#builds++;
-    const index = rows.length <= PACKAGE_INDEX_MAX_ADVISORIES ? indexRows(rows) : undefined;
+    const index = rows.length <= PACKAGE_INDEX_MAX_ADVISORIES ? indexRows(rows, true) : undefined;
     // A slower build for an older value must not replace a newer one.
     if (!this.#built || BigInt(this.#built.epoch) <= BigInt(epoch))
       this.#built = { epoch, index, advisories: rows.length };
