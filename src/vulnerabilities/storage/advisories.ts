@@ -207,11 +207,6 @@ export class AdvisoriesRepository {
     if (doc.advisories.length === 0) return counts;
     try {
       await this.db.transaction().execute(async (trx) => {
-        // The change counter's row first: every import takes it before any other lock (they
-        // queue here), so its triggers, which move it at each write, cannot deadlock two imports
-        // that lock advisories in different orders. Locked, not moved: an unchanged import moves
-        // nothing.
-        await sql`select value from advisories_epoch for no key update`.execute(trx);
         const existing = await trx
           .selectFrom("advisories")
           .select(["uid", "advisory_id", "artifact_name", "source_digest", "latest_event_type"])
