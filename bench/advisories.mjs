@@ -42,7 +42,8 @@ const LIST = "/vulnerabilities/v2beta1/advisories";
 async function startBulwark({ label, dataDir, databaseUrl, env }) {
   const port = await freePort();
   const where = databaseUrl ? ["--database-url", databaseUrl] : ["--data-dir", dataDir];
-  const args = ["serve", ...where, "--host", "127.0.0.1", "--port", String(port), "--no-rate-limit"];
+  // --metrics: GET /metrics on the main port, for the operator's token (the in-memory answers' use)
+  const args = ["serve", ...where, "--host", "127.0.0.1", "--port", String(port), "--no-rate-limit", "--metrics"];
   const child = spawn(process.execPath, [BULWARK, ...args, "--log-level", "warn"], {
     stdio: ["ignore", "ignore", "pipe"],
     env: childEnv(env),
@@ -248,7 +249,29 @@ async function measureBackend(server, { conns, seconds, warmup, queries, qbRuns,
     warmup,
     concurrency: 1,
   });
+  result.memory = await answersInMemory(server);
   return result;
+}
+
+/**
+ * How the in-memory advisory answers were used (the server's bulwark_advisories_* gauges) and the
+ * server's resident memory, read after the load (idle).
+ */
+async function answersInMemory(server) {
+  const text = await (await fetch(`${server.base}/metrics`, { headers: server.auth })).text();
+  const lines = text.split("\n");
+  const gauge = (name) => Number(lines.find((l) => l.startsWith(`${name} `))?.slice(name.length + 1) ?? NaN);
+  const status = readFileSync(`/proc/${server.child.pid}/status`, "utf8");
+  return {
+    hits: gauge('bulwark_advisories_list_cache_requests{outcome="hit"}'),
+    misses: gauge('bulwark_advisories_list_cache_requests{outcome="miss"}'),
+    joined: gauge('bulwark_advisories_list_cache_requests{outcome="joined"}'),
+    entries: gauge("bulwark_advisories_list_cache_entries"),
+    bytes: gauge("bulwark_advisories_list_cache_bytes"),
+    indexed: gauge("bulwark_advisories_package_index_advisories"),
+    builds: gauge("bulwark_advisories_package_index_builds"),
+    rssKiB: Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? NaN),
+  };
 }
 
 function printReport({ results, bare, conns, seconds, warmup, busyBefore, pgSkipped, qbRuns, qbSeconds }) {
@@ -374,6 +397,17 @@ function printReport({ results, bare, conns, seconds, warmup, busyBefore, pgSkip
       `  ${r.label.padEnd(11)} p50 ${fmt(q.p50, 1).padStart(6)} ms  p99 ${fmt(q.p99, 1).padStart(6)} ms   target ≤ ${QUERY_TARGET_MS} ms: ${q.p50 <= QUERY_TARGET_MS ? "met" : "NOT MET"} (p50)`,
     );
     if (q.errors) notes.push(`${r.label} /v1/query: ${q.errors} failed, first: ${q.firstError}`);
+  }
+
+  console.log(
+    `\n  in-memory answers after the load: ListAdvisories cache (requests by outcome, what it keeps), package index`,
+  );
+  for (const r of results) {
+    const m = r.memory;
+    console.log(
+      `  ${r.label.padEnd(11)} list: ${fmt(m.hits)} hits, ${fmt(m.misses)} misses, ${fmt(m.joined)} joined; ${fmt(m.entries)} answers, ` +
+        `${fmt(m.bytes / 1024)} KiB   index: ${fmt(m.indexed)} advisories, ${fmt(m.builds)} builds   server RSS ${fmt(m.rssKiB / 1024)} MiB`,
+    );
   }
 
   const ci = conns.indexOf(LIST_TARGET_CONNS);

@@ -23,6 +23,7 @@ import { requireUid, throwIfViolations } from "../core/validate.js";
 import { listResponse } from "../platform/list.js";
 import { found } from "../platform/outcomes.js";
 import type { EventKind } from "./documents.js";
+import type { ListAdvisoriesCache } from "./list-cache.js";
 import type { AdvisoriesRepository, AdvisoryEventRow, AdvisoryFilter, AdvisoryRow } from "./storage/advisories.js";
 
 export const advisoryListing: ListableResource = {
@@ -187,9 +188,11 @@ export function advisoryFilter(req: ListAdvisoriesRequest): AdvisoryFilter {
 export interface AdvisoriesDeps {
   advisories: AdvisoriesRepository;
   lists: ListEngineDeps;
+  /** ListAdvisories answers kept while the advisories do not change */
+  answers: ListAdvisoriesCache;
 }
 
-export function advisoriesService({ advisories, lists }: AdvisoriesDeps) {
+export function advisoriesService({ advisories, lists, answers }: AdvisoriesDeps) {
   return bindService(AdvisoriesService, {
     async getAdvisory(req, call) {
       requireUid("uid", req.uid);
@@ -199,18 +202,22 @@ export function advisoriesService({ advisories, lists }: AdvisoriesDeps) {
 
     async listAdvisories(req, call) {
       const filter = advisoryFilter(req);
-      const { items, ...page } = await listResponse({
-        lists,
-        resource: advisoryListing,
-        schema: ListAdvisoriesRequestSchema,
-        request: req,
-        query: advisories.listQuery(filter),
-        // counts are kept per group, so they serve any caller, restricted as the rows are
-        visibleCount: (restrict) => advisories.maintainedCount(filter, restrict),
-        toItems: (rows: AdvisoryRow[]) => toAdvisories(advisories, rows),
-        call,
+      // The counter first: an answer kept under it was made from data at least this new.
+      const epoch = await advisories.epoch(call.freshness);
+      return answers.answer(req, call.visibility ?? [], epoch, async () => {
+        const { items, ...page } = await listResponse({
+          lists,
+          resource: advisoryListing,
+          schema: ListAdvisoriesRequestSchema,
+          request: req,
+          query: advisories.listQuery(filter),
+          // counts are kept per group, so they serve any caller, restricted as the rows are
+          visibleCount: (restrict) => advisories.maintainedCount(filter, restrict),
+          toItems: (rows: AdvisoryRow[]) => toAdvisories(advisories, rows),
+          call,
+        });
+        return { advisories: items, ...page };
       });
-      return { advisories: items, ...page };
     },
   });
 }

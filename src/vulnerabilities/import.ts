@@ -24,6 +24,9 @@ export interface ImportDeps {
   now: () => Date;
 }
 
+/** How many times a document is stored when concurrent imports keep creating its advisories first. */
+const IMPORT_ATTEMPTS = 5;
+
 /** Most characters of an author or origin recorded on what an import writes. */
 const MAX_LABEL_LENGTH = 256;
 
@@ -72,12 +75,18 @@ export function advisoryImportService({ advisories, defaultGroup, now }: ImportD
           });
         let counts;
         try {
-          // A concurrent import that created the same advisory first makes this one conflict
-          // once; the second attempt finds the row and updates it.
-          counts = await store().catch((err: unknown) => {
-            if (sqlState(err) === UNIQUE_VIOLATION) return store();
-            throw err;
-          });
+          // A concurrent import that created the same advisory first makes this one conflict; the
+          // next attempt finds the row and updates it. Several imports creating overlapping
+          // advisories at once can make an attempt conflict again on another one (each conflict
+          // means another import committed): a few attempts.
+          for (let attempt = 1; ; attempt++) {
+            try {
+              counts = await store();
+              break;
+            } catch (err) {
+              if (sqlState(err) !== UNIQUE_VIOLATION || attempt >= IMPORT_ATTEMPTS) throw err;
+            }
+          }
         } catch (err) {
           // A value the table's rules refuse (an id too long, ...): this document only.
           if (sqlState(err) !== CHECK_VIOLATION) throw err;

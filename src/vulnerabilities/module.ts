@@ -11,8 +11,11 @@ import { GaTwins } from "../platform/ga-twins.js";
 import * as m007 from "./migrations/007_advisories.js";
 import * as m011 from "./migrations/011_wolfi_ecosystem.js";
 import * as m016 from "./migrations/016_advisory_search_and_counts.js";
+import * as m017 from "./migrations/017_advisories_epoch.js";
 import { advisoriesService, advisoryListing } from "./advisories.js";
-import { registerFeedRoutes } from "./feeds.js";
+import { PackageIndex, registerFeedRoutes } from "./feeds.js";
+import { registerVulnerabilityMetrics } from "./metrics.js";
+import { ListAdvisoriesCache } from "./list-cache.js";
 import { advisoryImportService } from "./import.js";
 import { advisorySharedGrants, type AdvisorySettings } from "./settings.js";
 import { AdvisoriesRepository } from "./storage/advisories.js";
@@ -31,7 +34,12 @@ export const vulnerabilitiesModule: FeatureModule<
   AdvisorySettings
 > = {
   name: "vulnerabilities",
-  migrations: { "007_advisories": m007, "011_wolfi_ecosystem": m011, "016_advisory_search_and_counts": m016 },
+  migrations: {
+    "007_advisories": m007,
+    "011_wolfi_ecosystem": m011,
+    "016_advisory_search_and_counts": m016,
+    "017_advisories_epoch": m017,
+  },
   services: [AdvisoriesService, AdvisoryImportService, ...GA.services],
   listings: GA.listings({ [AdvisorySchema.typeName]: advisoryListing }),
   repositories: vulnerabilityRepositories,
@@ -41,9 +49,12 @@ export const vulnerabilitiesModule: FeatureModule<
 
   async start(ctx) {
     const { advisories } = ctx.repositoriesOf(vulnerabilitiesModule);
+    const answers = new ListAdvisoriesCache(ctx.lists);
+    const packageIndex = new PackageIndex(advisories);
+    registerVulnerabilityMetrics(ctx.metrics, answers, packageIndex);
     return {
       bindings: GA.bind([
-        advisoriesService({ advisories, lists: ctx.lists }),
+        advisoriesService({ advisories, lists: ctx.lists, answers }),
         advisoryImportService({
           advisories,
           defaultGroup: ctx.moduleSettings?.publicGroups[0],
@@ -51,7 +62,7 @@ export const vulnerabilitiesModule: FeatureModule<
         }),
       ]),
       routes(router) {
-        registerFeedRoutes(router, { advisories, publicGroups: ctx.moduleSettings?.publicGroups ?? [] });
+        registerFeedRoutes(router, { advisories, packageIndex, publicGroups: ctx.moduleSettings?.publicGroups ?? [] });
       },
       exports: vulnerabilitiesExports(advisories, ctx.moduleSettings?.publicGroups ?? []),
     };

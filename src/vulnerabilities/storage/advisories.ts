@@ -9,7 +9,7 @@ import { withinTransaction } from "../../storage/ambient-transaction.js";
 import type { Db } from "../../storage/db.js";
 import { applyUidpFilter } from "../../storage/list-query.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
-import { getByUid } from "../../storage/table.js";
+import { getByUid, takeFreshness, withFreshnessProbe } from "../../storage/table.js";
 import type { Freshness } from "../../core/service.js";
 import { newChildUidp } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
@@ -41,6 +41,15 @@ const LIGHT_FEED_COLUMNS = FEED_COLUMNS.filter(
   (c): c is Exclude<(typeof FEED_COLUMNS)[number], "osv" | "aliases" | "severities"> =>
     c !== "osv" && c !== "aliases" && c !== "severities",
 );
+
+/**
+ * The advisories change counter (migration 017) as a read selects it: answers kept in memory hold
+ * while it has the value they were made at.
+ */
+const ADVISORIES_EPOCH = sql<string>`(select value::text from advisories_epoch)`;
+
+/** A light feed row with its publishing group (what the in-memory package index keeps). */
+export type IndexRow = FeedRow & { parent_uid: string };
 
 /** The columns image vulnerability matching reads (the images module, through the exports). */
 const MATCH_COLUMNS = [
@@ -503,6 +512,42 @@ export class AdvisoriesRepository {
   }
 
   /**
+   * The advisories change counter now, read in one statement with the call's freshness probe (so
+   * cached grants are confirmed by the same round trip).
+   */
+  async epoch(freshness?: Freshness): Promise<string> {
+    const row = await withFreshnessProbe(
+      this.db.selectNoFrom(ADVISORIES_EPOCH.as("epoch")),
+      freshness,
+    ).executeTakeFirstOrThrow();
+    return String(takeFreshness(row, freshness).epoch);
+  }
+
+  /**
+   * Every advisory as a light feed row (see findByPackages) with its group, in (advisory_id, uid)
+   * order: what the package index is built from. Read after the counter, so the rows are at
+   * least as new as the value the index is kept under.
+   */
+  allLight(): Promise<IndexRow[]> {
+    return this.#light().select("parent_uid").orderBy("advisory_id").orderBy("uid").execute();
+  }
+
+  #light() {
+    return this.db
+      .selectFrom("advisories")
+      .select(LIGHT_FEED_COLUMNS)
+      .select(
+        sql<
+          FeedRow["osv"]
+        >`case when osv is null then null else jsonb_build_object('modified', osv->'modified', 'affected', coalesce(osv->'affected', '[]'::jsonb)) end`.as(
+          "osv",
+        ),
+      )
+      .select(sql<FeedRow["aliases"]>`'{}'::text[]`.as("aliases"))
+      .select(sql<FeedRow["severities"]>`'[]'::jsonb`.as("severities"));
+  }
+
+  /**
    * Visible advisories that may concern these packages: those with one of the names or purls
    * (the caller matches ecosystems and versions exactly). `light`: what deciding a match and
    * naming it (id, modified) needs — of the imported OSV record only its `modified` and
@@ -516,20 +561,7 @@ export class AdvisoriesRepository {
     const names = [...new Set(packages.flatMap((p) => (p.name ? [p.name] : [])))];
     const purls = [...new Set(packages.flatMap((p) => (!p.name && p.purls ? p.purls : [])))];
     if (names.length === 0 && purls.length === 0) return Promise.resolve([]);
-    const columns = light
-      ? this.db
-          .selectFrom("advisories")
-          .select(LIGHT_FEED_COLUMNS)
-          .select(
-            sql<
-              FeedRow["osv"]
-            >`case when osv is null then null else jsonb_build_object('modified', osv->'modified', 'affected', coalesce(osv->'affected', '[]'::jsonb)) end`.as(
-              "osv",
-            ),
-          )
-          .select(sql<FeedRow["aliases"]>`'{}'::text[]`.as("aliases"))
-          .select(sql<FeedRow["severities"]>`'[]'::jsonb`.as("severities"))
-      : this.db.selectFrom("advisories").select(FEED_COLUMNS);
+    const columns = light ? this.#light() : this.db.selectFrom("advisories").select(FEED_COLUMNS);
     return restrict(columns)
       .where((eb) =>
         eb.or([
