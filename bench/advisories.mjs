@@ -263,13 +263,13 @@ async function answersInMemory(server) {
   const gauge = (name) => Number(lines.find((l) => l.startsWith(`${name} `))?.slice(name.length + 1) ?? NaN);
   const status = readFileSync(`/proc/${server.child.pid}/status`, "utf8");
   return {
-    hits: gauge('bulwark_advisories_list_cache_requests{outcome="hit"}'),
-    misses: gauge('bulwark_advisories_list_cache_requests{outcome="miss"}'),
-    joined: gauge('bulwark_advisories_list_cache_requests{outcome="joined"}'),
+    hits: gauge('bulwark_advisories_list_cache_requests_total{outcome="hit"}'),
+    misses: gauge('bulwark_advisories_list_cache_requests_total{outcome="miss"}'),
+    joined: gauge('bulwark_advisories_list_cache_requests_total{outcome="joined"}'),
     entries: gauge("bulwark_advisories_list_cache_entries"),
     bytes: gauge("bulwark_advisories_list_cache_bytes"),
     indexed: gauge("bulwark_advisories_package_index_advisories"),
-    builds: gauge("bulwark_advisories_package_index_builds"),
+    builds: gauge("bulwark_advisories_package_index_builds_total"),
     rssKiB: Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? NaN),
   };
 }

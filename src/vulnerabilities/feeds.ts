@@ -282,7 +282,10 @@ export class PackageIndex {
     const epoch = await this.advisories.epoch(freshness);
     if (this.#built?.epoch === epoch) return this.#built.index;
     if (this.#building?.epoch !== epoch) {
-      const building = { epoch, done: this.#build(epoch) };
+      // One build at a time: during an import the counter moves with every batch, and each
+      // build reads every advisory.
+      const previous = this.#building?.done.catch(() => undefined);
+      const building = { epoch, done: previous ? previous.then(() => this.#build(epoch)) : this.#build(epoch) };
       this.#building = building;
       building.done
         .finally(() => {
@@ -309,7 +312,8 @@ export class PackageIndex {
   async #build(epoch: string): Promise<MatchIndex | undefined> {
     // Read after the counter: the rows are at least as new as `epoch`, so an index kept under it
     // is never older than what it claims (at worst newer, and rebuilt at the next read).
-    const rows = await this.advisories.allLight();
+    // One row more than the index keeps says the corpus is too large, without reading all of it.
+    const rows = await this.advisories.allLight(PACKAGE_INDEX_MAX_ADVISORIES + 1);
     this.#builds++;
     const index = rows.length <= PACKAGE_INDEX_MAX_ADVISORIES ? indexRows(rows, true) : undefined;
     // A slower build for an older value must not replace a newer one.

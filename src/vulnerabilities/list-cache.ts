@@ -5,6 +5,7 @@
 // confirms the caller's cached grants) and answers from here when an entry of that value exists
 // for the same request and the same visibility: two callers who see different groups never share
 // an entry, since their answers (rows and totalCount) differ.
+import { createHash } from "node:crypto";
 import { toBinary } from "@bufbuild/protobuf";
 import {
   ListAdvisoriesRequestSchema,
@@ -98,7 +99,12 @@ export class ListAdvisoriesCache {
         this.#making.set(making, pending);
         pending
           .finally(() => this.#making.delete(making))
-          .then((made) => this.#keep(key, made))
+          .then(async (made) => {
+            // The list engine decodes the token again: one that expired in between restarted the
+            // walk, and page 1 must not be kept as the page this cursor stands for.
+            if (req.pageToken !== "" && (await this.lists.tokens.decode(req.pageToken)).kind !== "ok") return;
+            this.#keep(key, made);
+          })
           .catch(() => {});
       }
       entry = await pending;
@@ -150,7 +156,8 @@ export class ListAdvisoriesCache {
 
   /**
    * The request with its page token as the cursor it stands for (tokens are encrypted afresh, so
-   * the same page has many), and the caller's visibility; undefined for a token that does not
+   * the same page has many), and the caller's visibility, as a digest: a request's filters may be
+   * up to a megabyte, and the byte bound counts answers only. Undefined for a token that does not
    * decode to a current cursor.
    */
   async #keyOf(req: ListAdvisoriesRequest, visibility: Visibility): Promise<string | undefined> {
@@ -162,6 +169,6 @@ export class ListAdvisoriesCache {
     }
     const seen = visibility === "all" ? "all" : JSON.stringify([...visibility].sort());
     const request = toJsonString(ListAdvisoriesRequestSchema, { ...req, pageToken: "" });
-    return `${seen}\n${cursor}\n${request}`;
+    return createHash("sha256").update(`${seen}\n${cursor}\n${request}`).digest("base64");
   }
 }

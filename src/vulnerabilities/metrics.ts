@@ -1,7 +1,7 @@
-// The in-memory advisory answers as Prometheus gauges (in the server's registry, ctx.metrics):
+// The in-memory advisory answers as Prometheus metrics (in the server's registry, ctx.metrics):
 // how ListAdvisories' answer cache is used and what it holds, and the size of querybatch's
 // package index. Read from memory at scrape time.
-import { Gauge } from "prom-client";
+import { Counter, Gauge } from "prom-client";
 import type { MetricsRegistry } from "../platform/telemetry.js";
 import type { PackageIndex } from "./feeds.js";
 import type { ListAdvisoriesCache } from "./list-cache.js";
@@ -12,8 +12,13 @@ export function registerVulnerabilityMetrics(
   packageIndex: PackageIndex,
 ): void {
   const registers = [registry];
-  new Gauge({
-    name: "bulwark_advisories_list_cache_requests",
+  // Counts kept by the cache itself, copied at scrape time.
+  const counted = (counter: Counter<string>, values: Array<[Record<string, string>, number]>) => {
+    counter.reset();
+    for (const [labels, value] of values) counter.inc(labels, value);
+  };
+  new Counter({
+    name: "bulwark_advisories_list_cache_requests_total",
     help:
       'ListAdvisories requests since start by how the answer cache served them: "hit" (kept answer), "miss" ' +
       '(made and kept), "joined" (shared an answer another request was making)',
@@ -21,9 +26,11 @@ export function registerVulnerabilityMetrics(
     registers,
     collect() {
       const s = answers.stats;
-      this.set({ outcome: "hit" }, s.hits);
-      this.set({ outcome: "miss" }, s.misses);
-      this.set({ outcome: "joined" }, s.joined);
+      counted(this, [
+        [{ outcome: "hit" }, s.hits],
+        [{ outcome: "miss" }, s.misses],
+        [{ outcome: "joined" }, s.joined],
+      ]);
     },
   });
   new Gauge({
@@ -50,12 +57,12 @@ export function registerVulnerabilityMetrics(
       this.set(packageIndex.stats?.advisories ?? 0);
     },
   });
-  new Gauge({
-    name: "bulwark_advisories_package_index_builds",
+  new Counter({
+    name: "bulwark_advisories_package_index_builds_total",
     help: "Times querybatch's package index was built since start (once per change of the advisories)",
     registers,
     collect() {
-      this.set(packageIndex.stats?.builds ?? 0);
+      counted(this, [[{}, packageIndex.stats?.builds ?? 0]]);
     },
   });
 }

@@ -114,6 +114,22 @@ describe("ListAdvisoriesCache", () => {
     assert.equal(small.cache.stats.misses, 22);
   });
 
+  it("does not keep an answer made while its page token expired (the walk restarted: not this cursor's page)", async () => {
+    const { cache, make, tokens, clock, made } = setup();
+    const expiring = await tokens.encode(CURSOR);
+    clock.now += PAGE_TOKEN_LIFETIME_SECONDS * 1000 - 1;
+    const fresh = await tokens.encode(CURSOR);
+    // the token is still good when the request is keyed, and has expired by the time it is made
+    const expiresMeanwhile = async () => {
+      clock.now += 2;
+      return make()();
+    };
+    await cache.answer(req({ pageToken: expiring }), "all", "1", expiresMeanwhile);
+    const before = made();
+    await cache.answer(req({ pageToken: fresh }), "all", "1", make());
+    assert.equal(made(), before + 1, "the same cursor's page is made, not answered with the restarted walk");
+  });
+
   it("requests making the same answer at once share one", async () => {
     const { cache, make, made } = setup();
     const answers = await Promise.all(Array.from({ length: 5 }, () => cache.answer(req(), "all", "1", make())));

@@ -528,8 +528,8 @@ export class AdvisoriesRepository {
    * order: what the package index is built from. Read after the counter, so the rows are at
    * least as new as the value the index is kept under.
    */
-  allLight(): Promise<IndexRow[]> {
-    return this.#light().select("parent_uid").orderBy("advisory_id").orderBy("uid").execute();
+  allLight(limit: number): Promise<IndexRow[]> {
+    return this.#light().select("parent_uid").orderBy("advisory_id").orderBy("uid").limit(limit).execute();
   }
 
   #light() {
