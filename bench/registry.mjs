@@ -9,7 +9,8 @@
 // or NOT MET, and any non-2xx answer fails the run (exit code 1).
 // Env (bench/README.md): BENCH_REGISTRY=0 skips; BENCH_REGISTRY_SECONDS (else BENCH_SECONDS, else 2);
 // BENCH_WARMUP_SECONDS (default 0.5); BENCH_ROUNDS (default 3); BENCH_REGISTRY_CONCURRENCY
-// (default 16); BENCH_BIG_BLOB_MIB (default 1024, 0 skips the RSS test); DOCKER_REGISTRY (binary).
+// (default 16); BENCH_BIG_BLOB_MIB (default 1024, 0 skips the RSS test); BENCH_REGISTRY_ROWS (only
+// the rows whose key starts with one of these, comma-separated); DOCKER_REGISTRY (binary).
 import http from "node:http";
 import net from "node:net";
 import { spawn, execFile } from "node:child_process";
@@ -739,6 +740,9 @@ export async function registryBench() {
       })),
       { key: "tags-list", label: `tags/list, ${fmt(TAGS)} tags`, conns: PARALLEL, job: get(() => "tags/list") },
     );
+    // BENCH_REGISTRY_ROWS: only the rows whose key starts with one of these (e.g. "tag-,get-10").
+    const only = (process.env.BENCH_REGISTRY_ROWS ?? "").split(",").filter(Boolean);
+    if (only.length) rows.splice(0, rows.length, ...rows.filter((r) => only.some((k) => r.key.startsWith(k))));
     for (const row of rows) row.rounds = [];
 
     const measure = async (row, reg) => {

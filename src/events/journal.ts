@@ -2,10 +2,10 @@
 // once it is committed, tells whoever listens (the audit log file, the delivery worker). Events
 // that are no change (pulls) are gathered for a moment and recorded together (recordSoon).
 import type { Logger } from "pino";
-import { sql } from "kysely";
+import { sql, type RawBuilder } from "kysely";
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { PublicUrls } from "../platform/config.js";
-import type { EventJournal, EventRecord } from "../platform/events.js";
+import type { EventInsert, EventJournal, EventRecord } from "../platform/events.js";
 import { afterCommit, withinTransaction } from "../storage/ambient-transaction.js";
 import { backendOf, type Db } from "../storage/db.js";
 import { isValidUidp } from "../core/uidp.js";
@@ -93,6 +93,19 @@ export class Journal implements EventJournal {
   async record(event: EventRecord & { undelivered?: boolean; time?: Date }): Promise<void> {
     const stored = await this.events.insert(this.#newEvent(event));
     afterCommit(() => this.#committed([stored]));
+  }
+
+  insertWithin(event: EventRecord, condition: RawBuilder<unknown>): EventInsert {
+    const { stored, ctes, columns } = this.events.insertWithin(this.#newEvent(event), condition);
+    return {
+      ctes,
+      columns,
+      inserted: (row) => {
+        if (row?.event_seq === null || row?.event_seq === undefined) return;
+        const recorded = { ...stored, seq: String(row.event_seq), deliveries: Number(row.event_deliveries ?? 0) };
+        afterCommit(() => this.#committed([recorded]));
+      },
+    };
   }
 
   /** What the repository stores for a recorded event: its text made storable, its source and time. */

@@ -103,7 +103,13 @@ export class Indexer {
   async queueOnPush(m: StoredManifest): Promise<void> {
     const { inventories, registry, now } = this.deps;
     if (isImageManifest(m.mediaType, m.artifactType, m.layerMediaTypes)) {
-      // (a push of an image the repo has: only a retry of a read failed by storage, below)
+      // A push of an image the repo has (told after it committed): queued when first pushed, so
+      // only an image unknown here or failed by storage is queued (again); no write otherwise.
+      if (!m.created) {
+        const known = await inventories.stateOf(m.digest);
+        if (known === "pending") registry.afterPushCommits(() => this.wake());
+        if (known !== "to queue") return;
+      }
       let state = await inventories.enqueue(m.digest, now());
       if (!m.created && state === "done") return;
       if (state === "done" && (await this.#sbomNoLongerHonoured(m))) {

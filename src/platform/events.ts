@@ -1,6 +1,7 @@
 // What a module records beside the RPCs (whose events the outbox records by itself): registry
 // pushes and pulls, sign-ins, token exchanges, refused credentials. The events module provides
 // the journal; every module gets it as `ctx.events`.
+import { sql, type RawBuilder } from "kysely";
 import type { CallContext } from "../core/service.js";
 
 /** Who caused an event: the delivered data's `actor`. */
@@ -40,10 +41,36 @@ export interface EventJournal {
    * last moment are lost if the process dies.
    */
   recordSoon(event: EventRecord): void;
+  /**
+   * An event recorded by a statement of the caller's own, so a change and its event need no
+   * transaction (one statement is atomic): see EventInsert. Recorded only if `condition` (SQL
+   * that may name the statement's other WITH queries) holds.
+   */
+  insertWithin(event: EventRecord, condition: RawBuilder<unknown>): EventInsert;
+}
+
+/**
+ * An event's insert, for a caller's statement: `ctes` go into its WITH list (their names start
+ * with `event_`), `columns` into its final select list (`event_seq`, `event_deliveries`); once
+ * the statement ran, `inserted` gets its row (in a transaction scope, the listeners hear of the
+ * event once that commits).
+ */
+export interface EventInsert {
+  ctes: RawBuilder<unknown>;
+  columns: RawBuilder<unknown>;
+  inserted(row: { event_seq?: unknown; event_deliveries?: unknown } | undefined): void;
 }
 
 /** A journal that records nothing: for a server run without the events module. */
-export const NO_EVENTS: EventJournal = { record: async () => {}, recordSoon: () => {} };
+export const NO_EVENTS: EventJournal = {
+  record: async () => {},
+  recordSoon: () => {},
+  insertWithin: () => ({
+    ctes: sql`event_none as (select 1)`,
+    columns: sql`null::bigint as event_seq, 0 as event_deliveries`,
+    inserted: () => {},
+  }),
+};
 
 /** The actor of an authenticated call; undefined for an anonymous one. */
 export function actorOf(call: Pick<CallContext, "principal" | "token">): EventActor | undefined {

@@ -27,7 +27,11 @@ export interface StoredManifest {
   created: boolean;
 }
 
-/** Called inside the push's transaction; a failure fails the push. */
+/**
+ * Called inside the push's transaction for a manifest the push stored; for one the repo held
+ * already (created false: a new tag on it), once the push committed. A failure fails the push
+ * (the client's answer).
+ */
 export type ManifestStoredListener = (manifest: StoredManifest) => Promise<void>;
 
 /** A referrer of an image, from a repo holding it. */
@@ -80,7 +84,10 @@ const IMAGE_MANIFESTS_PAGE = 500;
 
 /** The registry's exports about image contents (RegistryExports extends this). */
 export interface ImageAccess {
-  /** `listener` runs inside every successful manifest push's transaction, after the manifest is stored */
+  /**
+   * `listener` runs inside every successful manifest push's transaction, after the manifest is
+   * stored; for a push of a manifest the repo held already, after that push committed
+   */
   onManifestStored(listener: ManifestStoredListener): void;
   /** `then` runs once the calling push (or any transaction scope) committed; at once outside one */
   afterPushCommits(then: () => void): void;

@@ -263,6 +263,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
     const events: EventJournal = {
       record: (event) => journal.record(event),
       recordSoon: (event) => journal.recordSoon(event),
+      insertWithin: (event, condition) => journal.insertWithin(event, condition),
     };
     const ctx: Omit<ModuleContext, "moduleSettings"> = {
       db: database.db,

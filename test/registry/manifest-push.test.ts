@@ -1,6 +1,7 @@
 // A manifest push's database work, on every backend: one statement stores the manifest, its
 // references and the tag's move whatever the number of layers; the foreign keys refuse a
 // missing reference (and the first one missing is named); the bytes stored are the bytes pushed.
+// A new tag on a manifest the repo holds is one statement with its event, and no queue write.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -10,6 +11,7 @@ import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { MEDIA_TYPES as MT, OciClient, descriptorOf, digestOf, type Descriptor } from "../support/oci.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { lastEventSeq, subscribeDirectly } from "../support/events.js";
 
 const manifestOf = (config: Descriptor, layers: Descriptor[], extra: Record<string, unknown> = {}) =>
   Buffer.from(JSON.stringify({ schemaVersion: 2, mediaType: MT.ociManifest, config, layers, ...extra }));
@@ -133,6 +135,88 @@ for (const backend of backends()) {
       assert.equal((await references(digestOf(bytes))).length, 3);
       const got = await oci.get(`/v2/${name}/manifests/${digestOf(bytes)}`, { accept: MT.ociManifest });
       assert.ok(got.body.equals(bytes));
+    });
+
+    it("a new tag on a manifest the repo holds: one statement with its event (as a full push's), no transaction, no queue write", async () => {
+      const name = repo();
+      const { config, layers } = await image(name, 1);
+      const bytes = manifestOf(config, layers);
+      const digest = digestOf(bytes);
+      const repoUid = (await server.db
+        .selectFrom("repos")
+        .select("uid")
+        .where("name", "=", name.split("/")[1]!)
+        .executeTakeFirstOrThrow()) as { uid: string };
+      // every push event of the repo's group delivered to a subscription there
+      await subscribeDirectly(server, repoUid.uid.slice(0, repoUid.uid.lastIndexOf("/")), "https://sink.example/x", {
+        types: ["dev.chainguard.registry.push.v1"],
+      });
+      const since = await lastEventSeq(server);
+      assert.equal((await oci.putManifest(name, "first", bytes, MT.ociManifest)).status, 201);
+      const inventory = () =>
+        server.db.selectFrom("image_inventories").selectAll().where("digest", "=", digest).executeTakeFirst();
+      const queued = await inventory();
+      assert.equal(queued?.state, "pending", "the new image is queued by its first push");
+
+      let res;
+      const seen = await statementsDuring(
+        async () => (res = await oci.putManifest(name, "second", bytes, MT.ociManifest)),
+      );
+      assert.equal(res!.status, 201, res!.body.toString());
+      assert.equal(res!.headers.get("docker-content-digest"), digest);
+      // (the delivery worker's statements may fall in between: only the push's are looked at)
+      const pushing = seen.filter(
+        (q) => !/^\s*select\b/i.test(q) && /\binsert into "?(tags|events|manifests)\b|\bimage_inventories\b/i.test(q),
+      );
+      assert.equal(pushing.length, 1, seen.join("\n----\n"));
+      assert.match(pushing[0]!, /insert into tags[\s\S]*insert into events/);
+      assert.ok(!seen.some((q) => /^\s*(begin|commit|savepoint)\b/i.test(q)), seen.join("\n----\n"));
+      assert.deepEqual(await inventory(), queued, "the queue row is left as it was");
+
+      const events = (await server.db
+        .selectFrom("events")
+        .selectAll()
+        .where("seq", ">", since as never)
+        .where("type", "=", "dev.chainguard.registry.push.v1")
+        .orderBy("seq")
+        .execute()) as any[];
+      assert.equal(events.length, 2);
+      const [full, held] = events;
+      const comparable = (e: any) => {
+        const { uid, seq, time, body, traceparent, ...rest } = e;
+        const { when, tag, ...fields } = body;
+        return { ...rest, body: fields, uidParent: uid.slice(0, uid.lastIndexOf("/")) };
+      };
+      assert.deepEqual(comparable(held), comparable(full));
+      assert.match(held.traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/, "the request's trace");
+      assert.deepEqual([full.body.tag, held.body.tag, held.body.digest], ["first", "second", digest]);
+      const deliveries = await server.db
+        .selectFrom("event_deliveries")
+        .select("event_seq")
+        .where("event_seq", "in", [full.seq, held.seq])
+        .execute();
+      assert.equal(deliveries.length, 2, "each delivered to the subscription");
+      const history = await oci.get(`/v2/${name}/_chainguard/history/second`);
+      assert.deepEqual(
+        history.json<{ history: { digest: string }[] }>()!.history.map((h) => h.digest),
+        [digest],
+      );
+
+      // A read failed by storage: a new tag on the image queues it again; a malformed one is left failed.
+      await server.db
+        .updateTable("image_inventories")
+        .set({ state: "failed", error_kind: "transient", error: "storage error", attempts: 3 } as never)
+        .where("digest", "=", digest)
+        .execute();
+      assert.equal((await oci.putManifest(name, "third", bytes, MT.ociManifest)).status, 201);
+      assert.deepEqual([(await inventory())?.state, (await inventory())?.attempts], ["pending", 0]);
+      await server.db
+        .updateTable("image_inventories")
+        .set({ state: "failed", error_kind: "image", error: "a tar bomb", attempts: 1 } as never)
+        .where("digest", "=", digest)
+        .execute();
+      assert.equal((await oci.putManifest(name, "fourth", bytes, MT.ociManifest)).status, 201);
+      assert.deepEqual([(await inventory())?.state, (await inventory())?.attempts], ["failed", 1]);
     });
 
     it("a tag pushed again onto the digest it names writes no history; moved, it does", async () => {

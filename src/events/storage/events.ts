@@ -2,7 +2,7 @@
 // subscription it matches (a subscription at the event's group or an ancestor, whose type filter,
 // if any, names the type exactly or by a prefix ending in "."), in one statement.
 import { randomHex } from "../../core/random-hex.js";
-import { sql, type SqlBool } from "kysely";
+import { sql, type RawBuilder, type SqlBool } from "kysely";
 import type { Db } from "../../storage/db.js";
 import { ancestorsOf } from "../../core/uidp.js";
 import type { UIDPFilter } from "../../gen/platform/common/v1/uidp.platform_pb.js";
@@ -78,6 +78,38 @@ export class EventsRepository {
       )
       select (select seq from e) as seq, (select count(*) from d)::int as deliveries`.execute(this.db);
     return { ...event, uid, seq: String(rows[0]!.seq), deliveries: Number(rows[0]!.deliveries) };
+  }
+
+  /**
+   * The event's insert and its deliveries' (as `insert` makes them) as data-modifying WITH queries
+   * for a caller's statement, made only if `condition` holds there; its final select list takes
+   * `columns` (`event_seq`, null when not inserted, and `event_deliveries`). `stored` is the event
+   * but for those two.
+   */
+  insertWithin(
+    event: NewEvent,
+    condition: RawBuilder<unknown>,
+  ): { stored: Omit<StoredEvent, "seq" | "deliveries">; ctes: RawBuilder<unknown>; columns: RawBuilder<unknown> } {
+    const uid = eventUid(event.group);
+    // Every value cast: an INSERT … SELECT's parameters are not typed by the columns they fill.
+    const ancestors = event.group && !event.undelivered ? [...ancestorsOf(event.group), event.group] : [];
+    const ctes = sql`event_e as (
+        insert into events (uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time)
+        select ${uid}::text, ${event.group ?? null}::text, ${event.type}::text, ${event.source}::text, ${event.subject}::text,
+          ${event.actor?.subject ?? null}::text, ${event.actor ? JSON.stringify(event.actor) : null}::jsonb,
+          ${JSON.stringify(event.body ?? null)}::jsonb, ${event.traceparent}::text, ${event.time}::timestamptz
+        where ${condition}
+        returning seq, type
+      ),
+      event_d as (
+        insert into event_deliveries (subscription_uid, event_seq)
+        select s.uid, e.seq from event_e e join event_subscriptions s on s.parent_uid = any(${ancestors}::text[])
+        where cardinality(s.types) = 0 or e.type = any(s.types)
+          or exists (select 1 from unnest(s.types) t where right(t, 1) = '.' and starts_with(e.type, t))
+        returning 1
+      )`;
+    const columns = sql`(select seq from event_e) as event_seq, (select count(*) from event_d)::int as event_deliveries`;
+    return { stored: { ...event, uid }, ctes, columns };
   }
 
   /**

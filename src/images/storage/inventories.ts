@@ -64,6 +64,21 @@ export class InventoriesRepository {
     return rows[0]!.state;
   }
 
+  /**
+   * Whether `enqueue` would change anything for `digest` (it is unknown, or failed for a transient
+   * reason), else its state: a plain read, which the embedded database answers from memory until
+   * the queue changes.
+   */
+  async stateOf(digest: string): Promise<InventoryState | "to queue"> {
+    const row = await this.db
+      .selectFrom("image_inventories")
+      .select(["state", "error_kind"])
+      .where("digest", "=", digest)
+      .executeTakeFirst();
+    if (!row || (row.state === "failed" && row.error_kind === "transient")) return "to queue";
+    return row.state as InventoryState;
+  }
+
   /** Queues each of `digests` not known yet (the one-time backfill of images pushed earlier). */
   async enqueueMany(digests: readonly string[], now: Date): Promise<void> {
     for (let i = 0; i < digests.length; i += PACKAGE_CHUNK)

@@ -7,7 +7,8 @@
 import type { FastifyRequest } from "fastify";
 import type { CallContext } from "../../core/service.js";
 import { parentOf } from "../../core/uidp.js";
-import { actorOf, type EventJournal } from "../../platform/events.js";
+import type { RawBuilder } from "kysely";
+import { actorOf, type EventInsert, type EventJournal, type EventRecord } from "../../platform/events.js";
 import { withinTransaction } from "../../storage/ambient-transaction.js";
 import type { Db } from "../../storage/db.js";
 import type { ResolvedName } from "../names.js";
@@ -48,6 +49,15 @@ export class RegistryEvents {
   /** Records a push; called inside `inPush`, once the change is made. */
   pushed(r: RepoRequest, what: Transferred): Promise<void> {
     return this.#record(PUSH_EVENT, r.request, r.call, r.name, placeOfRepo(r.repo.uid), what);
+  }
+
+  /**
+   * A push's event for the push's own statement to insert (see EventJournal.insertWithin), when
+   * `condition` holds there: the same event `pushed` records.
+   */
+  pushedWithin(r: RepoRequest, what: Transferred, condition: RawBuilder<unknown>): EventInsert {
+    const event = this.#event(PUSH_EVENT, r.request, r.call, r.name, placeOfRepo(r.repo.uid), what);
+    return this.journal.insertWithin(event, condition);
   }
 
   /** Records a successful pull (a manifest or blob HEAD or GET), before the answer is sent. */
@@ -112,6 +122,25 @@ export class RegistryEvents {
     what: Transferred,
     error?: { code: string; message: string; status: number },
   ): Promise<void> {
+    const event = this.#event(type, request, call, repository, place, what, error);
+    // A pull changes nothing: it is recorded with the other pulls of the moment, so the read
+    // path pays no write of its own.
+    if (type === PULL_EVENT) {
+      this.journal.recordSoon(event);
+      return Promise.resolve();
+    }
+    return this.journal.record(event);
+  }
+
+  #event(
+    type: string,
+    request: FastifyRequest,
+    call: CallContext,
+    repository: string,
+    place: Place,
+    what: Transferred,
+    error?: { code: string; message: string; status: number },
+  ): EventRecord {
     const body = {
       repository,
       repo_id: place.repoId,
@@ -126,7 +155,7 @@ export class RegistryEvents {
       when: this.now().toISOString().replace(/Z$/, ""),
       ...(error ? { error } : {}),
     };
-    const event = {
+    return {
       type,
       source: "registry" as const,
       subject: place.subject,
@@ -135,13 +164,6 @@ export class RegistryEvents {
       body,
       traceparent: call.headers.get("traceparent") ?? undefined,
     };
-    // A pull changes nothing: it is recorded with the other pulls of the moment, so the read
-    // path pays no write of its own.
-    if (type === PULL_EVENT) {
-      this.journal.recordSoon(event);
-      return Promise.resolve();
-    }
-    return this.journal.record(event);
   }
 }
 

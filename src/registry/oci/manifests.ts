@@ -19,7 +19,10 @@ export interface ManifestRouteDeps {
   manifests: ManifestsRepository;
   tags: TagsRepository;
   events: RegistryEvents;
-  /** told of every stored manifest inside its push's transaction (the images module queues it) */
+  /**
+   * told of every stored manifest inside its push's transaction (the images module queues it);
+   * of one the repo held already (created false), once its push committed
+   */
   manifestHooks: ManifestHooks;
   metrics: RegistryMetrics;
   now(): Date;
@@ -69,7 +72,7 @@ async function digestOfReference(tags: TagsRepository, repo: RepoRef, reference:
 }
 
 async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
-  const { request, reply, name, repo, reference } = r;
+  const { request, repo, reference } = r;
   const byDigest = looksLikeDigest(reference);
   if (byDigest && !isDigest(reference)) throw digestInvalid("unsupported or malformed digest", { reference });
   if (!byDigest && !TAG.test(reference)) throw manifestInvalid("invalid tag name");
@@ -78,6 +81,28 @@ async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
   const digest = digestOf(bytes, byDigest ? algorithmOf(reference) : "sha256");
   if (byDigest && digest !== reference)
     throw digestInvalid("the manifest's digest does not match the reference", { reference, computed: digest });
+  const tag = byDigest ? undefined : reference;
+  const stored = {
+    repoUid: repo.uid,
+    digest,
+    mediaType: parsed.mediaType,
+    artifactType: parsed.artifactType,
+    subjectDigest: parsed.subject,
+    annotations: parsed.annotations,
+    layerMediaTypes: parsed.layerMediaTypes,
+  };
+  // A manifest the repo holds (a new tag on an image; on the embedded database this read is
+  // usually answered from memory): the tag's move and the push's event in one statement, and the
+  // hooks told once it committed (the image was queued when the manifest was first pushed).
+  if (
+    (await deps.manifests.get(repo.uid, digest, false)) &&
+    (await deps.manifests.pushHeld({ repoUid: repo.uid, digest, tag, now: deps.now() }, (held) =>
+      deps.events.pushedWithin(r, { type: "manifest", digest, tag }, held),
+    ))
+  ) {
+    await deps.manifestHooks.stored({ ...stored, created: false });
+    return pushed(deps, r, digest, parsed.subject);
+  }
   // The manifest, its tag's move and the push's event commit together (the body is read already).
   const result = await deps.events.inPush(async () => {
     const put = await deps.manifests.put({
@@ -90,21 +115,12 @@ async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
       annotations: parsed.annotations,
       blobs: parsed.blobs,
       children: parsed.children,
-      tag: byDigest ? undefined : reference,
+      tag,
       now: deps.now(),
     });
     if (put.kind !== "ok") return put;
-    await deps.events.pushed(r, { type: "manifest", digest, tag: byDigest ? undefined : reference });
-    await deps.manifestHooks.stored({
-      repoUid: repo.uid,
-      digest,
-      mediaType: parsed.mediaType,
-      artifactType: parsed.artifactType,
-      subjectDigest: parsed.subject,
-      annotations: parsed.annotations,
-      layerMediaTypes: parsed.layerMediaTypes,
-      created: put.created,
-    });
+    await deps.events.pushed(r, { type: "manifest", digest, tag });
+    await deps.manifestHooks.stored({ ...stored, created: put.created });
     return put;
   });
   if (result.kind !== "ok") {
@@ -113,9 +129,13 @@ async function putManifest(deps: ManifestRouteDeps, r: RepoRequest) {
       digest: result.digest,
     });
   }
+  return pushed(deps, r, digest, parsed.subject);
+}
+
+function pushed(deps: ManifestRouteDeps, { reply, name }: RepoRequest, digest: string, subject: string | undefined) {
   deps.metrics.pushed("ok");
   reply.code(201).header("location", `/v2/${name}/manifests/${digest}`).header("docker-content-digest", digest);
-  if (parsed.subject) reply.header("oci-subject", parsed.subject);
+  if (subject) reply.header("oci-subject", subject);
   return reply.send();
 }
 

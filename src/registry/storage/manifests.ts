@@ -1,7 +1,7 @@
 // Manifests: stored per repo by digest, with the blobs and child manifests they need (foreign
 // keys: a manifest cannot name a blob its repo does not hold, an index a manifest its repo does
 // not hold), their subject (the referrers API) and the tag a push moves with them.
-import { sql } from "kysely";
+import { sql, type RawBuilder } from "kysely";
 import { compiledOnce } from "../../storage/compiled.js";
 import type { Db } from "../../storage/db.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, constraintOf, sqlState } from "../../storage/errors.js";
@@ -45,6 +45,13 @@ export type PutManifestResult =
   | { kind: "blob_unknown"; digest: string }
   | { kind: "manifest_unknown"; digest: string };
 
+/** A push's event for its statement to insert (the platform's EventInsert, as this layer sees it). */
+export interface InsertWithin {
+  ctes: RawBuilder<unknown>;
+  columns: RawBuilder<unknown>;
+  inserted(row: { event_seq?: unknown; event_deliveries?: unknown } | undefined): void;
+}
+
 export type DeleteManifestResult = { kind: "deleted" } | { kind: "not_found" } | { kind: "referenced"; by: string };
 
 export class ManifestsRepository extends RegistryRepository {
@@ -84,6 +91,40 @@ export class ManifestsRepository extends RegistryRepository {
           const missing = await firstMissing(this.db, m);
           if (missing) return missing;
         }
+        // A new tag's uid collided (64 random bits): tried again with another.
+        if (sqlState(err) === UNIQUE_VIOLATION && constraintOf(err) === "tags_pkey" && attempt < 3) continue;
+        throw err;
+      }
+    }
+  }
+
+  /**
+   * A push of a manifest the repo holds already (a new tag on an image): moves the tag (if any)
+   * and inserts the push's event in one statement, so neither needs a transaction; nothing when
+   * the repo does not hold it (false: push it whole with `put`). The manifest's row is locked
+   * until the statement ends, so a garbage collection deleting it meanwhile either finished
+   * first (then it is not held) or waits.
+   */
+  async pushHeld(
+    m: { repoUid: string; digest: string; tag?: string; now: Date },
+    event: (held: RawBuilder<unknown>) => InsertWithin,
+  ): Promise<boolean> {
+    const source = sql`held`;
+    for (let attempt = 0; ; attempt++) {
+      const insert = event(sql`exists (select 1 from held)`);
+      const tagMove =
+        m.tag === undefined ? sql`select 1` : this.tags.moveForEachStatement(m.repoUid, m.tag, m.digest, m.now, source);
+      try {
+        const { rows } = await sql<{ held: boolean; event_seq: unknown; event_deliveries: unknown }>`
+          with held as (
+            select 1 from manifests where repo_uid = ${m.repoUid} and digest = ${m.digest} for key share
+          ),
+          t as (${tagMove}),
+          ${insert.ctes}
+          select exists (select 1 from held) as held, ${insert.columns}`.execute(this.db);
+        insert.inserted(rows[0]);
+        return rows[0]?.held === true;
+      } catch (err) {
         // A new tag's uid collided (64 random bits): tried again with another.
         if (sqlState(err) === UNIQUE_VIOLATION && constraintOf(err) === "tags_pkey" && attempt < 3) continue;
         throw err;

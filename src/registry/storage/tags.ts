@@ -138,6 +138,17 @@ export class TagsRepository extends RegistryRepository {
         where tags.digest is distinct from excluded.digest`;
   }
 
+  /**
+   * `moveStatement` made only for each row of the WITH query `source` (none: nothing), for a
+   * push's one statement.
+   */
+  moveForEachStatement(repoUid: string, tag: string, digest: string, now: Date, source: RawBuilder<unknown>) {
+    return sql`insert into tags (uid, repo_uid, name, digest, update_time)
+      select ${newChildUidp(repoUid)}::text, ${repoUid}::text, ${tag}::text, ${digest}::text, ${now}::timestamptz from ${source}
+      on conflict (repo_uid, name) do update set digest = excluded.digest, update_time = excluded.update_time
+        where tags.digest is distinct from excluded.digest`;
+  }
+
   /** Deletes the tag `name` of a repo; false when there was none. */
   async deleteByName(repoUid: string, name: string): Promise<boolean> {
     const r = await this.db
