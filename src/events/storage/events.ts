@@ -42,6 +42,13 @@ export interface EventFilter {
   actor?: string;
 }
 
+/**
+ * Whether subscription `s` takes event `e`'s type: no type filter, the type named exactly, or a
+ * prefix ending in "." (one rule for every statement that makes deliveries).
+ */
+const SUBSCRIPTION_WANTS_TYPE = sql<boolean>`(cardinality(s.types) = 0 or e.type = any(s.types)
+  or exists (select 1 from unnest(s.types) t where right(t, 1) = '.' and starts_with(e.type, t)))`;
+
 /** A new event's uid: a child of its group's UIDP, or a root UIDP for an event of no group. */
 function eventUid(group: string | undefined): string {
   return group ? `${group}/${randomHex(8)}` : randomHex(20);
@@ -72,8 +79,7 @@ export class EventsRepository {
         insert into event_deliveries (subscription_uid, event_seq)
         select s.uid, e.seq from e join event_subscriptions s
           on s.parent_uid = any(${[...ancestorsOf(event.group), event.group]}::text[])
-        where cardinality(s.types) = 0 or e.type = any(s.types)
-          or exists (select 1 from unnest(s.types) t where right(t, 1) = '.' and starts_with(e.type, t))
+        where ${SUBSCRIPTION_WANTS_TYPE}
         returning 1
       )
       select (select seq from e) as seq, (select count(*) from d)::int as deliveries`.execute(this.db);
@@ -104,8 +110,7 @@ export class EventsRepository {
       event_d as (
         insert into event_deliveries (subscription_uid, event_seq)
         select s.uid, e.seq from event_e e join event_subscriptions s on s.parent_uid = any(${ancestors}::text[])
-        where cardinality(s.types) = 0 or e.type = any(s.types)
-          or exists (select 1 from unnest(s.types) t where right(t, 1) = '.' and starts_with(e.type, t))
+        where ${SUBSCRIPTION_WANTS_TYPE}
         returning 1
       )`;
     const columns = sql`(select seq from event_e) as event_seq, (select count(*) from event_d)::int as event_deliveries`;
@@ -146,8 +151,7 @@ export class EventsRepository {
         insert into event_deliveries (subscription_uid, event_seq)
         select s.uid, e.seq from e join event_subscriptions s
           on e.parent_uid = s.parent_uid or starts_with(e.parent_uid, s.parent_uid || '/')
-        where cardinality(s.types) = 0 or e.type = any(s.types)
-          or exists (select 1 from unnest(s.types) t where right(t, 1) = '.' and starts_with(e.type, t))
+        where ${SUBSCRIPTION_WANTS_TYPE}
         returning 1
       )
       select uid, seq, (select count(*) from d)::int as deliveries from e`.execute(this.db);
