@@ -45,7 +45,7 @@ export type PutManifestResult =
   | { kind: "blob_unknown"; digest: string }
   | { kind: "manifest_unknown"; digest: string };
 
-/** A push's event for its statement to insert (the platform's EventInsert, as this layer sees it). */
+/** A push's event for its statement to insert: the platform's EventInsert, restated (a feature's storage imports no service code). */
 export interface InsertWithin {
   ctes: RawBuilder<unknown>;
   columns: RawBuilder<unknown>;
