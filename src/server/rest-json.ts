@@ -19,6 +19,8 @@ import {
   type Registry,
 } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
+import { randomBytes } from "node:crypto";
+import { isShared } from "../core/shared-lists.js";
 
 const TIMESTAMP = "google.protobuf.Timestamp";
 
@@ -178,7 +180,22 @@ function compileWriter(desc: DescMessage): Writer {
       let write: (v: any, r: Registry | undefined) => JsonValue;
       if (f.fieldKind === "list") {
         const item = valueWriter(f, f.listKind);
-        write = (list: unknown[], r) => list.map((v) => item(v, r));
+        write = (list: unknown[], r) => {
+          if (rawTexts === undefined || r !== undefined || !isShared(list)) return list.map((v) => item(v, r));
+          let text = sharedTexts.get(list);
+          if (text === undefined) {
+            const outer = rawTexts;
+            rawTexts = undefined; // a list inside is written out, not spliced
+            try {
+              text = JSON.stringify(list.map((v) => item(v, r)));
+            } finally {
+              rawTexts = outer;
+            }
+            sharedTexts.set(list, text);
+          }
+          rawTexts.push(text);
+          return `${RAW_MARK}${rawTexts.length - 1}`;
+        };
       } else if (f.fieldKind === "map") {
         const item = valueWriter(f, f.mapKind);
         write = (map: Record<string, unknown>, r) => {
@@ -209,6 +226,31 @@ function compileWriter(desc: DescMessage): Writer {
     for (const step of steps) step(m, json, r);
     return json;
   };
+}
+
+/**
+ * JSON text of shared lists (core/shared-lists.ts), kept with the list. Node 20 has no
+ * JSON.rawJSON, so while toRestJsonText writes, such a list is written as a placeholder string
+ * that names its text, and the placeholders are replaced in the finished text. The placeholder
+ * holds a random value of this process, so no string of a caller's can be taken for one.
+ */
+const sharedTexts = new WeakMap<readonly unknown[], string>();
+const RAW_MARK = `\u0000raw:${randomBytes(16).toString("hex")}:`;
+const RAW_PLACEHOLDER = new RegExp(`"${JSON.stringify(RAW_MARK).slice(1, -1).replaceAll("\\", "\\\\")}(\\d+)"`, "g");
+/** The texts spliced into the answer being written, while toRestJsonText runs. */
+let rawTexts: string[] | undefined;
+
+/** JSON.stringify(toRestJson(desc, message)), with shared lists' text written once per list. */
+export function toRestJsonText<D extends DescMessage>(desc: D, message: MessageShape<D>): string {
+  const texts: string[] = [];
+  rawTexts = texts;
+  let text: string;
+  try {
+    text = JSON.stringify(toRestJson(desc, message));
+  } finally {
+    rawTexts = undefined;
+  }
+  return texts.length === 0 ? text : text.replace(RAW_PLACEHOLDER, (_, i: string) => texts[Number(i)]!);
 }
 
 export function toRestJson<D extends DescMessage>(desc: D, message: MessageShape<D>, registry?: Registry): JsonValue {

@@ -27,7 +27,7 @@ import { clip, invalidArgument, type FieldViolation } from "../core/errors.js";
 import { isOutputOnly } from "../core/fieldmask.js";
 import type { CallContext, Dispatch, ServiceBinding } from "../core/service.js";
 import { compareSpecificity, compileTemplate, type CompiledTemplate } from "./http-template.js";
-import { toRestJson } from "./rest-json.js";
+import { toRestJsonText } from "./rest-json.js";
 import { NO_ROUTE, outcomeOf } from "./request-log.js";
 import { MAX_ECHO_LENGTH, quote, shortenQuotedValues, strictUtf8 } from "../core/strings.js";
 
@@ -465,7 +465,7 @@ export async function registerTranscoder(app: FastifyInstance, opts: TranscoderO
             .code(200)
             .header("content-type", "application/json")
             .header("cache-control", "no-store")
-            .send(JSON.stringify(toRestJson(desc, message)));
+            .send(toRestJsonText(desc, message));
         } catch (err) {
           return opts.sendError(reply, err);
         }

@@ -8,6 +8,7 @@ import {
   AdvisorySchema,
   EventTypeFilter,
   ListAdvisoriesRequestSchema,
+  ListAdvisoriesResponseSchema,
   ReviewState,
   SeveritySchema,
   Severity_Type,
@@ -204,7 +205,7 @@ export function advisoriesService({ advisories, lists, answers }: AdvisoriesDeps
       const filter = advisoryFilter(req);
       // The counter first: an answer kept under it was made from data at least this new.
       const epoch = await advisories.epoch(call.freshness);
-      return answers.answer(req, call.visibility ?? [], epoch, async () => {
+      const answer = await answers.answer(req, call.visibility ?? [], epoch, async () => {
         const { items, ...page } = await listResponse({
           lists,
           resource: advisoryListing,
@@ -218,6 +219,10 @@ export function advisoriesService({ advisories, lists, answers }: AdvisoriesDeps
         });
         return { advisories: items, ...page };
       });
+      const response = create(ListAdvisoriesResponseSchema, { ...answer, advisories: [] });
+      // the kept list itself, not a copy (as create makes): the REST layer keeps its JSON text with it
+      response.advisories = answer.advisories;
+      return response;
     },
   });
 }

@@ -15,12 +15,14 @@ import {
 } from "../gen/chainguard/platform/vulnerabilities/v2beta1/advisories_pb.js";
 import { create, toJsonString } from "@bufbuild/protobuf";
 import type { Visibility } from "../core/access.js";
+import { markShared } from "../core/shared-lists.js";
 import type { ListEngineDeps } from "../core/list.js";
 import type { PageCursor } from "../core/page-tokens.js";
 
 /**
  * Most answers kept, and most bytes (their encoded size) they may hold together: kept as messages
- * they take about 4× that in the heap (measured over the wolfi corpus), so ~32 MiB at most.
+ * they take about 4× that in the heap (measured over the wolfi corpus), so ~32 MiB at most, plus
+ * the JSON text the REST layer keeps with an answer it served (core/shared-lists.ts).
  */
 export const LIST_CACHE_ENTRIES = 1000;
 export const LIST_CACHE_BYTES = 8 * 1024 * 1024;
@@ -128,7 +130,8 @@ export class ListAdvisoriesCache {
     const bytes = toBinary(ListAdvisoriesResponseSchema, create(ListAdvisoriesResponseSchema, answer)).length;
     return {
       epoch,
-      advisories: answer.advisories,
+      // served to every caller with this request until the counter moves: never changed again
+      advisories: markShared(answer.advisories),
       next,
       totalCount: answer.totalCount,
       skipped: answer.skipped,

@@ -12,7 +12,8 @@ import {
   type JsonObject,
   type JsonValue,
 } from "@bufbuild/protobuf";
-import { isoMillis, toRestJson } from "../../src/server/rest-json.js";
+import { isoMillis, toRestJson, toRestJsonText } from "../../src/server/rest-json.js";
+import { markShared } from "../../src/core/shared-lists.js";
 import { MODULES } from "../../src/server/modules.js";
 import { seededRandom as random } from "../support/seeded.js";
 
@@ -132,6 +133,46 @@ describe("REST JSON writers", () => {
       }
     }
     assert.ok(compared > outputs.size * 20, `compared ${compared}`);
+  });
+
+  it("writes shared lists' text once, spliced exactly where the list's JSON goes", () => {
+    const next = random(31);
+    let spliced = 0;
+    for (const desc of outputs.values()) {
+      const lists = desc.fields.filter((f) => f.fieldKind === "list" && f.listKind === "message");
+      if (lists.length === 0) continue;
+      for (let i = 0; i < 10; i++) {
+        const message = randomMessage(desc, next, 3) as unknown as Record<string, unknown[]>;
+        // a caller's string that looks like the placeholder, but without this process's random part
+        for (const f of desc.fields)
+          if (f.fieldKind === "scalar" && f.scalar === ScalarType.STRING && !f.oneof)
+            (message as Record<string, unknown>)[f.localName] = '\u0000raw:0:0 "0"';
+        let expected: string;
+        try {
+          expected = JSON.stringify(reference(desc, message as never));
+        } catch {
+          continue;
+        }
+        for (const f of lists) markShared(message[f.localName]!);
+        assert.equal(toRestJsonText(desc, message as never), expected, `${desc.typeName}: the first answer`);
+        assert.equal(toRestJsonText(desc, message as never), expected, `${desc.typeName}: from the kept text`);
+        spliced++;
+      }
+    }
+    assert.ok(spliced > 50, `spliced ${spliced}`);
+  });
+
+  it("keeps a shared list's text with the list: the list is not written again", () => {
+    const list = [...outputs.values()].find((d) => d.typeName.endsWith("v2beta1.ListGroupsResponse"))!;
+    const groups = markShared([create(list.fields.find((f) => f.name === "groups")!.message!, { uid: "a" } as never)]);
+    const message = create(list) as unknown as { groups: unknown[] };
+    message.groups = groups; // create() would copy the list
+    const first = toRestJsonText(list, message as never);
+    (groups[0] as unknown as { uid: string }).uid = "changed"; // a shared list must not change: this shows why
+    assert.equal(toRestJsonText(list, message as never), first);
+    // unshared, the same message is written afresh
+    const fresh = create(list, { groups: [...groups] } as never);
+    assert.match(toRestJsonText(list, fresh), /"uid":"changed"/);
   });
 
   it("formats timestamps as toISOString does, across the whole range", () => {
