@@ -184,9 +184,9 @@ class AmbientDriver implements Driver {
       committed: [],
     };
     scope.connection.scope = scope;
+    let result: T;
     try {
       await this.inner.beginTransaction(raw, {});
-      let result: T;
       try {
         result = await runInScope(scope, fn);
       } catch (err) {
@@ -196,12 +196,13 @@ class AmbientDriver implements Driver {
       }
       scope.open = false;
       await this.inner.commitTransaction(raw);
-      for (const then of scope.committed) then();
-      return result;
     } finally {
       scope.open = false;
       await this.inner.releaseConnection(raw);
     }
+    // after the release: a driver may answer a commit only once it is durable (storage/wal-sync.ts)
+    for (const then of scope.committed) then();
+    return result;
   }
 }
 

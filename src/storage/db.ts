@@ -15,6 +15,7 @@ import { NodeFS } from "@electric-sql/pglite/nodefs";
 import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
 import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
+import { WalSync, isWalSegment, type SyncFile } from "./wal-sync.js";
 import { ObservedDialect, registerObservedDialect } from "./observed.js";
 import { PreparedStatements } from "./prepared-statements.js";
 import { TYPE_PARSERS } from "./timestamps.js";
@@ -84,6 +85,8 @@ export interface DatabaseOptions {
    * on its server).
    */
   unsafeNoFsync?: boolean;
+  /** An on-disk embedded database: how a WAL file is synced (the kernel's fsync; tests hold it). */
+  syncWalFile?: SyncFile;
 }
 
 /**
@@ -93,18 +96,62 @@ export interface DatabaseOptions {
  * kernel's fsync on the real file (or directory: PostgreSQL syncs pg_wal after adding a segment),
  * before the data directory is mounted. PostgreSQL must then use fsync for the WAL
  * (wal_sync_method=fsync; its default, fdatasync, reaches the stub).
+ *
+ * With a WalSync (storage/wal-sync.ts), a WAL file's fsync is only noted there, and every other
+ * change to a file first syncs what is noted: the dialect then waits for the WAL off the main
+ * thread before it answers anything.
  */
 class DurableNodeFS extends NodeFS {
+  constructor(
+    dataDir: string,
+    private readonly walSync?: WalSync,
+  ) {
+    super(dataDir);
+  }
+
   override init(pg: PGlite, options: Parameters<NodeFS["init"]>[1]): ReturnType<NodeFS["init"]> {
+    const wal = this.walSync;
     const addFsync = (mod: { NODEFS: unknown }) => {
+      type Stream = { nfd?: number; node: unknown; bulwarkWal?: boolean };
+      type Op = (...args: any[]) => unknown;
       const nodefs = mod.NODEFS as {
-        stream_ops: Record<string, unknown>;
+        stream_ops: Record<string, Op>;
+        node_ops: Record<string, Op>;
+        realPath(node: unknown): string;
         tryFSOperation<T>(operation: () => T): T;
       };
-      nodefs.stream_ops.fsync = (stream: { nfd?: number }) => {
-        if (stream.nfd !== undefined) nodefs.tryFSOperation(() => fsyncSync(stream.nfd!));
+      const isWal = (stream: Stream) => (stream.bulwarkWal ??= isWalSegment(nodefs.realPath(stream.node)));
+      /** before a change PostgreSQL orders after its WAL: the noted WAL synced, now */
+      const walFirst = () => {
+        if (wal && !wal.idle) nodefs.tryFSOperation(() => wal.now());
+      };
+      nodefs.stream_ops.fsync = (stream: Stream) => {
+        if (stream.nfd === undefined) return 0;
+        if (wal && isWal(stream)) {
+          nodefs.tryFSOperation(() => wal.note(nodefs.realPath(stream.node)));
+          return 0;
+        }
+        walFirst();
+        nodefs.tryFSOperation(() => fsyncSync(stream.nfd!));
         return 0;
       };
+      if (!wal) return;
+      const { write, setattr: setStreamAttr } = nodefs.stream_ops;
+      nodefs.stream_ops.write = (stream: Stream, ...rest: unknown[]) => {
+        if (!wal.idle && !isWal(stream)) walFirst();
+        return write!(stream, ...rest);
+      };
+      nodefs.stream_ops.setattr = (...args: unknown[]) => {
+        walFirst(); // a truncation
+        return setStreamAttr!(...args);
+      };
+      for (const name of ["setattr", "unlink", "rename", "rmdir"]) {
+        const op = nodefs.node_ops[name]!;
+        nodefs.node_ops[name] = (...args: unknown[]) => {
+          walFirst();
+          return op(...args);
+        };
+      }
     };
     return super.init(pg, { ...options, preRun: [...(options.preRun ?? []), addFsync] });
   }
@@ -156,7 +203,7 @@ export const PGLITE_SHARED_BUFFERS = "16MB";
  */
 export const PGLITE_EXTENSIONS = { pg_trgm } as const;
 
-async function pgliteOptions(durableDir?: string): Promise<PGliteOptions> {
+async function pgliteOptions(durableDir?: string, walSync?: WalSync): Promise<PGliteOptions> {
   const params = durableDir
     ? [...PGlite.defaultStartParams.filter((p) => p !== "-F"), "-c", "wal_sync_method=fsync"]
     : PGlite.defaultStartParams;
@@ -164,7 +211,7 @@ async function pgliteOptions(durableDir?: string): Promise<PGliteOptions> {
     startParams: [...params, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
     pgliteWasmModule: await pgliteWasmModule(),
     extensions: PGLITE_EXTENSIONS,
-    ...(durableDir ? { fs: new DurableNodeFS(durableDir) } : {}),
+    ...(durableDir ? { fs: new DurableNodeFS(durableDir, walSync) } : {}),
   };
 }
 
@@ -406,17 +453,21 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     await lock.release();
   };
   let pglite: PGlite | undefined;
+  let walSync: WalSync | undefined;
   try {
     const durable = !opts.unsafeNoFsync;
     const fresh = !existsSync(join(dataDir, "PG_VERSION"));
     await removeStaleSnapshots(dataDir);
-    pglite = await PGlite.create(dataDir, await pgliteOptions(durable ? dataDir : undefined));
+    walSync = durable ? new WalSync(opts.syncWalFile) : undefined;
+    pglite = await PGlite.create(dataDir, await pgliteOptions(durable ? dataDir : undefined, walSync));
+    // what PGlite's start wrote is synced before anything is answered (the dialect waits from here)
+    walSync?.now();
     if (durable && fresh) syncTree(dataDir);
     // Earlier versions left PGlite's files 0666; PGlite's initdb writes them so too. One pass after
     // opening covers both: the directory itself is 0700 already, so nobody else reached them meanwhile.
     makePrivate(dataDir);
     const key = await dataDirKeyEncryptionKey(dataDir, true);
-    const dialect = new SerializedPGliteDialect(pglite);
+    const dialect = new SerializedPGliteDialect(pglite, true, walSync);
     const db = withAmbientTransactions(dialect);
     keyEncryptionKeys.set(db, key!);
     backends.set(db, "pglite");
@@ -435,6 +486,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     };
   } catch (err) {
     await pglite?.close().catch(() => {});
+    walSync?.close();
     await release();
     throw err;
   }

@@ -13,6 +13,7 @@
 // plain DML (DDL, a function that may write, a table the catalog does not know) moves every
 // generation. Reads inside a transaction are neither answered from nor stored in the cache.
 import type { PGlite } from "@electric-sql/pglite";
+import type { WalSync } from "./wal-sync.js";
 import { LruCache } from "../core/lru.js";
 import {
   CompiledQuery,
@@ -255,7 +256,15 @@ export class SerializedPGliteDialect implements Dialect {
   constructor(
     private readonly pglite: PGlite,
     private readonly closeOnDestroy = true,
+    /** an on-disk database's WAL syncs, waited for before anything is answered (storage/wal-sync.ts) */
+    private readonly walSync?: WalSync,
   ) {}
+
+  /** Settles once every commit made so far is on disk (at once when there is nothing to wait for). */
+  #durable(): Promise<void> | undefined {
+    const wal = this.walSync;
+    return wal && !wal.idle ? wal.durable() : undefined;
+  }
 
   /**
    * Runs `fn` with the database to itself: it waits for the connection like any query, so no
@@ -264,11 +273,14 @@ export class SerializedPGliteDialect implements Dialect {
    */
   async exclusive<T>(fn: (pglite: PGlite) => Promise<T>): Promise<T> {
     const release = await this.#mutex.lock();
+    let result: T;
     try {
-      return await fn(this.pglite);
+      result = await fn(this.pglite);
     } finally {
       release();
     }
+    await this.#durable();
+    return result;
   }
 
   createAdapter() {
@@ -283,6 +295,8 @@ export class SerializedPGliteDialect implements Dialect {
   createDriver(): Driver {
     const pg = this.pglite;
     const closeOnDestroy = this.closeOnDestroy;
+    const walSync = this.walSync;
+    const durable = () => this.#durable();
     const mutex = this.#mutex;
     let release: (() => void) | undefined;
     const kinds = new StatementKinds();
@@ -389,6 +403,9 @@ export class SerializedPGliteDialect implements Dialect {
         const r = release;
         release = undefined;
         r?.();
+        // Whatever the connection answered (a commit, or a read that may show one) reaches its
+        // caller once every commit so far is synced; the next statement runs meanwhile.
+        await durable();
       },
       async beginTransaction(c) {
         inTransaction = true;
@@ -417,6 +434,8 @@ export class SerializedPGliteDialect implements Dialect {
       },
       async destroy() {
         if (closeOnDestroy) await pg.close();
+        walSync?.now();
+        walSync?.close();
       },
     };
   }

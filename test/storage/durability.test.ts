@@ -71,10 +71,15 @@ function createGroup(url: string, token: string, name: string): Promise<Response
   });
 }
 
-/** One traced system call: the thread that made it and the call as strace printed it. */
+/**
+ * One traced system call: the thread that made it, the call as strace printed it, and the trace
+ * lines it began and returned on (calls are listed in the order they returned).
+ */
 interface Call {
   tid: string;
   text: string;
+  began: number;
+  ended: number;
 }
 
 /**
@@ -82,21 +87,22 @@ interface Call {
  * is joined with its "<... resumed>" rest.
  */
 function parseTrace(trace: string): Call[] {
-  const pending = new Map<string, string>();
+  const pending = new Map<string, { text: string; began: number }>();
   const calls: Call[] = [];
-  for (const line of trace.split("\n")) {
+  for (const [began, line] of trace.split("\n").entries()) {
     const m = /^(\d+) +(.*)$/.exec(line);
     if (!m) continue;
     const [, tid, text] = m as unknown as [string, string, string];
     if (text.endsWith("<unfinished ...>")) {
-      pending.set(tid, text.slice(0, -"<unfinished ...>".length));
+      pending.set(tid, { text: text.slice(0, -"<unfinished ...>".length), began });
       continue;
     }
     const resumed = /^<\.\.\. \w+ resumed>(.*)$/.exec(text);
     if (resumed) {
-      calls.push({ tid, text: (pending.get(tid) ?? "") + resumed[1] });
+      const start = pending.get(tid);
+      calls.push({ tid, text: (start?.text ?? "") + resumed[1], began: start?.began ?? began, ended: began });
       pending.delete(tid);
-    } else calls.push({ tid, text });
+    } else calls.push({ tid, text, began, ended: began });
   }
   return calls;
 }
@@ -106,10 +112,11 @@ const walWrite = (c: Call) => /^(?:write|writev|pwrite64)\(\d+<[^>]*\/pg_wal\//.
 const walSync = (c: Call) => /^(?:fsync|fdatasync)\(\d+<[^>]*\/pg_wal\//.test(c.text);
 
 /**
- * For the create named `name`: the calls its thread made between reading the request's last bytes
- * from the socket (the read holding the name) and writing its 200 answer to that socket.
+ * For the create named `name`: the calls made between reading the request's last bytes from the
+ * socket (the read holding the name) and writing its 200 answer to that socket — by the thread
+ * that answered (`thread`), or by any (WAL syncs run on the thread pool).
  */
-function callsWhileAnswering(calls: Call[], name: string): Call[] {
+function callsWhileAnswering(calls: Call[], name: string, threads: "thread" | "any" = "thread"): Call[] {
   const readAt = calls.findIndex((c) => SOCKET_FD.test(c.text) && c.text.includes(name));
   assert.ok(readAt >= 0, `the request creating ${name} is in the trace`);
   const { tid, text } = calls[readAt]!;
@@ -117,7 +124,7 @@ function callsWhileAnswering(calls: Call[], name: string): Call[] {
   const answer = new RegExp(`^(?:write|writev|sendto|sendmsg)\\(${fd}<(?:socket|TCP).*HTTP/1\\.1 200`);
   const answerAt = calls.findIndex((c, i) => i > readAt && c.tid === tid && answer.test(c.text));
   assert.ok(answerAt > readAt, `the 200 answer to ${name} is in the trace, on the thread that read it`);
-  return calls.slice(readAt + 1, answerAt).filter((c) => c.tid === tid);
+  return calls.slice(readAt + 1, answerAt).filter((c) => threads === "any" || c.tid === tid);
 }
 
 const TRACED = "read,write,writev,pwrite64,sendto,recvfrom,fsync,fdatasync";
@@ -155,13 +162,15 @@ describe("a durable embedded database", { concurrency: true }, () => {
         tracedCreates(["--unsafe-no-fsync"], names),
       ]);
       for (const name of names) {
-        const between = callsWhileAnswering(durable, name);
+        const between = callsWhileAnswering(durable, name, "any");
         const lastWalWrite = between.findLastIndex(walWrite);
         assert.ok(lastWalWrite >= 0, `creating ${name} wrote its commit to the WAL before answering`);
+        // an fsync that began after that write returned, and returned before the answer
+        const written = between[lastWalWrite]!.ended;
         assert.ok(
-          between.slice(lastWalWrite + 1).some((c) => walSync(c) && c.text.startsWith("fsync(")),
+          between.slice(lastWalWrite + 1).some((c) => walSync(c) && c.text.startsWith("fsync(") && c.began > written),
           `after its last WAL write and before its answer, creating ${name} fsynced the WAL:\n` +
-            between.map((c) => c.text.slice(0, 160)).join("\n"),
+            between.map((c) => `${c.tid} ${c.text.slice(0, 160)}`).join("\n"),
         );
       }
       for (const name of names) {
