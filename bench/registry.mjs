@@ -2,7 +2,8 @@
 // The registry part of `npm run bench` (also runnable alone: `node bench/registry.mjs` after a build).
 // Baseline: CNCF distribution 2.8 (Debian's docker-registry) on loopback with filesystem storage,
 // measured in the same run under the same load. Both registries run as child processes and the load
-// comes from a third (bench/registry-load.mjs, which discards bodies), so no two of them share an
+// comes from a third (bench/registry-load.mjs, which discards bodies; autocannon for the small-body
+// rows, whose rate one node:http client would cap, node:http for the blob rows), so no two of them share an
 // event loop; all three still share the machine's cores, so every row runs in BENCH_ROUNDS
 // interleaved rounds on both registries and reports the median round and the median of the
 // rounds' ratios, with the servers' CPU time per operation; the issue's targets are printed as met
@@ -452,7 +453,8 @@ function printReport({ regs, rows, extras, big, bigMib, rss, cfg, failures, note
   const [dist, ours] = regs;
   console.log(
     `\nRegistry /v2/: ${dist.title} (docker-registry, filesystem storage) vs bulwark (PGlite, filesystem blobs, fsync on),\n` +
-      `  both child processes on loopback, load from a third process (bodies discarded): ${cfg.rounds} interleaved rounds of\n` +
+      `  both child processes on loopback, load from a third process (bodies discarded; autocannon for the manifest GET,\n` +
+      `  tag push and tags/list rows, node:http for the others): ${cfg.rounds} interleaved rounds of\n` +
       `  ${cfg.seconds} s per row and registry after ${cfg.warmup} s warm-up; each figure is the median round, ratio = the median\n` +
       `  of the rounds' bulwark / distribution (req/s: > 1 bulwark faster; p50 for the manifest push: < 1 bulwark faster);\n` +
       `  CPU ms/op = the server process's user + system time over the measured seconds / operations.`,
@@ -673,7 +675,7 @@ export async function registryBench() {
     const manifest = get(() => "manifests/latest", { accept: OCI_MANIFEST });
     const manifestHeaders = (reg) => ({ ...reg.auth, "content-type": OCI_MANIFEST });
     const rows = [
-      { key: "manifest-get", label: "manifest GET by tag", conns: PARALLEL, job: manifest },
+      { key: "manifest-get", label: "manifest GET by tag", conns: PARALLEL, job: manifest, cannon: true },
       { key: "get-1", label: "blob GET 1 MiB", conns: PARALLEL, job: get((r) => `blobs/${r.blobs.small}`), blob: true },
       {
         key: "get-10",
@@ -730,6 +732,7 @@ export async function registryBench() {
         key: `tag-${conns}`,
         label: "tag push (PUT of one manifest under a new tag)",
         conns,
+        cannon: true,
         job: (reg) => ({
           kind: "manifest",
           url: `${reg.base}/v2/${TAGS_REPO}/manifests/`,
@@ -738,7 +741,13 @@ export async function registryBench() {
           tagPrefix: "t",
         }),
       })),
-      { key: "tags-list", label: `tags/list, ${fmt(TAGS)} tags`, conns: PARALLEL, job: get(() => "tags/list") },
+      {
+        key: "tags-list",
+        label: `tags/list, ${fmt(TAGS)} tags`,
+        conns: PARALLEL,
+        job: get(() => "tags/list"),
+        cannon: true,
+      },
     );
     // BENCH_REGISTRY_ROWS: only the rows whose key starts with one of these (e.g. "tag-,get-10").
     const only = (process.env.BENCH_REGISTRY_ROWS ?? "").split(",").filter(Boolean);
@@ -748,7 +757,8 @@ export async function registryBench() {
     const measure = async (row, reg) => {
       if (!(await settle(reg.child.pid)))
         notes.push(`${reg.label} still busy 10 s after the row before "${row.label}"`);
-      return load({ ...cfg, concurrency: row.conns, pid: reg.child.pid, ticks, ...(await row.job(reg)) });
+      const job = await row.job(reg);
+      return load({ ...cfg, concurrency: row.conns, pid: reg.child.pid, ticks, cannon: !!row.cannon, ...job });
     };
     for (let round = 0; round < cfg.rounds; round++) {
       // Interleaved: every row on both registries, the first of the two alternating.
@@ -780,12 +790,13 @@ export async function registryBench() {
     for (const e of [
       {
         label: "manifest GET by tag, /token-issued token",
+        cannon: true,
         job: async (reg) => ({
           ...manifest(reg),
           headers: { ...manifest(reg).headers, authorization: `Bearer ${await issuedToken(reg)}` },
         }),
       },
-      { label: `tags/list?n=100 (of ${fmt(TAGS)})`, job: get(() => "tags/list?n=100") },
+      { label: `tags/list?n=100 (of ${fmt(TAGS)})`, job: get(() => "tags/list?n=100"), cannon: true },
     ]) {
       const result = await measure({ ...e, conns: PARALLEL }, ours);
       if (result.errors) failures.push(`${e.label}, bulwark: ${result.errors} failed, first: ${result.firstError}`);
