@@ -203,6 +203,21 @@ for (const backend of backends) {
       assert.deepEqual(await readAll((await store.open(sha256(whole)))!), whole);
     });
 
+    it("a completing append's bytes, dropped or never committed, leave nothing behind for the next append", async () => {
+      const [a, b, c] = [randomBytes(3000), randomBytes(2000), randomBytes(1000)];
+      const dropped = randomUUID();
+      assert.equal(await store.appendUpload(dropped, 0, body(a), { completing: true }), a.length);
+      await store.deleteUpload(dropped);
+      assert.ok(!(await ids(store)).includes(dropped), "the staging is gone");
+      // Not committed (its completion failed): the upload starts over with other bytes.
+      const again = randomUUID();
+      assert.equal(await store.appendUpload(again, 0, body(b), { completing: true }), b.length);
+      assert.equal(await store.appendUpload(again, 0, body(c), { completing: true }), c.length);
+      await store.commitUpload(again, sha256(c), c.length);
+      assert.deepEqual(await readAll((await store.open(sha256(c)))!), c);
+      assert.ok(!(await ids(store)).includes(again), "the staging is gone");
+    });
+
     it("commits only the recorded size of bytes staged past it", async () => {
       const [a, b] = [randomBytes(4000), randomBytes(1500)];
       const id = randomUUID();

@@ -1,5 +1,6 @@
 // What a blob push writes to the database: a monolithic push (POST ?digest=) records no upload
-// session, a completing PUT records its last chunk only with the blob (one transaction), while a
+// session, a completing PUT records its last chunk only with the blob (one statement, with the
+// push's event), while a
 // PATCH records the size it acknowledged (so another replica can continue). A session cancelled
 // while its last chunk streamed records nothing.
 import { after, before, describe, it } from "node:test";
@@ -18,6 +19,8 @@ import { until, withinHang } from "../support/wait.js";
 
 /** The statements that write the uploads table on their own (not inside a statement that records a blob). */
 const SESSION_WRITE = /^\s*(insert into|update|delete from)\s+"?uploads"?\s/i;
+/** A statement that inserts one event (of its own, or within another statement). */
+const ONE_EVENT = /insert into events \([^)]*\)\s*(values\s*\(\s*\$|select \$)/i;
 
 for (const backend of backends()) {
   describe(`upload sessions in the database [${backend}]`, () => {
@@ -117,6 +120,38 @@ for (const backend of backends()) {
       });
       assert.deepEqual(writes, ['insert into "uploads"']);
       assert.deepEqual((await oci.get(`/v2/acme/app/blobs/${digestOf(bytes)}`)).body, bytes);
+    });
+
+    it("completing a push writes the blob, its link, the session's end and the push's event in one statement", async () => {
+      const writes = async (push: () => Promise<void>) => {
+        const seen: string[] = [];
+        const stop = observeQueries(server.db, (text) => {
+          // What the push writes: its blob, link or session, or one event (not a batch recorded soon).
+          if (/^\s*(select|begin|commit|rollback|savepoint|release)\b/i.test(text)) return;
+          if (/\b(blobs|repo_blobs|"?uploads"?)\b/.test(text) || ONE_EVENT.test(text)) seen.push(text);
+        });
+        try {
+          await push();
+        } finally {
+          stop();
+        }
+        return seen;
+      };
+      const [a, b] = [randomBytes(40_000), randomBytes(40_000)];
+      const monolithic = await writes(async () => assert.equal((await oci.postBlob("acme/app", a)).status, 201));
+      assert.equal(monolithic.length, 1, monolithic.join("\n"));
+      assert.match(monolithic[0]!, /insert into blobs[\s\S]*insert into repo_blobs[\s\S]*insert into events/i);
+      const twoStep = await writes(async () => assert.equal((await oci.pushBlob("acme/app", b)).status, 201));
+      assert.equal(twoStep.length, 2, twoStep.join("\n"));
+      assert.match(twoStep[0]!, /insert into "uploads"/);
+      assert.match(twoStep[1]!, /insert into blobs[\s\S]*delete from uploads[\s\S]*insert into events/i);
+      for (const bytes of [a, b]) {
+        const event = await sql<{ n: number }>`
+          select count(*)::int as n from events where type = 'dev.chainguard.registry.push.v1' and body->>'digest' = ${digestOf(bytes)}`.execute(
+          server.db,
+        );
+        assert.equal(event.rows[0]!.n, 1, "the push's event");
+      }
     });
 
     it("each PATCH records the size it acknowledged; the empty PUT ends the session", async () => {

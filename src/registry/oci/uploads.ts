@@ -280,17 +280,21 @@ async function finish(
     throw digestInvalid("the uploaded content does not match the digest", { digest, computed });
   }
   const now = u.now();
-  // The blob's record, its link into the repo and the push's event commit together.
+  // The blob's record, its link into the repo, the session's end and the push's event: one statement.
   const session = acknowledged === undefined ? undefined : { id, size: acknowledged };
   let stored: boolean;
   try {
-    stored = await u.events.inPush(async () => {
-      const done = await u.blobs.store(repo.uid, digest, size, now, session, () =>
-        u.store.commitUpload(id, digest, size),
-      );
-      if (done) await u.events.pushed(r, { type: "blob", digest });
-      return done;
-    });
+    stored = await u.events.inPush(() =>
+      u.blobs.store(
+        repo.uid,
+        digest,
+        size,
+        now,
+        session,
+        () => u.store.commitUpload(id, digest, size),
+        (recorded) => u.events.pushedWithin(r, { type: "blob", digest }, recorded),
+      ),
+    );
   } catch (err) {
     // Cancelled or fed by another request meanwhile: the session is theirs now (nothing recorded).
     if (err instanceof UploadMovedError) throw movedUpload();

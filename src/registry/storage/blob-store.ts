@@ -28,7 +28,9 @@ export interface BlobStore {
    * once the bytes are durable. Fails, changing nothing and leaving `body` unread, when fewer than
    * `offset` bytes are staged (staging lost); a body that fails partway is destroyed.
    * `completing`: the caller commits these bytes (or drops them) before it acknowledges anything,
-   * so only their content needs to be durable by then, not the staging's own name.
+   * so only their content needs to be durable by then, not the staging's own name; a store may
+   * answer before their content is durable, and then makes it so in `commitUpload` before it
+   * places them.
    */
   appendUpload(uploadId: string, offset: number, body: Readable, options?: AppendOptions): Promise<number>;
   /**

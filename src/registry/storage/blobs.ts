@@ -1,9 +1,10 @@
 // Blobs: complete content by digest (the bytes live in the blob store), and their links into
 // repos (a repo holds a blob once it was pushed or mounted there; pulls through that repo may
 // read it). A manifest's blobs are held by foreign keys, so a link in use cannot be removed.
-import { sql } from "kysely";
+import { sql, type RawBuilder } from "kysely";
 import { compiledOnce } from "../../storage/compiled.js";
 import { FOREIGN_KEY_VIOLATION, sqlState } from "../../storage/errors.js";
+import type { InsertWithin } from "./manifests.js";
 import { RegistryRepository, type AliasedBuilder, type RegistryDb } from "./tables.js";
 
 export interface BlobRow {
@@ -40,11 +41,13 @@ export class BlobsRepository extends RegistryRepository {
   /**
    * Records a complete blob and links it into a repo, ending the upload session `upload` names if
    * any (which must still hold `size` acknowledged bytes: else `UploadMovedError`, and nothing is
-   * recorded); false when the repo was deleted meanwhile. One statement records the blob, its link
-   * and the session's end. `placeBytes` moves the bytes into place last, while this transaction
-   * holds the blob's row: a garbage collector removing the same digest either finished first (its
-   * row and bytes are gone, and these bytes arrive afresh) or waits until the link stands and then
-   * keeps the blob. A push stays whole however short the grace window.
+   * recorded), with the push's `event`; false when the repo was deleted meanwhile. One statement
+   * records the blob, its link, the session's end and the event. `placeBytes` moves the bytes into
+   * place last, while this transaction holds the blob's row: a garbage collector removing the same
+   * digest either finished first (its row and bytes are gone, and these bytes arrive afresh) or
+   * waits until the link stands and then keeps the blob. A push stays whole however short the
+   * grace window. Run it in the caller's transaction scope, so the event is heard once it commits
+   * (without `event`, the caller records its own).
    */
   async store(
     repoUid: string,
@@ -53,12 +56,31 @@ export class BlobsRepository extends RegistryRepository {
     now: Date,
     upload: { id: string; size: number } | undefined,
     placeBytes: () => Promise<void>,
+    event: (recorded: RawBuilder<unknown>) => InsertWithin = () => NO_EVENT,
   ): Promise<boolean> {
     try {
       await this.db.transaction().execute(async (trx) => {
-        if (!upload) await recordBlob(trx, digest, size, now, repoUid);
-        else if ((await recordUploadedBlob(trx, digest, size, now, repoUid, upload.id, upload.size)).length === 0)
-          throw new UploadMovedError(upload.id);
+        const insert = event(sql`exists (select 1 from l)`);
+        const ended = upload
+          ? sql`delete from uploads where id = ${upload.id} and size = ${upload.size} returning id`
+          : sql`select 1`;
+        const { rows } = await sql<{ ended: boolean; event_seq: unknown; event_deliveries: unknown }>`
+          with b as (
+            insert into blobs (digest, size, create_time, touch_time) values (${digest}, ${size}, ${now}, ${now})
+            on conflict (digest) do update set touch_time = excluded.touch_time
+            returning digest
+          ),
+          l as (
+            insert into repo_blobs (repo_uid, digest, link_time) values (${repoUid}, ${digest}, ${now})
+            on conflict (repo_uid, digest) do update set link_time = excluded.link_time
+            returning digest
+          ),
+          u as (${ended}),
+          ${insert.ctes}
+          select exists (select 1 from u) as ended, ${insert.columns}`.execute(trx);
+        // Rolled back with the blob's record and the event.
+        if (rows[0]?.ended !== true) throw new UploadMovedError(upload!.id);
+        insert.inserted(rows[0]);
         // Last, so nothing can roll back after the bytes are in place but the commit itself.
         await placeBytes();
       });
@@ -223,41 +245,12 @@ async function link(db: RegistryDb, repoUid: string, digest: string, now: Date):
     .execute();
 }
 
-/** A blob's record (its touch time moved if it exists), and its link into a repo (the link's time moved). */
-function recordBlobIn(db: RegistryDb, digest: string, size: number, now: Date, repoUid: string) {
-  return db
-    .with("b", (db) =>
-      db
-        .insertInto("blobs")
-        .values({ digest, size, create_time: now, touch_time: now })
-        .onConflict((oc) => oc.column("digest").doUpdateSet((eb) => ({ touch_time: eb.ref("excluded.touch_time") })))
-        .returning("digest"),
-    )
-    .with("l", (db) =>
-      db
-        .insertInto("repo_blobs")
-        .values({ repo_uid: repoUid, digest, link_time: now })
-        .onConflict((oc) =>
-          oc.columns(["repo_uid", "digest"]).doUpdateSet((eb) => ({ link_time: eb.ref("excluded.link_time") })),
-        )
-        .returning("digest"),
-    );
-}
-
-/** A pushed blob recorded and linked in one statement (the link's foreign key is checked at its end). */
-const recordBlob = compiledOnce((db: RegistryDb, digest: string, size: number, now: Date, repoUid: string) =>
-  recordBlobIn(db, digest, size, now, repoUid).selectFrom("l").select("digest"),
-);
-
-/** The same, ending the upload session if it still holds `acknowledged` bytes (no row: it moved). */
-const recordUploadedBlob = compiledOnce(
-  (db: RegistryDb, digest: string, size: number, now: Date, repoUid: string, id: string, acknowledged: number) =>
-    recordBlobIn(db, digest, size, now, repoUid)
-      .deleteFrom("uploads")
-      .where("id", "=", id)
-      .where("size", "=", acknowledged)
-      .returning("id"),
-);
+/** No event: the caller records one itself. */
+const NO_EVENT: InsertWithin = {
+  ctes: sql`event_none as (select 1)`,
+  columns: sql`null::bigint as event_seq`,
+  inserted: () => {},
+};
 
 /** The upload session a completion named was cancelled, or fed by another request, meanwhile. */
 export class UploadMovedError extends Error {

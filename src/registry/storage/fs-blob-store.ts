@@ -113,6 +113,19 @@ export class FilesystemBlobStore implements BlobStore {
     return mine;
   }
 
+  /**
+   * The fdatasync of bytes a completing append staged, still running: the caller hashes them and
+   * records the blob meanwhile, and the commit waits for it before it places them (so the bytes
+   * are durable before their name is). Taken by the upload's next commit, delete or append.
+   */
+  readonly #syncing = new Map<string, Promise<void>>();
+
+  #takeSync(uploadId: string): Promise<void> | undefined {
+    const pending = this.#syncing.get(uploadId);
+    this.#syncing.delete(uploadId);
+    return pending;
+  }
+
   appendUpload(uploadId: string, offset: number, body: Readable, options: AppendOptions = {}): Promise<number> {
     return this.#exclusive(uploadId, () => this.#append(uploadId, offset, body, options));
   }
@@ -125,6 +138,9 @@ export class FilesystemBlobStore implements BlobStore {
   ): Promise<number> {
     const path = this.uploadPath(uploadId);
     checkSize("offset", offset);
+    // A completing append's bytes that were neither committed nor dropped: never acknowledged,
+    // whatever their sync did (this append truncates them away).
+    await this.#takeSync(uploadId)?.catch(() => undefined);
     let fh: FileHandle;
     if (offset === 0) {
       await this.ensureUploadsDir();
@@ -152,11 +168,19 @@ export class FilesystemBlobStore implements BlobStore {
         if (staged > offset) await fh.truncate(offset);
       }
       written = await writeBody(fh, body, offset);
-      // The bytes and the file's size (fdatasync); the name, when it is new, below.
-      await fh.datasync();
-    } finally {
+    } catch (err) {
       await fh.close();
+      throw err;
     }
+    // The bytes and the file's size (fdatasync); the name, when it is new, below. Bytes the same
+    // request commits are synced while it verifies and records them: the commit waits for it.
+    const durable = fh.datasync().finally(() => fh.close());
+    if (completing) {
+      durable.catch(() => undefined); // awaited by the commit (or dropped with the staging)
+      this.#syncing.set(uploadId, durable);
+      return offset + written;
+    }
+    await durable;
     // A new staging's name is made durable before the bytes are acknowledged as a chunk; bytes
     // the same request commits need not be (the blob's own name is made durable then).
     if (offset === 0 && !completing) await fsyncDir(this.uploadsDir);
@@ -177,11 +201,16 @@ export class FilesystemBlobStore implements BlobStore {
     const staging = this.uploadPath(uploadId);
     const target = this.blobPath(digest);
     checkSize("size", size);
+    const syncing = this.#takeSync(uploadId);
+    syncing?.catch(() => undefined); // awaited below, before anything is placed
     if (await this.has(digest)) {
       // Content-addressed: the bytes in place are the same bytes.
+      await syncing?.catch(() => undefined);
       await unlinkIfPresent(staging);
       return;
     }
+    // The staged bytes are durable before they get the blob's name.
+    await syncing;
     const dir = dirname(target);
     // Directories are never removed: one known to exist is not made again.
     const made = this.knownDirs.has(dir) ? undefined : await mkdir(dir, { recursive: true, mode: DIR_MODE });
@@ -230,7 +259,9 @@ export class FilesystemBlobStore implements BlobStore {
 
   /** Not one at a time: a cancel does not wait for a slow client's append (unlinked under it, its bytes go nowhere). */
   async deleteUpload(uploadId: string): Promise<void> {
-    await unlinkIfPresent(this.uploadPath(uploadId));
+    const path = this.uploadPath(uploadId);
+    await this.#takeSync(uploadId)?.catch(() => undefined);
+    await unlinkIfPresent(path);
   }
 
   async *listUploads(): AsyncIterable<{ uploadId: string; modified: Date }> {
