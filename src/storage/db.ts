@@ -124,7 +124,7 @@ class DurableNodeFS extends NodeFS {
       const isWal = (stream: Stream) => (stream.bulwarkWal ??= isWalSegment(nodefs.realPath(stream.node)));
       /** before a change PostgreSQL orders after its WAL: the noted WAL synced, now */
       const walFirst = () => {
-        if (wal && !wal.idle) nodefs.tryFSOperation(() => wal.now());
+        if (wal?.behind) nodefs.tryFSOperation(() => wal.now());
       };
       nodefs.stream_ops.fsync = (stream: Stream) => {
         if (stream.nfd === undefined) return 0;
@@ -139,7 +139,7 @@ class DurableNodeFS extends NodeFS {
       if (!wal) return;
       const { write, setattr: setStreamAttr } = nodefs.stream_ops;
       nodefs.stream_ops.write = (stream: Stream, ...rest: unknown[]) => {
-        if (!wal.idle && !isWal(stream)) walFirst();
+        if (wal.behind && !isWal(stream)) walFirst();
         return write!(stream, ...rest);
       };
       nodefs.stream_ops.setattr = (...args: unknown[]) => {

@@ -275,6 +275,7 @@ export class SerializedPGliteDialect implements Dialect {
     const release = await this.#mutex.lock();
     let result: T;
     try {
+      await this.#durable(); // what fn reads is on disk
       result = await fn(this.pglite);
     } finally {
       release();
@@ -408,6 +409,11 @@ export class SerializedPGliteDialect implements Dialect {
         await durable();
       },
       async beginTransaction(c) {
+        // A transaction's statements answer its body before any release: what they may read (the
+        // commits so far) is synced first. The lock is held, so nothing commits meanwhile.
+        // (Kysely's connection() sessions and startTransaction() do not wait like this; Bulwark
+        // uses neither on PGlite.)
+        await durable();
         inTransaction = true;
         wrote = new Set();
         schemaChanged = false;
@@ -433,9 +439,12 @@ export class SerializedPGliteDialect implements Dialect {
         }
       },
       async destroy() {
-        if (closeOnDestroy) await pg.close();
-        walSync?.now();
-        walSync?.close();
+        try {
+          if (closeOnDestroy) await pg.close();
+          walSync?.now();
+        } finally {
+          walSync?.close();
+        }
       },
     };
   }

@@ -43,6 +43,9 @@ export class WalSync {
   readonly #fds = new Map<string, number>();
   /** the round of syncs running, if any */
   #running: Promise<void> | undefined;
+  /** whether now() synced what the running round syncs (then it need not again until more is noted) */
+  #roundCovered = false;
+  #closed = false;
   /** the round after it: what is noted while one runs is synced together once it ends */
   #next: Promise<void> | undefined;
   #failed: Error | undefined;
@@ -59,6 +62,11 @@ export class WalSync {
     return this.#noted.size === 0 && this.#running === undefined && this.#failed === undefined;
   }
 
+  /** Whether now() has anything to sync (or a failure to report) before another change to a file. */
+  get behind(): boolean {
+    return this.#noted.size > 0 || (this.#running !== undefined && !this.#roundCovered) || this.#failed !== undefined;
+  }
+
   /**
    * Settles once everything noted so far is on disk. Rejects, now and ever after, if a sync
    * failed (as PostgreSQL stops at a failed fsync: what it wrote may be lost, and a later fsync
@@ -71,15 +79,18 @@ export class WalSync {
     const paths = [...this.#noted];
     this.#noted.clear();
     this.#syncing = new Set(paths);
+    this.#roundCovered = false;
     const round = (async () => {
       try {
-        await Promise.all(paths.map((path) => this.syncFile(this.#fdOf(path))));
-      } catch (err) {
-        this.#failed ??= new Error("the embedded database's WAL could not be synced to disk", { cause: err });
-        throw this.#failed;
+        // every sync settled before its descriptor may be closed or its failure reported
+        const results = await Promise.allSettled(paths.map(async (path) => this.syncFile(this.#fdOf(path))));
+        const failed = results.find((r) => r.status === "rejected");
+        if (failed) throw this.#fail(failed.reason);
+        if (this.#failed) throw this.#failed; // now() failed meanwhile: these syncs may have missed it
       } finally {
         this.#running = undefined;
         this.#syncing = new Set();
+        if (this.#closed) this.#closeFds();
       }
     })();
     this.#running = round;
@@ -92,15 +103,35 @@ export class WalSync {
    */
   now(): void {
     this.#check();
-    if (this.idle) return;
-    for (const path of new Set([...this.#noted, ...this.#syncing])) fsyncSync(this.#fdOf(path));
+    if (!this.behind) return;
+    try {
+      for (const path of new Set([...this.#noted, ...this.#syncing])) fsyncSync(this.#fdOf(path));
+    } catch (err) {
+      // The kernel reports a lost write once: a later fsync would succeed over it.
+      this.#fail(err);
+      this.#check();
+    }
     this.#noted.clear();
+    this.#roundCovered = this.#running !== undefined;
   }
 
   /** Closes our descriptors (the database is closed; everything it wrote was synced by now()). */
   close(): void {
-    for (const [path, fd] of this.#fds) if (!this.#syncing.has(path)) closeSync(fd);
-    this.#fds.clear();
+    this.#closed = true;
+    this.#closeFds();
+  }
+
+  /** Our descriptors but those a running sync still uses (closed when it ends, after close()). */
+  #closeFds(): void {
+    for (const [path, fd] of this.#fds) {
+      if (this.#syncing.has(path)) continue;
+      this.#fds.delete(path);
+      closeSync(fd);
+    }
+  }
+
+  #fail(cause: unknown): Error {
+    return (this.#failed ??= new Error("the embedded database's WAL could not be synced to disk", { cause }));
   }
 
   /** After a failed sync, PostgreSQL's next sync fails too (an I/O error: it stops, as at its own). */
