@@ -5,7 +5,6 @@
 // the secrets it stores sealed: the data directory's own, or the one given (PostgreSQL).
 import { randomBytes } from "node:crypto";
 import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { closeSync, existsSync, fsyncSync, openSync, readdirSync } from "node:fs";
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
@@ -156,17 +155,6 @@ class DurableNodeFS extends NodeFS {
     };
     return super.init(pg, { ...options, preRun: [...(options.preRun ?? []), addFsync] });
   }
-}
-
-/**
- * A full garbage collection, now. PGlite creates a new data directory with an initdb of its own,
- * in a WebAssembly instance whose memory (up to ~470 MiB resident, measured) V8 collects only
- * under memory pressure: the first start of a server idled at 240–640 MiB, a second at 170.
- * Once, after that initdb; the flag makes `gc` visible to contexts made after it.
- */
-function collectGarbage(): void {
-  setFlagsFromString("--expose-gc");
-  (runInNewContext("gc") as (() => void) | undefined)?.();
 }
 
 /**
@@ -585,6 +573,4 @@ export async function migrate(db: Kysely<any>, sets: readonly MigrationSet[]): P
   if (error || failed) {
     throw new Error(`migration ${failed?.migrationName ?? ""} failed: ${String(error)}`);
   }
-  // what the migrations left behind (and a new data directory's initdb) is not kept until pressure
-  if (backends.get(db) === "pglite") collectGarbage();
 }
