@@ -62,33 +62,15 @@ export class EventsRepository {
 
   /** Inserts the event and its deliveries; answers it with its uid and sequence number. */
   async insert(event: NewEvent): Promise<StoredEvent> {
-    const uid = eventUid(event.group);
-    const values = sql`(
-      ${uid}, ${event.group ?? null}, ${event.type}, ${event.source}, ${event.subject},
-      ${event.actor?.subject ?? null}, ${event.actor ? JSON.stringify(event.actor) : null}::jsonb,
-      ${JSON.stringify(event.body ?? null)}::jsonb, ${event.traceparent}, ${event.time})`;
-    const columns = sql`(uid, parent_uid, type, source, subject, actor_subject, actor, body, traceparent, time)`;
-    if (!event.group || event.undelivered) {
-      const { rows } = await sql<{ seq: string }>`
-        insert into events ${columns} values ${values} returning seq`.execute(this.db);
-      return { ...event, uid, seq: String(rows[0]!.seq), deliveries: 0 };
-    }
-    const { rows } = await sql<{ seq: string; deliveries: number }>`
-      with e as (insert into events ${columns} values ${values} returning seq, type),
-      d as (
-        insert into event_deliveries (subscription_uid, event_seq)
-        select s.uid, e.seq from e join event_subscriptions s
-          on s.parent_uid = any(${[...ancestorsOf(event.group), event.group]}::text[])
-        where ${SUBSCRIPTION_WANTS_TYPE}
-        returning 1
-      )
-      select (select seq from e) as seq, (select count(*) from d)::int as deliveries`.execute(this.db);
-    return { ...event, uid, seq: String(rows[0]!.seq), deliveries: Number(rows[0]!.deliveries) };
+    const { stored, ctes, columns } = this.insertWithin(event, sql`true`);
+    const { rows } = await sql<{ event_seq: string; event_deliveries: number }>`
+      with ${ctes} select ${columns}`.execute(this.db);
+    return { ...stored, seq: String(rows[0]!.event_seq), deliveries: Number(rows[0]!.event_deliveries) };
   }
 
   /**
-   * The event's insert and its deliveries' (as `insert` makes them) as data-modifying WITH queries
-   * for a caller's statement, made only if `condition` holds there; its final select list takes
+   * The event's insert and its deliveries' as data-modifying WITH queries for a caller's
+   * statement (`insert` is one of its own), made only if `condition` holds there; its final select list takes
    * `columns` (`event_seq`, null when not inserted, and `event_deliveries`). `stored` is the event
    * but for those two.
    */

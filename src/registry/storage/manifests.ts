@@ -113,7 +113,7 @@ export class ManifestsRepository extends RegistryRepository {
     for (let attempt = 0; ; attempt++) {
       const insert = event(sql`exists (select 1 from held)`);
       const tagMove =
-        m.tag === undefined ? sql`select 1` : this.tags.moveForEachStatement(m.repoUid, m.tag, m.digest, m.now, source);
+        m.tag === undefined ? sql`select 1` : this.tags.moveStatement(m.repoUid, m.tag, m.digest, m.now, source);
       try {
         const { rows } = await sql<{ held: boolean; event_seq: unknown; event_deliveries: unknown }>`
           with held as (

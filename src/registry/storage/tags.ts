@@ -128,21 +128,18 @@ export class TagsRepository extends RegistryRepository {
   /**
    * The statement that points `tag` at `digest`, creating it with a fresh uid (a collision of its
    * 64 random bits fails as a unique violation of `tags_pkey`: run it again), for a push's one
-   * statement to include as a data-modifying WITH query. A tag that already points at `digest` is
-   * left as it is (no write, no history); the tag_history trigger records a create or a move.
+   * statement to include as a data-modifying WITH query: once, or once for each row of the WITH
+   * query `source` (none: nothing). A tag that already points at `digest` is left as it is (no
+   * write, no history); the tag_history trigger records a create or a move.
    */
-  moveStatement(repoUid: string, tag: string, digest: string, now: Date): RawBuilder<unknown> {
-    return sql`insert into tags (uid, repo_uid, name, digest, update_time)
-      values (${newChildUidp(repoUid)}, ${repoUid}, ${tag}, ${digest}, ${now})
-      on conflict (repo_uid, name) do update set digest = excluded.digest, update_time = excluded.update_time
-        where tags.digest is distinct from excluded.digest`;
-  }
-
-  /**
-   * `moveStatement` made only for each row of the WITH query `source` (none: nothing), for a
-   * push's one statement.
-   */
-  moveForEachStatement(repoUid: string, tag: string, digest: string, now: Date, source: RawBuilder<unknown>) {
+  moveStatement(
+    repoUid: string,
+    tag: string,
+    digest: string,
+    now: Date,
+    source: RawBuilder<unknown> = sql`(select 1) as once`,
+  ): RawBuilder<unknown> {
+    // Every value cast: an INSERT … SELECT's parameters are not typed by the columns they fill.
     return sql`insert into tags (uid, repo_uid, name, digest, update_time)
       select ${newChildUidp(repoUid)}::text, ${repoUid}::text, ${tag}::text, ${digest}::text, ${now}::timestamptz from ${source}
       on conflict (repo_uid, name) do update set digest = excluded.digest, update_time = excluded.update_time
