@@ -20,8 +20,11 @@ import { durationMillis } from "../durations.js";
  * V8 flags `serve` sets for itself as it starts (no wrapper, no restart: flags V8 reads while it
  * runs). The young generation no longer doubles up to V8's most (two 16 MiB semi-spaces, reached
  * during start-up already): measured 8 MiB in all when ready, 16 MiB after load. V8 keeps a grown
- * young generation committed (and resident) for the life of the process: ~20 MiB of an idle server. A request's garbage is short-lived, so the
- * scavenges get more frequent but not dearer per request in the measurements (bench/memory.mjs).
+ * young generation committed (and resident) for the life of the process: ~20 MiB of an idle server,
+ * and 184 -> 271-276 MiB after a GET load on PGlite without this flag. The price is CPU under
+ * concurrent load: scavenges come ~3x as often, requests in flight outlive two of them and are
+ * promoted, and a 32-connection GET on PostgreSQL serves 10-15% fewer requests per second
+ * (bench/RESULTS.md, "fourth pass"). Kept: the RSS targets fail without it.
  */
 export const SERVE_V8_FLAGS = "--semi-space-growth-factor=1";
 
