@@ -4,15 +4,21 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { readdirSync } from "node:fs";
 import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { once } from "node:events";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import type { BlobStore } from "../../src/registry/storage/blob-store.js";
 import { FilesystemBlobStore } from "../../src/registry/storage/fs-blob-store.js";
+import { blobBufferPool } from "../../src/registry/storage/blob-file-stream.js";
 import { S3BlobStore } from "../../src/registry/storage/s3-blob-store.js";
 import { startS3, type TestS3 } from "../support/s3.js";
+import { until } from "../support/wait.js";
 
 const MiB = 1024 * 1024;
 
@@ -427,6 +433,108 @@ describe("FilesystemBlobStore", () => {
 
     await store.commitUpload(id, digest, total);
     assert.deepEqual(await digestStream((await store.open(digest))!), { digest, size: total });
+  });
+
+  it("sends blobs into HTTP responses from reused buffers, byte for byte: concurrent, slow, ranged and aborted reads", async () => {
+    // Three blobs: several read buffers and a short tail, about four, and less than one.
+    const blobs = [randomBytes(3 * MiB + 5), randomBytes(MiB), randomBytes(100 * 1024)];
+    for (const data of blobs) {
+      const id = randomUUID();
+      await stage(store, id, data);
+      await store.commitUpload(id, sha256(data), data.length);
+    }
+    // What the registry's blob GET does with the stream (Fastify pipes it into the response).
+    const server = http.createServer((req, res) => {
+      const url = new URL(req.url!, "http://x");
+      const data = blobs[Number(url.searchParams.get("blob"))]!;
+      const first = url.searchParams.get("first");
+      const range = first === null ? undefined : { start: Number(first), end: Number(url.searchParams.get("last")) };
+      void store.open(sha256(data), range).then((stream) => {
+        res.writeHead(range ? 206 : 200, {
+          "content-length": range ? range.end - range.start + 1 : data.length,
+        });
+        res.on("close", () => stream!.destroy()); // as Fastify does when the client goes away
+        stream!.pipe(res);
+      });
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const port = (server.address() as AddressInfo).port;
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 12 });
+    const openFiles = () => readdirSync("/proc/self/fd").length;
+    const filesBefore = openFiles();
+    const stop = async () => {
+      agent.destroy();
+      server.closeAllConnections();
+      server.close();
+      await once(server, "close");
+    };
+    try {
+      /** The body's sha256, read in a chunk at a time (slow: one chunk per turn of the event loop). */
+      const fetchDigest = (query: string, slow: boolean) =>
+        new Promise<{ status: number; digest: string }>((resolve, reject) => {
+          http
+            .get({ host: "127.0.0.1", port, path: `/?${query}`, agent }, (res) => {
+              const hash = createHash("sha256");
+              res.on("data", (chunk: Buffer) => {
+                hash.update(chunk);
+                if (slow) {
+                  res.pause();
+                  setImmediate(() => res.resume());
+                }
+              });
+              res.on("end", () => resolve({ status: res.statusCode!, digest: `sha256:${hash.digest("hex")}` }));
+              res.on("error", reject);
+            })
+            .on("error", reject);
+        });
+      // Ranges that start and end inside read buffers, and one inside a single buffer.
+      const ranges: Array<[number, number, number]> = [
+        [0, 262_143, 786_433],
+        [0, 1, 3 * MiB + 4],
+        [1, 1000, 1000],
+        [2, 0, 100 * 1024 - 1],
+      ];
+      const jobs: Array<Promise<void>> = [];
+      for (let round = 0; round < 4; round++) {
+        blobs.forEach((data, i) =>
+          jobs.push(
+            fetchDigest(`blob=${i}`, (round + i) % 2 === 0).then(({ status, digest }) => {
+              assert.equal(status, 200);
+              assert.equal(digest, sha256(data), `blob ${i}, round ${round}`);
+            }),
+          ),
+        );
+        for (const [i, first, last] of ranges)
+          jobs.push(
+            fetchDigest(`blob=${i}&first=${first}&last=${last}`, round % 2 === 1).then(({ status, digest }) => {
+              assert.equal(status, 206);
+              assert.equal(digest, sha256(blobs[i]!.subarray(first, last + 1)), `blob ${i} bytes ${first}-${last}`);
+            }),
+          );
+        // A client that leaves after the first bytes: its stream stops and its file closes.
+        jobs.push(
+          new Promise<void>((resolve, reject) => {
+            const req = http.get({ host: "127.0.0.1", port, path: "/?blob=0" }, (res) => {
+              res.once("data", () => {
+                req.destroy();
+                resolve();
+              });
+            });
+            req.on("error", (err: NodeJS.ErrnoException) => (err.code === "ECONNRESET" ? resolve() : reject(err)));
+          }),
+        );
+      }
+      await Promise.all(jobs);
+    } finally {
+      await stop();
+    }
+    // Buffers came back to the pool from the responses' write callbacks (the pooled path ran).
+    assert.ok(blobBufferPool().free > 0);
+    await until(
+      () => openFiles() <= filesBefore,
+      () => `open files: ${openFiles()}, before ${filesBefore}`,
+    );
   });
 
   it("never shows a blob half-written", async () => {

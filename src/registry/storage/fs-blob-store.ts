@@ -17,16 +17,10 @@ import {
   type BlobStore,
   type ByteRange,
 } from "./blob-store.js";
+import { BlobFileStream } from "./blob-file-stream.js";
 
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
-/**
- * Blob reads: 256 KiB at a time. 1 MiB buffers were kept by malloc after the load (RSS); 64 KiB
- * cost 10 MiB GETs CPU (more system calls and stream chunks). Measured 2026-11-26 (CPU ms per
- * 10 MiB GET at 16 connections): 64 KiB 11.0, 128 KiB 9.1, 256 KiB 8.1, 1 MiB 19.6 (distribution
- * 7.3–8.4 in the same runs).
- */
-const READ_CHUNK_BYTES = 256 * 1024;
 /** Appended bytes are written this many at a time (or what is left): fewer, larger writes. */
 const WRITE_BATCH_BYTES = 1024 * 1024;
 /** ... and at most this many buffers (a body of tiny chunks is not held as a million objects). */
@@ -305,9 +299,7 @@ export class FilesystemBlobStore implements BlobStore {
       if (errno(err) === "ENOENT") return undefined;
       throw err;
     }
-    // 256 KiB reads: a quarter of the system calls and stream chunks of the 64 KiB default.
-    const chunk = { highWaterMark: READ_CHUNK_BYTES };
-    return fh.createReadStream(range ? { ...chunk, start: range.start, end: range.end } : chunk);
+    return new BlobFileStream(fh, range?.start ?? 0, range?.end ?? Number.MAX_SAFE_INTEGER);
   }
 
   async delete(digest: string): Promise<void> {
