@@ -435,7 +435,7 @@ describe("FilesystemBlobStore", () => {
     assert.deepEqual(await digestStream((await store.open(digest))!), { digest, size: total });
   });
 
-  it("sends blobs into HTTP responses from reused buffers, byte for byte: concurrent, slow, ranged and aborted reads", async () => {
+  it("sends blobs into HTTP responses from reused buffers, byte for byte: concurrent, slow, ranged, aborted and already-read streams", async () => {
     // Three blobs: several read buffers and a short tail, about four, and less than one.
     const blobs = [randomBytes(3 * MiB + 5), randomBytes(MiB), randomBytes(100 * 1024)];
     for (const data of blobs) {
@@ -454,7 +454,14 @@ describe("FilesystemBlobStore", () => {
           "content-length": range ? range.end - range.start + 1 : data.length,
         });
         res.on("close", () => stream!.destroy()); // as Fastify does when the client goes away
-        stream!.pipe(res);
+        // primed: its first chunk already read into the stream's buffer before the pipe
+        if (url.searchParams.has("primed")) {
+          stream!.read(0);
+          // (no 'readable' listener: that alone would switch the stream out of the pooled path)
+          const pipeOnceBuffered = () =>
+            stream!.readableLength > 0 ? stream!.pipe(res) : setImmediate(pipeOnceBuffered);
+          pipeOnceBuffered();
+        } else stream!.pipe(res);
       });
     });
     server.listen(0, "127.0.0.1");
@@ -512,6 +519,12 @@ describe("FilesystemBlobStore", () => {
               assert.equal(digest, sha256(blobs[i]!.subarray(first, last + 1)), `blob ${i} bytes ${first}-${last}`);
             }),
           );
+        jobs.push(
+          fetchDigest("blob=0&primed=1", false).then(({ status, digest }) => {
+            assert.equal(status, 200);
+            assert.equal(digest, sha256(blobs[0]!), "a stream read from before the pipe");
+          }),
+        );
         // A client that leaves after the first bytes: its stream stops and its file closes.
         jobs.push(
           new Promise<void>((resolve, reject) => {

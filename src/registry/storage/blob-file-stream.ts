@@ -62,7 +62,15 @@ export class BlobFileStream extends Readable {
   override pipe<T extends NodeJS.WritableStream>(destination: T, options?: { end?: boolean }): T {
     // Only a fresh stream into an HTTP/1 response takes the pooled path: its write callback runs
     // once the socket has the bytes (or the response is gone), and it keeps no chunk after that.
-    if (!(destination instanceof ServerResponse) || this.#sending || this.#reading || this.readableFlowing !== null)
+    // A stream read from already (even its first chunk only buffered) goes on as a Readable.
+    if (
+      !(destination instanceof ServerResponse) ||
+      this.#sending ||
+      this.#reading ||
+      this.readableDidRead ||
+      this.readableLength > 0 ||
+      this.readableFlowing !== null
+    )
       return super.pipe(destination, options);
     pooledSends++;
     this.#sending = this.#send(destination, options?.end !== false);
@@ -86,7 +94,7 @@ export class BlobFileStream extends Readable {
           returnBuffer(buffer);
           break; // the file is shorter than the range: what was there is sent, as fs.ReadStream did
         }
-        this.#advance(bytesRead, wanted);
+        this.#position += bytesRead;
         inFlight++;
         response.write(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead), () => {
           // Called once the socket took the bytes, or with an error once the response is gone;
@@ -115,11 +123,6 @@ export class BlobFileStream extends Readable {
     wake?.();
   }
 
-  /** A short read of a regular file is its end: no further read to learn it. */
-  #advance(bytesRead: number, wanted: number): void {
-    this.#position = bytesRead < wanted ? this.#last + 1 : this.#position + bytesRead;
-  }
-
   #want(): number {
     return Math.min(BLOB_READ_BYTES, this.#last - this.#position + 1);
   }
@@ -139,7 +142,7 @@ export class BlobFileStream extends Readable {
           this.push(null);
           return;
         }
-        this.#advance(bytesRead, buffer.length);
+        this.#position += bytesRead;
         this.push(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead));
       },
       (err: unknown) => {
