@@ -32,13 +32,14 @@ async function readAll(stream: Readable): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
-/** Digest of a stream's bytes, without holding them. */
-async function digestStream(stream: Readable): Promise<{ digest: string; size: number }> {
+/** Digest of a stream's bytes, without holding them; `slow`: one chunk per turn of the event loop. */
+async function digestStream(stream: Readable, slow = false): Promise<{ digest: string; size: number }> {
   const hash = createHash("sha256");
   let size = 0;
   for await (const part of stream) {
     hash.update(part as Buffer);
     size += (part as Buffer).length;
+    if (slow) await new Promise(setImmediate);
   }
   return { digest: `sha256:${hash.digest("hex")}`, size };
 }
@@ -477,24 +478,13 @@ describe("FilesystemBlobStore", () => {
       await once(server, "close");
     };
     try {
-      /** The body's sha256, read in a chunk at a time (slow: one chunk per turn of the event loop). */
-      const fetchDigest = (query: string, slow: boolean) =>
-        new Promise<{ status: number; digest: string }>((resolve, reject) => {
-          http
-            .get({ host: "127.0.0.1", port, path: `/?${query}`, agent }, (res) => {
-              const hash = createHash("sha256");
-              res.on("data", (chunk: Buffer) => {
-                hash.update(chunk);
-                if (slow) {
-                  res.pause();
-                  setImmediate(() => res.resume());
-                }
-              });
-              res.on("end", () => resolve({ status: res.statusCode!, digest: `sha256:${hash.digest("hex")}` }));
-              res.on("error", reject);
-            })
-            .on("error", reject);
-        });
+      /** The answer's status and its body's sha256 (slow: one chunk per turn of the event loop). */
+      const fetchDigest = async (query: string, slow: boolean) => {
+        const res = await new Promise<http.IncomingMessage>((resolve, reject) =>
+          http.get({ host: "127.0.0.1", port, path: `/?${query}`, agent }, resolve).on("error", reject),
+        );
+        return { status: res.statusCode!, digest: (await digestStream(res, slow)).digest };
+      };
       // Ranges that start and end inside read buffers, and one inside a single buffer.
       const ranges: Array<[number, number, number]> = [
         [0, 262_143, 786_433],

@@ -81,10 +81,9 @@ export class BlobFileStream extends Readable {
     try {
       while (this.#position <= this.#last && !this.destroyed) {
         const buffer = takeBuffer();
-        const wanted = this.#want();
         let bytesRead: number;
         try {
-          ({ bytesRead } = await this.#file.read(buffer, 0, wanted, this.#position));
+          bytesRead = await this.#readInto(buffer);
         } catch (err) {
           returnBuffer(buffer);
           throw err;
@@ -93,7 +92,6 @@ export class BlobFileStream extends Readable {
           returnBuffer(buffer);
           break; // the file is shorter than the range: what was there is sent, as fs.ReadStream did
         }
-        this.#position += bytesRead;
         inFlight++;
         response.write(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead), () => {
           // Called once the socket took the bytes, or with an error once the response is gone;
@@ -122,8 +120,12 @@ export class BlobFileStream extends Readable {
     wake?.();
   }
 
-  #want(): number {
-    return Math.min(BLOB_READ_BYTES, this.#last - this.#position + 1);
+  /** Reads the next bytes (up to a buffer's worth, within the range) into `buffer`; how many. */
+  async #readInto(buffer: Buffer): Promise<number> {
+    const wanted = Math.min(buffer.length, this.#last - this.#position + 1);
+    const { bytesRead } = await this.#file.read(buffer, 0, wanted, this.#position);
+    this.#position += bytesRead;
+    return bytesRead;
   }
 
   override _read(): void {
@@ -132,16 +134,15 @@ export class BlobFileStream extends Readable {
       this.push(null);
       return;
     }
-    const buffer = Buffer.allocUnsafeSlow(this.#want());
-    this.#reading = this.#file.read(buffer, 0, buffer.length, this.#position).then(
-      ({ bytesRead }) => {
+    const buffer = Buffer.allocUnsafeSlow(Math.min(BLOB_READ_BYTES, this.#last - this.#position + 1));
+    this.#reading = this.#readInto(buffer).then(
+      (bytesRead) => {
         this.#reading = undefined;
         if (this.destroyed) return;
         if (bytesRead === 0) {
           this.push(null);
           return;
         }
-        this.#position += bytesRead;
         this.push(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead));
       },
       (err: unknown) => {
