@@ -3,10 +3,12 @@
 // An embedded data directory is locked for as long as it is open and kept private to its owner
 // (storage/data-dir.ts). Every open database has a key-encryption key (keyEncryptionKeyOf) for
 // the secrets it stores sealed: the data directory's own, or the one given (PostgreSQL).
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import { setFlagsFromString } from "node:v8";
 import { closeSync, existsSync, fsyncSync, openSync, readdirSync } from "node:fs";
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { Kysely, Migrator, PostgresDialect, sql, type Dialect, type Migration, type MigrationProvider } from "kysely";
 import pg from "pg";
@@ -248,6 +250,65 @@ function pgliteWasmModule(): Promise<WebAssembly.Module | undefined> {
   })());
 }
 
+/**
+ * What initializeDataDir's process runs: PGlite's create on an empty directory (its initdb), then a
+ * clean close. argv: the directory, PGlite's start parameters (JSON).
+ */
+const initdbScript = () => `
+import { PGlite } from ${JSON.stringify(import.meta.resolve("@electric-sql/pglite"))};
+const pglite = await PGlite.create(process.argv[1], { startParams: JSON.parse(process.argv[2]) });
+await pglite.close();`;
+
+/** Where a new data directory's database is created before it is moved into place. */
+const INITDB_STAGING_PREFIX = ".initdb-";
+
+/**
+ * Creates a new data directory's database (PostgreSQL's initdb), in a process of its own, in a
+ * staging directory inside the data directory; then moves its entries into place, PG_VERSION
+ * last. The server then opens the directory as every later start does.
+ *
+ * - A process, not this one: initdb touches ~325 MiB of PGlite's WebAssembly memory, which never
+ *   shrinks. Done here, a first start idled at ~640 MiB where a later start on the same directory
+ *   idles at ~170. A worker thread left ~70 MiB in its malloc arena; a process returns it all.
+ * - Staged: until PG_VERSION is in place the directory counts as new, and what a first start
+ *   interrupted while moving left (the staging directory, entries already moved) is removed by
+ *   the next one. A staging process that outlives a killed server writes only to its own directory.
+ * - Durable (unless `sync` is false): initdb writes without syncing (as `initdb --no-sync`), so the
+ *   staged files are synced before they are moved, and the directory before and after PG_VERSION.
+ */
+async function initializeDataDir(dataDir: string, sync: boolean): Promise<void> {
+  const found = await readdir(dataDir, { withFileTypes: true });
+  const interrupted = found.some((entry) => entry.name.startsWith(INITDB_STAGING_PREFIX));
+  const leftovers = found.filter((entry) => isDatabasePath(entry.name, entry.isDirectory()));
+  if (leftovers.length > 0 && !interrupted)
+    throw new Error(
+      `${dataDir} holds PostgreSQL's files (${leftovers.map((e) => e.name).join(", ")}) but no PG_VERSION: ` +
+        "it is no database this server made; move it aside or choose another --data-dir",
+    );
+  for (const entry of found)
+    if (entry.name.startsWith(INITDB_STAGING_PREFIX) || leftovers.includes(entry))
+      await rm(join(dataDir, entry.name), { recursive: true, force: true });
+  const staging = await mkdtemp(join(dataDir, INITDB_STAGING_PREFIX));
+  const startParams = [...PGlite.defaultStartParams, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`];
+  const child = spawn(
+    process.execPath,
+    [PGLITE_V8_FLAGS, "--input-type=module", "-e", initdbScript(), staging, JSON.stringify(startParams)],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
+  const [code, signal] = (await once(child, "close")) as [number | null, NodeJS.Signals | null];
+  if (code !== 0)
+    throw new Error(`creating the database in ${dataDir} failed (${code ?? signal}): ${stderr.trim() || "no output"}`);
+  if (sync) syncTree(staging);
+  for (const name of await readdir(staging))
+    if (name !== "PG_VERSION") await rename(join(staging, name), join(dataDir, name));
+  if (sync) syncPath(dataDir);
+  await rename(join(staging, "PG_VERSION"), join(dataDir, "PG_VERSION"));
+  if (sync) syncPath(dataDir);
+  await rm(staging, { recursive: true, force: true });
+}
+
 /** A PostgreSQL connection pool's occupancy now (pg.Pool's counts). */
 export interface PoolStats {
   /** connections open, busy or idle */
@@ -458,11 +519,11 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
     const durable = !opts.unsafeNoFsync;
     const fresh = !existsSync(join(dataDir, "PG_VERSION"));
     await removeStaleSnapshots(dataDir);
+    if (fresh) await initializeDataDir(dataDir, durable);
     walSync = durable ? new WalSync(opts.syncWalFile) : undefined;
     pglite = await PGlite.create(dataDir, await pgliteOptions(durable ? dataDir : undefined, walSync));
     // what PGlite's start wrote is synced before anything is answered (the dialect waits from here)
     walSync?.now();
-    if (durable && fresh) syncTree(dataDir);
     // Earlier versions left PGlite's files 0666; PGlite's initdb writes them so too. One pass after
     // opening covers both: the directory itself is 0700 already, so nobody else reached them meanwhile.
     makePrivate(dataDir);

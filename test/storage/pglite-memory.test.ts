@@ -1,10 +1,12 @@
-// What the embedded database keeps resident: its shared buffers, and how V8 compiles PGlite's
+// What the embedded database keeps resident: its shared buffers, how V8 compiles PGlite's
 // WebAssembly (baseline code only: the optimizing compiler's background tier-up left tens of MiB in
-// malloc arenas for the life of the process). Memory itself is measured by bench/memory.mjs, not here.
+// malloc arenas for the life of the process), and where a new data directory's initdb runs (in a
+// process of its own: the WebAssembly memory it touches never shrinks). Memory itself is measured
+// by bench/memory.mjs; here only what tells the cases apart by far.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "kysely";
@@ -64,5 +66,83 @@ describe("embedded database memory", () => {
     const result = JSON.parse(child.stdout.trim().split("\n").at(-1)!);
     assert.ok(result.functions > 1000, child.stdout);
     assert.equal(result.turboFan, 0, child.stdout);
+  });
+
+  it("creates a new data directory's database in a process of its own", () => {
+    // PGlite's initdb runs in an instance of its own, whose WebAssembly memory (~325 MiB resident)
+    // stays until V8 happens to collect it: in the server's process, a first start idled at up to
+    // ~640 MiB. Counted in a child: the instances of PGlite's WebAssembly it made (inline, two).
+    const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-initdb-"));
+    dirs.push(dir);
+    const script = `
+      let instances = 0;
+      const instantiate = WebAssembly.instantiate;
+      WebAssembly.instantiate = async (...args) => {
+        const r = await instantiate(...args);
+        const exports = Object.keys((r instanceof WebAssembly.Instance ? r : r.instance).exports);
+        if (exports.length > 1000) instances++; // PGlite's (the loader's own, tsx's, are small)
+        return r;
+      };
+      const { openDatabase } = await import(${JSON.stringify(new URL("../../src/storage/db.ts", import.meta.url).href)});
+      const opened = [];
+      for (let i = 0; i < 2; i++) {
+        const { close } = await openDatabase({ dataDir: ${JSON.stringify(join(dir, "data"))}, unsafeNoFsync: true });
+        await close();
+        opened.push(instances);
+      }
+      console.log(JSON.stringify({ opened }));
+      // PGlite can leave its WebAssembly's interval timer (10 s) armed after a close: it would
+      // keep this child alive
+      process.exit(0);
+    `;
+    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      encoding: "utf8",
+      env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1" },
+    });
+    assert.equal(child.status, 0, child.stderr);
+    // the first open (a new directory) and the second (a later start) each made one
+    assert.deepEqual(JSON.parse(child.stdout.trim().split("\n").at(-1)!), { opened: [1, 2] });
+  });
+
+  it("finishes a first start interrupted while moving the new database into place", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-initdb-"));
+    dirs.push(dir);
+    // what an interrupted move leaves: the staging directory and some of PostgreSQL's entries, no PG_VERSION
+    mkdirSync(join(dir, ".initdb-abc123", "base"), { recursive: true });
+    mkdirSync(join(dir, "global"));
+    writeFileSync(join(dir, "global", "1262"), "half a catalog");
+    writeFileSync(join(dir, "postgresql.conf"), "# half a configuration\n");
+    const { db, close } = await openDatabase({ dataDir: dir, unsafeNoFsync: true });
+    try {
+      const { rows } = await sql<{ one: number }>`select 1 as one`.execute(db);
+      assert.equal(rows[0]?.one, 1);
+    } finally {
+      await close();
+    }
+    const entries = readdirSync(dir);
+    assert.ok(entries.includes("PG_VERSION"), entries.join(", "));
+    assert.deepEqual(
+      entries.filter((name) => name.startsWith(".initdb-")),
+      [],
+    );
+    // and it opens again as any later start does
+    const again = await openDatabase({ dataDir: dir, unsafeNoFsync: true });
+    await again.close();
+  });
+
+  it("refuses a directory holding PostgreSQL's files without PG_VERSION, and leaves it as it was", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-initdb-"));
+    dirs.push(dir);
+    mkdirSync(join(dir, "base", "5"), { recursive: true });
+    writeFileSync(join(dir, "base", "5", "1259"), "someone's table");
+    await assert.rejects(
+      openDatabase({ dataDir: dir, unsafeNoFsync: true }),
+      /holds PostgreSQL's files \(base\) but no PG_VERSION/,
+    );
+    assert.deepEqual(readdirSync(join(dir, "base", "5")), ["1259"]);
+    assert.deepEqual(
+      readdirSync(dir).filter((name) => name.startsWith(".initdb-")),
+      [],
+    );
   });
 });
