@@ -252,12 +252,15 @@ function pgliteWasmModule(): Promise<WebAssembly.Module | undefined> {
 
 /**
  * What initializeDataDir's process runs: PGlite's create on an empty directory (its initdb), then a
- * clean close. argv: the directory, PGlite's start parameters (JSON).
+ * clean close. argv: the directory, PGlite's start parameters (JSON). It ends as soon as its
+ * parent goes (its stdin closes), so a killed server leaves no initdb running for long.
  */
 const initdbScript = () => `
 import { PGlite } from ${JSON.stringify(import.meta.resolve("@electric-sql/pglite"))};
+process.stdin.on("end", () => process.exit(1)).resume();
 const pglite = await PGlite.create(process.argv[1], { startParams: JSON.parse(process.argv[2]) });
-await pglite.close();`;
+await pglite.close();
+process.exit(0);`;
 
 /** Where a new data directory's database is created before it is moved into place. */
 const INITDB_STAGING_PREFIX = ".initdb-";
@@ -267,40 +270,52 @@ const INITDB_STAGING_PREFIX = ".initdb-";
  * staging directory inside the data directory; then moves its entries into place, PG_VERSION
  * last. The server then opens the directory as every later start does.
  *
- * - A process, not this one: initdb touches ~325 MiB of PGlite's WebAssembly memory, which never
- *   shrinks. Done here, a first start idled at ~640 MiB where a later start on the same directory
- *   idles at ~170. A worker thread left ~70 MiB in its malloc arena; a process returns it all.
- * - Staged: until PG_VERSION is in place the directory counts as new, and what a first start
- *   interrupted while moving left (the staging directory, entries already moved) is removed by
- *   the next one. A staging process that outlives a killed server writes only to its own directory.
+ * - A process, not this one: initdb touches ~325 MiB of PGlite's WebAssembly memory, which stays
+ *   resident until V8 collects that instance. Done here, a first start idled at up to ~640 MiB
+ *   where a later start on the same directory idles at ~170. A worker thread left ~70 MiB in its
+ *   malloc arena; a process returns it all.
+ * - Staged: the directory counts as new until PG_VERSION is in place. A staging directory that
+ *   holds PG_VERSION is a move that was interrupted (PG_VERSION moves last): what it moved is
+ *   removed and the database created again. Without one, PostgreSQL's files and no PG_VERSION are
+ *   refused, never overwritten.
  * - Durable (unless `sync` is false): initdb writes without syncing (as `initdb --no-sync`), so the
- *   staged files are synced before they are moved, and the directory before and after PG_VERSION.
+ *   staged files and the staging directory's name are synced before anything moves, and the data
+ *   directory before and after PG_VERSION's move.
  */
 async function initializeDataDir(dataDir: string, sync: boolean): Promise<void> {
   const found = await readdir(dataDir, { withFileTypes: true });
-  const interrupted = found.some((entry) => entry.name.startsWith(INITDB_STAGING_PREFIX));
+  const staged = found.filter((entry) => entry.name.startsWith(INITDB_STAGING_PREFIX));
+  const interrupted = staged.some((entry) => existsSync(join(dataDir, entry.name, "PG_VERSION")));
   const leftovers = found.filter((entry) => isDatabasePath(entry.name, entry.isDirectory()));
   if (leftovers.length > 0 && !interrupted)
     throw new Error(
       `${dataDir} holds PostgreSQL's files (${leftovers.map((e) => e.name).join(", ")}) but no PG_VERSION: ` +
-        "it is no database this server made; move it aside or choose another --data-dir",
+        "not a database this server can open (a first start of an earlier version, interrupted, leaves " +
+        "this too); move it aside or choose another --data-dir",
     );
-  for (const entry of found)
-    if (entry.name.startsWith(INITDB_STAGING_PREFIX) || leftovers.includes(entry))
-      await rm(join(dataDir, entry.name), { recursive: true, force: true });
+  for (const entry of [...staged, ...leftovers]) await rm(join(dataDir, entry.name), { recursive: true, force: true });
   const staging = await mkdtemp(join(dataDir, INITDB_STAGING_PREFIX));
   const startParams = [...PGlite.defaultStartParams, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`];
-  const child = spawn(
-    process.execPath,
-    [PGLITE_V8_FLAGS, "--input-type=module", "-e", initdbScript(), staging, JSON.stringify(startParams)],
-    { stdio: ["ignore", "ignore", "pipe"] },
-  );
+  const failed = (why: string) => new Error(`creating the database in ${dataDir} failed: ${why}`);
   let stderr = "";
-  child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
-  const [code, signal] = (await once(child, "close")) as [number | null, NodeJS.Signals | null];
-  if (code !== 0)
-    throw new Error(`creating the database in ${dataDir} failed (${code ?? signal}): ${stderr.trim() || "no output"}`);
-  if (sync) syncTree(staging);
+  try {
+    const child = spawn(
+      process.execPath,
+      [PGLITE_V8_FLAGS, "--input-type=module", "-e", initdbScript(), staging, JSON.stringify(startParams)],
+      { stdio: ["pipe", "ignore", "pipe"] },
+    );
+    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
+    const [code, signal] = (await once(child, "close")) as [number | null, NodeJS.Signals | null];
+    if (code !== 0) throw failed(`exit ${code ?? signal}: ${stderr.trim() || "no output"}`);
+  } catch (err) {
+    if (err instanceof Error && err.message.startsWith("creating the database")) throw err;
+    throw failed(err instanceof Error ? err.message : String(err));
+  }
+  if (!existsSync(join(staging, "PG_VERSION"))) throw failed(`initdb wrote no PG_VERSION: ${stderr.trim()}`);
+  if (sync) {
+    syncTree(staging);
+    syncPath(dataDir);
+  }
   for (const name of await readdir(staging))
     if (name !== "PG_VERSION") await rename(join(staging, name), join(dataDir, name));
   if (sync) syncPath(dataDir);
@@ -436,10 +451,18 @@ async function copyDatabaseFiles(
   }
 }
 
-/** Snapshots a failed process left behind (the directory is this process's now: it holds the lock). */
-async function removeStaleSnapshots(dataDir: string): Promise<void> {
+/**
+ * Snapshots a failed process left behind (the directory is this process's now: it holds the
+ * lock), and, once the database is in place, what a first start's initdb left (an empty staging
+ * directory after an interrupted clean-up, or a copy made by an initdb that outlived its server).
+ * One such an initdb still writes may fail to go: it is left for the next start (a database in
+ * place never looks at it).
+ */
+async function removeStaleStaging(dataDir: string, databaseInPlace: boolean): Promise<void> {
   for (const name of await readdir(dataDir))
     if (name.startsWith(SNAPSHOT_STAGING_PREFIX)) await rm(join(dataDir, name), { recursive: true, force: true });
+    else if (databaseInPlace && name.startsWith(INITDB_STAGING_PREFIX))
+      await rm(join(dataDir, name), { recursive: true, force: true }).catch(() => {});
 }
 
 const keyEncryptionKeys = new WeakMap<Kysely<any>, Uint8Array>();
@@ -518,7 +541,7 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
   try {
     const durable = !opts.unsafeNoFsync;
     const fresh = !existsSync(join(dataDir, "PG_VERSION"));
-    await removeStaleSnapshots(dataDir);
+    await removeStaleStaging(dataDir, !fresh);
     if (fresh) await initializeDataDir(dataDir, durable);
     walSync = durable ? new WalSync(opts.syncWalFile) : undefined;
     pglite = await PGlite.create(dataDir, await pgliteOptions(durable ? dataDir : undefined, walSync));

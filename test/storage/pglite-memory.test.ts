@@ -107,8 +107,10 @@ describe("embedded database memory", () => {
   it("finishes a first start interrupted while moving the new database into place", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-initdb-"));
     dirs.push(dir);
-    // what an interrupted move leaves: the staging directory and some of PostgreSQL's entries, no PG_VERSION
+    // what an interrupted move leaves: the staging directory, still holding PG_VERSION (it moves
+    // last), and some of PostgreSQL's entries already moved
     mkdirSync(join(dir, ".initdb-abc123", "base"), { recursive: true });
+    writeFileSync(join(dir, ".initdb-abc123", "PG_VERSION"), "17\n");
     mkdirSync(join(dir, "global"));
     writeFileSync(join(dir, "global", "1262"), "half a catalog");
     writeFileSync(join(dir, "postgresql.conf"), "# half a configuration\n");
@@ -130,9 +132,31 @@ describe("embedded database memory", () => {
     await again.close();
   });
 
+  it("removes what a first start's initdb left beside a database in place", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-initdb-"));
+    dirs.push(dir);
+    await (await openDatabase({ dataDir: dir, unsafeNoFsync: true })).close();
+    // an initdb that outlived its server made a whole copy; another clean-up stopped half way
+    mkdirSync(join(dir, ".initdb-orphan1", "base"), { recursive: true });
+    writeFileSync(join(dir, ".initdb-orphan1", "PG_VERSION"), "17\n");
+    mkdirSync(join(dir, ".initdb-empty22"));
+    const { db, close } = await openDatabase({ dataDir: dir, unsafeNoFsync: true });
+    try {
+      await sql`select 1`.execute(db);
+    } finally {
+      await close();
+    }
+    assert.deepEqual(
+      readdirSync(dir).filter((name) => name.startsWith(".initdb-")),
+      [],
+    );
+  });
+
   it("refuses a directory holding PostgreSQL's files without PG_VERSION, and leaves it as it was", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-initdb-"));
     dirs.push(dir);
+    // a staging directory without PG_VERSION is no interrupted move: it does not make these leftovers
+    mkdirSync(join(dir, ".initdb-nover99"));
     mkdirSync(join(dir, "base", "5"), { recursive: true });
     writeFileSync(join(dir, "base", "5", "1259"), "someone's table");
     await assert.rejects(
@@ -140,9 +164,5 @@ describe("embedded database memory", () => {
       /holds PostgreSQL's files \(base\) but no PG_VERSION/,
     );
     assert.deepEqual(readdirSync(join(dir, "base", "5")), ["1259"]);
-    assert.deepEqual(
-      readdirSync(dir).filter((name) => name.startsWith(".initdb-")),
-      [],
-    );
   });
 });
