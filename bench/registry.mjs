@@ -23,6 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
+import { residentByKind } from "./memory.mjs";
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 const BULWARK = join(HERE, "..", "bin", "bulwark.js");
@@ -522,6 +523,14 @@ function printReport({ regs, rows, extras, big, bigMib, rss, cfg, failures, note
     `\n  Idle RSS (VmRSS, 2 s idle): ` +
       regs.map((r, i) => `${r.label} ${mib(rss.start[i])} after start, ${mib(rss.after[i])} after the load`).join("; "),
   );
+  if (rss.afterByKind)
+    console.log(
+      `  ${regs[1].label} after the load, by kind of mapping: ` +
+        [...rss.afterByKind]
+          .sort((a, b) => b[1] - a[1])
+          .map(([kind, bytes]) => `${kind} ${mib(bytes / 1024)}`)
+          .join(", "),
+    );
   if (big.length) {
     const phase = (p) =>
       `before ${mib(p.before)}, peak ${mib(p.peak)} (+${mib(p.peak - p.before)}), ${fmt(bigMib / p.seconds)} MiB/s`;
@@ -807,6 +816,8 @@ export async function registryBench() {
     await Promise.all(regs.map((r) => settle(r.child.pid)));
     await sleep(2000);
     rss.after = regs.map((r) => rssKiB(r.child.pid));
+    // bulwark's, by kind of mapping (bench/memory.mjs), for issue #31 item 5's breakdown
+    rss.afterByKind = residentByKind(regs[1].child.pid);
 
     const big = [];
     if (bigMib > 0) for (const reg of regs) big.push(await bigBlob(reg, bigMib));
