@@ -24,7 +24,9 @@ import { durationMillis } from "../durations.js";
  * and 184 -> 271-276 MiB after a GET load on PGlite without this flag. The price is CPU under
  * concurrent load: scavenges come ~3x as often, requests in flight outlive two of them and are
  * promoted, and a 32-connection GET on PostgreSQL serves 10-15% fewer requests per second
- * (bench/RESULTS.md, "fourth pass"). Kept: the RSS targets fail without it.
+ * (bench/RESULTS.md, "fourth pass"). So only the embedded server sets them: it is the small
+ * deployment, where memory counts. On PostgreSQL (replicas, production) V8's defaults hold, and
+ * the young generation's ~20 MiB more buys the throughput.
  */
 export const SERVE_V8_FLAGS = "--semi-space-growth-factor=1";
 
@@ -507,7 +509,7 @@ export function registerServerCommands(program: Command): void {
         command: Command,
       ) => {
         const io = ioOf(command);
-        setFlagsFromString(SERVE_V8_FLAGS);
+        if (!opts.databaseUrl) setFlagsFromString(SERVE_V8_FLAGS);
         const [
           { pino },
           { startServer, DEFAULT_SHUTDOWN_TIMEOUT_MS },
