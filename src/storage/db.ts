@@ -298,6 +298,7 @@ async function initializeDataDir(dataDir: string, sync: boolean): Promise<void> 
   const startParams = [...PGlite.defaultStartParams, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`];
   const failed = (why: string) => new Error(`creating the database in ${dataDir} failed: ${why}`);
   let stderr = "";
+  let exit: [number | null, NodeJS.Signals | null];
   try {
     const child = spawn(
       process.execPath,
@@ -305,12 +306,11 @@ async function initializeDataDir(dataDir: string, sync: boolean): Promise<void> 
       { stdio: ["pipe", "ignore", "pipe"] },
     );
     child.stderr?.setEncoding("utf8").on("data", (chunk: string) => (stderr = (stderr + chunk).slice(-4000)));
-    const [code, signal] = (await once(child, "close")) as [number | null, NodeJS.Signals | null];
-    if (code !== 0) throw failed(`exit ${code ?? signal}: ${stderr.trim() || "no output"}`);
+    exit = (await once(child, "close")) as typeof exit;
   } catch (err) {
-    if (err instanceof Error && err.message.startsWith("creating the database")) throw err;
-    throw failed(err instanceof Error ? err.message : String(err));
+    throw failed(err instanceof Error ? err.message : String(err)); // the process did not start
   }
+  if (exit[0] !== 0) throw failed(`exit ${exit[0] ?? exit[1]}: ${stderr.trim() || "no output"}`);
   if (!existsSync(join(staging, "PG_VERSION"))) throw failed(`initdb wrote no PG_VERSION: ${stderr.trim()}`);
   if (sync) {
     syncTree(staging);
