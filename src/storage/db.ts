@@ -192,25 +192,29 @@ function syncPath(path: string): void {
 export const PGLITE_SHARED_BUFFERS = "16MB";
 
 /**
- * PGlite's start parameters: its defaults with PGLITE_SHARED_BUFFERS.
- *
- * A durable one (a data directory on disk, unless unsafeNoFsync) drops PGlite's -F (fsync off),
- * syncs the WAL with fsync, and mounts the directory through DurableNodeFS, so a commit is
- * acknowledged only once its WAL record is on disk. In memory nothing is durable: -F stays.
- */
-/**
  * The PostgreSQL extensions every PGlite a server opens has loaded: pg_trgm, for the advisories'
  * trigram index (vulnerabilities/migrations/016). A PGlite opened on a migrated database without
  * them could not write to the indexed table; tests that create their own PGlite pass these too.
  */
 export const PGLITE_EXTENSIONS = { pg_trgm } as const;
 
-async function pgliteOptions(durableDir?: string, walSync?: WalSync): Promise<PGliteOptions> {
-  const params = durableDir
+/**
+ * PGlite's start parameters: its defaults with PGLITE_SHARED_BUFFERS.
+ *
+ * A durable one (a data directory on disk, unless unsafeNoFsync) drops PGlite's -F (fsync off),
+ * syncs the WAL with fsync, and mounts the directory through DurableNodeFS, so a commit is
+ * acknowledged only once its WAL record is on disk. In memory nothing is durable: -F stays.
+ */
+function pgliteStartParams(durable: boolean): string[] {
+  const params = durable
     ? [...PGlite.defaultStartParams.filter((p) => p !== "-F"), "-c", "wal_sync_method=fsync"]
     : PGlite.defaultStartParams;
+  return [...params, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`];
+}
+
+async function pgliteOptions(durableDir?: string, walSync?: WalSync): Promise<PGliteOptions> {
   return {
-    startParams: [...params, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
+    startParams: pgliteStartParams(Boolean(durableDir)),
     pgliteWasmModule: await pgliteWasmModule(),
     extensions: PGLITE_EXTENSIONS,
     ...(durableDir ? { fs: new DurableNodeFS(durableDir, walSync) } : {}),
@@ -295,7 +299,8 @@ async function initializeDataDir(dataDir: string, sync: boolean): Promise<void> 
     );
   for (const entry of [...staged, ...leftovers]) await rm(join(dataDir, entry.name), { recursive: true, force: true });
   const staging = await mkdtemp(join(dataDir, INITDB_STAGING_PREFIX));
-  const startParams = [...PGlite.defaultStartParams, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`];
+  // initdb's own writes are synced below, whole: PGlite's defaults (-F) are what it needs
+  const startParams = pgliteStartParams(false);
   const failed = (why: string) => new Error(`creating the database in ${dataDir} failed: ${why}`);
   let stderr = "";
   let exit: [number | null, NodeJS.Signals | null];

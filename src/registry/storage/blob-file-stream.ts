@@ -3,9 +3,10 @@
 // itself: each buffer goes back to the pool only when the response's write callback says the
 // socket has taken its bytes. fs.ReadStream allocated a new 256 KiB buffer per read, which glibc
 // served from its main arena: under blob traffic that arena grew to 80-100 MiB and stayed, and
-// in a standalone server the allocations cost 20-30% of a blob GET's CPU (bench/RESULTS.md). Any other consumer (a hash, for-await) gets fresh buffers, as before:
-// a buffer handed to an arbitrary writable may still be referenced after its callback (a
-// PassThrough keeps the chunk it pushed on), and a reused one would change bytes already sent.
+// in a standalone server the allocations cost 20-30% of a blob GET's CPU (bench/RESULTS.md). Any
+// other consumer (a hash, for-await) gets fresh buffers, as before: a buffer handed to an
+// arbitrary writable may still be referenced after its callback (a PassThrough keeps the chunk it
+// pushed on), and a reused one would change bytes already sent.
 import type { FileHandle } from "node:fs/promises";
 import { ServerResponse } from "node:http";
 import { Readable } from "node:stream";
