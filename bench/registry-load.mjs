@@ -12,7 +12,7 @@
 //       | { kind: "manifest", url, headers, body, tagPrefix }  (PUT <url><tagPrefix><n>; every "__N__"
 //         in body is replaced by a value unique to this push, so the manifest is new each time)
 //   and in all: cannon (see above), seconds, warmup, concurrency, pid (the server's: its CPU time over the measured
-//   seconds is reported), ticks (clock ticks per second of /proc/<pid>/stat)
+//   seconds is reported, and this process's own), ticks (clock ticks per second of /proc/<pid>/stat)
 import http from "node:http";
 import { readFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
@@ -142,6 +142,7 @@ async function run(seconds) {
   let errors = 0;
   let firstError;
   const cpuBefore = cpuMs();
+  const ownBefore = process.cpuUsage();
   const start = performance.now();
   const deadline = start + seconds * 1000;
   await Promise.all(
@@ -162,9 +163,26 @@ async function run(seconds) {
   );
   const elapsed = (performance.now() - start) / 1000;
   const cpu = cpuMs() - cpuBefore;
+  const loadCpu = ownCpuMs(ownBefore);
   latencies.sort((a, b) => a - b);
   const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((latencies.length * p) / 100))] ?? NaN;
-  return { done: latencies.length, elapsed, bytes, errors, firstError, p50: pct(50), p99: pct(99), cpuMs: cpu };
+  return {
+    done: latencies.length,
+    elapsed,
+    bytes,
+    errors,
+    firstError,
+    p50: pct(50),
+    p99: pct(99),
+    cpuMs: cpu,
+    loadCpuMs: loadCpu,
+  };
+}
+
+/** This process's own user + system CPU time in ms since `before` (the load generator's cost). */
+function ownCpuMs(before) {
+  const { user, system } = process.cpuUsage(before);
+  return (user + system) / 1000;
 }
 
 /**
@@ -193,10 +211,12 @@ async function cannon() {
   let badStatus;
   let measuring = !(job.warmup > 0);
   let cpuBefore = cpuMs();
+  let ownBefore = process.cpuUsage();
   let start = performance.now();
   const timer = setTimeout(() => {
     measuring = true;
     cpuBefore = cpuMs();
+    ownBefore = process.cpuUsage();
     start = performance.now();
   }, job.warmup * 1000);
   const result = await new Promise((resolve, reject) => {
@@ -226,6 +246,7 @@ async function cannon() {
   clearTimeout(timer);
   const elapsed = (performance.now() - start) / 1000;
   const cpu = cpuMs() - cpuBefore;
+  const loadCpu = ownCpuMs(ownBefore);
   const errors = bad + result.errors;
   let firstError;
   if (errors) {
@@ -237,7 +258,17 @@ async function cannon() {
   }
   latencies.sort((a, b) => a - b);
   const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((latencies.length * p) / 100))] ?? NaN;
-  return { done: latencies.length, elapsed, bytes, errors, firstError, p50: pct(50), p99: pct(99), cpuMs: cpu };
+  return {
+    done: latencies.length,
+    elapsed,
+    bytes,
+    errors,
+    firstError,
+    p50: pct(50),
+    p99: pct(99),
+    cpuMs: cpu,
+    loadCpuMs: loadCpu,
+  };
 }
 
 let result;
