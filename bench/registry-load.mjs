@@ -164,19 +164,14 @@ async function run(seconds) {
   const elapsed = (performance.now() - start) / 1000;
   const cpu = cpuMs() - cpuBefore;
   const loadCpu = ownCpuMs(ownBefore);
+  return resultOf({ latencies, elapsed, bytes, errors, firstError, cpuMs: cpu, loadCpuMs: loadCpu });
+}
+
+/** A run's result line: completions, bytes, errors, latency percentiles (ms) and both CPU times. */
+function resultOf({ latencies, elapsed, bytes, errors, firstError, cpuMs, loadCpuMs }) {
   latencies.sort((a, b) => a - b);
   const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((latencies.length * p) / 100))] ?? NaN;
-  return {
-    done: latencies.length,
-    elapsed,
-    bytes,
-    errors,
-    firstError,
-    p50: pct(50),
-    p99: pct(99),
-    cpuMs: cpu,
-    loadCpuMs: loadCpu,
-  };
+  return { done: latencies.length, elapsed, bytes, errors, firstError, p50: pct(50), p99: pct(99), cpuMs, loadCpuMs };
 }
 
 /** This process's own user + system CPU time in ms since `before` (the load generator's cost). */
@@ -256,19 +251,7 @@ async function cannon() {
       if (again.status !== 200) firstError += `; one after the run: ${again.status} ${again.text.slice(0, 300)}`;
     }
   }
-  latencies.sort((a, b) => a - b);
-  const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((latencies.length * p) / 100))] ?? NaN;
-  return {
-    done: latencies.length,
-    elapsed,
-    bytes,
-    errors,
-    firstError,
-    p50: pct(50),
-    p99: pct(99),
-    cpuMs: cpu,
-    loadCpuMs: loadCpu,
-  };
+  return resultOf({ latencies, elapsed, bytes, errors, firstError, cpuMs: cpu, loadCpuMs: loadCpu });
 }
 
 let result;
