@@ -6,8 +6,8 @@
 // rows, whose rate one node:http client would cap, node:http for the blob rows), so no two of them share an
 // event loop; all three still share the machine's cores, so every row runs in BENCH_ROUNDS
 // interleaved rounds on both registries and reports the median round and the median of the
-// rounds' ratios, with the servers' CPU time per operation; the targets are printed as met
-// or NOT MET, and any non-2xx answer fails the run (exit code 1).
+// rounds' ratios, with the servers' (and the load generator's) CPU time per operation; the
+// issue's targets are printed as met or NOT MET, and any non-2xx answer fails the run (exit code 1).
 // Env (bench/README.md): BENCH_REGISTRY=0 skips; BENCH_REGISTRY_SECONDS (else BENCH_SECONDS, else 2);
 // BENCH_WARMUP_SECONDS (default 0.5); BENCH_ROUNDS (default 3); BENCH_REGISTRY_CONCURRENCY
 // (default 16); BENCH_BIG_BLOB_MIB (default 1024, 0 skips the RSS test); BENCH_REGISTRY_ROWS (only
