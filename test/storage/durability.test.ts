@@ -1,7 +1,8 @@
 // The embedded database's durability, shown on a real `serve`: traced with strace, every create
 // over HTTP is answered only after the WAL was flushed with fsync (the order of the process's own
 // system calls, not timing); with --unsafe-no-fsync nothing under pg_wal is ever synced, which
-// shows the trace check can fail. And kill -9 during a stream of creates loses none that was
+// shows the trace check can fail. A first start syncs the database initdb made before moving it
+// into place, PG_VERSION last. And kill -9 during a stream of creates loses none that was
 // acknowledged. (Most suites run on in-memory PGlite clones, where nothing is durable and nothing
 // syncs: this file is where durability is tested.)
 import { after, describe, it } from "node:test";
@@ -179,6 +180,48 @@ describe("a durable embedded database", { concurrency: true }, () => {
         assert.ok(!between.some(walSync), `unsafe: creating ${name} did not sync it`);
       }
       assert.ok(!unsafe.some(walSync), "with --unsafe-no-fsync nothing under pg_wal is ever synced");
+    },
+  );
+
+  it(
+    "syncs a new data directory's database before moving it into place, PG_VERSION last",
+    { skip: !STRACE && "strace is not installed (Debian package strace)" },
+    async () => {
+      const dir = freshDir("bulwark-first-start-");
+      const traceFile = join(freshDir("bulwark-trace-"), "trace");
+      const traced = "fsync,fdatasync,rename,renameat,renameat2";
+      const wrapper = ["strace", "-f", "-qq", "-y", "-s", "4096", "-e", `trace=${traced}`, "-o", traceFile];
+      const server = await serve(dir, [], wrapper);
+      const { pid } = JSON.parse(readFileSync(join(dir, LOCK_FILE), "utf8")) as { pid: number };
+      process.kill(pid, "SIGTERM");
+      assert.equal(await server.exit, 0, server.output());
+      const calls = parseTrace(readFileSync(traceFile, "utf8"));
+      const synced = (path: string) => (c: Call) => c.text.startsWith(`fsync(`) && c.text.includes(`<${path}>)`);
+      // the moves out of initdb's staging directory (rename("<dir>/.initdb-…/<name>", "<dir>/<name>"))
+      const move = /^rename(?:at2?)?\(.*"([^"]*\/\.initdb-[^/"]+)\/([^/"]+)"/;
+      const moves = calls.flatMap((c, at) => {
+        const m = move.exec(c.text);
+        return m ? [{ at, staging: m[1]!, name: m[2]! }] : [];
+      });
+      const trace = () => calls.map((c) => c.text.slice(0, 200)).join("\n");
+      assert.ok(moves.length > 1, `the database was moved into place:\n${trace()}`);
+      const { staging } = moves[0]!;
+      const first = moves[0]!.at;
+      const last = moves.at(-1)!;
+      assert.equal(last.name, "PG_VERSION", "PG_VERSION moves last");
+      const before = (at: number, what: (c: Call) => boolean) => calls.slice(0, at).some(what);
+      // initdb writes without syncing: its files, then the staging directory and the data directory
+      // (the staging directory's name) are synced before anything moves
+      assert.ok(before(first, synced(`${staging}/PG_VERSION`)), `staged files synced first:\n${trace()}`);
+      assert.ok(before(first, synced(staging)), "the staging directory synced before the moves");
+      assert.ok(before(first, synced(dir)), "the data directory synced before the moves");
+      // the data directory is synced after the other moves and before PG_VERSION's, and after it
+      const previous = moves.at(-2)!.at;
+      assert.ok(
+        calls.slice(previous + 1, last.at).some(synced(dir)),
+        `the data directory synced between the other moves and PG_VERSION's:\n${trace()}`,
+      );
+      assert.ok(calls.slice(last.at + 1).some(synced(dir)), "the data directory synced after PG_VERSION's move");
     },
   );
 
