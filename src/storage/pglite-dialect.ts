@@ -14,6 +14,7 @@
 // generation. Reads inside a transaction are neither answered from nor stored in the cache.
 import type { PGlite } from "@electric-sql/pglite";
 import type { WalSync } from "./wal-sync.js";
+import { PGlitePreparedStatements } from "./pglite-prepared.js";
 import { LruCache } from "../core/lru.js";
 import {
   CompiledQuery,
@@ -252,13 +253,17 @@ class LoopTurns {
 export class SerializedPGliteDialect implements Dialect {
   /** held by each connection for as long as it is acquired (a transaction, or one statement) */
   readonly #mutex = new Mutex();
+  /** each statement text prepared once (dropped at every schema change) */
+  readonly #prepared: PGlitePreparedStatements;
 
   constructor(
     private readonly pglite: PGlite,
     private readonly closeOnDestroy = true,
     /** an on-disk database's WAL syncs, waited for before anything is answered (storage/wal-sync.ts) */
     private readonly walSync?: WalSync,
-  ) {}
+  ) {
+    this.#prepared = new PGlitePreparedStatements(pglite);
+  }
 
   /** Settles once every commit made so far is on disk (at once when there is nothing to wait for). */
   #durable(): Promise<void> | undefined {
@@ -278,6 +283,7 @@ export class SerializedPGliteDialect implements Dialect {
       await this.#durable(); // what fn reads is on disk
       result = await fn(this.pglite);
     } finally {
+      this.#prepared.reset(); // fn may have changed the schema
       release();
     }
     await this.#durable();
@@ -299,6 +305,7 @@ export class SerializedPGliteDialect implements Dialect {
     const walSync = this.walSync;
     const durable = () => this.#durable();
     const mutex = this.#mutex;
+    const prepared = this.#prepared;
     let release: (() => void) | undefined;
     const kinds = new StatementKinds();
     const cache = new LruCache<string, { stamp: string; rows: unknown[] }>(CACHE_ENTRIES);
@@ -314,6 +321,10 @@ export class SerializedPGliteDialect implements Dialect {
     let wrote: Set<string> | "everything" = new Set();
     let schemaChanged = false;
 
+    const schemaMayHaveChanged = () => {
+      use = undefined;
+      prepared.reset();
+    };
     const tableUse = async (): Promise<TableUse | undefined> => {
       try {
         use ??= new TableUse(await readWriteGraph(pg));
@@ -329,7 +340,7 @@ export class SerializedPGliteDialect implements Dialect {
     };
     const noteWrite = (writes: Writes, schema: boolean) => {
       moved(writes);
-      if (schema) use = undefined;
+      if (schema) schemaMayHaveChanged();
       if (!inTransaction) return;
       schemaChanged ||= schema;
       if (writes === "everything") wrote = "everything";
@@ -345,7 +356,7 @@ export class SerializedPGliteDialect implements Dialect {
       return stamp;
     };
     const run = async <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
-      const result = await pg.query<R>(query.sql, query.parameters as unknown[]);
+      const result = await prepared.query<R>(query.sql, query.parameters);
       return {
         rows: result.rows,
         numAffectedRows: result.affectedRows != null ? BigInt(result.affectedRows) : undefined,
@@ -355,7 +366,7 @@ export class SerializedPGliteDialect implements Dialect {
     const ended = () => {
       inTransaction = false;
       if (wrote === "everything" || wrote.size > 0) moved(wrote === "everything" ? wrote : [...wrote]);
-      if (schemaChanged) use = undefined;
+      if (schemaChanged) schemaMayHaveChanged();
       wrote = new Set();
       schemaChanged = false;
     };

@@ -11,7 +11,8 @@ import { clonePglite } from "../support/db-templates.js";
 
 /**
  * A database through the dialect over a PGlite clone, and how many statements reached PGlite so
- * far, so a test can tell a cached answer from a fresh one.
+ * far (run by query(), or as a prepared statement), so a test can tell a cached answer from a
+ * fresh one.
  */
 async function countedDatabase(): Promise<{ db: Kysely<any>; statements: () => number }> {
   const pglite = await clonePglite();
@@ -21,6 +22,13 @@ async function countedDatabase(): Promise<{ db: Kysely<any>; statements: () => n
     reached++;
     return query(...args);
   }) as typeof pglite.query;
+  // A prepared statement runs as protocol messages beginning with Bind ('B'); preparing one
+  // (Parse) runs nothing.
+  const execProtocol = pglite.execProtocol.bind(pglite);
+  pglite.execProtocol = ((message: Uint8Array, ...rest: unknown[]) => {
+    if (message[0] === "B".charCodeAt(0)) reached++;
+    return execProtocol(message, ...(rest as []));
+  }) as typeof pglite.execProtocol;
   return { db: new Kysely({ dialect: new SerializedPGliteDialect(pglite) }), statements: () => reached };
 }
 
