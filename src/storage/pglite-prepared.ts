@@ -31,16 +31,6 @@ interface Prepared {
   rowDescription: RowDescription | undefined;
 }
 
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
 let instances = 0;
 
 export class PGlitePreparedStatements {
@@ -76,7 +66,7 @@ export class PGlitePreparedStatements {
     let messages: BackendMessage[];
     try {
       ({ messages } = await this.#exec(
-        concat([s.bind({ statement: prepared.name, values }), s.execute({}), s.sync()]),
+        Buffer.concat([s.bind({ statement: prepared.name, values }), s.execute({}), s.sync()]),
       ));
     } catch (err) {
       if (isStale(err)) this.reset();
@@ -125,7 +115,7 @@ export class PGlitePreparedStatements {
     // Closing a statement the backend does not hold is no error, so a failed exchange may send them again.
     const closing = this.#toClose;
     const parts = [...closing.map((n) => s.close({ type: "S", name: n })), s.parse({ name, text: sqlText })];
-    const { messages } = await this.#exec(concat([...parts, s.describe({ type: "S", name }), s.sync()]));
+    const { messages } = await this.#exec(Buffer.concat([...parts, s.describe({ type: "S", name }), s.sync()]));
     this.#toClose = this.#toClose.filter((n) => !closing.includes(n));
     const prepared: Prepared = {
       name,
