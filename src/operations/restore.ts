@@ -117,9 +117,10 @@ export async function restoreArchive(opts: RestoreOptions): Promise<RestoreRepor
   await mkdir(staging, { mode: 0o700 });
   const blobDir = opts.blobDir ? resolve(opts.blobDir) : join(staging, "registry");
   const store = await openBlobStore({ blobDirectory: blobDir }, blobDir);
+  let reading: Promise<void> | undefined;
   try {
     const extract = tarExtract();
-    const reading = pipeline(createReadStream(opts.file), createGunzip(), extract);
+    reading = pipeline(createReadStream(opts.file), createGunzip(), extract);
     reading.catch(() => undefined); // its error also ends the iteration below
     let manifest: BackupManifest | undefined;
     let key = false;
@@ -185,13 +186,15 @@ export async function restoreArchive(opts: RestoreOptions): Promise<RestoreRepor
   } catch (err) {
     await rm(staging, { recursive: true, force: true });
     if (err instanceof CorruptArchive) throw err;
-    const code = (err as NodeJS.ErrnoException).code;
-    if (
-      code === "Z_DATA_ERROR" ||
-      code === "Z_BUF_ERROR" ||
-      /unexpected end|invalid tar|Invalid tar/i.test(String(err))
-    )
-      throw corrupt(`it is damaged or cut short (${(err as Error).message})`);
+    // A file cut short fails the reading; what was taking an entry in meanwhile sees only that
+    // entry's stream destroyed ("Stream was destroyed"), so the reading's own error is asked too.
+    // It settles: leaving the loop above destroyed the extraction.
+    const readingError = await reading?.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const damage = damageOf(err) ?? damageOf(readingError);
+    if (damage) throw corrupt(`it is damaged or cut short (${damage.message})`);
     throw err;
   } finally {
     await store.close();
@@ -206,6 +209,16 @@ async function* atMost(body: AsyncIterable<unknown>, size: number, what: string)
     if (seen > size) throw corrupt(`${what} is larger than its manifest gives`);
     yield chunk as Buffer;
   }
+}
+
+/** The error, if it says the archive is damaged or cut short (gzip's or tar's complaint). */
+function damageOf(err: unknown): Error | undefined {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code === "Z_DATA_ERROR" ||
+    code === "Z_BUF_ERROR" ||
+    /unexpected end|invalid tar|Invalid tar/i.test(String(err))
+    ? (err as Error)
+    : undefined;
 }
 
 /** Writes one of PostgreSQL's files (a new regular file), verifying its size and sha256. */
