@@ -40,8 +40,8 @@ async function archive(blob: Buffer): Promise<Buffer> {
   };
   const tar = pack();
   const chunks: Buffer[] = [];
-  tar.on("data", (c: Buffer) => chunks.push(c));
-  const ended = new Promise((resolve) => tar.on("end", resolve));
+  tar.on("data", (chunk) => chunks.push(chunk as Buffer));
+  const ended = new Promise<void>((resolve) => tar.on("end", () => resolve()));
   tar.entry({ name: MANIFEST_ENTRY }, JSON.stringify(manifest));
   tar.entry({ name: KEY_ENTRY }, randomBytes(32).toString("hex"));
   tar.entry({ name: databaseEntry("PG_VERSION") }, version);
