@@ -14,7 +14,8 @@
 //   Anything that goes wrong before an answer (a token not minted, a request that cannot be made)
 //   is a failed attempt like a refused connection.
 // - Before each send the subscription's current sink is read: deleted, the run stops; changed,
-//   the run stops and the next one sends to the new sink.
+//   the run stops and the next one sends to the new sink. The request (its body, and a token bound
+//   to it) is made ready while that read is in flight.
 // - A subscription receives only what its creator may see: when the creator no longer holds
 //   CAP_EVENTS_SUBSCRIPTION_LIST at its group, nothing is sent and each attempt fails (resumed if
 //   the access returns, failed at the end of the retry period).
@@ -93,6 +94,21 @@ export const CREATOR_ACCESS_LOST = "the subscription's creator may no longer see
 type Outcome =
   | { delivered: true; statusCode: number }
   | { delivered: false; statusCode: number | null; error: string; retryAfterMs?: number };
+
+/** A delivery's POST, made ready before it is sent. */
+interface DeliveryRequest {
+  url: URL;
+  headers: Record<string, string>;
+  body: Buffer;
+  event: DueDelivery["event"];
+}
+
+/** The outcome of an attempt that failed before the request was sent. */
+const notSent = (err: unknown): Outcome => ({
+  delivered: false,
+  statusCode: null,
+  error: `the delivery could not be sent: ${err instanceof Error ? err.message : String(err)}`,
+});
 
 class SinkRefused extends Error {
   override name = "SinkRefused";
@@ -234,9 +250,14 @@ export class DeliveryWorker {
           let outcome: Outcome;
           if (creatorProblem) outcome = { delivered: false, statusCode: null, error: creatorProblem };
           else {
-            // Deleted or moved since the claim: nothing more goes to the sink this run read.
-            if ((await deliveries.currentSink(subscription.uid)) !== subscription.sink) break run;
-            outcome = await this.#attempt(subscription, delivery);
+            // The sink is read again before each send (deleted or moved since the claim: nothing
+            // more goes to the sink this run read), and the request made ready meanwhile.
+            const [sink, request] = await Promise.all([
+              deliveries.currentSink(subscription.uid),
+              this.#prepare(subscription, delivery),
+            ]);
+            if (sink !== subscription.sink) break run;
+            outcome = await this.#attempt(request);
           }
           now = this.deps.now();
           this.deps.metrics?.attempted(outcome.delivered);
@@ -306,17 +327,31 @@ export class DeliveryWorker {
     return held.has(Capability.CAP_EVENTS_SUBSCRIPTION_LIST) ? undefined : CREATOR_ACCESS_LOST;
   }
 
-  /** One attempt: whatever fails before an answer is a failed attempt, retried (never a run that ends and starts again at once). */
-  async #attempt(subscription: LeasedSubscription, delivery: DueDelivery): Promise<Outcome> {
+  /**
+   * A delivery's request, ready to send: its body, and headers with a token bound to that body.
+   * Whatever fails before the request is made (a token not minted, a sink refused) is the outcome
+   * of a failed attempt instead, retried (never a run that ends and starts again at once).
+   */
+  async #prepare(subscription: LeasedSubscription, delivery: DueDelivery): Promise<DeliveryRequest | Outcome> {
     try {
-      return await this.#send(subscription, delivery);
+      return await this.#request(subscription, delivery);
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
-      return { delivered: false, statusCode: null, error: `the delivery could not be sent: ${reason}` };
+      return notSent(err);
     }
   }
 
-  async #send(subscription: LeasedSubscription, delivery: DueDelivery): Promise<Outcome> {
+  /** One attempt: whatever fails before an answer is a failed attempt like a refused connection. */
+  async #attempt(request: DeliveryRequest | Outcome): Promise<Outcome> {
+    if (!("url" in request)) return request;
+    const { url, headers, body, event } = request;
+    try {
+      return await (tracingEnabled() ? this.#tracedPost(url, headers, body, event) : this.#post(url, headers, body));
+    } catch (err) {
+      return notSent(err);
+    }
+  }
+
+  async #request(subscription: LeasedSubscription, delivery: DueDelivery): Promise<DeliveryRequest | Outcome> {
     let url: URL;
     try {
       url = new URL(subscription.sink);
@@ -349,7 +384,7 @@ export class DeliveryWorker {
       "user-agent": "bulwark-events",
     };
     if (event.group) headers["ce-group"] = event.group;
-    return tracingEnabled() ? this.#tracedPost(url, headers, body, event) : this.#post(url, headers, body);
+    return { url, headers, body, event };
   }
 
   /**

@@ -1,11 +1,12 @@
 // The delivery worker where things go wrong: a subscription busy with new deliveries is still
-// claimed (PostgreSQL: their foreign key locks); a request that cannot even be made is a failed
-// attempt, not a run started again at once; a sink changed mid-run gets the rest; a timeout not
-// under half the lease is refused at start; a redelivery of an old event is retried for a whole
-// retry period; a subscription receives only what its creator may still see, and only creators who
-// may see the group's subscriptions can make one.
+// claimed (PostgreSQL: their foreign key locks); a request that cannot even be made, or whose token
+// cannot be minted, is a failed attempt, not a run started again at once; a sink changed mid-run
+// gets the rest; a timeout not under half the lease is refused at start; a redelivery of an old
+// event is retried for a whole retry period; a subscription receives only what its creator may
+// still see, and only creators who may see the group's subscriptions can make one.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { pino } from "pino";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -22,7 +23,7 @@ import { assertPermissionDenied, ok } from "../support/assertions.js";
 import { signal, until, withinHang } from "../support/wait.js";
 import { EventsRepository } from "../../src/events/storage/events.js";
 import { DeliveryQueue } from "../../src/events/storage/delivery-queue.js";
-import { CREATOR_ACCESS_LOST } from "../../src/events/delivery.js";
+import { CREATOR_ACCESS_LOST, DeliveryWorker } from "../../src/events/delivery.js";
 import { deliveriesOf, deliveriesWhen, subscribeDirectly, type DeliveryView } from "../support/events.js";
 
 /** An event of `group` recorded as a module would, with a subject of our choosing. */
@@ -253,6 +254,52 @@ for (const backend of backends()) {
         startTestServer(backend, { events: { deliveryLeaseMs: 2_000, deliveryTimeoutMs: 1_000 } }),
         /the delivery timeout \(1000 ms\) must be less than half the delivery lease \(2000 ms\)/,
       );
+    });
+  });
+}
+
+for (const backend of backends()) {
+  describe(`events delivery by a worker whose tokens cannot be minted [${backend}]`, () => {
+    let server: TestServer;
+    before(async () => {
+      // This server delivers nothing: the test's worker is the only one.
+      server = await startTestServer(backend, { events: { ...FAST, deliveryConcurrency: 0 } });
+    });
+    after(() => server.close());
+
+    it("records a token not minted as a failed attempt, retried with backoff, and sends nothing", async () => {
+      const api = restClient(server.url, server.operatorToken);
+      const org = await createGroup(api, undefined, "tokenless-org");
+      const receiver = await startEventReceiver(server.urls.issuer, () => org.uid);
+      let asked = 0;
+      const worker = new DeliveryWorker({
+        queue: new DeliveryQueue(server.db),
+        tokens: async () => {
+          asked++;
+          throw new Error("no signing key");
+        },
+        settings: FAST,
+        logger: pino({ level: "silent" }),
+        now: () => new Date(),
+      });
+      try {
+        const subscription = await subscribeDirectly(server, org.uid, receiver.url);
+        await new EventsRepository(server.db).insert(eventOf(org.uid, "unsigned"));
+        worker.start();
+        const [row] = await deliveriesWhen(
+          server,
+          subscription,
+          (r) => r.length === 1 && r[0]!.attempts >= 2,
+          "two failed attempts",
+        );
+        assert.equal(row!.state, "pending");
+        assert.equal(row!.last_error, "the delivery could not be sent: no signing key");
+        assert.ok(asked >= 2, "a token was asked for at each attempt");
+        assert.deepEqual(receiver.all, []);
+      } finally {
+        await worker.stop();
+        await receiver.close();
+      }
     });
   });
 }

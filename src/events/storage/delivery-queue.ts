@@ -2,6 +2,7 @@
 // on the subscription row, claimed with FOR NO KEY UPDATE SKIP LOCKED so replicas never wait on
 // each other), its pending deliveries in event order, and the outcome of each attempt.
 import { sql } from "kysely";
+import { compiledOnce } from "../../storage/compiled.js";
 import type { Db } from "../../storage/db.js";
 import { eventsDb, type EventActorJson, type EventsDb } from "./schema.js";
 
@@ -51,6 +52,10 @@ export interface FailedAttempt {
   /** the retry period is over: the delivery is failed and the next one goes */
   gaveUp: boolean;
 }
+
+const sinkOf = compiledOnce((db: EventsDb, uid: string) =>
+  db.selectFrom("event_subscriptions").select("sink").where("uid", "=", uid),
+);
 
 export class DeliveryQueue {
   private readonly db: EventsDb;
@@ -116,13 +121,9 @@ export class DeliveryQueue {
     return row ? until : undefined;
   }
 
-  /** The subscription's sink now; undefined once it is deleted. */
+  /** The subscription's sink now; undefined once it is deleted. Read before every send: compiled once. */
   async currentSink(uid: string): Promise<string | undefined> {
-    const row = await this.db
-      .selectFrom("event_subscriptions")
-      .select("sink")
-      .where("uid", "=", uid)
-      .executeTakeFirst();
+    const [row] = await sinkOf(this.db, uid);
     return row?.sink;
   }
 
