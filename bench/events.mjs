@@ -5,7 +5,10 @@
 // measured, for one subscription and for four; (2) what the outbox costs a mutating RPC: group
 // creates per second (32 connections) on a server with the events module against one without it,
 // each on a fresh database of its own made the same way, measured in BENCH_ROUNDS interleaved
-// rounds (the median round's rates and the median of the rounds' ratios are reported). Servers
+// rounds (the median round's rates and the median of the rounds' ratios are reported), and beside
+// it the same for Fastify + pg making the create in a transaction with and without one more insert
+// (the event's: bench/baseline-servers.mjs create, create-event), the floor of an outbox written
+// as one more statement of the change's transaction. Servers
 // run from the sources (bench/events-server.ts, through tsx). Run by `npm run bench` (not with
 // --quick), or alone: `node bench/events.mjs` (BENCH_EVENTS=N events per delivery row, default
 // 2000; BENCH_SECONDS; BENCH_ROUNDS, default 5; BENCH_EVENTS_DELIVERY=0 skips the delivery rows).
@@ -17,7 +20,7 @@ import { tmpdir } from "node:os";
 import { createInterface } from "node:readline";
 import autocannon from "autocannon";
 import pg from "pg";
-import { Resources, ROOT, spawnTracked, stop } from "./lib.mjs";
+import { freePort, Resources, ROOT, sleep, spawnTracked, stop } from "./lib.mjs";
 
 const N = Number(process.env.BENCH_EVENTS ?? 2000);
 /** how many parents the measured creates are spread over (BENCH_PARENTS; 1: all under one) */
@@ -41,6 +44,24 @@ async function startServer(resources, mode, databaseUrl) {
   });
   const [, url, token] = line.split(" ");
   return { child, url, token };
+}
+
+/** A Fastify + pg baseline server (bench/baseline-servers.mjs) on `databaseUrl`, shaped like startServer's. */
+async function startBaseline(resources, kind, databaseUrl) {
+  const port = await freePort();
+  const child = spawnTracked(resources, process.execPath, [
+    join(ROOT, "bench", "baseline-servers.mjs"),
+    kind,
+    String(port),
+    databaseUrl,
+  ]);
+  const deadline = Date.now() + 30_000;
+  while (!/^ready$/m.test(child.tail())) {
+    if (child.exitCode !== null) throw new Error(`baseline ${kind} exited (${child.exitCode}): ${child.tail()}`);
+    if (Date.now() > deadline) throw new Error(`baseline ${kind} not ready after 30 s: ${child.tail()}`);
+    await sleep(20);
+  }
+  return { child, url: `http://127.0.0.1:${port}`, token: "baseline" };
 }
 
 async function api(server, method, path, body) {
@@ -135,8 +156,14 @@ async function outboxRows(resources, databaseUrl, seconds, rows) {
   await admin.end();
   const servers = {};
   for (const mode of ["without-events", "with-events"]) servers[mode] = await startServer(resources, mode, urls[mode]);
-  const rates = { "without-events": [], "with-events": [] };
+  // The baselines write the same tables of the same databases (the events table is only in the
+  // with-events one): after the servers, which migrated them.
+  servers.create = await startBaseline(resources, "create", urls["without-events"]);
+  servers["create-event"] = await startBaseline(resources, "create-event", urls["with-events"]);
+  const MODES = ["without-events", "with-events", "create", "create-event"];
+  const rates = Object.fromEntries(MODES.map((m) => [m, []]));
   const ratios = [];
+  const floors = [];
   try {
     // Creates under many parents: under one, every create waits for the one before it (the
     // parent's maintained child count is one row), which measures that lock, not the outbox.
@@ -168,14 +195,15 @@ async function outboxRows(resources, databaseUrl, seconds, rows) {
       if (result.non2xx > 0) throw new Error(`${mode}: ${result.non2xx} creates failed`);
       return result.requests.average;
     };
-    // An unmeasured round first: both servers' JIT and pools warm.
-    for (const mode of ["without-events", "with-events"]) await measure(mode);
+    // An unmeasured round first: every server's JIT and pools warm.
+    for (const mode of MODES) await measure(mode);
     for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 ? ["with-events", "without-events"] : ["without-events", "with-events"];
+      const order = round % 2 ? [...MODES].reverse() : MODES;
       const got = {};
       for (const mode of order) got[mode] = await measure(mode);
       for (const mode of order) rates[mode].push(got[mode]);
       ratios.push(got["with-events"] / got["without-events"]);
+      floors.push(got["create-event"] / got.create);
     }
   } finally {
     for (const s of Object.values(servers)) await stop(s.child);
@@ -187,6 +215,10 @@ async function outboxRows(resources, databaseUrl, seconds, rows) {
   );
   rows.push(
     `| PostgreSQL | group creates/s under ${PARENTS} parent(s) with the outbox, median of ${ROUNDS} rounds | ${Math.round(median(rates["with-events"])).toLocaleString("en")}/s | ${ratio.toFixed(2)}× baseline (median of the rounds' ratios: ${perRound}); goal ≥ 0.90×: ${ratio >= 0.9 ? "met" : "not met"} |`,
+  );
+  const floor = median(floors);
+  rows.push(
+    `| PostgreSQL | Fastify + pg: the create in a transaction, without / with one more insert (its event), median of ${ROUNDS} rounds | ${Math.round(median(rates.create)).toLocaleString("en")}/s / ${Math.round(median(rates["create-event"])).toLocaleString("en")}/s | ${floor.toFixed(2)}× (rounds: ${floors.map((r) => r.toFixed(2)).join(", ")}): the floor of an outbox written as one more statement; the outbox above is ${(ratio / floor).toFixed(2)}× of it |`,
   );
 }
 
