@@ -130,6 +130,10 @@ class AmbientDriver implements Driver {
     const savepoints = connection.scope.savepoints;
     const name = savepoints.at(-1)!;
     try {
+      // A transaction left running after its scope closed (its statement was refused): the scope's
+      // own end settled its transaction, and the connection went back to the pool, someone else's
+      // session by now, where neither a rollback nor a new begin may go.
+      if (!connection.scope.open) return;
       if (name === "") {
         // Back to the state before any statement: the transaction rolled back and begun again.
         await this.inner.rollbackTransaction(connection.raw);
