@@ -5,6 +5,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { sql } from "kysely";
+import pg from "pg";
 import { backends, clonePglite, clonePostgres } from "../support/db-templates.js";
 import { openDatabase, type OpenDatabase } from "../../src/storage/db.js";
 import { afterCommit, recoverable, withinTransaction } from "../../src/storage/ambient-transaction.js";
@@ -13,11 +14,13 @@ for (const backend of backends()) {
   describe(`ambient transactions [${backend}]`, () => {
     let database: OpenDatabase;
     let drop: (() => Promise<void>) | undefined;
+    let url: string | undefined;
     before(async () => {
       if (backend === "pglite") database = await openDatabase({ pglite: await clonePglite() });
       else {
         const cloned = await clonePostgres();
         drop = cloned.drop;
+        url = cloned.url;
         database = await openDatabase({ databaseUrl: cloned.url });
       }
       await sql`create table ambient_probe (k text primary key)`.execute(database.db);
@@ -130,6 +133,28 @@ for (const backend of backends()) {
       release();
       await assert.rejects(late!, /transaction scope that already closed/);
       assert.ok(!(await keys()).includes("f1"));
+      // Nor was its rollback sent on the scope's connection, released by then, with a new begin
+      // after it: no session is left inside a transaction nobody ends.
+      if (url) {
+        // Asked on a session of its own: the pool could hand the question to that very session.
+        const probe = new pg.Client({ connectionString: url });
+        await probe.connect();
+        try {
+          const { rows } = await probe.query<{ n: number }>(
+            `select count(*)::int as n from pg_stat_activity
+             where datname = current_database() and state like 'idle in transaction%'`,
+          );
+          assert.equal(rows[0]!.n, 0, "no pooled session is left in a transaction");
+        } finally {
+          await probe.end();
+        }
+      } else {
+        // PGlite is one session: inside a transaction, now() is when it began, not this statement.
+        const { rows } = await sql<{ fresh: boolean }>`select now() = statement_timestamp() as fresh`.execute(
+          database.db,
+        );
+        assert.equal(rows[0]!.fresh, true, "the session is not left in a transaction");
+      }
     });
 
     // The storage behind scopes is switched off whenever none runs (its promise hook costs every
