@@ -1,6 +1,8 @@
-// A Kysely dialect for PGlite that serializes connections. PGlite is a single connection, so
+// A Kysely dialect for PGlite that serializes the use of it. PGlite is a single connection, so
 // a transaction must hold it exclusively: kysely-pglite 0.6.1 does not, and loses concurrent
 // autocommit writes when another request's transaction rolls back (seen when this was written).
+// A statement outside a transaction holds it for itself alone; a read the cache below answers
+// does not wait for it at all.
 //
 // It also remembers the results of read-only statements until a write that could change them.
 // PGlite runs every query on this process's main thread, one at a time (a keyed page of 50 rows
@@ -250,8 +252,56 @@ class LoopTurns {
   }
 }
 
+/** Released connections kept for reuse, at most (more are acquired at once only under heavy concurrency). */
+const IDLE_CONNECTIONS = 64;
+
+/** One of Kysely's connections: it holds the database (the mutex) from a transaction's begin to its end. */
+class PGliteConnection implements DatabaseConnection {
+  inTransaction = false;
+  #release: (() => void) | undefined;
+
+  constructor(private readonly execute: <R>(c: PGliteConnection, query: CompiledQuery) => Promise<QueryResult<R>>) {}
+
+  get holds(): boolean {
+    return this.#release !== undefined;
+  }
+
+  hold(release: () => void): void {
+    this.#release = release;
+  }
+
+  /** Lets the database go, if held (at a transaction's end, or at the release of a connection that failed to end one). */
+  letGo(): void {
+    const release = this.#release;
+    this.#release = undefined;
+    release?.();
+  }
+
+  executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    return this.execute<R>(this, query);
+  }
+
+  // eslint-disable-next-line require-yield
+  async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
+    throw new Error("streaming is not supported on PGlite");
+  }
+}
+
+/**
+ * The connection this dialect made, under the wrappers that pass a transaction's begin and end
+ * through with their own connection (storage/observed.ts: each keeps the one it wraps as `raw`).
+ */
+function ownConnection(connection: DatabaseConnection): PGliteConnection {
+  let c: unknown = connection;
+  while (!(c instanceof PGliteConnection)) {
+    c = (c as { raw?: unknown } | undefined)?.raw;
+    if (c === undefined) throw new Error("a transaction began on a connection this PGlite dialect did not make");
+  }
+  return c;
+}
+
 export class SerializedPGliteDialect implements Dialect {
-  /** held by each connection for as long as it is acquired (a transaction, or one statement) */
+  /** held by a transaction from its begin to its end, by a statement outside one while it runs, and by exclusive() */
   readonly #mutex = new Mutex();
   /** each statement text prepared once (dropped at every schema change) */
   readonly #prepared: PGlitePreparedStatements;
@@ -306,7 +356,6 @@ export class SerializedPGliteDialect implements Dialect {
     const durable = () => this.#durable();
     const mutex = this.#mutex;
     const prepared = this.#prepared;
-    let release: (() => void) | undefined;
     const kinds = new StatementKinds();
     const cache = new LruCache<string, { stamp: string; rows: unknown[] }>(CACHE_ENTRIES);
     /** moves with every change that may touch any table, and with every schema change */
@@ -316,8 +365,7 @@ export class SerializedPGliteDialect implements Dialect {
     const generations = new Map<string, number>();
     /** the catalog's write graph: read when first needed, again after a schema change */
     let use: TableUse | undefined;
-    let inTransaction = false;
-    /** what the open transaction wrote, and whether it changed the schema */
+    /** what the open transaction (the one holding the database) wrote, and whether it changed the schema */
     let wrote: Set<string> | "everything" = new Set();
     let schemaChanged = false;
 
@@ -338,10 +386,10 @@ export class SerializedPGliteDialect implements Dialect {
       if (writes === "everything") everything++;
       else for (const t of writes) generations.set(t, (generations.get(t) ?? 0) + 1);
     };
-    const noteWrite = (writes: Writes, schema: boolean) => {
+    const noteWrite = (c: PGliteConnection, writes: Writes, schema: boolean) => {
       moved(writes);
       if (schema) schemaMayHaveChanged();
-      if (!inTransaction) return;
+      if (!c.inTransaction) return;
       schemaChanged ||= schema;
       if (writes === "everything") wrote = "everything";
       else if (wrote !== "everything") for (const t of writes) wrote.add(t);
@@ -362,76 +410,96 @@ export class SerializedPGliteDialect implements Dialect {
         numAffectedRows: result.affectedRows != null ? BigInt(result.affectedRows) : undefined,
       };
     };
+    /** Runs `fn` with the database held: by the connection's transaction, or for this statement alone. */
+    const holding = async <T>(c: PGliteConnection, fn: () => Promise<T>): Promise<T> => {
+      if (c.holds) return fn();
+      const release = await mutex.lock();
+      try {
+        return await fn();
+      } finally {
+        release();
+      }
+    };
     /** A transaction's end moves the generations of what it wrote (again: its reads were never cached). */
-    const ended = () => {
-      inTransaction = false;
+    const ended = (c: PGliteConnection) => {
+      c.inTransaction = false;
       if (wrote === "everything" || wrote.size > 0) moved(wrote === "everything" ? wrote : [...wrote]);
       if (schemaChanged) schemaMayHaveChanged();
       wrote = new Set();
       schemaChanged = false;
+      c.letGo();
     };
     // Rows are handed out as copies: a caller may change what it got without changing the cache.
     const copy = <R>(rows: unknown[]) => ({ rows: rows.map((r) => ({ ...(r as object) })) as R[] });
     const turns = new LoopTurns();
-    const connection: DatabaseConnection = {
-      async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-        await turns.beforeStatement();
-        if (!kinds.isRepeatableRead(query.sql)) {
-          // a savepoint or `set local` changes no data; the transaction's end moves what it wrote
-          if (inTransaction && TRANSACTION_CONTROL.test(query.sql)) return run<R>(query);
-          const dml = DML.test(query.sql);
+    /** connections released, for the next acquisitions */
+    const idle: PGliteConnection[] = [];
+    const executeQuery = async <R>(c: PGliteConnection, query: CompiledQuery): Promise<QueryResult<R>> => {
+      await turns.beforeStatement();
+      if (!kinds.isRepeatableRead(query.sql)) {
+        // a savepoint or `set local` changes no data; the transaction's end moves what it wrote
+        if (c.inTransaction && TRANSACTION_CONTROL.test(query.sql)) return run<R>(query);
+        const dml = DML.test(query.sql);
+        return holding(c, async () => {
           const writes: Writes = (dml && (use ?? (await tableUse()))?.writes(query.sql)) || "everything";
           try {
             return await run<R>(query);
           } finally {
-            noteWrite(writes, !dml);
+            noteWrite(c, writes, !dml);
           }
-        }
-        const key = inTransaction ? undefined : cacheKey(query.sql, query.parameters);
-        if (key === undefined) return run<R>(query);
-        const tables = use ?? (await tableUse());
-        if (!tables) return run<R>(query);
-        const reads = tables.reads(query.sql);
+        });
+      }
+      const key = c.inTransaction ? undefined : cacheKey(query.sql, query.parameters);
+      if (key === undefined) return holding(c, () => run<R>(query));
+      // Answered from the cache without holding the database: what it holds was committed (a
+      // transaction's writes move their tables' generations as they are made), and a miss waits
+      // for the database like any statement.
+      const tables = use ?? (await holding(c, tableUse));
+      if (!tables) return holding(c, () => run<R>(query));
+      const reads = tables.reads(query.sql);
+      const hit = cache.get(key);
+      if (hit && hit.stamp === stampOf(reads)) return copy<R>(hit.rows);
+      return holding(c, async () => {
         const stamp = stampOf(reads);
-        const hit = cache.get(key);
-        if (hit && hit.stamp === stamp) return copy<R>(hit.rows);
         const result = await run<R>(query);
         if (stampOf(reads) === stamp && result.rows.length <= CACHE_MAX_ROWS)
           cache.set(key, { stamp, rows: result.rows.map((r) => ({ ...(r as object) })) });
         return result;
-      },
-      // eslint-disable-next-line require-yield
-      async *streamQuery() {
-        throw new Error("streaming is not supported on PGlite");
-      },
+      });
     };
     return {
       async init() {},
+      // A connection holds the database only while a transaction of its own is open; otherwise each
+      // statement takes it for itself, and a read the cache answers never waits for it.
       async acquireConnection() {
-        release = await mutex.lock();
-        return connection;
+        return idle.pop() ?? new PGliteConnection(executeQuery);
       },
-      async releaseConnection() {
-        const r = release;
-        release = undefined;
-        r?.();
+      async releaseConnection(connection) {
+        const c = ownConnection(connection);
+        c.letGo();
+        c.inTransaction = false;
+        // Kept for the next acquisition: a new one each time costs its wrappers too (observed.ts).
+        if (idle.length < IDLE_CONNECTIONS) idle.push(c);
         // Whatever the connection answered (a commit, or a read that may show one) reaches its
         // caller once every commit so far is synced; the next statement runs meanwhile.
         await durable();
       },
-      async beginTransaction(c) {
+      async beginTransaction(connection) {
+        const c = ownConnection(connection);
+        c.hold(await mutex.lock());
         // A transaction's statements answer its body before any release: what they may read (the
-        // commits so far) is synced first. The lock is held, so nothing commits meanwhile.
+        // commits so far) is synced first. The database is held, so nothing commits meanwhile.
         // (Kysely's connection() sessions and startTransaction() do not wait like this; Bulwark
         // uses neither on PGlite.)
-        await durable();
-        inTransaction = true;
-        wrote = new Set();
-        schemaChanged = false;
         try {
-          await c.executeQuery(CompiledQuery.raw("begin"));
+          await durable();
+          c.inTransaction = true;
+          wrote = new Set();
+          schemaChanged = false;
+          await connection.executeQuery(CompiledQuery.raw("begin"));
         } catch (err) {
-          inTransaction = false;
+          c.inTransaction = false;
+          c.letGo();
           throw err;
         }
       },
@@ -439,14 +507,14 @@ export class SerializedPGliteDialect implements Dialect {
         try {
           await c.executeQuery(CompiledQuery.raw("commit"));
         } finally {
-          ended();
+          ended(ownConnection(c));
         }
       },
       async rollbackTransaction(c) {
         try {
           await c.executeQuery(CompiledQuery.raw("rollback"));
         } finally {
-          ended();
+          ended(ownConnection(c));
         }
       },
       async destroy() {

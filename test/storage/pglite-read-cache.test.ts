@@ -1,13 +1,15 @@
 // The embedded database's read cache (src/storage/pglite-dialect.ts): a repeated read is answered
 // from memory, but never with data older than the last write — autocommit or committed
 // transaction, Kysely or raw SQL — never with a transaction's uncommitted writes, and never for
-// reads that are not repeatable (the clock, random, row locks). Runs on PGlite only: the cache is
+// reads that are not repeatable (the clock, random, row locks). A cached answer does not wait for
+// a transaction that holds the database. Runs on PGlite only: the cache is
 // PGlite's (PostgreSQL is shared by replicas and has none).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Kysely, sql } from "kysely";
 import { SerializedPGliteDialect } from "../../src/storage/pglite-dialect.js";
 import { clonePglite } from "../support/db-templates.js";
+import { signal, withinHang } from "../support/wait.js";
 
 /**
  * A database through the dialect over a PGlite clone, and how many statements reached PGlite so
@@ -80,16 +82,19 @@ describe("PGlite read cache", () => {
   it("inside a transaction reads see its writes; outside, only after commit; never after rollback", async () => {
     await labels();
     let inside: string[] = [];
-    let release!: () => void;
-    const held = new Promise<void>((r) => (release = r));
+    const wrote = signal();
+    const held = signal();
     const trx = db.transaction().execute(async (t) => {
       await t.insertInto("cache_probe").values({ id: 3, label: "three" }).execute();
       inside = (await t.selectFrom("cache_probe").select("label").orderBy("id").execute()).map((r) => r.label);
-      await held;
+      wrote.resolve();
+      await held.promise;
     });
-    // This read waits for the transaction (PGlite is one connection) and then sees its commit.
+    await withinHang(wrote.promise, "the transaction's write");
+    // The write made the cached answer stale: this read waits for the transaction (PGlite is one
+    // connection) and then sees its commit.
     const outside = labels();
-    release();
+    held.resolve();
     await trx;
     assert.deepEqual(inside, ["one", "TWO", "three"]);
     assert.deepEqual(await outside, ["one", "TWO", "three"]);
@@ -106,6 +111,29 @@ describe("PGlite read cache", () => {
       /roll back/,
     );
     assert.deepEqual(await labels(), ["one", "TWO", "three"], "rolled back: not seen, not cached");
+  });
+
+  it("answers a cached read while a transaction holds the database, with what was committed", async () => {
+    const committed = await labels();
+    const holding = signal();
+    const held = signal();
+    const trx = db.transaction().execute(async (t) => {
+      await sql`select 1`.execute(t);
+      holding.resolve();
+      await held.promise;
+      await t.updateTable("cache_probe").set({ label: "ONE" }).where("id", "=", 1).execute();
+    });
+    try {
+      await withinHang(holding.promise, "the transaction");
+      // Answered from memory: it does not wait for the transaction, which waits for this test.
+      const during = await withinHang(reaching(labels), "a cached read while a transaction is open");
+      assert.deepEqual(during, { value: committed, reached: 0 });
+    } finally {
+      held.resolve();
+      await trx;
+    }
+    assert.deepEqual(await labels(), ["ONE", ...committed.slice(1)], "the commit is seen after it");
+    await sql`update cache_probe set label = 'one' where id = 1`.execute(db);
   });
 
   it("does not repeat reads of the clock, random numbers or row locks", async () => {
