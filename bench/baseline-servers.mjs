@@ -17,6 +17,19 @@ import http from "node:http";
 const [kind, portText, databaseUrl] = process.argv.slice(2);
 const port = Number(portText);
 
+/** Listens on 127.0.0.1 and says "ready"; SIGTERM or SIGINT closes the app and its pool. */
+async function listen(app, pool) {
+  await app.listen({ port, host: "127.0.0.1" });
+  console.log("ready");
+  const close = async () => {
+    await app.close();
+    await pool.end();
+    process.exit(0);
+  };
+  process.on("SIGTERM", close);
+  process.on("SIGINT", close);
+}
+
 if (kind === "bare") {
   const body = JSON.stringify({ uid: "0".repeat(40), name: "bare", status: "SERVING" });
   http
@@ -51,15 +64,7 @@ if (kind === "bare") {
       };
     });
   }
-  await app.listen({ port, host: "127.0.0.1" });
-  console.log("ready");
-  const close = async () => {
-    await app.close();
-    await pool.end();
-    process.exit(0);
-  };
-  process.on("SIGTERM", close);
-  process.on("SIGINT", close);
+  await listen(app, pool);
 } else if (kind === "create" || kind === "create-event") {
   const { randomBytes, randomUUID } = await import("node:crypto");
   const { default: Fastify } = await import("fastify");
@@ -106,15 +111,7 @@ if (kind === "bare") {
   };
   app.post("/iam/v2beta1/groups", create);
   app.post("/iam/v2beta1/groups/*", create);
-  await app.listen({ port, host: "127.0.0.1" });
-  console.log("ready");
-  const close = async () => {
-    await app.close();
-    await pool.end();
-    process.exit(0);
-  };
-  process.on("SIGTERM", close);
-  process.on("SIGINT", close);
+  await listen(app, pool);
 } else {
   console.error(`usage: baseline-servers.mjs bare|pk|page|create|create-event <port> [databaseUrl]`);
   process.exit(2);

@@ -40,6 +40,23 @@ function eventOf(group: string, subject: string) {
   };
 }
 
+/** Records `event` for the subscription, and waits until its one delivery failed twice (still pending: retried). */
+async function failedTwice(
+  server: TestServer,
+  subscription: string,
+  event: ReturnType<typeof eventOf>,
+): Promise<DeliveryView> {
+  await new EventsRepository(server.db).insert(event);
+  const [row] = await deliveriesWhen(
+    server,
+    subscription,
+    (r) => r.length === 1 && r[0]!.attempts >= 2,
+    "two failed attempts",
+  );
+  assert.equal(row!.state, "pending");
+  return row!;
+}
+
 const FAST = {
   allowInsecureSinks: true,
   deliveryBackoffMinMs: 5,
@@ -64,16 +81,9 @@ for (const backend of backends()) {
       try {
         const subscription = await subscribeDirectly(server, org.uid, receiver.url);
         // A line break in a header value: the request throws before anything is sent.
-        await new EventsRepository(server.db).insert(eventOf(org.uid, "broken\nsubject"));
-        const [row] = await deliveriesWhen(
-          server,
-          subscription,
-          (r) => r.length === 1 && r[0]!.attempts >= 2,
-          "two failed attempts",
-        );
-        assert.equal(row!.state, "pending");
-        assert.match(row!.last_error ?? "", /^the delivery could not be sent: .*ce-subject/);
-        assert.ok(row!.next_attempt_time > row!.last_attempt_time!, "the next attempt is after the last");
+        const row = await failedTwice(server, subscription, eventOf(org.uid, "broken\nsubject"));
+        assert.match(row.last_error ?? "", /^the delivery could not be sent: .*ce-subject/);
+        assert.ok(row.next_attempt_time > row.last_attempt_time!, "the next attempt is after the last");
         assert.deepEqual(receiver.all, []);
       } finally {
         await receiver.close();
@@ -284,16 +294,9 @@ for (const backend of backends()) {
       });
       try {
         const subscription = await subscribeDirectly(server, org.uid, receiver.url);
-        await new EventsRepository(server.db).insert(eventOf(org.uid, "unsigned"));
         worker.start();
-        const [row] = await deliveriesWhen(
-          server,
-          subscription,
-          (r) => r.length === 1 && r[0]!.attempts >= 2,
-          "two failed attempts",
-        );
-        assert.equal(row!.state, "pending");
-        assert.equal(row!.last_error, "the delivery could not be sent: no signing key");
+        const row = await failedTwice(server, subscription, eventOf(org.uid, "unsigned"));
+        assert.equal(row.last_error, "the delivery could not be sent: no signing key");
         assert.ok(asked >= 2, "a token was asked for at each attempt");
         assert.deepEqual(receiver.all, []);
       } finally {
