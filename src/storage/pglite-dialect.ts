@@ -258,6 +258,8 @@ const IDLE_CONNECTIONS = 64;
 /** One of Kysely's connections: it holds the database (the mutex) from a transaction's begin to its end. */
 class PGliteConnection implements DatabaseConnection {
   inTransaction = false;
+  /** kept among the released ones: never handed out twice at once, even if released twice */
+  idle = false;
   #release: (() => void) | undefined;
 
   constructor(private readonly execute: <R>(c: PGliteConnection, query: CompiledQuery) => Promise<QueryResult<R>>) {}
@@ -472,14 +474,19 @@ export class SerializedPGliteDialect implements Dialect {
       // A connection holds the database only while a transaction of its own is open; otherwise each
       // statement takes it for itself, and a read the cache answers never waits for it.
       async acquireConnection() {
-        return idle.pop() ?? new PGliteConnection(executeQuery);
+        const c = idle.pop() ?? new PGliteConnection(executeQuery);
+        c.idle = false;
+        return c;
       },
       async releaseConnection(connection) {
         const c = ownConnection(connection);
         c.letGo();
         c.inTransaction = false;
         // Kept for the next acquisition: a new one each time costs its wrappers too (observed.ts).
-        if (idle.length < IDLE_CONNECTIONS) idle.push(c);
+        if (!c.idle && idle.length < IDLE_CONNECTIONS) {
+          c.idle = true;
+          idle.push(c);
+        }
         // Whatever the connection answered (a commit, or a read that may show one) reaches its
         // caller once every commit so far is synced; the next statement runs meanwhile.
         await durable();
