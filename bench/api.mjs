@@ -26,19 +26,18 @@ import {
   Resources,
   adminToken,
   cpuBusy,
-  freePort,
   json,
   rssKiB,
   run,
   send,
   sleep,
   spawnTracked,
+  startBaseline,
   startBulwark,
   stop,
 } from "./lib.mjs";
 
 const LOAD = join(HERE, "load.mjs");
-const BASELINES = join(HERE, "baseline-servers.mjs");
 // issue #31: after start, and after the load (this bench's; the registry part checks its own)
 const TARGET_RSS_START_MIB = 200;
 const TARGET_RSS_LOAD_MIB = 250;
@@ -91,23 +90,6 @@ async function load(resources, job) {
   } catch {
     return { failed: true, firstError: `load generator exited ${code}: ${child.tail().slice(-1500)}` };
   }
-}
-
-async function startBaseline(resources, kind, databaseUrl) {
-  const port = await freePort();
-  const child = spawnTracked(resources, process.execPath, [
-    BASELINES,
-    kind,
-    String(port),
-    ...(databaseUrl ? [databaseUrl] : []),
-  ]);
-  const deadline = Date.now() + 30_000;
-  while (!/^ready$/m.test(child.tail())) {
-    if (child.exitCode !== null) throw new Error(`baseline ${kind} exited (${child.exitCode}): ${child.tail()}`);
-    if (Date.now() > deadline) throw new Error(`baseline ${kind} not ready after 30 s: ${child.tail()}`);
-    await sleep(20);
-  }
-  return { child, base: `http://127.0.0.1:${port}` };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { createInterface } from "node:readline";
 import autocannon from "autocannon";
 import pg from "pg";
-import { freePort, Resources, ROOT, sleep, spawnTracked, stop } from "./lib.mjs";
+import { Resources, ROOT, spawnTracked, startBaseline, stop } from "./lib.mjs";
 
 const N = Number(process.env.BENCH_EVENTS ?? 2000);
 /** how many parents the measured creates are spread over (BENCH_PARENTS; 1: all under one) */
@@ -44,24 +44,6 @@ async function startServer(resources, mode, databaseUrl) {
   });
   const [, url, token] = line.split(" ");
   return { child, url, token };
-}
-
-/** A Fastify + pg baseline server (bench/baseline-servers.mjs) on `databaseUrl`, shaped like startServer's. */
-async function startBaseline(resources, kind, databaseUrl) {
-  const port = await freePort();
-  const child = spawnTracked(resources, process.execPath, [
-    join(ROOT, "bench", "baseline-servers.mjs"),
-    kind,
-    String(port),
-    databaseUrl,
-  ]);
-  const deadline = Date.now() + 30_000;
-  while (!/^ready$/m.test(child.tail())) {
-    if (child.exitCode !== null) throw new Error(`baseline ${kind} exited (${child.exitCode}): ${child.tail()}`);
-    if (Date.now() > deadline) throw new Error(`baseline ${kind} not ready after 30 s: ${child.tail()}`);
-    await sleep(20);
-  }
-  return { child, url: `http://127.0.0.1:${port}`, token: "baseline" };
 }
 
 async function api(server, method, path, body) {
@@ -158,8 +140,13 @@ async function outboxRows(resources, databaseUrl, seconds, rows) {
   for (const mode of ["without-events", "with-events"]) servers[mode] = await startServer(resources, mode, urls[mode]);
   // The baselines write the same tables of the same databases (the events table is only in the
   // with-events one): after the servers, which migrated them.
-  servers.create = await startBaseline(resources, "create", urls["without-events"]);
-  servers["create-event"] = await startBaseline(resources, "create-event", urls["with-events"]);
+  // Shaped like startServer's (the baselines take no token).
+  const baseline = async (kind, url) => {
+    const { child, base } = await startBaseline(resources, kind, url);
+    return { child, url: base, token: "baseline" };
+  };
+  servers.create = await baseline("create", urls["without-events"]);
+  servers["create-event"] = await baseline("create-event", urls["with-events"]);
   const MODES = ["without-events", "with-events", "create", "create-event"];
   const rates = Object.fromEntries(MODES.map((m) => [m, []]));
   const ratios = [];

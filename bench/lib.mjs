@@ -1,4 +1,4 @@
-// Helpers shared by the API bench (bench/api.mjs) and its dataset generator (bench/dataset.mjs):
+// Helpers shared by the benches (bench/api.mjs, bench/events.mjs, bench/registry.mjs, ...) and the dataset generator (bench/dataset.mjs):
 // child processes (bulwark serve, baselines, load generators), PostgreSQL clusters through
 // scripts/pg-temp.sh, temp directories, and their cleanup at the end, after an error or on Ctrl-C.
 import net from "node:net";
@@ -184,6 +184,27 @@ export function spawnTracked(resources, command, args, options = {}) {
   child.stderr?.on("data", keep);
   child.tail = () => tail.trim();
   return child;
+}
+
+/**
+ * A baseline server of bench/baseline-servers.mjs (`kind`: bare, pk, page, create, create-event),
+ * tracked, once it says "ready": its child and its base URL.
+ */
+export async function startBaseline(resources, kind, databaseUrl) {
+  const port = await freePort();
+  const child = spawnTracked(resources, process.execPath, [
+    join(HERE, "baseline-servers.mjs"),
+    kind,
+    String(port),
+    ...(databaseUrl ? [databaseUrl] : []),
+  ]);
+  const deadline = Date.now() + 30_000;
+  while (!/^ready$/m.test(child.tail())) {
+    if (child.exitCode !== null) throw new Error(`baseline ${kind} exited (${child.exitCode}): ${child.tail()}`);
+    if (Date.now() > deadline) throw new Error(`baseline ${kind} not ready after 30 s: ${child.tail()}`);
+    await sleep(20);
+  }
+  return { child, base: `http://127.0.0.1:${port}` };
 }
 
 /** Runs a command to its end as a tracked child (stopped with the rest on Ctrl-C): its stdout. */
