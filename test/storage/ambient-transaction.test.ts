@@ -149,11 +149,12 @@ for (const backend of backends()) {
           await probe.end();
         }
       } else {
-        // PGlite is one session: inside a transaction, now() is when it began, not this statement.
-        const { rows } = await sql<{ fresh: boolean }>`select now() = statement_timestamp() as fresh`.execute(
-          database.db,
+        // PGlite is one session: VACUUM refuses to run inside a transaction block. (now() against
+        // statement_timestamp() is no probe: a prepared run's Bind and Execute may get two times.)
+        await assert.doesNotReject(
+          sql`vacuum ambient_probe`.execute(database.db),
+          "the session is not left in a transaction",
         );
-        assert.equal(rows[0]!.fresh, true, "the session is not left in a transaction");
       }
     });
 
