@@ -10,7 +10,7 @@ import { Counter, Histogram } from "prom-client";
 import type { MetricsRegistry } from "../platform/telemetry.js";
 import { limitOf } from "./limits.js";
 import { isRpcPath } from "./protocol-errors.js";
-import { outcomeOf, routeOf, trafficOf } from "./request-log.js";
+import { outcomeOf, routeOf, routeTemplateOf, trafficOf } from "./request-log.js";
 
 /** Seconds: from a cached read (~1 ms) to a large blob or a slow database (a minute). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -81,7 +81,7 @@ function protocolOf(request: FastifyRequest): string {
   const type = request.headers["content-type"];
   if (typeof type === "string" && type.startsWith("application/grpc"))
     return type.startsWith("application/grpc-web") ? "grpc-web" : "grpc";
-  const route = request.routeOptions.url;
+  const route = routeTemplateOf(request);
   return route !== undefined && isRpcPath(route) ? "connect" : "http";
 }
 

@@ -59,9 +59,34 @@ export const REQUEST_ID_LABEL = "requestId";
 /** The route of a request no route matched (the raw path is never logged). */
 export const NO_ROUTE = "(no route)";
 
-/** The template a request reached (the transports' finer one first), for logs and metrics: never the raw path. */
+/**
+ * The route config of one route serving a whole service's RPCs (`/pkg.Service/:method`, see
+ * connect-routes.ts): the template a request reached is its method's own, `/pkg.Service/Method`.
+ */
+export interface RpcServiceRouteConfig {
+  rpcService: string;
+  rpcMethods: ReadonlySet<string>;
+}
+
+/**
+ * The template a request reached (the transports' finer one first; an RPC's own path), or
+ * undefined if no route matched: never the raw path.
+ */
+export function routeTemplateOf(request: FastifyRequest): string | undefined {
+  const noted = outcomes.get(request)?.route;
+  if (noted !== undefined) return noted;
+  const config = request.routeOptions.config as Partial<RpcServiceRouteConfig> | undefined;
+  if (config?.rpcMethods) {
+    // A method the service does not have matched no route before there was one route per service.
+    const method = (request.params as { method?: string }).method ?? "";
+    return config.rpcMethods.has(method) ? `/${config.rpcService}/${method}` : undefined;
+  }
+  return request.routeOptions.url;
+}
+
+/** The template a request reached, for logs and metrics (NO_ROUTE if none): never the raw path. */
 export function routeOf(request: FastifyRequest): string {
-  return outcomes.get(request)?.route ?? request.routeOptions.url ?? NO_ROUTE;
+  return routeTemplateOf(request) ?? NO_ROUTE;
 }
 
 /** The longest user agent a line repeats (a client chooses it). */

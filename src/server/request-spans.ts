@@ -9,7 +9,7 @@ import { Code } from "@connectrpc/connect";
 import { context, propagation, trace, ROOT_CONTEXT, SpanKind, SpanStatusCode } from "@opentelemetry/api";
 import type { Authorizer } from "../core/service.js";
 import { inSpan, tracer, type Span } from "../platform/tracing.js";
-import { outcomeOf } from "./request-log.js";
+import { outcomeOf, routeTemplateOf } from "./request-log.js";
 
 /** Opens a request's span as it arrives; `rpcPaths` are the gRPC/Connect methods served (`/pkg.Service/Method`). */
 export function traceRequests(fastify: FastifyInstance, rpcPaths: ReadonlySet<string>): void {
@@ -48,7 +48,7 @@ const SERVER_FAULTS = new Set([
 
 function endRequestSpan(span: Span, request: FastifyRequest, reply: FastifyReply, rpcPaths: ReadonlySet<string>): void {
   const outcome = outcomeOf(request);
-  const route = outcome.route ?? request.routeOptions.url;
+  const route = routeTemplateOf(request);
   const status = reply.raw.statusCode;
   span.setAttribute("http.response.status_code", status);
   if (route !== undefined && rpcPaths.has(route)) {

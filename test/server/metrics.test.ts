@@ -117,6 +117,15 @@ for (const backend of backends()) {
           assert.equal(err.code, Code.NotFound);
           return true;
         });
+        // Connect over HTTP/1.1 JSON: a method the service serves, and one it does not have.
+        const connect = (method: string) =>
+          fetch(`${server.url}/chainguard.platform.iam.v2beta1.GroupsService/${method}`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${server.operatorToken}`, "content-type": "application/json" },
+            body: "{}",
+          });
+        assert.equal((await connect("ListGroups")).status, 200);
+        assert.equal((await connect("NoSuchMethod")).status, 404);
         const after = await scrapeOwn();
         const rest = (method: string, route: string, status: string) => ({
           protocol: "http",
@@ -140,6 +149,27 @@ for (const backend of backends()) {
         assert.equal(moved(before, after, requests, rpc("ListGroups", "200", "OK")), 1);
         assert.equal(moved(before, after, requests, rpc("DeleteGroup", "400", "InvalidArgument")), 1);
         assert.equal(moved(before, after, requests, rpc("DeleteGroup", "404", "NotFound")), 1);
+        const connectRoute = "/chainguard.platform.iam.v2beta1.GroupsService/ListGroups";
+        assert.equal(
+          moved(before, after, requests, {
+            ...rpc("ListGroups", "200", "OK"),
+            protocol: "connect",
+            route: connectRoute,
+          }),
+          1,
+        );
+        // A method the service does not have is no route (Connect's UNIMPLEMENTED): its path is never a label.
+        assert.equal(
+          moved(before, after, requests, {
+            protocol: "http",
+            method: "POST",
+            route: "(no route)",
+            status: "404",
+            code: "Unimplemented",
+          }),
+          1,
+        );
+        for (const key of after.keys()) assert.doesNotMatch(key, /NoSuchMethod/, key);
         // The latency histogram counts the same requests, under the same labels.
         const count = "bulwark_http_request_duration_seconds_count";
         assert.equal(moved(before, after, count, rest("GET", "/iam/v2beta1/groups/{uid=**}", "404")), 1);
