@@ -2,7 +2,7 @@
 // API, one per API version; /openapi.json is the default version's) and /docs (a page that renders
 // them with Swagger UI, served from our own origin: no CDN). Anonymous, like /healthz: they
 // describe the API, never data.
-import { existsSync, readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import type { FastifyInstance, FastifyReply } from "fastify";
@@ -29,38 +29,48 @@ const INIT = `window.ui = SwaggerUIBundle({ urls: ${JSON.stringify(
   API_VERSIONS.map((v, i) => ({ url: i === 0 ? "/openapi.json" : `/openapi/${v}.json`, name: v })),
 )}, dom_id: "#swagger-ui", deepLinking: true, layout: "StandaloneLayout", presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset] });\n`;
 
+/**
+ * A file read when first asked for, then kept (~3 MiB of documents and Swagger UI that most
+ * servers are never asked for stay out of memory, and out of start-up). Undefined, and asked again
+ * next time, while it cannot be read (a document not written yet: scripts/generate-openapi.ts
+ * starts a server to write them).
+ */
+function onDemand(path: string): () => Promise<Buffer | undefined> {
+  let read: Promise<Buffer | undefined> | undefined;
+  return () =>
+    (read ??= readFile(path).catch(() => {
+      read = undefined;
+      return undefined;
+    }));
+}
+
 export function registerDocsRoutes(fastify: FastifyInstance): void {
-  // A document not written yet (scripts/generate-openapi.ts starts a server to write them) is not served.
-  const documents = new Map(
-    API_VERSIONS.flatMap((v) => (existsSync(openApiFile(v)) ? [[v as string, readFileSync(openApiFile(v))]] : [])),
-  );
+  const documents = new Map(API_VERSIONS.map((v) => [v as string, onDemand(openApiFile(v))]));
   const swaggerUi = dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
-  const assets: Record<string, { type: string; body: Buffer | string }> = {
-    "swagger-ui.css": { type: "text/css; charset=utf-8", body: readFileSync(join(swaggerUi, "swagger-ui.css")) },
-    "swagger-ui-bundle.js": {
-      type: "text/javascript; charset=utf-8",
-      body: readFileSync(join(swaggerUi, "swagger-ui-bundle.js")),
-    },
-    "swagger-ui-standalone-preset.js": {
-      type: "text/javascript; charset=utf-8",
-      body: readFileSync(join(swaggerUi, "swagger-ui-standalone-preset.js")),
-    },
-    "init.js": { type: "text/javascript; charset=utf-8", body: INIT },
+  const asset = (name: string, type: string) => ({ type, body: onDemand(join(swaggerUi, name)) });
+  const assets: Record<string, { type: string; body: () => Promise<Buffer | string | undefined> }> = {
+    "swagger-ui.css": asset("swagger-ui.css", "text/css; charset=utf-8"),
+    "swagger-ui-bundle.js": asset("swagger-ui-bundle.js", "text/javascript; charset=utf-8"),
+    "swagger-ui-standalone-preset.js": asset("swagger-ui-standalone-preset.js", "text/javascript; charset=utf-8"),
+    "init.js": { type: "text/javascript; charset=utf-8", body: async () => INIT },
   };
-  const sendDocument = (reply: FastifyReply, document: Buffer) =>
-    reply.header("content-type", "application/json").header("cache-control", "public, max-age=300").send(document);
-  fastify.get("/openapi.json", async (_request, reply) => {
-    const document = documents.get(API_VERSIONS[0]);
-    return document ? sendDocument(reply, document) : reply.callNotFound();
-  });
-  fastify.get<{ Params: { version: string } }>("/openapi/:version.json", async (request, reply) => {
-    const document = documents.get(request.params.version);
-    return document ? sendDocument(reply, document) : reply.callNotFound();
-  });
+  const sendDocument = async (reply: FastifyReply, version: string | undefined) => {
+    const document = version === undefined ? undefined : await documents.get(version)?.();
+    if (!document) return reply.callNotFound();
+    return reply
+      .header("content-type", "application/json")
+      .header("cache-control", "public, max-age=300")
+      .send(document);
+  };
+  fastify.get("/openapi.json", async (_request, reply) => sendDocument(reply, API_VERSIONS[0]));
+  fastify.get<{ Params: { version: string } }>("/openapi/:version.json", async (request, reply) =>
+    sendDocument(reply, request.params.version),
+  );
   fastify.get("/docs", async (_request, reply) => reply.header("content-type", "text/html; charset=utf-8").send(PAGE));
   fastify.get<{ Params: { name: string } }>("/docs/assets/:name", async (request, reply) => {
-    const asset = assets[request.params.name];
-    if (!asset) return reply.callNotFound();
-    return reply.header("content-type", asset.type).header("cache-control", "public, max-age=3600").send(asset.body);
+    const asset = Object.hasOwn(assets, request.params.name) ? assets[request.params.name] : undefined;
+    const body = await asset?.body();
+    if (!asset || body === undefined) return reply.callNotFound();
+    return reply.header("content-type", asset.type).header("cache-control", "public, max-age=3600").send(body);
   });
 }
