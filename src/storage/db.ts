@@ -6,12 +6,10 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { setFlagsFromString } from "node:v8";
 import { closeSync, existsSync, fsyncSync, openSync, readdirSync } from "node:fs";
-import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rename, rm, stat } from "node:fs/promises";
+import { chmod, copyFile, mkdir, mkdtemp, readdir, rename, rm, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { Kysely, Migrator, PostgresDialect, sql, type Dialect, type Migration, type MigrationProvider } from "kysely";
-import pg from "pg";
 import { PGlite, type PGliteOptions } from "@electric-sql/pglite";
 import { NodeFS } from "@electric-sql/pglite/nodefs";
 import { pg_trgm } from "@electric-sql/pglite/contrib/pg_trgm";
@@ -19,9 +17,8 @@ import type { StorageTables } from "./schema.js";
 import { SerializedPGliteDialect } from "./pglite-dialect.js";
 import { WalSync, isWalSegment, type SyncFile } from "./wal-sync.js";
 import { ObservedDialect, registerObservedDialect } from "./observed.js";
-import { PreparedStatements } from "./prepared-statements.js";
-import { TYPE_PARSERS } from "./timestamps.js";
 import { AmbientTransactionDialect, registerAmbientDialect } from "./ambient-transaction.js";
+import { PGLITE_V8_FLAGS, pgliteWasmModule } from "./pglite-wasm.js";
 import {
   dataDirKeyEncryptionKey,
   lockDataDir,
@@ -219,39 +216,6 @@ async function pgliteOptions(durableDir?: string, walSync?: WalSync): Promise<PG
     extensions: PGLITE_EXTENSIONS,
     ...(durableDir ? { fs: new DurableNodeFS(durableDir, walSync) } : {}),
   };
-}
-
-/**
- * How V8 compiles PGlite's WebAssembly: with its baseline compiler (Liftoff) only. By default V8
- * recompiles each hot function with its optimizing compiler (TurboFan) on background threads;
- * those compiles malloc tens of megabytes in the threads' malloc arenas, which glibc keeps
- * (fragmented) for the life of the process: ~40 MiB of resident memory at start, more as the load
- * tiers up further functions. Measured with the same queries on PGlite: ~5–10% more CPU per
- * query in PostgreSQL's own code once everything hot was tiered up, and less CPU overall for
- * a process that runs for less than a few seconds (no TurboFan compiles). The flag only
- * concerns WebAssembly compiled after it is set; nothing else in this process is WebAssembly.
- */
-export const PGLITE_V8_FLAGS = "--liftoff-only";
-
-let compiledPglite: Promise<WebAssembly.Module | undefined> | undefined;
-
-/**
- * PGlite's WebAssembly, compiled once per process and shared by every PGlite it opens. Handing
- * PGlite a compiled module, instead of letting it instantiate from the file's bytes, measured ~80 ms
- * less per open on this stack: after instantiating from bytes, V8 kept the main thread busy
- * finishing the compile for that long before anything else could run. Undefined (PGlite loads
- * the file itself, still under PGLITE_V8_FLAGS) if the file is not where this PGlite version keeps it.
- */
-function pgliteWasmModule(): Promise<WebAssembly.Module | undefined> {
-  return (compiledPglite ??= (async () => {
-    setFlagsFromString(PGLITE_V8_FLAGS);
-    try {
-      const bytes = await readFile(new URL("pglite.wasm", import.meta.resolve("@electric-sql/pglite")));
-      return await WebAssembly.compile(bytes);
-    } catch {
-      return undefined;
-    }
-  })());
 }
 
 /**
@@ -507,6 +471,12 @@ function withAmbientTransactions(dialect: Dialect): Db {
 
 export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase> {
   if (opts.databaseUrl) {
+    // Loaded only here: node-postgres's import costs ~60 ms of an embedded server's start-up.
+    const [{ default: pg }, { TYPE_PARSERS }, { PreparedStatements }] = await Promise.all([
+      import("pg"),
+      import("./timestamps.js"),
+      import("./prepared-statements.js"),
+    ]);
     const max = opts.poolSize ?? 10;
     const pool = new pg.Pool({ connectionString: opts.databaseUrl, max, types: TYPE_PARSERS });
     // An idle client can error (e.g. the server restarts); the pool replaces it.

@@ -509,7 +509,12 @@ export function registerServerCommands(program: Command): void {
         command: Command,
       ) => {
         const io = ioOf(command);
-        if (!opts.databaseUrl) setFlagsFromString(SERVE_V8_FLAGS);
+        if (!opts.databaseUrl) {
+          setFlagsFromString(SERVE_V8_FLAGS);
+          // PGlite's WebAssembly compiles on V8's background threads while this thread loads the
+          // server's modules (~60 ms of a start spent waiting for it otherwise); openDatabase takes it.
+          void import("../../storage/pglite-wasm.js").then(({ pgliteWasmModule }) => pgliteWasmModule());
+        }
         const [
           { pino },
           { startServer, DEFAULT_SHUTDOWN_TIMEOUT_MS },
