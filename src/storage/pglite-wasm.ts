@@ -1,7 +1,7 @@
 // PGlite's WebAssembly, compiled once per process. A module of its own, with nothing to load
 // but Node's, so that `serve` can start the compile on V8's background threads first, while the
 // main thread is still loading the server's modules (cli/commands/server.ts).
-import { readFile } from "node:fs/promises";
+import { readFileSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 
 /**
@@ -29,7 +29,9 @@ export function pgliteWasmModule(): Promise<WebAssembly.Module | undefined> {
   return (compiledPglite ??= (async () => {
     setFlagsFromString(PGLITE_V8_FLAGS);
     try {
-      const bytes = await readFile(new URL("pglite.wasm", import.meta.resolve("@electric-sql/pglite")));
+      // Read at once, not with readFile: its callback, and so the compile's start, would wait
+      // until the main thread finished loading modules, which is what the compile is to overlap.
+      const bytes = readFileSync(new URL("pglite.wasm", import.meta.resolve("@electric-sql/pglite")));
       return await WebAssembly.compile(bytes);
     } catch {
       return undefined;
