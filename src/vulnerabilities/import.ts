@@ -75,10 +75,10 @@ export function advisoryImportService({ advisories, defaultGroup, now }: ImportD
           });
         let counts;
         try {
-          // A concurrent import that created the same advisory first makes this one conflict; the
-          // next attempt finds the row and updates it. Several imports creating overlapping
-          // advisories at once can make an attempt conflict again on another one (each conflict
-          // means another import committed): a few attempts.
+          // Imports of the same advisories wait for each other (lockAdvisoryKeys), so an advisory
+          // another import created first is found, not inserted again. Should a writer that does
+          // not take those locks create one first, this one conflicts, and the next attempt finds
+          // the row and updates it: a few attempts.
           for (let attempt = 1; ; attempt++) {
             try {
               counts = await store();

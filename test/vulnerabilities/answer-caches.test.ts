@@ -280,5 +280,37 @@ for (const backend of backends()) {
           }
       }
     });
+
+    it("16 imports at once naming the same new advisories in opposite orders all commit, round after round", async () => {
+      // Two imports could each write a row the other was about to and deadlock on PostgreSQL (a
+      // 500): one creating an advisory the other was updating, or both creating them in opposite
+      // orders. Seen at ~1% of such imports; these rounds make 320.
+      const group = await createGroup(opA, org.uid, "deadlock");
+      const rounds = 20;
+      for (let round = 0; round < rounds; round++) {
+        const ids = Array.from({ length: 6 }, () => cgaId(next++));
+        const imports = Array.from({ length: 16 }, (_, k) =>
+          (k % 2 ? opB : opA).post(IMPORT_PATH, {
+            parent: group.uid,
+            documents: [
+              {
+                name: `d${k}.yaml`,
+                content: fixedAdvisoriesDocument(
+                  "deadlock-pkg",
+                  (k % 2 ? [3, 2, 1, 0] : [0, 1, 2, 3]).map((j) => ({ id: ids[(k + j) % 6]!, fixedIn: `1.0.${k}-r1` })),
+                ),
+              },
+            ],
+          }),
+        );
+        for (const res of await Promise.all(imports)) {
+          const body = ok(res, `import, round ${round}`);
+          assert.equal(body.results[0].problem, undefined, JSON.stringify(body.results[0]));
+        }
+      }
+      const { items, total } = await listAllAdvisories(opB, { "uidp.childrenOf": group.uid });
+      assert.equal(items.length, 6 * rounds);
+      assert.equal(total, 6 * rounds);
+    });
   });
 }

@@ -158,6 +158,29 @@ export function containsPattern(text: string): string {
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
+/** The first key of the transaction-level advisory locks imports take (the second is an advisory's). */
+const IMPORT_LOCK_CLASS = 0x61647669; // "advi"
+
+/**
+ * Locks the advisories a document names, by key (group, id, artifact), for the rest of the
+ * transaction, whether they exist yet or not, in one order for every import. Without it, two
+ * imports could each write a row the other was about to (one creating an advisory the other had
+ * not seen yet, while that one updated it or created others in another order) and deadlock on
+ * PostgreSQL. With it, an import of overlapping advisories waits for the other to commit, and then
+ * reads what it wrote. A key is 32 bits of its SHA-256: two keys that collide only wait for each other.
+ */
+async function lockAdvisoryKeys(trx: VulnerabilityDb, parentUid: string, advisories: readonly ParsedAdvisory[]) {
+  const keys = new Set(
+    advisories.map((a) =>
+      createHash("sha256").update(`${parentUid}\n${a.advisoryId}\n${a.artifactName}`).digest().readInt32BE(0),
+    ),
+  );
+  const ordered = [...keys].sort((x, y) => x - y);
+  // One statement; PostgreSQL evaluates a volatile select list after the sort, so in this order.
+  await sql`select pg_advisory_xact_lock(${IMPORT_LOCK_CLASS}::int4, k)
+    from unnest(${ordered}::int4[]) with ordinality as t(k, i) order by i`.execute(trx);
+}
+
 export class AdvisoriesRepository {
   private readonly db: VulnerabilityDb;
 
@@ -207,6 +230,7 @@ export class AdvisoriesRepository {
     if (doc.advisories.length === 0) return counts;
     try {
       await this.db.transaction().execute(async (trx) => {
+        await lockAdvisoryKeys(trx, parentUid, doc.advisories);
         const existing = await trx
           .selectFrom("advisories")
           .select(["uid", "advisory_id", "artifact_name", "source_digest", "latest_event_type"])
