@@ -75,10 +75,10 @@ export function advisoryImportService({ advisories, defaultGroup, now }: ImportD
           });
         let counts;
         try {
-          // Imports of the same advisories wait for each other (lockAdvisoryKeys), so an advisory
-          // another import created first is found, not inserted again. Should a writer that does
-          // not take those locks create one first, this one conflicts, and the next attempt finds
-          // the row and updates it: a few attempts.
+          // Imports into one group wait for each other (lockGroupImports), so an advisory another
+          // import created first is found, not inserted again. Should a writer that does not take
+          // that lock create one first, this one conflicts, and the next attempt finds the row and
+          // updates it: a few attempts.
           for (let attempt = 1; ; attempt++) {
             try {
               counts = await store();

@@ -312,5 +312,34 @@ for (const backend of backends()) {
       assert.equal(items.length, 6 * rounds);
       assert.equal(total, 6 * rounds);
     });
+
+    it("two requests of the same new documents in opposite orders, at once, both commit", async () => {
+      // A request's documents share one transaction: the first request's first document and the
+      // second's first document each created what the other's second document then waited for.
+      const group = await createGroup(opA, org.uid, "two-documents");
+      const rounds = 10;
+      for (let round = 0; round < rounds; round++) {
+        const documents = ["x", "y"].map((name) => ({
+          name: `${name}.yaml`,
+          content: fixedAdvisoriesDocument(`${name}-pkg`, [
+            { id: cgaId(next++), fixedIn: "1.0.0-r1" },
+            { id: cgaId(next++), fixedIn: "1.0.0-r1" },
+          ]),
+        }));
+        const [first, second] = await Promise.all([
+          opA.post(IMPORT_PATH, { parent: group.uid, documents }),
+          opB.post(IMPORT_PATH, { parent: group.uid, documents: [...documents].reverse() }),
+        ]);
+        for (const [label, res] of [
+          ["in order", first],
+          ["reversed", second],
+        ] as const) {
+          const body = ok(res, `import ${label}, round ${round}`);
+          for (const result of body.results) assert.equal(result.problem, undefined, JSON.stringify(result));
+        }
+      }
+      const { total } = await listAllAdvisories(opB, { "uidp.childrenOf": group.uid });
+      assert.equal(total, 4 * rounds);
+    });
   });
 }

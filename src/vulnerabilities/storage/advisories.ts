@@ -158,27 +158,23 @@ export function containsPattern(text: string): string {
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
-/** The first key of the transaction-level advisory locks imports take (the second is an advisory's). */
+/** The first key of the transaction-level advisory lock imports take (the second is the group's). */
 const IMPORT_LOCK_CLASS = 0x61647669; // "advi"
 
 /**
- * Locks the advisories a document names, by key (group, id, artifact), for the rest of the
- * transaction, whether they exist yet or not, in one order for every import. Without it, two
- * imports could each write a row the other was about to (one creating an advisory the other had
- * not seen yet, while that one updated it or created others in another order) and deadlock on
- * PostgreSQL. With it, an import of overlapping advisories waits for the other to commit, and then
- * reads what it wrote. A key is 32 bits of its SHA-256: two keys that collide only wait for each other.
+ * Makes imports into one group wait for each other: a transaction-level advisory lock on the group
+ * (32 bits of its uid's SHA-256; two groups that collide only wait for each other), taken before
+ * anything is read. Without it, two imports of overlapping documents could each write a row the
+ * other was about to (one creating an advisory the other had not seen yet while that one updated
+ * it, or both creating them in opposite orders) and deadlock on PostgreSQL. One lock a group, not
+ * one an advisory: an import request's documents share one transaction (its event's), so locks
+ * per advisory would pile up in PostgreSQL's shared lock table and, taken document by document,
+ * could again be taken in opposite orders. Taking it again in the same transaction (the request's
+ * next document, a retry) is immediate.
  */
-async function lockAdvisoryKeys(trx: VulnerabilityDb, parentUid: string, advisories: readonly ParsedAdvisory[]) {
-  const keys = new Set(
-    advisories.map((a) =>
-      createHash("sha256").update(`${parentUid}\n${a.advisoryId}\n${a.artifactName}`).digest().readInt32BE(0),
-    ),
-  );
-  const ordered = [...keys].sort((x, y) => x - y);
-  // One statement; PostgreSQL evaluates a volatile select list after the sort, so in this order.
-  await sql`select pg_advisory_xact_lock(${IMPORT_LOCK_CLASS}::int4, k)
-    from unnest(${ordered}::int4[]) with ordinality as t(k, i) order by i`.execute(trx);
+async function lockGroupImports(db: VulnerabilityDb, parentUid: string): Promise<void> {
+  const key = createHash("sha256").update(parentUid).digest().readInt32BE(0);
+  await sql`select pg_advisory_xact_lock(${IMPORT_LOCK_CLASS}::int4, ${key}::int4)`.execute(db);
 }
 
 export class AdvisoriesRepository {
@@ -222,7 +218,13 @@ export class AdvisoriesRepository {
   importDocument(parentUid: string, doc: ParsedDocument, meta: ImportMeta): Promise<ImportCounts | undefined> {
     // In an ambient transaction, so the listeners' statements (through their own views of the
     // database) join the import's transaction; inside a caller's scope, the scope's.
-    return withinTransaction(this.db, () => this.#importDocument(parentUid, doc, meta));
+    // The lock is taken in that transaction itself, not in the document's savepoint below: rolling a
+    // failed document back must not let another import in while this request's earlier documents
+    // are still uncommitted.
+    return withinTransaction(this.db, async () => {
+      await lockGroupImports(this.db, parentUid);
+      return this.#importDocument(parentUid, doc, meta);
+    });
   }
 
   async #importDocument(parentUid: string, doc: ParsedDocument, meta: ImportMeta): Promise<ImportCounts | undefined> {
@@ -230,7 +232,6 @@ export class AdvisoriesRepository {
     if (doc.advisories.length === 0) return counts;
     try {
       await this.db.transaction().execute(async (trx) => {
-        await lockAdvisoryKeys(trx, parentUid, doc.advisories);
         const existing = await trx
           .selectFrom("advisories")
           .select(["uid", "advisory_id", "artifact_name", "source_digest", "latest_event_type"])
