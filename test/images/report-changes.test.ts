@@ -42,6 +42,8 @@ for (const backend of backends()) {
     let server: TestServer;
     let work: string;
     const publicGroup = randomBytes(20).toString("hex");
+    // a second group of public advisories: imports into one group take turns, into two they do not
+    const otherPublicGroup = randomBytes(20).toString("hex");
     let repoUid: string;
     let digest: string;
     let n = 0;
@@ -72,11 +74,11 @@ for (const backend of backends()) {
       return worker;
     };
     const healthy = () => replica(server.exportsOf(registryModule));
-    const importDocument = async (content: string) => {
+    const importDocument = async (content: string, parent = publicGroup) => {
       const api = restClient(server.url, server.operatorToken);
       const res = ok(
         await api.post(IMPORT_PATH, {
-          parent: publicGroup,
+          parent,
           documents: [{ name: `${PACKAGE}.advisories.yaml`, content }],
         }),
       );
@@ -96,8 +98,11 @@ for (const backend of backends()) {
       work = mkdtempSync(join(tmpdir(), "bulwark-report-changes-"));
       server = await startTestServer(backend, {
         registry: { blobDirectory: join(work, "blobs") },
-        rootGroups: [{ uid: publicGroup, name: "public advisories" }],
-        advisories: { publicGroups: [publicGroup] },
+        rootGroups: [
+          { uid: publicGroup, name: "public advisories" },
+          { uid: otherPublicGroup, name: "more public advisories" },
+        ],
+        advisories: { publicGroups: [publicGroup, otherPublicGroup] },
         // the server's own look at the advisories never comes during the test: this test's replica looks
         images: { pollIntervalMs: 3_600_000 },
       });
@@ -143,7 +148,8 @@ for (const backend of backends()) {
       let locker: pg.Client | undefined;
       if (server.databaseUrl) {
         // The re-import of `late` waits on its advisory's row, locked here, while `early` (same
-        // package) is imported, committed and followed by a replica, several times over.
+        // package, the other group: imports into one group wait for each other) is imported,
+        // committed and followed by a replica, several times over.
         locker = new pg.Client({ connectionString: server.databaseUrl });
         await locker.connect();
         await locker.query("begin");
@@ -162,7 +168,7 @@ for (const backend of backends()) {
         );
       } else lateImport = Promise.resolve();
       try {
-        await importDocument(advisoryDocument([{ id: early, fixedIn: "2.0-r0" }]));
+        await importDocument(advisoryDocument([{ id: early, fixedIn: "2.0-r0" }]), otherPublicGroup);
         for (let i = 0; i < 3; i++) await follow(worker);
         assert.deepEqual(await reported(), [early], "the late import has not committed yet");
       } finally {
