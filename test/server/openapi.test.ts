@@ -256,5 +256,7 @@ describe("OpenAPI", () => {
       assert.ok((await asset.text()).length > 0, ref);
     }
     assert.equal((await fetch(`${server.url}/docs/assets/nothing.js`)).status, 404);
+    // a name every object has is no asset either
+    assert.equal((await fetch(`${server.url}/docs/assets/__proto__`)).status, 404);
   });
 });
