@@ -58,7 +58,7 @@ export async function registerConnectRoutes(fastify: FastifyInstance, opts: Conn
       byService.set(handler.service.typeName, methods);
     }
     for (const [service, methods] of byService) {
-      const config: RpcServiceRouteConfig = { rpcService: service, rpcMethods: new Set(methods.keys()) };
+      const config: RpcServiceRouteConfig = { rpcService: service, rpcMethods: methods };
       scope.all(`/${service}/:method`, { config }, async (request, reply) => {
         const handler = methods.get((request.params as { method: string }).method);
         if (!handler) return reply.callNotFound();

@@ -65,7 +65,8 @@ export const NO_ROUTE = "(no route)";
  */
 export interface RpcServiceRouteConfig {
   rpcService: string;
-  rpcMethods: ReadonlySet<string>;
+  /** the methods the service has, by name */
+  rpcMethods: { has(method: string): boolean };
 }
 
 /**
