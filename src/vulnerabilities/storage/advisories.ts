@@ -163,7 +163,7 @@ const IMPORT_LOCK_CLASS = 0x61647669; // "advi"
 
 /**
  * Makes imports into one group wait for each other: a transaction-level advisory lock on the group
- * (32 bits of its uid's SHA-256; two groups that collide only wait for each other), taken before
+ * (its uid's 32-bit `hashtext`; two groups that collide only wait for each other), taken before
  * anything is read. Without it, two imports of overlapping documents could each write a row the
  * other was about to (one creating an advisory the other had not seen yet while that one updated
  * it, or both creating them in opposite orders) and deadlock on PostgreSQL. One lock a group, not
@@ -173,8 +173,7 @@ const IMPORT_LOCK_CLASS = 0x61647669; // "advi"
  * next document, a retry) is immediate.
  */
 async function lockGroupImports(db: VulnerabilityDb, parentUid: string): Promise<void> {
-  const key = createHash("sha256").update(parentUid).digest().readInt32BE(0);
-  await sql`select pg_advisory_xact_lock(${IMPORT_LOCK_CLASS}::int4, ${key}::int4)`.execute(db);
+  await sql`select pg_advisory_xact_lock(${IMPORT_LOCK_CLASS}::int4, hashtext(${parentUid}))`.execute(db);
 }
 
 export class AdvisoriesRepository {
