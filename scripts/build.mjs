@@ -49,7 +49,6 @@ export function build({ ifChanged = false } = {}) {
   const built =
     existsSync(STAMP) &&
     existsSync(join(ROOT, "dist", "bundle", "main.js")) &&
-    existsSync(join(ROOT, "dist", "bundle", "serve.cjs")) &&
     existsSync(join(ROOT, "dist", "console", "index.html"));
   if (ifChanged && built && readFileSync(STAMP, "utf8").trim() === current) return false;
   const node = process.execPath;
