@@ -18,7 +18,7 @@ import { SerializedPGliteDialect } from "./pglite-dialect.js";
 import { WalSync, isWalSegment, type SyncFile } from "./wal-sync.js";
 import { ObservedDialect, registerObservedDialect } from "./observed.js";
 import { AmbientTransactionDialect, registerAmbientDialect } from "./ambient-transaction.js";
-import { PGLITE_V8_FLAGS, pgliteWasmModule } from "./pglite-wasm.js";
+import { PGLITE_V8_FLAGS, pgliteFsBundle, pgliteWasmModule } from "./pglite-wasm.js";
 import {
   dataDirKeyEncryptionKey,
   lockDataDir,
@@ -210,9 +210,11 @@ function pgliteStartParams(durable: boolean): string[] {
 }
 
 async function pgliteOptions(durableDir?: string, walSync?: WalSync): Promise<PGliteOptions> {
+  const fsBundle = pgliteFsBundle();
   return {
     startParams: pgliteStartParams(Boolean(durableDir)),
     pgliteWasmModule: await pgliteWasmModule(),
+    ...(fsBundle ? { fsBundle } : {}),
     extensions: PGLITE_EXTENSIONS,
     ...(durableDir ? { fs: new DurableNodeFS(durableDir, walSync) } : {}),
   };

@@ -1,7 +1,7 @@
-// PGlite's WebAssembly, compiled once per process. A module of its own, with nothing to load
+// PGlite's WebAssembly, compiled once per process, and its file system bundle. A module of its own, with nothing to load
 // but Node's, so that `serve` can start the compile on V8's background threads first, while the
 // main thread is still loading the server's modules (cli/commands/server.ts).
-import { readFileSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 
 /**
@@ -31,10 +31,51 @@ export function pgliteWasmModule(): Promise<WebAssembly.Module | undefined> {
     try {
       // Read at once, not with readFile: its callback, and so the compile's start, would wait
       // until the main thread finished loading modules, which is what the compile is to overlap.
-      const bytes = readFileSync(new URL("pglite.wasm", import.meta.resolve("@electric-sql/pglite")));
-      return await WebAssembly.compile(bytes);
+      return await WebAssembly.compile(new Uint8Array(readOutsideMalloc(pgliteFile("pglite.wasm"))));
     } catch {
       return undefined;
     }
   })());
 }
+
+const pgliteFile = (name: string) => new URL(name, import.meta.resolve("@electric-sql/pglite"));
+
+/**
+ * PGlite's file system bundle (`pglite.data`, ~6 MiB), read as readOutsideMalloc reads, for its
+ * `fsBundle` option (PGlite only calls its `arrayBuffer()`). Undefined (PGlite reads the file
+ * itself, with fs.readFile) if the file is not where this PGlite version keeps it.
+ */
+export function pgliteFsBundle(): Blob | undefined {
+  const file = pgliteFile("pglite.data");
+  if (!existsSync(file)) return undefined;
+  return { arrayBuffer: async () => readOutsideMalloc(file) } as Blob;
+}
+
+/**
+ * A file's bytes in an ArrayBuffer that glibc's malloc does not serve. glibc maps a freed block
+ * of 128 KiB or more back to the kernel, and then raises the size below which it serves blocks
+ * from its main arena to that block's (up to 32 MiB), for the life of the process. Read as a
+ * Buffer and freed after start, PGlite's two files (9 and 6 MiB) raised it to 9 MiB: every buffer
+ * of the registry's and PGlite's under that size was then served from the main arena, which keeps
+ * what it grew to (15–22 against 10–14 MiB of it resident after a start, bench/RESULTS.md). V8 allocates a
+ * resizable ArrayBuffer's memory itself, with mmap, and unmaps it when it is collected.
+ */
+function readOutsideMalloc(url: URL): ArrayBuffer {
+  const fd = openSync(url, "r");
+  try {
+    const size = fstatSync(fd).size;
+    const bytes = new (ArrayBuffer as ResizableArrayBufferConstructor)(size, { maxByteLength: size });
+    const view = new Uint8Array(bytes);
+    for (let read = 0; read < size;) {
+      const n = readSync(fd, view, read, size - read, read);
+      if (n === 0) throw new Error(`${url.pathname} ended after ${read} of ${size} bytes`);
+      read += n;
+    }
+    return bytes;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** ES2024's resizable ArrayBuffer (this project's lib is ES2023). */
+type ResizableArrayBufferConstructor = new (length: number, options: { maxByteLength: number }) => ArrayBuffer;

@@ -104,6 +104,43 @@ describe("embedded database memory", () => {
     assert.deepEqual(JSON.parse(child.stdout.trim().split("\n").at(-1)!), { opened: [1, 2] });
   });
 
+  it("reads PGlite's two large files into memory that glibc's malloc does not serve", () => {
+    // A Buffer of 128 KiB or more that glibc maps and later frees raises, for the life of the
+    // process, the size below which glibc serves every allocation from its main arena (which keeps
+    // what it grew to). PGlite's WebAssembly (~9 MiB) and file system bundle (~6 MiB), read as
+    // Buffers, raised it to 9 MiB at every start. Counted in a child: Node's Buffer allocations
+    // of 1 MiB or more while a database opens (fs.readFile and readFileSync make theirs so).
+    const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-reads-"));
+    dirs.push(dir);
+    const script = `
+      const large = [];
+      for (const name of ["allocUnsafe", "allocUnsafeSlow"]) {
+        const allocate = Buffer[name];
+        Buffer[name] = function (size, ...rest) {
+          if (size >= 1 << 20) large.push(size);
+          return allocate.call(this, size, ...rest);
+        };
+      }
+      const { openDatabase } = await import(${JSON.stringify(new URL("../../src/storage/db.ts", import.meta.url).href)});
+      // a new directory (its initdb runs in a process of its own), in memory, and a later start
+      const dataDirs = [${JSON.stringify(join(dir, "data"))}, "memory://", ${JSON.stringify(join(dir, "data"))}];
+      const opened = [];
+      for (const dataDir of dataDirs) {
+        const { close } = await openDatabase({ dataDir, unsafeNoFsync: true });
+        await close();
+        opened.push(dataDir);
+      }
+      console.log(JSON.stringify({ opened: opened.length, large }));
+      process.exit(0); // PGlite's interval timer (see above)
+    `;
+    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      encoding: "utf8",
+      env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1" },
+    });
+    assert.equal(child.status, 0, child.stderr);
+    assert.deepEqual(JSON.parse(child.stdout.trim().split("\n").at(-1)!), { opened: 3, large: [] });
+  });
+
   it("finishes a first start interrupted while moving the new database into place", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-initdb-"));
     dirs.push(dir);
