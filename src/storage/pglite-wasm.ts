@@ -1,6 +1,7 @@
-// PGlite's WebAssembly, compiled once per process, and its file system bundle. A module of its own, with nothing to load
-// but Node's, so that `serve` can start the compile on V8's background threads first, while the
-// main thread is still loading the server's modules (cli/commands/server.ts).
+// PGlite's WebAssembly, compiled once per process, and its file system bundle. A module of its
+// own, with nothing to load but Node's, so that `serve` can start the compile on V8's background
+// threads first, while the main thread is still loading the server's modules
+// (cli/commands/server.ts).
 import { closeSync, existsSync, fstatSync, openSync, readSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 
@@ -52,13 +53,13 @@ export function pgliteFsBundle(): Blob | undefined {
 }
 
 /**
- * A file's bytes in an ArrayBuffer that glibc's malloc does not serve. glibc maps a freed block
- * of 128 KiB or more back to the kernel, and then raises the size below which it serves blocks
- * from its main arena to that block's (up to 32 MiB), for the life of the process. Read as a
- * Buffer and freed after start, PGlite's two files (9 and 6 MiB) raised it to 9 MiB: every buffer
- * of the registry's and PGlite's under that size was then served from the main arena, which keeps
- * what it grew to (15–22 against 10–14 MiB of it resident after a start, bench/RESULTS.md). V8 allocates a
- * resizable ArrayBuffer's memory itself, with mmap, and unmaps it when it is collected.
+ * A file's bytes in an ArrayBuffer that glibc's malloc does not serve. When glibc frees a mapped
+ * block (128 KiB or more), it raises the size below which it serves blocks from its main arena to
+ * that block's (up to 32 MiB), for the life of the process. Read as Buffers and freed after
+ * start, PGlite's two files (9 and 6 MiB) raised it to 9 MiB: every smaller buffer of the
+ * registry's and PGlite's then came from the main arena, which keeps what it grew to (15–22
+ * against 10–14 MiB of it resident after a start, bench/RESULTS.md). V8 maps a resizable
+ * ArrayBuffer's memory itself, and unmaps it when the buffer is collected.
  */
 function readOutsideMalloc(url: URL): ArrayBuffer {
   const fd = openSync(url, "r");
