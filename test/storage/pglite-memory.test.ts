@@ -17,6 +17,16 @@ after(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
+/** Runs an ES module script in a child Node (with tsx, PGlite only); its last line of output, parsed. */
+function runInChild<T = unknown>(script: string, nodeFlags: string[] = []): { result: T; stdout: string } {
+  const child = spawnSync(process.execPath, [...nodeFlags, "--import", "tsx", "--input-type=module", "-e", script], {
+    encoding: "utf8",
+    env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1" },
+  });
+  assert.equal(child.status, 0, child.stderr);
+  return { result: JSON.parse(child.stdout.trim().split("\n").at(-1)!) as T, stdout: child.stdout };
+}
+
 describe("embedded database memory", () => {
   it("opens PGlite, in memory and on disk, with the configured shared buffers", async () => {
     assert.equal(PGLITE_SHARED_BUFFERS, "16MB");
@@ -57,15 +67,9 @@ describe("embedded database memory", () => {
       await close();
       console.log(JSON.stringify({ instances: instances.length, functions, turboFan }));
     `;
-    const child = spawnSync(
-      process.execPath,
-      ["--allow-natives-syntax", "--import", "tsx", "--input-type=module", "-e", script],
-      { encoding: "utf8", env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1" } },
-    );
-    assert.equal(child.status, 0, child.stderr);
-    const result = JSON.parse(child.stdout.trim().split("\n").at(-1)!);
-    assert.ok(result.functions > 1000, child.stdout);
-    assert.equal(result.turboFan, 0, child.stdout);
+    const { result, stdout } = runInChild<{ functions: number; turboFan: number }>(script, ["--allow-natives-syntax"]);
+    assert.ok(result.functions > 1000, stdout);
+    assert.equal(result.turboFan, 0, stdout);
   });
 
   it("creates a new data directory's database in a process of its own", () => {
@@ -95,13 +99,8 @@ describe("embedded database memory", () => {
       // keep this child alive
       process.exit(0);
     `;
-    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
-      encoding: "utf8",
-      env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1" },
-    });
-    assert.equal(child.status, 0, child.stderr);
     // the first open (a new directory) and the second (a later start) each made one
-    assert.deepEqual(JSON.parse(child.stdout.trim().split("\n").at(-1)!), { opened: [1, 2] });
+    assert.deepEqual(runInChild(script).result, { opened: [1, 2] });
   });
 
   it("reads PGlite's two large files into memory that glibc's malloc does not serve", () => {
@@ -133,12 +132,7 @@ describe("embedded database memory", () => {
       console.log(JSON.stringify({ opened: opened.length, large }));
       process.exit(0); // PGlite's interval timer (see above)
     `;
-    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
-      encoding: "utf8",
-      env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1" },
-    });
-    assert.equal(child.status, 0, child.stderr);
-    assert.deepEqual(JSON.parse(child.stdout.trim().split("\n").at(-1)!), { opened: 3, large: [] });
+    assert.deepEqual(runInChild(script).result, { opened: 3, large: [] });
   });
 
   it("finishes a first start interrupted while moving the new database into place", async () => {
