@@ -1,3 +1,3 @@
 #!/usr/bin/env node
 // Runs the CLI as `npm run build` bundled it (dist/bundle; scripts/bundle.mjs says why a bundle).
-import "../dist/bundle/main.js";
+import "../dist/bundle/launch.js";

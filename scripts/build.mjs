@@ -1,12 +1,14 @@
 #!/usr/bin/env node
-// `npm run build`: tsc (src/ → dist/), then the bundle (scripts/bundle.mjs). With --if-changed
+// `npm run build`: tsc (src/ → dist/), then the bundle (scripts/bundle.mjs) and the embedded
+// server's code cache (makeCodeCache below), then the console. With --if-changed
 // (`npm start`, the test runner's preparation) it does nothing when dist/ was built from exactly the
 // present inputs: a start on an unchanged tree pays for no compile. The inputs are fingerprinted by
 // content, not mtime, so a checkout, a copy or a clock change cannot fool it; the fingerprint is
 // written only after both steps succeeded, so an interrupted build is redone.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -49,6 +51,8 @@ export function build({ ifChanged = false } = {}) {
   const built =
     existsSync(STAMP) &&
     existsSync(join(ROOT, "dist", "bundle", "main.js")) &&
+    existsSync(join(ROOT, "dist", "bundle", "serve.cjs")) &&
+    existsSync(join(ROOT, "dist", "bundle", "serve.cjs.embedded.v8cache")) &&
     existsSync(join(ROOT, "dist", "console", "index.html"));
   if (ifChanged && built && readFileSync(STAMP, "utf8").trim() === current) return false;
   const node = process.execPath;
@@ -56,6 +60,7 @@ export function build({ ifChanged = false } = {}) {
     stdio: "inherit",
   });
   execFileSync(node, [join(ROOT, "scripts/bundle.mjs")], { stdio: "inherit" });
+  makeCodeCache();
   // The console is type-checked by its own project (DOM, JSX) and bundled for the browser.
   execFileSync(node, [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", join(ROOT, "console/tsconfig.json")], {
     stdio: "inherit",
@@ -63,6 +68,30 @@ export function build({ ifChanged = false } = {}) {
   execFileSync(node, [join(ROOT, "scripts/bundle-console.mjs")], { stdio: "inherit" });
   writeFileSync(STAMP, `${current}\n`);
   return true;
+}
+
+/**
+ * V8's code cache of the embedded server (src/cli/code-cache.ts), beside its bundle: one start of
+ * it on a new data directory, which writes the cache once it listens and stops. Nothing of the
+ * caller's configuration reaches it (no BULWARK_* or DATABASE_URL): a port or database set there
+ * is not the build's to use.
+ */
+function makeCodeCache() {
+  const started = performance.now();
+  const dataDir = mkdtempSync(join(tmpdir(), "bulwark-code-cache-"));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([name]) => !name.startsWith("BULWARK_") && name !== "DATABASE_URL"),
+  );
+  try {
+    execFileSync(
+      process.execPath,
+      [join(ROOT, "bin", "bulwark.js"), "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir],
+      { stdio: ["ignore", "ignore", "inherit"], env: { ...env, BULWARK_MAKE_CODE_CACHE: "1" } },
+    );
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  console.log(`code cache written to dist/bundle in ${Math.round(performance.now() - started)} ms`);
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

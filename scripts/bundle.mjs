@@ -10,6 +10,14 @@
 // the S3 SDK (loaded only when configured). The bundle sits two directories below the package root,
 // as every compiled module does (dist/<folder>/<file>.js), so the paths they compute from
 // import.meta.url (core/package-files.ts) hold in both.
+//
+// `serve` runs a second build of the same program, as one CommonJS file (serve.cjs): Node 20 keeps
+// V8's code cache only for CommonJS a program compiles itself (cli/code-cache.ts, cli/launch.ts).
+// There, import.meta is the module wrapper's arguments, and a dynamic import is a require (vm.Script
+// code has no loader of ES modules). The CommonJS packages are inlined there (no interop to shim in
+// a CommonJS file), so their code comes from the cache too: a start measured 771 -> 747 ms with
+// the cache and them outside, 667 ms with them inlined. What stays outside loads as CommonJS
+// (PGlite ships both forms).
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -39,6 +47,8 @@ const started = performance.now();
 await build({
   absWorkingDir: ROOT,
   entryPoints: {
+    // bin/bulwark.js: `serve` through serve.cjs, every other command through main.js
+    launch: "dist/cli/launch.js",
     main: "dist/cli/main.js",
     "docker-credential": "dist/cli/docker-credential.js",
     // The thread that reads an image's inventory: started by URL, next to the chunk that starts it.
@@ -55,6 +65,21 @@ await build({
   banner: {
     js: 'import { createRequire as __bulwarkRequire } from "node:module"; const require = __bulwarkRequire(import.meta.url);',
   },
+  sourcemap: "linked",
+  logLevel: "warning",
+});
+await build({
+  absWorkingDir: ROOT,
+  entryPoints: ["dist/cli/main.js"],
+  outfile: `${OUT}/serve.cjs`,
+  bundle: true,
+  format: "cjs",
+  platform: "node",
+  target: "node20.19",
+  // files read at run time (PGlite, Swagger UI), loaded only when configured (S3, pretty logs)
+  external: ["@electric-sql/pglite", "swagger-ui-dist", "@aws-sdk/*", "pino-pretty"],
+  supported: { "dynamic-import": false },
+  define: { "import.meta.url": "__bulwarkImportMetaUrl", "import.meta.resolve": "__bulwarkImportMetaResolve" },
   sourcemap: "linked",
   logLevel: "warning",
 });

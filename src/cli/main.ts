@@ -1,4 +1,4 @@
-// The `bulwark` executable: the command program (program.ts) on the real process.
+// The `bulwark` executable: the command program (program.ts) on the real process (launch.ts runs it).
 // Exit status: 0 success, 1 error, 2 usage error (unknown command or option, bad argument).
 import { EXIT_OK } from "./errors.js";
 import { processIo } from "./io.js";
@@ -10,4 +10,7 @@ process.stdout.on("error", (err: NodeJS.ErrnoException) => {
   throw err;
 });
 
-process.exitCode = await main(process.argv, processIo());
+// Not a top-level await: this module is also built as CommonJS (serve.cjs), which has none.
+void main(process.argv, processIo()).then((code) => {
+  process.exitCode = code;
+});

@@ -18,7 +18,8 @@ import { SerializedPGliteDialect } from "./pglite-dialect.js";
 import { WalSync, isWalSegment, type SyncFile } from "./wal-sync.js";
 import { ObservedDialect, registerObservedDialect } from "./observed.js";
 import { AmbientTransactionDialect, registerAmbientDialect } from "./ambient-transaction.js";
-import { PGLITE_V8_FLAGS, pgliteFsBundle, pgliteWasmModule } from "./pglite-wasm.js";
+import { PGLITE_V8_FLAGS } from "../core/v8-flags.js";
+import { pgliteFsBundle, pgliteWasmModule } from "./pglite-wasm.js";
 import {
   dataDirKeyEncryptionKey,
   lockDataDir,

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "kysely";
 import { openDatabase, PGLITE_SHARED_BUFFERS } from "../../src/storage/db.js";
+import { COUNT_LARGE_BUFFERS } from "../support/large-buffers.js";
 
 const dirs: string[] = [];
 after(() => {
@@ -108,18 +109,11 @@ describe("embedded database memory", () => {
     // process, the size below which glibc serves every allocation from its main arena (which keeps
     // what it grew to). PGlite's WebAssembly (~9 MiB) and file system bundle (~6 MiB), read as
     // Buffers, raised it to 9 MiB at every start. Counted in a child: Node's Buffer allocations
-    // of 1 MiB or more while a database opens (fs.readFile and readFileSync make theirs so).
+    // of 1 MiB or more while a database opens.
     const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-reads-"));
     dirs.push(dir);
     const script = `
-      const large = [];
-      for (const name of ["allocUnsafe", "allocUnsafeSlow"]) {
-        const allocate = Buffer[name];
-        Buffer[name] = function (size, ...rest) {
-          if (size >= 1 << 20) large.push(size);
-          return allocate.call(this, size, ...rest);
-        };
-      }
+      ${COUNT_LARGE_BUFFERS}
       const { openDatabase } = await import(${JSON.stringify(new URL("../../src/storage/db.ts", import.meta.url).href)});
       // a new directory (its initdb runs in a process of its own), in memory, and a later start
       const dataDirs = [${JSON.stringify(join(dir, "data"))}, "memory://", ${JSON.stringify(join(dir, "data"))}];

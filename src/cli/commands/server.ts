@@ -15,20 +15,8 @@ import { CliError } from "../errors.js";
 import { ioOf } from "../io.js";
 import { commaList, examples, parseCount } from "../command.js";
 import { durationMillis } from "../durations.js";
-
-/**
- * V8 flags `serve` sets for itself as it starts (no wrapper, no restart: flags V8 reads while it
- * runs). The young generation no longer doubles up to V8's most (two 16 MiB semi-spaces, reached
- * during start-up already): measured 8 MiB in all when ready, 16 MiB after load. V8 keeps a grown
- * young generation committed (and resident) for the life of the process: ~20 MiB of an idle server,
- * and 184 -> 271-276 MiB after a GET load on PGlite without this flag. The price is CPU under
- * concurrent load: scavenges come ~3x as often, requests in flight outlive two of them and are
- * promoted, and a 32-connection GET on PostgreSQL serves 10-15% fewer requests per second
- * (bench/RESULTS.md, "fourth pass"). So only the embedded server sets them: it is the small
- * deployment, where memory counts. On PostgreSQL (replicas, production) V8's defaults hold, and
- * the young generation's ~20 MiB more buys the throughput.
- */
-export const SERVE_V8_FLAGS = "--semi-space-growth-factor=1";
+import { SERVE_V8_FLAGS } from "../serve-flags.js";
+import { launchedCodeCache } from "../code-cache.js";
 
 function parsePort(value: string): number {
   const n = Number(value);
@@ -637,17 +625,21 @@ export function registerServerCommands(program: Command): void {
             ),
           },
         });
+        const codeCache = launchedCodeCache();
         logger.info(
           {
             url: server.url,
             issuer: server.urls.issuer,
             database: server.backend === "postgres" ? "postgres" : `pglite:${opts.dataDir}`,
             registryHost: server.urls.registryAudience,
+            ...(codeCache ? { codeCache: codeCache.state } : {}),
           },
           `bulwark listening on ${server.url}` +
             (server.registryPort === undefined ? "" : ` (registry also on port ${server.registryPort})`) +
             (server.metricsPort === undefined ? "" : ` (metrics on port ${server.metricsPort})`),
         );
+        // The build's making start writes the cache now: it holds what the start compiled.
+        codeCache?.started();
         if (stopping) await closeAndExit(server);
       },
     );

@@ -1,0 +1,170 @@
+// `serve` runs its bundle through V8's code cache (src/cli/launch.ts, code-cache.ts): the build
+// makes the embedded server's cache, a start uses it, and a start without one, or with one V8
+// refuses, compiles as usual and writes nothing. Each case runs a copy of the built package, so no
+// other test's server shares its cache files.
+import { after, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { servesEmbedded } from "../../src/cli/serve-flags.js";
+import { exited } from "../support/cli.js";
+import { clonePostgres, postgresUrl } from "../support/db-templates.js";
+import { COUNT_LARGE_BUFFERS } from "../support/large-buffers.js";
+import { watchOutput } from "../support/wait.js";
+
+const ROOT = process.cwd();
+const BUILT_CACHE = join(ROOT, "dist", "bundle", "serve.cjs.embedded.v8cache");
+const work = mkdtempSync(join(tmpdir(), "bulwark-code-cache-"));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+/** A copy of the built package (its bundle, with the build's cache unless told), in a directory of its own. */
+function packageCopy(name: string, { withCache = true } = {}): { root: string; cacheOf(profile: string): string } {
+  const root = join(work, name);
+  mkdirSync(join(root, "dist"), { recursive: true });
+  cpSync(join(ROOT, "bin"), join(root, "bin"), { recursive: true });
+  cpSync(join(ROOT, "package.json"), join(root, "package.json"));
+  cpSync(join(ROOT, "dist", "bundle"), join(root, "dist", "bundle"), {
+    recursive: true,
+    filter: (source) => withCache || !/\.v8cache$/.test(source),
+  });
+  symlinkSync(join(ROOT, "node_modules"), join(root, "node_modules"));
+  return { root, cacheOf: (profile) => join(root, "dist", "bundle", `serve.cjs.${profile}.v8cache`) };
+}
+
+/**
+ * `serve` of the copy at `root` (on its own data directory, made by the first) until it listens:
+ * what its listening line says of the code cache, and its whole output once stopped.
+ */
+async function serveOnce(
+  root: string,
+  { env = {}, nodeFlags = [] }: { env?: Record<string, string>; nodeFlags?: string[] } = {},
+): Promise<{ codeCache: string | undefined; output: string }> {
+  const dataDir = join(root, "data");
+  const child = spawn(
+    process.execPath,
+    [...nodeFlags, join(root, "bin", "bulwark.js"), "serve", "--port", "0", "--data-dir", dataDir, "--unsafe-no-fsync"],
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", ...env } },
+  );
+  const output = watchOutput(child);
+  let codeCache: string | undefined;
+  try {
+    const [line] = await output.waitFor(/\{[^\n]*"msg":"bulwark listening on (http:\/\/[^"]+)"[^\n]*\}/);
+    const listening = JSON.parse(line) as { url: string; codeCache?: string };
+    assert.equal((await fetch(`${listening.url}/healthz`)).status, 200);
+    codeCache = listening.codeCache;
+  } finally {
+    child.kill("SIGTERM");
+    assert.equal(await exited(child), 0, output.text());
+  }
+  return { codeCache, output: output.text() };
+}
+
+/** The files of the copy's bundle directory that are caches or their temporaries. */
+const cacheFiles = (root: string) =>
+  readdirSync(join(root, "dist", "bundle")).filter((name) => /\.v8cache|\.tmp$/.test(name));
+
+describe("serve's code cache", () => {
+  it("is made by the build, and a start on the embedded database uses it", async () => {
+    assert.ok(existsSync(BUILT_CACHE), "the build made dist/bundle/serve.cjs.embedded.v8cache");
+    const copy = packageCopy("built");
+    assert.equal((await serveOnce(copy.root)).codeCache, "used");
+    assert.equal((await serveOnce(copy.root)).codeCache, "used");
+  });
+
+  it("is made by a start in making mode, which writes it once listening and stops by itself", async () => {
+    const copy = packageCopy("making", { withCache: false });
+    const child = spawn(
+      process.execPath,
+      [join(copy.root, "bin", "bulwark.js"), "serve", "--port", "0", "--data-dir", join(copy.root, "data")],
+      { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", BULWARK_MAKE_CODE_CACHE: "1" } },
+    );
+    const output = watchOutput(child);
+    assert.equal(await exited(child), 0, output.text());
+    assert.match(output.text(), /"codeCache":"making"/);
+    assert.deepEqual(cacheFiles(copy.root), ["serve.cjs.embedded.v8cache"]);
+    assert.equal((await serveOnce(copy.root)).codeCache, "used");
+  });
+
+  it("costs a start without one only its compile, and the start writes none", async () => {
+    const copy = packageCopy("none", { withCache: false });
+    assert.equal((await serveOnce(copy.root)).codeCache, "none");
+    assert.equal((await serveOnce(copy.root)).codeCache, "none");
+    assert.deepEqual(cacheFiles(copy.root), []);
+  });
+
+  it("costs a start only its compile when V8 refuses it (another Node), and is left as it is", async () => {
+    const copy = packageCopy("refused");
+    const foreign = Buffer.alloc(4096, 7);
+    writeFileSync(copy.cacheOf("embedded"), foreign);
+    assert.equal((await serveOnce(copy.root)).codeCache, "refused");
+    assert.deepEqual(readFileSync(copy.cacheOf("embedded")), foreign);
+    assert.deepEqual(cacheFiles(copy.root), ["serve.cjs.embedded.v8cache"]);
+  });
+
+  it("costs nothing but itself when it cannot be read", async () => {
+    const copy = packageCopy("unreadable", { withCache: false });
+    mkdirSync(copy.cacheOf("embedded")); // a directory where the file would be
+    assert.equal((await serveOnce(copy.root)).codeCache, "none");
+  });
+
+  it("is read, with the bundle, into memory that glibc's malloc does not serve", async () => {
+    // A block of 128 KiB or more that glibc maps and later frees raises, for the life of the
+    // process, the size below which glibc serves every allocation from its main arena (which keeps
+    // what it grew to). The cache read as a Buffer (~3 MB) and the bundle read as text (~6 MB,
+    // into malloc'd memory: glibc's threshold read 8 MiB after such a start, in gdb) raised it.
+    // Counted in the server: Node's Buffer allocations of 1 MiB or more until it stops (this sees
+    // the cache's read; the bundle's is in Node's C++).
+    const copy = packageCopy("outside-malloc");
+    const hook = join(work, "count-large-buffers.mjs");
+    writeFileSync(
+      hook,
+      `import { writeSync } from "node:fs";
+      ${COUNT_LARGE_BUFFERS}
+      process.on("exit", () => writeSync(2, "large Buffers: " + JSON.stringify(large) + "\\n"));`,
+    );
+    const { codeCache, output } = await serveOnce(copy.root, { nodeFlags: ["--import", pathToFileURL(hook).href] });
+    assert.equal(codeCache, "used");
+    assert.match(output, /^large Buffers: \[\]$/m);
+  });
+
+  it("reads the database option as the command does", () => {
+    const cases: Array<[string[], Record<string, string>, boolean]> = [
+      [[], {}, true],
+      [[], { DATABASE_URL: "" }, true],
+      [[], { DATABASE_URL: "postgres://db/x" }, false],
+      [["--database-url", "postgres://db/x"], {}, false],
+      [["--database-url=postgres://db/x"], {}, false],
+      [["--database-url", ""], { DATABASE_URL: "postgres://db/x" }, true],
+      [["--port", "0", "--database-url", "postgres://db/x", "--data-dir", "d"], {}, false],
+      [["--", "--database-url", "postgres://db/x"], {}, true],
+    ];
+    for (const [args, env, embedded] of cases)
+      assert.equal(servesEmbedded(args, env), embedded, `${JSON.stringify(args)} ${JSON.stringify(env)}`);
+  });
+});
+
+describe("serve's code cache [postgres]", { skip: !postgresUrl() && "needs PostgreSQL" }, () => {
+  it("is not read on PostgreSQL, whose V8 flags differ, and not written there either", async () => {
+    const copy = packageCopy("postgres");
+    const { url, drop } = await clonePostgres();
+    try {
+      assert.equal((await serveOnce(copy.root, { env: { DATABASE_URL: url } })).codeCache, "none");
+      assert.deepEqual(cacheFiles(copy.root), ["serve.cjs.embedded.v8cache"]);
+    } finally {
+      await drop();
+    }
+  });
+});
