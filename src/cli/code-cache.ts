@@ -8,9 +8,9 @@
 // every function the start compiled, and stops. A server never writes one: V8 hands the cache over
 // in malloc'd memory (~3 MB, twice), and freeing that raised glibc's mmap threshold to 5 MiB for
 // the rest of the process (core/outside-malloc.ts). For the same reason the script and its cache
-// are read outside malloc; a server that read them as Buffers kept 60–90 MiB more after the
-// registry's load (bench/RESULTS.md, eleventh and fifteenth passes). No cache, or one V8 refuses
-// (another Node), costs the start its compile, nothing else.
+// are read outside malloc: read through it, they raised the threshold to 8 MiB, and the server
+// kept ~90 MiB more after the registry's load (bench/RESULTS.md, eleventh and fifteenth passes).
+// No cache, or one V8 refuses (another Node), costs the start its compile, nothing else.
 import { chmodSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname } from "node:path";

@@ -1,6 +1,6 @@
 // Reading a large file into memory that glibc's malloc does not serve. When glibc frees a mapped
 // block (128 KiB or more), it raises the size below which it serves blocks from its main arena to
-// that block's (up to 32 MiB), for the life of the process. Read as Buffers and freed after a
+// that block's (up to 32 MiB), for the life of the process. Read through malloc and freed after a
 // start, PGlite's two files (9 and 6 MiB) raised it to 9 MiB, and the server's bundle and code
 // cache (6 and 3 MB) to 8 MiB: every smaller buffer of the registry's and PGlite's then came from
 // the main arena, which keeps what it grew to (bench/RESULTS.md, fourteenth and fifteenth passes).
