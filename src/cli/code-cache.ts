@@ -35,11 +35,6 @@ export function launchedCodeCache(): LaunchedCodeCache | undefined {
   return (globalThis as { [LAUNCHED]?: LaunchedCodeCache })[LAUNCHED];
 }
 
-/** The cache file of `file` run under `profile`. */
-export function codeCacheFile(file: string, profile: string): string {
-  return `${file}.${profile}.v8cache`;
-}
-
 /**
  * Runs CommonJS `file` (a bundle: it requires only packages) with the code cache of `profile`, or,
  * when `make`, to make that cache. ES module syntax it was built from is given as the module
@@ -49,7 +44,7 @@ export function runWithCodeCache(
   file: string,
   { profile, make, resolve }: { profile: string; make: boolean; resolve: (specifier: string) => string },
 ): void {
-  const cacheFile = codeCacheFile(file, profile);
+  const cacheFile = `${file}.${profile}.v8cache`;
   let cachedData: Uint8Array | undefined;
   if (!make) {
     try {

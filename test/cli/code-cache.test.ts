@@ -72,6 +72,18 @@ async function serveOnce(
   return { codeCache, output: output.text() };
 }
 
+/** The build's making start (scripts/build.mjs) of the copy at `root`, run until it exits by itself. */
+async function makeCache(root: string): Promise<{ status: number | NodeJS.Signals; output: string }> {
+  const child = spawn(
+    process.execPath,
+    [join(root, "bin", "bulwark.js"), "serve", "--port", "0", "--data-dir", join(root, "data")],
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", BULWARK_MAKE_CODE_CACHE: "1" } },
+  );
+  const output = watchOutput(child);
+  const status = await exited(child);
+  return { status, output: output.text() };
+}
+
 /** The files of the copy's bundle directory that are caches or their temporaries. */
 const cacheFiles = (root: string) =>
   readdirSync(join(root, "dist", "bundle")).filter((name) => /\.v8cache|\.tmp$/.test(name));
@@ -86,16 +98,20 @@ describe("serve's code cache", () => {
 
   it("is made by a start in making mode, which writes it once listening and stops by itself", async () => {
     const copy = packageCopy("making", { withCache: false });
-    const child = spawn(
-      process.execPath,
-      [join(copy.root, "bin", "bulwark.js"), "serve", "--port", "0", "--data-dir", join(copy.root, "data")],
-      { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", BULWARK_MAKE_CODE_CACHE: "1" } },
-    );
-    const output = watchOutput(child);
-    assert.equal(await exited(child), 0, output.text());
-    assert.match(output.text(), /"codeCache":"making"/);
+    const { status, output } = await makeCache(copy.root);
+    assert.equal(status, 0, output);
+    assert.match(output, /"codeCache":"making"/);
     assert.deepEqual(cacheFiles(copy.root), ["serve.cjs.embedded.v8cache"]);
     assert.equal((await serveOnce(copy.root)).codeCache, "used");
+  });
+
+  it("fails the making start, and so the build, when the cache cannot be written", async () => {
+    const copy = packageCopy("making-fails", { withCache: false });
+    mkdirSync(copy.cacheOf("embedded")); // a directory where the file would be renamed to
+    const { status, output } = await makeCache(copy.root);
+    assert.equal(status, 1, output);
+    assert.match(output, /the code cache was not written/);
+    assert.deepEqual(cacheFiles(copy.root), ["serve.cjs.embedded.v8cache"]); // the directory; no temporary left
   });
 
   it("costs a start without one only its compile, and the start writes none", async () => {
