@@ -6,7 +6,7 @@ import { sql, type RawBuilder } from "kysely";
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { PublicUrls } from "../platform/config.js";
 import type { EventInsert, EventJournal, EventRecord } from "../platform/events.js";
-import { afterCommit, withinTransaction } from "../storage/ambient-transaction.js";
+import { afterCommit, beforeCommit, withinTransaction } from "../storage/ambient-transaction.js";
 import { backendOf, type Db } from "../storage/db.js";
 import { isValidUidp } from "../core/uidp.js";
 import type { EventsRepository, NewEvent, StoredEvent } from "./storage/events.js";
@@ -93,6 +93,16 @@ export class Journal implements EventJournal {
   async record(event: EventRecord & { undelivered?: boolean; time?: Date }): Promise<void> {
     const stored = await this.events.insert(this.#newEvent(event));
     afterCommit(() => this.#committed([stored]));
+  }
+
+  /**
+   * Records an event as the open transaction scope's last statement, sent with its commit (one
+   * round trip on PostgreSQL, see storage/ambient-transaction.ts beforeCommit): for the outbox,
+   * whose event is the last thing an RPC's transaction writes. Throws outside a scope.
+   */
+  recordLast(event: EventRecord & { undelivered?: boolean }): void {
+    const { statement, stored } = this.events.insertStatement(this.#newEvent(event));
+    beforeCommit(statement.compile(this.db), (result) => this.#committed([stored(result)]));
   }
 
   insertWithin(event: EventRecord, condition: RawBuilder<unknown>): EventInsert {

@@ -52,6 +52,8 @@ export interface ServerConfig extends PlatformSettings {
   unsafeNoFsync?: boolean;
   /** PostgreSQL: named, server-side prepared statements (default true; see DatabaseOptions) */
   preparedStatements?: boolean;
+  /** PostgreSQL: pipeline mode (default true; see DatabaseOptions) */
+  pipelining?: boolean;
   /**
    * The 32-byte key that seals the issuer's private keys in PostgreSQL (default: BULWARK_KEY_ENCRYPTION_KEY,
    * required there). An embedded data directory keeps its own; a given `pglite` gets a random one.
@@ -213,6 +215,7 @@ export async function startServer(config: ServerConfig): Promise<RunningServer> 
   const database = await openDatabase({
     databaseUrl: config.databaseUrl,
     preparedStatements: config.preparedStatements,
+    pipelining: config.pipelining,
     dataDir: config.dataDir,
     pglite: config.pglite,
     keyEncryptionKey,

@@ -8,13 +8,20 @@
 // scope is open, acquiring a connection from the same async context answers the scope's own.
 // Work an RPC starts and leaves running after the scope closed (a fire-and-forget refresh) gets
 // an ordinary connection again.
+//
+// On a driver that pipelines (node-postgres in pipeline mode), a transaction's `begin` is sent
+// and not waited for: the first statement follows it in the same round trip. A scope's last
+// statements (`beforeCommit`: the outbox's event) go out together with its `commit`. A created
+// group then costs two round trips to PostgreSQL, event included, instead of four.
 import { AsyncLocalStorage } from "node:async_hooks";
 import {
   CompiledQuery,
   type DatabaseConnection,
+  type Dialect,
   type Driver,
   type Kysely,
   type QueryCompiler,
+  type QueryResult,
   type TransactionSettings,
 } from "kysely";
 import { WrappedDialect } from "./wrapped-dialect.js";
@@ -32,6 +39,10 @@ interface Scope {
   counter: number;
   /** run once the transaction committed */
   committed: Array<() => void>;
+  /** statements to send last, with the commit (beforeCommit), and what gets their results */
+  last: Array<{ query: CompiledQuery; then: (result: QueryResult<unknown>) => void }>;
+  /** how many of `last` there were as each open savepoint began (a rollback to it drops the rest) */
+  lastAtSavepoint: number[];
 }
 
 class ScopeConnection implements DatabaseConnection {
@@ -78,7 +89,24 @@ async function runInScope<T>(scope: Scope, fn: () => Promise<T>): Promise<T> {
 class AmbientDriver implements Driver {
   /** Kysely initializes a driver on its first statement; a scope's own connection needs that done */
   initialized = false;
-  constructor(private readonly inner: Driver) {}
+  /** begins sent and not answered yet, of transactions outside scopes (pipelining drivers) */
+  readonly #begun = new WeakMap<DatabaseConnection, Promise<void>>();
+  constructor(
+    private readonly inner: Driver,
+    /** whether statements sent without waiting share a round trip (node-postgres in pipeline mode) */
+    private readonly pipelines: boolean,
+  ) {}
+
+  /**
+   * A transaction's end (`end`, its commit) together with its begin's answer: if the begin
+   * failed, so does the commit. That happens only when the connection failed, which fails the
+   * statements between them too.
+   */
+  async #ended(connection: DatabaseConnection, end: Promise<void>): Promise<void> {
+    const begun = this.#begun.get(connection);
+    this.#begun.delete(connection);
+    await firstFailure([begun ?? Promise.resolve(), end]);
+  }
 
   #scope(): Scope | undefined {
     const scope = scopes.getStore();
@@ -100,7 +128,12 @@ class AmbientDriver implements Driver {
   }
 
   async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
-    if (!(connection instanceof ScopeConnection)) return this.inner.beginTransaction(connection, settings);
+    if (!(connection instanceof ScopeConnection)) {
+      if (!this.pipelines) return this.inner.beginTransaction(connection, settings);
+      // Sent, not waited for: the transaction's first statement follows it in the same round trip.
+      this.#begun.set(connection, unawaited(this.inner.beginTransaction(connection, settings)));
+      return;
+    }
     const scope = connection.scope;
     if (!scope.open) throw new Error("a transaction began on a closed transaction scope");
     // The first thing a scope does (an RPC's one repository transaction, typically): rolling it
@@ -108,27 +141,37 @@ class AmbientDriver implements Driver {
     // round trips fewer for most recorded RPCs).
     if (!connection.used && scope.savepoints.length === 0) {
       scope.savepoints.push("");
+      scope.lastAtSavepoint.push(scope.last.length);
       return;
     }
     const name = `nested_${++scope.counter}`;
     await connection.executeQuery(CompiledQuery.raw(`savepoint ${name}`));
     scope.savepoints.push(name);
+    scope.lastAtSavepoint.push(scope.last.length);
   }
 
   // The savepoint is forgotten only once released: a failed release is followed by Kysely's
   // rollback, which must roll back to that same savepoint.
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    if (!(connection instanceof ScopeConnection)) return this.inner.commitTransaction(connection);
+    if (!(connection instanceof ScopeConnection))
+      return this.#ended(connection, this.inner.commitTransaction(connection));
     const savepoints = connection.scope.savepoints;
     const name = savepoints.at(-1)!;
     if (name !== "") await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
     savepoints.pop();
+    connection.scope.lastAtSavepoint.pop();
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
-    if (!(connection instanceof ScopeConnection)) return this.inner.rollbackTransaction(connection);
-    const savepoints = connection.scope.savepoints;
+    if (!(connection instanceof ScopeConnection)) {
+      this.#begun.delete(connection); // its failure, if it failed, is the failure being rolled back
+      return this.inner.rollbackTransaction(connection);
+    }
+    const scope = connection.scope;
+    const savepoints = scope.savepoints;
     const name = savepoints.at(-1)!;
+    // What was meant to be sent last from inside the savepoint is rolled back with it.
+    scope.last.length = Math.min(scope.last.length, scope.lastAtSavepoint.at(-1) ?? 0);
     try {
       // A transaction left running after its scope closed (its statement was refused): the scope's
       // own end settled its transaction, and the connection went back to the pool, someone else's
@@ -144,6 +187,7 @@ class AmbientDriver implements Driver {
       await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`));
     } finally {
       savepoints.pop();
+      scope.lastAtSavepoint.pop();
     }
   }
 
@@ -186,11 +230,17 @@ class AmbientDriver implements Driver {
       savepoints: [],
       counter: 0,
       committed: [],
+      last: [],
+      lastAtSavepoint: [],
     };
     scope.connection.scope = scope;
     let result: T;
+    let lastResults: Array<QueryResult<unknown>>;
     try {
-      await this.inner.beginTransaction(raw, {});
+      // Pipelining, the begin is not waited for: `fn`'s first statement follows it.
+      const begun = this.pipelines
+        ? unawaited(this.inner.beginTransaction(raw, {}))
+        : await this.inner.beginTransaction(raw, {});
       try {
         result = await runInScope(scope, fn);
       } catch (err) {
@@ -199,15 +249,56 @@ class AmbientDriver implements Driver {
         throw err;
       }
       scope.open = false;
-      await this.inner.commitTransaction(raw);
+      try {
+        lastResults = await this.#commitWithLast(raw, scope, begun);
+      } catch (err) {
+        // Pipelined, a failed last statement made PostgreSQL answer the commit with a rollback;
+        // otherwise nothing was committed yet. Either way the transaction must not stay open.
+        await this.inner.rollbackTransaction(raw).catch(() => {});
+        throw err;
+      }
     } finally {
       scope.open = false;
       await this.inner.releaseConnection(raw);
     }
     // after the release: a driver may answer a commit only once it is durable (storage/wal-sync.ts)
     for (const then of scope.committed) then();
+    scope.last.forEach((last, i) => last.then(lastResults[i]!));
     return result;
   }
+
+  /** Sends the scope's last statements and its commit: in one round trip when pipelining. */
+  async #commitWithLast(
+    raw: DatabaseConnection,
+    scope: Scope,
+    begun: Promise<void> | void,
+  ): Promise<Array<QueryResult<unknown>>> {
+    if (!this.pipelines) {
+      const results: Array<QueryResult<unknown>> = [];
+      for (const last of scope.last) results.push(await raw.executeQuery(last.query));
+      await this.inner.commitTransaction(raw);
+      return results;
+    }
+    // Each call below hands its statement to the driver before it returns (nothing awaits on the
+    // way down), so they go out in this order, without waiting for each other's answers.
+    const results = scope.last.map((last) => raw.executeQuery(last.query));
+    const commit = this.inner.commitTransaction(raw);
+    await firstFailure([begun ?? Promise.resolve(), ...results, commit]);
+    return Promise.all(results);
+  }
+}
+
+/** `promise`, with its failure marked handled until someone awaits it. */
+function unawaited<T>(promise: Promise<T>): Promise<T> {
+  promise.catch(() => {});
+  return promise;
+}
+
+/** Waits for every promise; throws the first failure in their order (not in time). */
+async function firstFailure(promises: ReadonlyArray<Promise<unknown>>): Promise<void> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((s) => s.status === "rejected");
+  if (failed) throw failed.reason;
 }
 
 function unwrap(connection: DatabaseConnection): DatabaseConnection {
@@ -217,8 +308,15 @@ function unwrap(connection: DatabaseConnection): DatabaseConnection {
 /** A dialect whose driver can run code in one transaction it does not know about. */
 export class AmbientTransactionDialect extends WrappedDialect {
   driver: AmbientDriver | undefined;
+  constructor(
+    inner: Dialect,
+    /** whether the driver pipelines: statements sent without waiting share a round trip */
+    private readonly pipelines = false,
+  ) {
+    super(inner);
+  }
   createDriver(): Driver {
-    return (this.driver = new AmbientDriver(this.inner.createDriver()));
+    return (this.driver = new AmbientDriver(this.inner.createDriver(), this.pipelines));
   }
 }
 
@@ -263,4 +361,17 @@ export function afterCommit(then: () => void): void {
 export function recoverable<T>(fn: () => Promise<T>): Promise<T> {
   const scope = scopes.getStore();
   return scope?.open ? scope.driver.recoverable(scope, fn) : fn();
+}
+
+/**
+ * Sends `query` as the open transaction scope's last statement: after everything its code ran
+ * and, when the driver pipelines, in one round trip with the commit. `then` gets its result once
+ * the transaction committed (never after a rollback; after the scope's afterCommit callbacks); it
+ * must not throw. A savepoint rolled back also drops what was registered inside it. Outside a
+ * scope this throws: nothing would commit it.
+ */
+export function beforeCommit(query: CompiledQuery, then: (result: QueryResult<unknown>) => void): void {
+  const scope = scopes.getStore();
+  if (!scope?.open) throw new Error("beforeCommit outside an open transaction scope");
+  scope.last.push({ query, then });
 }

@@ -68,6 +68,13 @@ export interface DatabaseOptions {
    */
   preparedStatements?: boolean;
   /**
+   * PostgreSQL: pipeline mode (default true), which sends a transaction's begin with its first
+   * statement and its last statements with its commit (storage/ambient-transaction.ts). Off for
+   * something between the server and PostgreSQL that cannot take it, or that delays small
+   * packets (no TCP_NODELAY: a pipelined answer then waits on the client's delayed ACK).
+   */
+  pipelining?: boolean;
+  /**
    * The 32-byte key that seals stored secrets: required for PostgreSQL by whoever needs those
    * secrets; ignored for a data directory (which keeps its own); a random one for the life of
    * an in-memory or given PGlite when absent.
@@ -463,9 +470,9 @@ export function keyEncryptionKeyOf(db: Kysely<any>): Uint8Array {
 }
 
 /** A database whose code can be run in one transaction it does not know of (storage/ambient-transaction.ts). */
-function withAmbientTransactions(dialect: Dialect): Db {
+function withAmbientTransactions(dialect: Dialect, pipelines = false): Db {
   const observed = new ObservedDialect(dialect);
-  const ambient = new AmbientTransactionDialect(observed);
+  const ambient = new AmbientTransactionDialect(observed, pipelines);
   const db = new Kysely<StorageTables>({ dialect: ambient });
   registerAmbientDialect(db, ambient);
   registerObservedDialect(db, observed);
@@ -481,11 +488,15 @@ export async function openDatabase(opts: DatabaseOptions): Promise<OpenDatabase>
       import("./prepared-statements.js"),
     ]);
     const max = opts.poolSize ?? 10;
-    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max, types: TYPE_PARSERS });
+    // Pipeline mode: a statement is sent as it is made, not once the one before it answered.
+    // Each still has its own Sync (a failure ends only its own), and the transactions below use it
+    // to save round trips (storage/ambient-transaction.ts).
+    const pipelining = opts.pipelining !== false;
+    const pool = new pg.Pool({ connectionString: opts.databaseUrl, max, types: TYPE_PARSERS, pipeline: pipelining });
     // An idle client can error (e.g. the server restarts); the pool replaces it.
     pool.on("error", () => {});
     if (opts.preparedStatements !== false) new PreparedStatements().attach(pool);
-    const db = withAmbientTransactions(new PostgresDialect({ pool }));
+    const db = withAmbientTransactions(new PostgresDialect({ pool }), pipelining);
     if (opts.keyEncryptionKey) keyEncryptionKeys.set(db, opts.keyEncryptionKey);
     backends.set(db, "postgres");
     const poolStats = () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount, max });

@@ -1,14 +1,32 @@
 // One transaction around code that does not know it (storage/ambient-transaction.ts), on both
 // backends: everything inside commits or rolls back together, a nested transaction is a
-// savepoint, `recoverable` keeps the scope usable after a failed statement, and `afterCommit`
-// runs only after a commit.
+// savepoint, `recoverable` keeps the scope usable after a failed statement, `afterCommit`
+// runs only after a commit, and `beforeCommit` statements go last, with the commit. On PostgreSQL
+// (pipeline mode) a begin and a commit share a round trip with the statements next to them.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { sql } from "kysely";
 import pg from "pg";
 import { backends, clonePglite, clonePostgres } from "../support/db-templates.js";
 import { openDatabase, type OpenDatabase } from "../../src/storage/db.js";
-import { afterCommit, recoverable, withinTransaction } from "../../src/storage/ambient-transaction.js";
+import { afterCommit, beforeCommit, recoverable, withinTransaction } from "../../src/storage/ambient-transaction.js";
+import { observeQueries } from "../../src/storage/observed.js";
+
+/** That no session of PostgreSQL's database at `url` is left inside a transaction nobody ends. */
+async function assertNoSessionInTransaction(url: string): Promise<void> {
+  // Asked on a session of its own: a pool could hand the question to that very session.
+  const probe = new pg.Client({ connectionString: url });
+  await probe.connect();
+  try {
+    const { rows } = await probe.query<{ n: number }>(
+      `select count(*)::int as n from pg_stat_activity
+       where datname = current_database() and state like 'idle in transaction%'`,
+    );
+    assert.equal(rows[0]!.n, 0, "no pooled session is left in a transaction");
+  } finally {
+    await probe.end();
+  }
+}
 
 for (const backend of backends()) {
   describe(`ambient transactions [${backend}]`, () => {
@@ -135,20 +153,8 @@ for (const backend of backends()) {
       assert.ok(!(await keys()).includes("f1"));
       // Nor was its rollback sent on the scope's connection, released by then, with a new begin
       // after it: no session is left inside a transaction nobody ends.
-      if (url) {
-        // Asked on a session of its own: the pool could hand the question to that very session.
-        const probe = new pg.Client({ connectionString: url });
-        await probe.connect();
-        try {
-          const { rows } = await probe.query<{ n: number }>(
-            `select count(*)::int as n from pg_stat_activity
-             where datname = current_database() and state like 'idle in transaction%'`,
-          );
-          assert.equal(rows[0]!.n, 0, "no pooled session is left in a transaction");
-        } finally {
-          await probe.end();
-        }
-      } else {
+      if (url) await assertNoSessionInTransaction(url);
+      else {
         // PGlite is one session: VACUUM refuses to run inside a transaction block. (now() against
         // statement_timestamp() is no probe: a prepared run's Bind and Execute may get two times.)
         await assert.doesNotReject(
@@ -199,6 +205,119 @@ for (const backend of backends()) {
         }
       },
     );
+
+    it("sends beforeCommit statements last, and gives them their results once committed", async () => {
+      const seen: string[] = [];
+      await withinTransaction(database.db, async () => {
+        // Registered first, sent last: it finds h1, which the scope inserts after registering it.
+        beforeCommit(
+          sql`insert into ambient_probe (k) select 'h2' where exists (select 1 from ambient_probe where k = 'h1')
+            returning k`.compile(database.db),
+          (result) => seen.push(`last: ${JSON.stringify(result.rows)}`),
+        );
+        await insert("h1");
+        afterCommit(() => seen.push("afterCommit"));
+        assert.deepEqual(seen, []);
+      });
+      assert.deepEqual(seen, ["afterCommit", 'last: [{"k":"h2"}]']);
+      assert.deepEqual(
+        (await keys()).filter((k) => k.startsWith("h")),
+        ["h1", "h2"],
+      );
+    });
+
+    it("rolls everything back when a last statement fails, and calls none of the scope's callbacks", async () => {
+      const seen: string[] = [];
+      await assert.rejects(
+        withinTransaction(database.db, async () => {
+          await insert("i1");
+          afterCommit(() => seen.push("afterCommit"));
+          beforeCommit(sql`select 1 / 0`.compile(database.db), () => seen.push("then"));
+        }),
+        (err: { code?: string }) => err.code === "22012",
+      );
+      assert.deepEqual(seen, []);
+      assert.ok(!(await keys()).includes("i1"));
+      // The connection is usable again, in no transaction.
+      await withinTransaction(database.db, () => insert("i2"));
+      assert.ok((await keys()).includes("i2"));
+      if (url) await assertNoSessionInTransaction(url);
+    });
+
+    it("drops what a savepoint registered with beforeCommit when it rolls back", async () => {
+      const last = (k: string) => sql`insert into ambient_probe (k) values (${k})`.compile(database.db);
+      await withinTransaction(database.db, async () => {
+        await insert("j1");
+        await assert.rejects(
+          database.db.transaction().execute(async () => {
+            beforeCommit(last("j2"), () => {});
+            throw new Error("inner failed");
+          }),
+        );
+        beforeCommit(last("j3"), () => {});
+      });
+      assert.deepEqual(
+        (await keys()).filter((k) => k.startsWith("j")),
+        ["j1", "j3"],
+      );
+      assert.throws(() => beforeCommit(last("j4"), () => {}), /outside an open transaction scope/);
+    });
+
+    /** What `db` sent and when each answered: a scope with a last statement, then a plain transaction. */
+    async function roundTrips(db: OpenDatabase["db"], key: string) {
+      const log: string[] = [];
+      const name = (text: string) => /^\s*(begin|commit)/.exec(text)?.[1] ?? (/'last'/.test(text) ? "last" : "insert");
+      const stop = observeQueries(db, (text) => {
+        log.push(`send ${name(text)}`);
+        return () => log.push(`answer ${name(text)}`);
+      });
+      try {
+        await withinTransaction(db, async () => {
+          beforeCommit(sql`select 'last'`.compile(db), () => {});
+          await sql`insert into ambient_probe (k) values (${`${key}1`})`.execute(db);
+        });
+        const scope = [...log];
+        log.length = 0;
+        await db.transaction().execute((trx) => sql`insert into ambient_probe (k) values (${`${key}2`})`.execute(trx));
+        return { scope, transaction: [...log] };
+      } finally {
+        stop();
+      }
+    }
+
+    /** Each statement answered before the next was sent. */
+    const ONE_AT_A_TIME = {
+      scope: ["begin", "insert", "last", "commit"].flatMap((s) => [`send ${s}`, `answer ${s}`]),
+      transaction: ["begin", "insert", "commit"].flatMap((s) => [`send ${s}`, `answer ${s}`]),
+    };
+
+    if (backend === "postgres") {
+      it("sends a begin and a commit without waiting: they share round trips with the statements next to them", async () => {
+        assert.deepEqual(await roundTrips(database.db, "k"), {
+          scope: [
+            ...["send begin", "send insert", "answer begin", "answer insert"],
+            ...["send last", "send commit", "answer last", "answer commit"],
+          ],
+          transaction: [
+            ...["send begin", "send insert", "answer begin", "answer insert"],
+            ...["send commit", "answer commit"],
+          ],
+        });
+      });
+
+      it("sends each statement once the one before it answered with pipelining off (--no-pipelining)", async () => {
+        const unpipelined = await openDatabase({ databaseUrl: url!, pipelining: false });
+        try {
+          await sql`select 1`.execute(unpipelined.db); // Kysely's first statement initializes its driver
+          assert.deepEqual(await roundTrips(unpipelined.db, "m"), ONE_AT_A_TIME);
+        } finally {
+          await unpipelined.close();
+        }
+      });
+    } else
+      it("sends each statement once the one before it answered", async () => {
+        assert.deepEqual(await roundTrips(database.db, "k"), ONE_AT_A_TIME);
+      });
 
     it("gives work left running after the scope closed an ordinary connection", async () => {
       let late: Promise<unknown> | undefined;

@@ -132,6 +132,8 @@ export interface TestServerOptions {
   rootGroups?: { uid: string; name: string }[];
   /** PostgreSQL: named prepared statements (default on; off as `--no-prepared-statements`) */
   preparedStatements?: boolean;
+  /** PostgreSQL: pipeline mode (default on; off as `--no-pipelining`) */
+  pipelining?: boolean;
   /** {auth_url} and {base_url} (default: the server's own URL); replicas of one platform share them */
   publicUrls?: { issuerUrl: string; apiUrl: string };
   /** run as another replica on this server's database (postgres only; closing it leaves the database) */
@@ -177,6 +179,7 @@ export async function startTestServer(backend: Backend, options: TestServerOptio
     registryPort: options.registryPort,
     metrics: options.metrics,
     preparedStatements: options.preparedStatements,
+    pipelining: options.pipelining,
     tracing: options.tracing,
     ...options.publicUrls,
   };

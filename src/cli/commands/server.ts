@@ -402,6 +402,12 @@ export function registerServerCommands(program: Command): void {
       ).env("BULWARK_NO_PREPARED_STATEMENTS"),
     )
     .addOption(
+      new Option(
+        "--no-pipelining",
+        "PostgreSQL: wait for each statement's answer before sending the next (for a proxy that cannot take pipelined statements or delays small packets)",
+      ).env("BULWARK_NO_PIPELINING"),
+    )
+    .addOption(
       new Option("--rate-limit-address <rate>", "requests per client address: <per second>[:<burst>] or off")
         .env("BULWARK_RATE_LIMIT_ADDRESS")
         .argParser(parseRateLimit),
@@ -477,6 +483,7 @@ export function registerServerCommands(program: Command): void {
             rateLimit: boolean;
             unsafeNoFsync?: boolean;
             preparedStatements: boolean;
+            pipelining: boolean;
             rateLimitAddress?: RateLimit | null;
             rateLimitIdentity?: RateLimit | null;
             rateLimitSensitive?: RateLimit | null;

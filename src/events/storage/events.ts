@@ -29,6 +29,12 @@ export interface StoredEvent extends NewEvent {
   deliveries: number;
 }
 
+/** What an event's insert answers. */
+interface InsertedRow {
+  event_seq: string;
+  event_deliveries: number;
+}
+
 /** ListEvents' filters, validated. */
 export interface EventFilter {
   uidp?: UIDPFilter;
@@ -62,10 +68,26 @@ export class EventsRepository {
 
   /** Inserts the event and its deliveries; answers it with its uid and sequence number. */
   async insert(event: NewEvent): Promise<StoredEvent> {
+    const { statement, stored } = this.insertStatement(event);
+    return stored(await statement.execute(this.db));
+  }
+
+  /**
+   * The statement `insert` runs, for a caller that sends it itself; `stored` makes the stored
+   * event from its result.
+   */
+  insertStatement(event: NewEvent): {
+    statement: RawBuilder<InsertedRow>;
+    stored: (result: { rows: readonly unknown[] }) => StoredEvent;
+  } {
     const { stored, ctes, columns } = this.insertWithin(event, sql`true`);
-    const { rows } = await sql<{ event_seq: string; event_deliveries: number }>`
-      with ${ctes} select ${columns}`.execute(this.db);
-    return { ...stored, seq: String(rows[0]!.event_seq), deliveries: Number(rows[0]!.event_deliveries) };
+    return {
+      statement: sql<InsertedRow>`with ${ctes} select ${columns}`,
+      stored: ({ rows }) => {
+        const row = rows[0] as InsertedRow;
+        return { ...stored, seq: String(row.event_seq), deliveries: Number(row.event_deliveries) };
+      },
+    };
   }
 
   /**
