@@ -33,16 +33,16 @@ interface Scope {
   open: boolean;
   /**
    * the open savepoints of nested transactions, innermost last (they nest; siblings never run at
-   * once); "" for one begun before any statement ran in the scope, which needs no savepoint
+   * once): each one's name ("" for one begun before any statement ran in the scope, which needs
+   * no savepoint) and how many `last` statements there were as it began (a rollback to it drops
+   * the ones registered since)
    */
-  savepoints: string[];
+  savepoints: Array<{ name: string; lastCount: number }>;
   counter: number;
   /** run once the transaction committed */
   committed: Array<() => void>;
   /** statements to send last, with the commit (beforeCommit), and what gets their results */
   last: Array<{ query: CompiledQuery; then: (result: QueryResult<unknown>) => void }>;
-  /** how many of `last` there were as each open savepoint began (a rollback to it drops the rest) */
-  lastAtSavepoint: number[];
 }
 
 class ScopeConnection implements DatabaseConnection {
@@ -140,14 +140,12 @@ class AmbientDriver implements Driver {
     // back is rolling back the whole, still empty, transaction, so no savepoint is sent (two
     // round trips fewer for most recorded RPCs).
     if (!connection.used && scope.savepoints.length === 0) {
-      scope.savepoints.push("");
-      scope.lastAtSavepoint.push(scope.last.length);
+      scope.savepoints.push({ name: "", lastCount: scope.last.length });
       return;
     }
     const name = `nested_${++scope.counter}`;
     await connection.executeQuery(CompiledQuery.raw(`savepoint ${name}`));
-    scope.savepoints.push(name);
-    scope.lastAtSavepoint.push(scope.last.length);
+    scope.savepoints.push({ name, lastCount: scope.last.length });
   }
 
   // The savepoint is forgotten only once released: a failed release is followed by Kysely's
@@ -156,10 +154,9 @@ class AmbientDriver implements Driver {
     if (!(connection instanceof ScopeConnection))
       return this.#ended(connection, this.inner.commitTransaction(connection));
     const savepoints = connection.scope.savepoints;
-    const name = savepoints.at(-1)!;
+    const { name } = savepoints.at(-1)!;
     if (name !== "") await connection.executeQuery(CompiledQuery.raw(`release savepoint ${name}`));
     savepoints.pop();
-    connection.scope.lastAtSavepoint.pop();
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
@@ -169,9 +166,9 @@ class AmbientDriver implements Driver {
     }
     const scope = connection.scope;
     const savepoints = scope.savepoints;
-    const name = savepoints.at(-1)!;
+    const { name, lastCount } = savepoints.at(-1)!;
     // What was meant to be sent last from inside the savepoint is rolled back with it.
-    scope.last.length = Math.min(scope.last.length, scope.lastAtSavepoint.at(-1) ?? 0);
+    scope.last.length = lastCount;
     try {
       // A transaction left running after its scope closed (its statement was refused): the scope's
       // own end settled its transaction, and the connection went back to the pool, someone else's
@@ -187,7 +184,6 @@ class AmbientDriver implements Driver {
       await connection.executeQuery(CompiledQuery.raw(`rollback to savepoint ${name}`));
     } finally {
       savepoints.pop();
-      scope.lastAtSavepoint.pop();
     }
   }
 
@@ -231,7 +227,6 @@ class AmbientDriver implements Driver {
       counter: 0,
       committed: [],
       last: [],
-      lastAtSavepoint: [],
     };
     scope.connection.scope = scope;
     let result: T;

@@ -11,6 +11,9 @@ import { backends, clonePglite, clonePostgres } from "../support/db-templates.js
 import { openDatabase, type OpenDatabase } from "../../src/storage/db.js";
 import { afterCommit, beforeCommit, recoverable, withinTransaction } from "../../src/storage/ambient-transaction.js";
 import { observeQueries } from "../../src/storage/observed.js";
+import { startTestServer } from "../support/server.js";
+import { restClient } from "../support/http.js";
+import { createGroup } from "../support/fixtures.js";
 
 /** That no session of PostgreSQL's database at `url` is left inside a transaction nobody ends. */
 async function assertNoSessionInTransaction(url: string): Promise<void> {
@@ -332,3 +335,32 @@ for (const backend of backends()) {
     });
   });
 }
+
+// The server's setting reaches its database (serve --no-pipelining, ServerConfig.pipelining): what
+// a group create, event included, sends to PostgreSQL right after its begin.
+if (backends().includes("postgres"))
+  describe("a server's pipelining setting [postgres]", () => {
+    for (const pipelining of [undefined, false])
+      it(`${pipelining === undefined ? "on (the default)" : "off"}: the create's first statement is sent ${pipelining === undefined ? "before" : "after"} its begin answered`, async () => {
+        const server = await startTestServer("postgres", pipelining === undefined ? {} : { pipelining });
+        try {
+          const api = restClient(server.url, server.operatorToken);
+          const log: string[] = [];
+          const stop = observeQueries(server.db, (text) => {
+            const name = /^\s*begin\b/.test(text) ? "begin" : "statement";
+            log.push(`send ${name}`);
+            return () => log.push(`answer ${name}`);
+          });
+          try {
+            await createGroup(api, undefined, `pipelining-${pipelining ?? "default"}`);
+          } finally {
+            stop();
+          }
+          const begin = log.indexOf("send begin");
+          assert.ok(begin >= 0, log.join());
+          assert.equal(log[begin + 1], pipelining === undefined ? "send statement" : "answer begin", log.join());
+        } finally {
+          await server.close();
+        }
+      });
+  });
