@@ -9,6 +9,15 @@ import net from "node:net";
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
 /** How long a new connection may stay silent before its first bytes say which protocol it speaks. */
 const SNIFF_TIMEOUT_MS = 10_000;
+/**
+ * How long an idle HTTP/1.1 connection is kept (Fastify's default). Longer than the 60 s idle
+ * timeout of common load balancers, so it is they who close an idle connection, never this server
+ * as they send a request on it. Node's 5 s default made that race common; a loaded event loop
+ * could also run the 5 s timer before reading a request that had already arrived.
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+/** How long a request's head may take to arrive once its first byte has (Node's default). */
+export const HEADERS_TIMEOUT_MS = 60_000;
 
 export interface DualServer {
   front: net.Server;
@@ -30,7 +39,7 @@ export interface DualServer {
 }
 
 /** How a request Node's HTTP/1.1 layer rejects is answered. */
-export type ClientProblem = "headers too large" | "malformed" | "expectation";
+export type ClientProblem = "headers too large" | "headers timeout" | "malformed" | "expectation";
 
 export interface ClientErrorAnswer {
   status: number;
@@ -50,7 +59,12 @@ export interface DualServerOptions {
 export function createDualServer(handler: http.RequestListener, options: DualServerOptions): DualServer {
   let draining = false;
   let closing = false;
-  const h1 = http.createServer({ keepAliveTimeout: 5_000 }, handler);
+  // No total bound on a request (Node's requestTimeout would cut a long upload that keeps sending):
+  // a body that stops arriving has its own idle limit (body-timeout.ts).
+  const h1 = http.createServer(
+    { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 0 },
+    handler,
+  );
   /** HTTP/1.1 answers not yet finished: a drain must reach those whose head is not out yet */
   const answering = new Set<http.ServerResponse>();
   // Before the application's listener: its answer may be written at once.
@@ -67,7 +81,12 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
   // Without this Node answers a bare 431/400 with an empty body.
   h1.on("clientError", (err: NodeJS.ErrnoException & { rawPacket?: Buffer }, socket: net.Socket) => {
     if (!socket.writable || (err.code === "ECONNRESET" && !socket.bytesWritten)) return void socket.destroy();
-    const problem = err.code === "HPE_HEADER_OVERFLOW" ? "headers too large" : "malformed";
+    const problem =
+      err.code === "HPE_HEADER_OVERFLOW"
+        ? "headers too large"
+        : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? "headers timeout"
+          : "malformed";
     const answer = options.clientError(problem, err.rawPacket);
     const body = typeof answer.body === "string" ? Buffer.from(answer.body) : Buffer.from(answer.body);
     const head = Object.entries({
@@ -143,6 +162,11 @@ export function createDualServer(handler: http.RequestListener, options: DualSer
     socket.on("data", onData);
     socket.on("error", () => socket.destroy());
   });
+  // Node's HTTP/1.1 server tracks its connections (closeIdleConnections, the headers timeout) from
+  // its 'listening' event on; this one never listens itself (the front does), so it is told.
+  front.on("listening", () => h1.emit("listening"));
+  // Stops that tracking's timer; h1 has no listener of its own to close.
+  front.on("close", () => h1.close());
   const drain = () => {
     draining = true;
     for (const res of answering) if (!res.headersSent) res.setHeader("connection", "close");

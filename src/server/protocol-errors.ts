@@ -20,7 +20,7 @@ import {
 } from "../gen/google/rpc/error_details_pb.js";
 import { Code, ConnectError, clip, httpStatusFor, invalidArgument, isOutgoingDetail } from "../core/errors.js";
 import { shortenQuotedValues } from "../core/strings.js";
-import type { ClientErrorAnswer, ClientProblem } from "./dual-server.js";
+import { HEADERS_TIMEOUT_MS, type ClientErrorAnswer, type ClientProblem } from "./dual-server.js";
 
 const errorDetailRegistry = createRegistry(
   ErrorInfoSchema,
@@ -60,6 +60,11 @@ export function clientError(problem: ClientProblem): ConnectError {
       );
     case "expectation":
       return invalidArgument({ field: "expect", description: "only 100-continue is supported" });
+    case "headers timeout":
+      return invalidArgument({
+        field: "request",
+        description: `the request's headers did not all arrive within ${HEADERS_TIMEOUT_MS / 1000} s`,
+      });
     case "malformed":
       return invalidArgument({ field: "request", description: "malformed HTTP request" });
   }

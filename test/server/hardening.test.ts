@@ -332,6 +332,14 @@ describe("undecodable and oversized requests", () => {
     const grpcRes = await rawGrpc(server.port, listGroups, frame(new Uint8Array()), auth());
     assert.equal(grpcRes.headers["x-content-type-options"], "nosniff");
   });
+
+  it("HTTP/1.1 keeps an idle connection longer than load balancers' 60 s, and says so", async () => {
+    const res = await fetch(`${server.url}/healthz`);
+    await res.arrayBuffer();
+    const header = res.headers.get("keep-alive") ?? "";
+    const seconds = Number(/^timeout=(\d+)$/.exec(header)?.[1]);
+    assert.ok(seconds > 60, `Keep-Alive: ${header}`);
+  });
 });
 
 /**
