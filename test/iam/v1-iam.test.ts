@@ -60,9 +60,13 @@ const ADAPTED_ONTO: Record<string, string> = {
   "GroupInvites.Delete": "GroupInvitesService.DeleteGroupInvite",
 };
 
+/** A timestamp in protobuf's JSON: Connect writes 0, 3, 6 or 9 fractional digits, REST always 3. */
+const RFC3339_UTC = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
+
 /**
  * REST JSON carries fields at their zero value, Connect's JSON leaves them out: compare without
- * them (zero enums are the names ending in UNSPECIFIED).
+ * them (zero enums are the names ending in UNSPECIFIED), and timestamps as the instants they name
+ * (Connect writes "…:29Z" where REST writes "…:29.000Z").
  */
 function withoutZeros(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutZeros);
@@ -72,7 +76,7 @@ function withoutZeros(value: unknown): unknown {
     const z = withoutZeros(v);
     const empty = typeof z === "object" && z !== null && Object.keys(z).length === 0;
     if (z === "" || z === false || z === 0 || empty || (typeof z === "string" && z.endsWith("_UNSPECIFIED"))) continue;
-    out[k] = z;
+    out[k] = typeof z === "string" && RFC3339_UTC.test(z) ? new Date(z).toISOString() : z;
   }
   return out;
 }
