@@ -2,7 +2,7 @@
 // its group's UIDP, so the caller's visibility (where it holds CAP_EVENTS_SUBSCRIPTION_LIST) and
 // the uidp filter apply as to any resource; an event of no group has a root uid of its own, which
 // only the operator (who sees everything) sees.
-import { create, fromJson, toJson, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, ValueSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   AuditService,
@@ -14,6 +14,7 @@ import {
 } from "../gen/bulwark/events/v1/events_pb.js";
 import type { FieldViolation } from "../core/errors.js";
 import type { ListableResource, ListEngineDeps } from "../core/list.js";
+import { toRestJson } from "../core/rest-json.js";
 import { bindService } from "../core/service.js";
 import { throwIfViolations, timeOf } from "../core/validate.js";
 import { listResponse } from "../platform/list.js";
@@ -51,9 +52,9 @@ export function toEvent(e: EventFields): Event {
   });
 }
 
-/** An event as JSON (the audit log's line, without its traceparent). */
+/** An event as ListEvents answers it over REST (the audit log's line, without its traceparent). */
 export function eventJson(e: EventFields): JsonValue {
-  return toJson(EventSchema, toEvent(e), { alwaysEmitImplicit: true });
+  return toRestJson(EventSchema, toEvent(e));
 }
 
 export function eventFromRow(row: EventRow): Event {

@@ -6,7 +6,6 @@
 import {
   getOption,
   hasOption,
-  toJson,
   type DescMessage,
   type DescMethod,
   type DescMethodUnary,
@@ -14,6 +13,7 @@ import {
 } from "@bufbuild/protobuf";
 import { EventAttributes_Audience, events as eventsOption } from "../gen/annotations/events_pb.js";
 import { iam_scope } from "../gen/annotations/auth_pb.js";
+import { toRestJson } from "../core/rest-json.js";
 import { declaredScopeOf, type CallContext, type CallRecorder } from "../core/service.js";
 import { parentOf } from "../core/uidp.js";
 import { actorOf, type EventRecord } from "../platform/events.js";
@@ -136,7 +136,8 @@ function rpcEvent(
     subject,
     group: groupOf(type, subject, fromScope !== undefined),
     actor: actorOf(call),
-    body: redactSecrets(toJson(method.output, response as never, { alwaysEmitImplicit: true })),
+    // The REST answer's JSON, so the body reads as the response did (timestamps with milliseconds).
+    body: redactSecrets(toRestJson(method.output, response as never)),
     traceparent: call.headers.get("traceparent") ?? undefined,
   };
 }

@@ -27,7 +27,7 @@ import { clip, invalidArgument, type FieldViolation } from "../core/errors.js";
 import { isOutputOnly } from "../core/fieldmask.js";
 import type { CallContext, Dispatch, ServiceBinding } from "../core/service.js";
 import { compareSpecificity, compileTemplate, type CompiledTemplate } from "./http-template.js";
-import { toRestJsonText } from "./rest-json.js";
+import { toRestJsonText } from "../core/rest-json.js";
 import { NO_ROUTE, outcomeOf } from "./request-log.js";
 import { MAX_ECHO_LENGTH, quote, shortenQuotedValues, strictUtf8 } from "../core/strings.js";
 

@@ -18,6 +18,7 @@ import { workload } from "../support/principals.js";
 import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
 import { until } from "../support/wait.js";
 import { subscribeDirectly } from "../support/events.js";
+import { eventJson } from "../../src/events/audit.js";
 
 const EVENTS = "/bulwark/events/v1/events";
 const DELIVERIES = "/bulwark/events/v1/deliveries";
@@ -410,3 +411,20 @@ for (const backend of backends()) {
     });
   });
 }
+
+describe("the audit log's line", () => {
+  it("is the Event as ListEvents answers it over REST: a time at a whole second keeps its .000", () => {
+    const line = eventJson({
+      uid: "0123456789abcdef0123456789abcdef01234567/0123456789abcdef",
+      type: GROUP_CREATED,
+      source: "https://bulwark.example",
+      subject: "0123456789abcdef0123456789abcdef01234567/0123456789abcdef",
+      group: "0123456789abcdef0123456789abcdef01234567",
+      time: new Date(Date.UTC(2026, 0, 1)),
+      actor: null,
+      body: { createTime: "2026-01-01T00:00:00.000Z" },
+    }) as Json;
+    assert.equal(line.time, "2026-01-01T00:00:00.000Z");
+    assert.deepEqual(line.body, { createTime: "2026-01-01T00:00:00.000Z" });
+  });
+});

@@ -3,6 +3,7 @@
 // on every protocol and API version, once; a refused change records nothing.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { exportJWK, generateKeyPair } from "jose";
 import { backends } from "../support/db-templates.js";
 import { restClient } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -61,6 +62,25 @@ for (const backend of backends()) {
       }
       assert.deepEqual(recorded[0]!.body, team.body);
       assert.equal((recorded[1]!.body as { description: string }).description, "changed");
+    });
+
+    it("records the body as the REST answer's JSON: a timestamp at a whole second keeps its .000", async () => {
+      const org = (await api.post("/iam/v2beta1/groups", { name: "outbox-times" })).body;
+      const { publicKey } = await generateKeyPair("ES256", { extractable: true });
+      const expirationTime = `${new Date().getUTCFullYear() + 1}-01-01T00:00:00.000Z`;
+      const created = await api.post(`/iam/v2beta1/identities/${org.uid}`, {
+        name: "static",
+        staticKeys: {
+          issuer: "https://issuer.example",
+          subject: "svc",
+          issuerKeys: JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: "k1", alg: "ES256" }] }),
+          expirationTime,
+        },
+      });
+      assert.equal(created.status, 200, JSON.stringify(created.body));
+      assert.equal(created.body.staticKeys.expirationTime, expirationTime);
+      const [recorded] = await eventsAbout(created.body.uid);
+      assert.deepEqual(recorded!.body, created.body);
     });
 
     it("records nothing for a refused change", async () => {

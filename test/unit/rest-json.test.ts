@@ -1,4 +1,4 @@
-// REST JSON writers (src/server/rest-json.ts) must write exactly what the reflective mapping
+// REST JSON writers (src/core/rest-json.ts) must write exactly what the reflective mapping
 // writes — protobuf-es's toJson with implicit fields, timestamps cut to milliseconds, an empty
 // next_page_token dropped — for every response type the server has, on seeded random messages.
 import { describe, it } from "node:test";
@@ -12,7 +12,7 @@ import {
   type JsonObject,
   type JsonValue,
 } from "@bufbuild/protobuf";
-import { isoMillis, toRestJson, toRestJsonText } from "../../src/server/rest-json.js";
+import { isoMillis, toRestJson, toRestJsonText } from "../../src/core/rest-json.js";
 import { markShared } from "../../src/core/shared-lists.js";
 import { MODULES } from "../../src/server/modules.js";
 import { seededRandom as random } from "../support/seeded.js";

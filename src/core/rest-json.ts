@@ -20,7 +20,7 @@ import {
 } from "@bufbuild/protobuf";
 import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { randomBytes } from "node:crypto";
-import { isShared } from "../core/shared-lists.js";
+import { isShared } from "./shared-lists.js";
 
 const TIMESTAMP = "google.protobuf.Timestamp";
 
