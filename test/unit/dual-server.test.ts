@@ -8,17 +8,7 @@ import net from "node:net";
 import { once } from "node:events";
 import { createDualServer, type DualServer } from "../../src/server/dual-server.js";
 import { clientError, clientErrorAnswer, shapeOfReceived } from "../../src/server/protocol-errors.js";
-
-/** Bounds a hang only: every wait below ends on an event long before. */
-const HANG = 20_000;
-
-function within<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const hang = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no end in sight: ${what}`)), HANG);
-  });
-  return Promise.race([promise, hang]).finally(() => clearTimeout(timer));
-}
+import { until, withinHang } from "../support/wait.js";
 
 let dual: DualServer | undefined;
 
@@ -49,28 +39,18 @@ async function connect(port: number): Promise<{ socket: net.Socket; read: () => 
   return { socket, read: () => text };
 }
 
-async function until(done: () => boolean, what: string, socket: net.Socket): Promise<void> {
-  await within(
-    new Promise<void>((resolve) => {
-      const check = () => (done() ? resolve() : socket.once("data", check));
-      check();
-    }),
-    what,
-  );
-}
-
 describe("the one-port server's HTTP/1.1 connections", () => {
   it("an idle keep-alive connection is ended as soon as the connections are closed", async () => {
     // No keep-alive timer at all: only closeConnections can end the connection.
     const port = await listening((h1) => (h1.keepAliveTimeout = 0));
     const { socket, read } = await connect(port);
     socket.write("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
-    await until(() => read().endsWith("ok"), "the answer", socket);
+    await until(() => read().endsWith("ok"), "the answer");
     assert.match(read(), /^HTTP\/1\.1 200 /);
     assert.doesNotMatch(read(), /connection: close/i, "kept alive");
     const closed = once(socket, "close");
     dual!.closeConnections();
-    await within(closed, "the idle connection's end");
+    await withinHang(closed, "the idle connection's end");
   });
 
   it("a request whose head stops arriving is answered 400 (AIP-193) and its connection closed", async () => {
@@ -82,7 +62,7 @@ describe("the one-port server's HTTP/1.1 connections", () => {
     const { socket, read } = await connect(port);
     const closed = once(socket, "close");
     socket.write("GET /a HTTP/1.1\r\nHost: x\r\n");
-    await within(closed, "the answer to a head that stopped arriving");
+    await withinHang(closed, "the answer to a head that stopped arriving");
     const [head, body] = read().split("\r\n\r\n");
     assert.match(head!, /^HTTP\/1\.1 400 /);
     assert.match(head!, /connection: close/i);
