@@ -7,7 +7,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
@@ -55,21 +55,25 @@ async function archive(blob: Buffer): Promise<Buffer> {
 describe("restore of a damaged archive", () => {
   it("refuses an archive cut short inside a database file or a blob as not a whole backup, and leaves nothing", async () => {
     const dir = mkdtempSync(join(tmpdir(), "bulwark-restore-damaged-"));
-    const whole = await archive(randomBytes(8 * 1024 * 1024)); // incompressible: the cuts land inside the two large entries
-    for (const share of [0.25, 0.4, 0.5, 0.6, 0.75, 0.9]) {
-      const file = join(dir, `cut-${share}.tar.gz`);
-      writeFileSync(file, whole.subarray(0, Math.floor(whole.length * share)));
-      const target = join(dir, `target-${share}`);
-      await assert.rejects(
-        restoreArchive({ file, dataDir: target }),
-        /not a whole Bulwark backup: it is damaged or cut short/,
+    try {
+      const whole = await archive(randomBytes(8 * 1024 * 1024)); // incompressible: the cuts land inside the two large entries
+      for (const share of [0.25, 0.4, 0.5, 0.6, 0.75, 0.9]) {
+        const file = join(dir, `cut-${share}.tar.gz`);
+        writeFileSync(file, whole.subarray(0, Math.floor(whole.length * share)));
+        const target = join(dir, `target-${share}`);
+        await assert.rejects(
+          restoreArchive({ file, dataDir: target }),
+          /not a whole Bulwark backup: it is damaged or cut short/,
+        );
+        assert.equal(existsSync(target), false, "no data directory");
+      }
+      assert.deepEqual(
+        readdirSync(dir).filter((name) => !name.endsWith(".tar.gz")),
+        [],
+        "no staging left behind",
       );
-      assert.equal(existsSync(target), false, "no data directory");
+    } finally {
+      rmSync(dir, { recursive: true, force: true }); // ~56 MiB of cut archives a run
     }
-    assert.deepEqual(
-      readdirSync(dir).filter((name) => !name.endsWith(".tar.gz")),
-      [],
-      "no staging left behind",
-    );
   });
 });
