@@ -11,6 +11,7 @@
 // are read outside malloc: read through it, they raised the threshold to 8 MiB, and the server
 // kept ~90 MiB more after the registry's load (bench/RESULTS.md, eleventh and fifteenth passes).
 // No cache, or one V8 refuses (another Node), costs the start its compile, nothing else.
+import { isAscii } from "node:buffer";
 import { chmodSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname } from "node:path";
@@ -36,9 +37,22 @@ export function launchedCodeCache(): LaunchedCodeCache | undefined {
 }
 
 /**
- * Runs CommonJS `file` (a bundle: it requires only packages) with the code cache of `profile`, or,
- * when `make`, to make that cache. ES module syntax it was built from is given as the module
- * wrapper's arguments: `import.meta.url` (the file's URL) and `import.meta.resolve` (`resolve`).
+ * The text of `file`, a function expression (the bundle carries its module wrapper, so no string
+ * is joined to it that V8 would copy to flatten). ASCII, as the build makes it, is read as
+ * Latin-1: a one-byte string, built by one copy (outside V8's heap, and kept for the life of the
+ * process as the script's source, so never freed back to malloc). Anything else is decoded as
+ * UTF-8, which V8 then holds as UTF-16.
+ */
+function scriptSource(file: string): string {
+  const bytes = Buffer.from(readOutsideMalloc(file));
+  return isAscii(bytes) ? bytes.toString("latin1") : new TextDecoder().decode(bytes);
+}
+
+/**
+ * Runs `file`, CommonJS inside its own module wrapper (a bundle: it requires only packages), with
+ * the code cache of `profile`, or, when `make`, to make that cache. ES module syntax it was built
+ * from is given as the wrapper's last arguments: `import.meta.url` (the file's URL) and
+ * `import.meta.resolve` (`resolve`).
  */
 export function runWithCodeCache(
   file: string,
@@ -53,12 +67,7 @@ export function runWithCodeCache(
       cachedData = undefined; // none, or unreadable: compiled as usual
     }
   }
-  // One line: the file's own line numbers hold in stack traces.
-  const wrapped =
-    "(function (exports, require, module, __filename, __dirname, __bulwarkImportMetaUrl, __bulwarkImportMetaResolve) {" +
-    new TextDecoder().decode(readOutsideMalloc(file)) +
-    "\n})";
-  const script = new Script(wrapped, { filename: file, cachedData: cachedData as Buffer | undefined });
+  const script = new Script(scriptSource(file), { filename: file, cachedData: cachedData as Buffer | undefined });
   const state: CodeCacheState = make ? "making" : !cachedData ? "none" : script.cachedDataRejected ? "refused" : "used";
   const launched: LaunchedCodeCache = {
     state,

@@ -4,6 +4,7 @@
 // other test's server shares its cache files.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { isAscii } from "node:buffer";
 import { spawn } from "node:child_process";
 import {
   cpSync,
@@ -154,6 +155,26 @@ describe("serve's code cache", () => {
     const { codeCache, output } = await serveOnce(copy.root, { nodeFlags: ["--import", pathToFileURL(hook).href] });
     assert.equal(codeCache, "used");
     assert.match(output, /^large Buffers: \[\]$/m);
+  });
+
+  it("is kept for a bundle that is ASCII, as the build makes it, and read as one-byte text", () => {
+    // One non-ASCII character (a comment's dash) made V8 hold the whole ~6 MB bundle as UTF-16,
+    // decoded from UTF-8 on every start.
+    const bundle = readFileSync(join(ROOT, "dist", "bundle", "serve.cjs"));
+    assert.ok(isAscii(bundle), "dist/bundle/serve.cjs is ASCII");
+    assert.match(bundle.toString("latin1", 0, 200), /^\(function \(exports, require, module, __filename, __dirname,/);
+  });
+
+  it("is used for a bundle that is not ASCII: the start decodes it as UTF-8", async () => {
+    // "a" -> "\u00e4" in a comment: the same length in UTF-16, which is what V8 checks a cache
+    // against, one byte longer in UTF-8. Read as Latin-1 it would be a character longer: refused.
+    const copy = packageCopy("utf8");
+    const file = join(copy.root, "dist", "bundle", "serve.cjs");
+    const text = readFileSync(file, "latin1");
+    const at = text.indexOf("Jimmy Warting");
+    assert.ok(at > 0, "the licence notice the build made ASCII");
+    writeFileSync(file, text.slice(0, at) + "Jimmy W\u00e4rting" + text.slice(at + "Jimmy Warting".length), "utf8");
+    assert.equal((await serveOnce(copy.root)).codeCache, "used");
   });
 
   it("reads the database option as the command does", () => {
