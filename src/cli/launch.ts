@@ -16,10 +16,10 @@ const serveBundle = fileURLToPath(new URL("./serve.cjs", import.meta.url));
 const MAKE_CODE_CACHE_ENV = "BULWARK_MAKE_CODE_CACHE";
 
 if (process.argv[2] === "serve" && existsSync(serveBundle)) {
-  const flags = serveV8Flags(process.argv.slice(3), process.env);
+  const { flags, profile } = serveV8Flags(process.argv.slice(3), process.env);
   for (const flag of flags) setFlagsFromString(flag);
   runWithCodeCache(serveBundle, {
-    profile: flags.length > 0 ? "embedded" : "postgres",
+    profile,
     make: process.env[MAKE_CODE_CACHE_ENV] === "1",
     resolve: (specifier) => import.meta.resolve(specifier),
   });

@@ -177,6 +177,42 @@ describe("serve's code cache", () => {
     assert.equal((await serveOnce(copy.root)).codeCache, "used");
   });
 
+  it("starts without TurboFan, and turns it on once listening", async () => {
+    // START_V8_FLAGS and LISTENING_V8_FLAGS (src/cli/serve-flags.ts), seen through V8's own trace of
+    // what it optimizes: nothing before the listening line, something once requests come. A server
+    // left without TurboFan would serve everything interpreted.
+    const copy = packageCopy("turbofan");
+    const child = spawn(
+      process.execPath,
+      [
+        "--trace-opt",
+        join(copy.root, "bin", "bulwark.js"),
+        "serve",
+        "--port",
+        "0",
+        "--data-dir",
+        join(copy.root, "data"),
+      ],
+      { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", BULWARK_UNSAFE_NO_FSYNC: "1" } },
+    );
+    const output = watchOutput(child);
+    const optimized = /^\[completed optimizing /m;
+    try {
+      const [line] = await output.waitFor(/\{[^\n]*"msg":"bulwark listening on (http:\/\/[^"]+)"[^\n]*\}/);
+      const beforeListening = output.text().slice(0, output.text().indexOf(line));
+      assert.doesNotMatch(beforeListening, /^\[(marking|compiling method|completed optimizing) /m, beforeListening);
+      const { url } = JSON.parse(line) as { url: string };
+      // Requests until V8 has optimized something (each round makes the request path hotter).
+      for (let round = 0; !optimized.test(output.text()); round++) {
+        assert.ok(round < 200, "V8 optimized nothing after 20,000 requests");
+        await Promise.all(Array.from({ length: 100 }, () => fetch(`${url}/healthz`).then((r) => r.arrayBuffer())));
+      }
+    } finally {
+      child.kill("SIGTERM");
+      assert.equal(await exited(child), 0, output.text());
+    }
+  });
+
   it("reads the database option as the command does", () => {
     const cases: Array<[string[], Record<string, string>, boolean]> = [
       [[], {}, true],

@@ -15,7 +15,7 @@ import { CliError } from "../errors.js";
 import { ioOf } from "../io.js";
 import { commaList, examples, parseCount } from "../command.js";
 import { durationMillis } from "../durations.js";
-import { SERVE_V8_FLAGS } from "../serve-flags.js";
+import { LISTENING_V8_FLAGS, SERVE_V8_FLAGS } from "../serve-flags.js";
 import { launchedCodeCache } from "../code-cache.js";
 
 function parsePort(value: string): number {
@@ -645,8 +645,10 @@ export function registerServerCommands(program: Command): void {
             (server.registryPort === undefined ? "" : ` (registry also on port ${server.registryPort})`) +
             (server.metricsPort === undefined ? "" : ` (metrics on port ${server.metricsPort})`),
         );
-        // The build's making start writes the cache now: it holds what the start compiled.
+        // The build's making start writes the cache now: it holds what the start compiled (under the
+        // start's flags, which V8 checks a cache against: so before they are turned back).
         codeCache?.started();
+        for (const flag of LISTENING_V8_FLAGS) setFlagsFromString(flag);
         if (stopping) await closeAndExit(server);
       },
     );
