@@ -22,8 +22,8 @@ export const SERVE_V8_FLAGS = "--semi-space-growth-factor=1";
  * the server turns them back (LISTENING_V8_FLAGS) once it listens. TurboFan otherwise spends the
  * start optimizing functions that are hot only while it lasts (descriptors decoded, routes and
  * registries built), on V8's background threads, each compile's memory touched anew. Without it, a
- * start on the embedded database measured ~80 ms less to ready, ~290 ms less CPU, ~4,200 fewer page
- * faults and 7 MiB less resident (bench/RESULTS.md, "eighteenth pass").
+ * start on the embedded database measured 80-230 ms less to ready, 290-470 ms less CPU, ~4,000
+ * fewer page faults and 7-8 MiB less resident (bench/RESULTS.md, "eighteenth pass").
  */
 export const START_V8_FLAGS: readonly string[] = ["--no-opt"];
 
