@@ -49,6 +49,8 @@ const UNREPEATABLE = [
   /\b(nextval|setval|currval|lastval|now|random|clock_timestamp|statement_timestamp|transaction_timestamp|timeofday|set_config|pg_\w+|txid_\w+|gen_random_\w+|uuid_generate_\w+)\s*\(/i,
   /\b(current_timestamp|current_date|current_time|localtime|localtimestamp)\b/i,
 ];
+/** A read that changes a setting (the search path among them). */
+const SETS_CONFIG = /\bset_config\s*\(/i;
 /** A data-modifying WITH clause. */
 const WRITES = /\b(insert|update|delete|merge)\b/i;
 /**
@@ -383,6 +385,15 @@ export class SerializedPGliteDialect implements Dialect {
         return undefined; // e.g. inside a failed transaction: the statement counts as touching everything
       }
     };
+    /**
+     * Whether a statement that is neither DML nor a repeatable read may have changed the schema:
+     * anything but a read. A read that locks rows (an update's `for update`), takes an advisory
+     * lock or moves a sequence changes no table's shape; one that sets a setting (the search path),
+     * or calls a function of the schema's own, or is read before the graph is, may. Each change
+     * costs the next statements the catalog's graph, read again, and every prepared statement.
+     */
+    const mayChangeSchema = (sqlText: string) =>
+      !READ.test(sqlText) || SETS_CONFIG.test(sqlText) || (use?.reads(sqlText) ?? "everything") === "everything";
     const moved = (writes: Writes) => {
       anyWrite++;
       if (writes === "everything") everything++;
@@ -447,7 +458,7 @@ export class SerializedPGliteDialect implements Dialect {
           try {
             return await run<R>(query);
           } finally {
-            noteWrite(c, writes, !dml);
+            noteWrite(c, writes, !dml && mayChangeSchema(query.sql));
           }
         });
       }

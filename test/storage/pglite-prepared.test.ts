@@ -123,10 +123,49 @@ describe("PGlite prepared statements", () => {
 
 describe("PGlite prepared statements through the dialect", () => {
   let db: Kysely<any>;
+  /** how many times the dialect read the catalog's write graph (its trigger query) */
+  let graphReads = 0;
   before(async () => {
-    db = new Kysely({ dialect: new SerializedPGliteDialect(await clonePglite()) });
+    const pglite = await clonePglite();
+    const query = pglite.query.bind(pglite);
+    pglite.query = ((...args: Parameters<typeof query>) => {
+      if (/from pg_trigger/.test(String(args[0]))) graphReads++;
+      return query(...args);
+    }) as typeof pglite.query;
+    db = new Kysely({ dialect: new SerializedPGliteDialect(pglite) });
   });
   after(() => db.destroy());
+
+  it("are kept, with the catalog's write graph, across reads that lock rows, take advisory locks or move a sequence", async () => {
+    // An update by uid (storage/table.ts) locks its row with `select ... for update` first. Taken
+    // for a schema change, that dropped every prepared statement and read the catalog's write graph
+    // again (four queries) in each Update and Delete RPC.
+    await sql`create table lock_probe (id int primary key, label text not null)`.execute(db);
+    await sql`create sequence lock_probe_ids`.execute(db);
+    await sql`insert into lock_probe values (1, 'one')`.execute(db);
+    const read = () => sql`select label from lock_probe where id > ${0}`.execute(db);
+    await read();
+    const preparedName = async () =>
+      (
+        await sql<{ name: string }>`select name from pg_prepared_statements
+          where statement like ${"%from lock_probe where id >%"}`.execute(db)
+      ).rows.map((r) => r.name);
+    const before = await preparedName();
+    assert.equal(before.length, 1);
+    const catalogReads = () => graphReads;
+    const graphBefore = catalogReads();
+    await db.transaction().execute(async (trx) => {
+      await sql`select label from lock_probe where id = ${1} for update`.execute(trx);
+      await sql`select label from lock_probe where id = ${1} for share`.execute(trx);
+      await sql`select pg_advisory_xact_lock(${42})`.execute(trx);
+      await sql`select nextval('lock_probe_ids')`.execute(trx);
+      await sql`update lock_probe set label = 'ONE' where id = ${1}`.execute(trx);
+    });
+    await db.deleteFrom("lock_probe").where("id", "=", 1).execute();
+    await read();
+    assert.deepEqual(await preparedName(), before, "the statement prepared before is still the one used");
+    assert.equal(catalogReads(), graphBefore, "the write graph was not read again");
+  });
 
   it("are dropped when the schema changes: a read after ALTER TABLE has the new column", async () => {
     await sql`create table shape_probe (id int primary key)`.execute(db);
