@@ -388,9 +388,10 @@ export class SerializedPGliteDialect implements Dialect {
     /**
      * Whether a statement that is neither DML nor a repeatable read may have changed the schema:
      * anything but a read. A read that locks rows (an update's `for update`), takes an advisory
-     * lock or moves a sequence changes no table's shape; one that sets a setting (the search path),
-     * or calls a function of the schema's own, or is read before the graph is, may. Each change
-     * costs the next statements the catalog's graph, read again, and every prepared statement.
+     * lock or moves a sequence changes no table's shape. One that sets a setting (the search path)
+     * or calls a function of the schema's own may, and so may any read that comes before the graph
+     * is known. Each change costs the next statements the graph, read again, and every prepared
+     * statement.
      */
     const mayChangeSchema = (sqlText: string) =>
       !READ.test(sqlText) || SETS_CONFIG.test(sqlText) || (use?.reads(sqlText) ?? "everything") === "everything";
