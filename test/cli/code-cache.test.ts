@@ -51,7 +51,16 @@ function packageCopy(name: string, { withCache = true } = {}): { root: string; c
  */
 async function serveOnce(
   root: string,
-  { env = {}, nodeFlags = [] }: { env?: Record<string, string>; nodeFlags?: string[] } = {},
+  {
+    env = {},
+    nodeFlags = [],
+    whileListening,
+  }: {
+    env?: Record<string, string>;
+    nodeFlags?: string[];
+    /** run once it listens, before it is stopped: its URL, and what it wrote before the listening line */
+    whileListening?: (url: string, before: string, output: () => string) => Promise<void>;
+  } = {},
 ): Promise<{ codeCache: string | undefined; output: string }> {
   const dataDir = join(root, "data");
   const child = spawn(
@@ -66,6 +75,7 @@ async function serveOnce(
     const listening = JSON.parse(line) as { url: string; codeCache?: string };
     assert.equal((await fetch(`${listening.url}/healthz`)).status, 200);
     codeCache = listening.codeCache;
+    await whileListening?.(listening.url, output.text().slice(0, output.text().indexOf(line)), output.text);
   } finally {
     child.kill("SIGTERM");
     assert.equal(await exited(child), 0, output.text());
@@ -181,36 +191,18 @@ describe("serve's code cache", () => {
     // START_V8_FLAGS and LISTENING_V8_FLAGS (src/cli/serve-flags.ts), seen through V8's own trace of
     // what it optimizes: nothing before the listening line, something once requests come. A server
     // left without TurboFan would serve everything interpreted.
-    const copy = packageCopy("turbofan");
-    const child = spawn(
-      process.execPath,
-      [
-        "--trace-opt",
-        join(copy.root, "bin", "bulwark.js"),
-        "serve",
-        "--port",
-        "0",
-        "--data-dir",
-        join(copy.root, "data"),
-      ],
-      { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", BULWARK_UNSAFE_NO_FSYNC: "1" } },
-    );
-    const output = watchOutput(child);
     const optimized = /^\[completed optimizing /m;
-    try {
-      const [line] = await output.waitFor(/\{[^\n]*"msg":"bulwark listening on (http:\/\/[^"]+)"[^\n]*\}/);
-      const beforeListening = output.text().slice(0, output.text().indexOf(line));
-      assert.doesNotMatch(beforeListening, /^\[(marking|compiling method|completed optimizing) /m, beforeListening);
-      const { url } = JSON.parse(line) as { url: string };
-      // Requests until V8 has optimized something (each round makes the request path hotter).
-      for (let round = 0; !optimized.test(output.text()); round++) {
-        assert.ok(round < 200, "V8 optimized nothing after 20,000 requests");
-        await Promise.all(Array.from({ length: 100 }, () => fetch(`${url}/healthz`).then((r) => r.arrayBuffer())));
-      }
-    } finally {
-      child.kill("SIGTERM");
-      assert.equal(await exited(child), 0, output.text());
-    }
+    await serveOnce(packageCopy("turbofan").root, {
+      nodeFlags: ["--trace-opt"],
+      whileListening: async (url, before, output) => {
+        assert.doesNotMatch(before, /^\[(marking|compiling method|completed optimizing) /m, before);
+        // Requests until V8 has optimized something (each round makes the request path hotter).
+        for (let round = 0; !optimized.test(output()); round++) {
+          assert.ok(round < 200, "V8 optimized nothing after 20,000 requests");
+          await Promise.all(Array.from({ length: 100 }, () => fetch(`${url}/healthz`).then((r) => r.arrayBuffer())));
+        }
+      },
+    });
   });
 
   it("reads the database option as the command does", () => {
