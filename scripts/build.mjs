@@ -21,6 +21,7 @@ const FILE_INPUTS = [
   "package.json",
   "package-lock.json",
   "scripts/bundle.mjs",
+  "scripts/ascii-only.mjs",
   "scripts/bundle-console.mjs",
   "scripts/build.mjs",
 ];

@@ -21,6 +21,7 @@
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { asciiOnly } from "./ascii-only.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const OUT = `${ROOT}dist/bundle`;
@@ -43,36 +44,6 @@ const EXTERNAL = [
 ];
 
 const SERVE_BUNDLE = `${OUT}/serve.cjs`;
-
-/**
- * Makes the serve bundle ASCII, so that the launcher reads it as a one-byte string (Latin-1): a
- * single non-ASCII character makes V8 hold all ~6 MB of it as UTF-16, twice the memory, and
- * decoding it as UTF-8 took ~60 ms of each start. esbuild escapes non-ASCII characters in code
- * (`charset: "ascii"`, its default) but keeps them in comments (ours have dashes and arrows; a
- * licence notice names Jimmy W\u00e4rting), so those are replaced there, one ASCII character per
- * UTF-16 unit: columns, and so the source map, hold. A non-ASCII character anywhere but a comment
- * stops the build instead.
- */
-function asciiOnly(file) {
-  const text = readFileSync(file, "utf8");
-  const lines = text.split("\n");
-  for (let i = 0; i < lines.length; i++) {
-    const at = lines[i].search(/[^\x00-\x7f]/);
-    if (at < 0) continue;
-    const before = lines[i].slice(0, at);
-    const inComment = /^\s*(\*|\/\*|\/\/|\(\*!)/.test(lines[i]) || /\/\/|\/\*/.test(before);
-    if (!inComment)
-      throw new Error(`${file}:${i + 1}: a non-ASCII character outside a comment: ${lines[i].trim().slice(0, 200)}`);
-    lines[i] = lines[i].replace(/[^\x00-\x7f]/g, asciiOf);
-  }
-  writeFileSync(file, lines.join("\n"));
-}
-
-/** A letter without its accent ("\u00e4" -> "a"), anything else "?". */
-function asciiOf(unit) {
-  const letter = unit.normalize("NFD").replace(/[\u0300-\u036f]/g, "");
-  return /^[\x20-\x7e]$/.test(letter) ? letter : "?";
-}
 
 rmSync(OUT, { recursive: true, force: true });
 const started = performance.now();
@@ -121,5 +92,5 @@ await build({
   sourcemap: "linked",
   logLevel: "warning",
 });
-asciiOnly(SERVE_BUNDLE);
+writeFileSync(SERVE_BUNDLE, asciiOnly(readFileSync(SERVE_BUNDLE, "utf8"), SERVE_BUNDLE));
 console.log(`bundle written to dist/bundle in ${Math.round(performance.now() - started)} ms`);
