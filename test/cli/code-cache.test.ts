@@ -6,6 +6,7 @@ import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { isAscii } from "node:buffer";
 import { spawn } from "node:child_process";
+import { createServer, type AddressInfo } from "node:net";
 import {
   cpSync,
   existsSync,
@@ -58,8 +59,8 @@ async function serveOnce(
   }: {
     env?: Record<string, string>;
     nodeFlags?: string[];
-    /** run once it listens, before it is stopped: its URL, and what it wrote before the listening line */
-    whileListening?: (url: string, before: string, output: () => string) => Promise<void>;
+    /** run once it listens, before it is stopped: its URL, and its output so far */
+    whileListening?: (url: string, output: () => string) => Promise<void>;
   } = {},
 ): Promise<{ codeCache: string | undefined; output: string }> {
   const dataDir = join(root, "data");
@@ -75,7 +76,7 @@ async function serveOnce(
     const listening = JSON.parse(line) as { url: string; codeCache?: string };
     assert.equal((await fetch(`${listening.url}/healthz`)).status, 200);
     codeCache = listening.codeCache;
-    await whileListening?.(listening.url, output.text().slice(0, output.text().indexOf(line)), output.text);
+    await whileListening?.(listening.url, output.text);
   } finally {
     child.kill("SIGTERM");
     assert.equal(await exited(child), 0, output.text());
@@ -187,15 +188,47 @@ describe("serve's code cache", () => {
     assert.equal((await serveOnce(copy.root)).codeCache, "used");
   });
 
-  it("starts without TurboFan, and turns it on once listening", async () => {
-    // START_V8_FLAGS and LISTENING_V8_FLAGS (src/cli/serve-flags.ts), seen through V8's own trace of
-    // what it optimizes: nothing before the listening line, something once requests come. A server
-    // left without TurboFan would serve everything interpreted.
+  // START_V8_FLAGS and LISTENING_V8_FLAGS (src/cli/serve-flags.ts), seen through V8's own trace of
+  // what it optimizes (--trace-opt, written at once by the main thread).
+  const optimizing = /^\[(marking|compiling method|completed optimizing) /m;
+
+  it("starts without TurboFan", async () => {
+    // A start whose port is taken does the whole start (database, migrations, modules, routes) and
+    // fails at listen, so it never turns TurboFan back on: none of its output may be an optimization.
+    // (The listening line of a start that succeeds cannot mark the turn: pino writes it on libuv's
+    // pool, and V8's trace lines written after the turn can reach the pipe before it.) Without the
+    // start flag such a start optimized 89-135 functions.
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    try {
+      const root = packageCopy("turbofan-start").root;
+      const child = spawn(
+        process.execPath,
+        [
+          "--trace-opt",
+          join(root, "bin", "bulwark.js"),
+          "serve",
+          "--data-dir",
+          join(root, "data"),
+          "--unsafe-no-fsync",
+        ].concat(["--port", String((taken.address() as AddressInfo).port)]),
+        { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "" } },
+      );
+      const output = watchOutput(child);
+      assert.equal(await exited(child), 1, output.text());
+      assert.match(output.text(), /EADDRINUSE/);
+      assert.doesNotMatch(output.text(), optimizing, output.text());
+    } finally {
+      taken.close();
+    }
+  });
+
+  it("turns TurboFan on once listening", async () => {
+    // A server left without TurboFan would serve everything interpreted.
     const optimized = /^\[completed optimizing /m;
     await serveOnce(packageCopy("turbofan").root, {
       nodeFlags: ["--trace-opt"],
-      whileListening: async (url, before, output) => {
-        assert.doesNotMatch(before, /^\[(marking|compiling method|completed optimizing) /m, before);
+      whileListening: async (url, output) => {
         // Requests until V8 has optimized something (each round makes the request path hotter).
         for (let round = 0; !optimized.test(output()); round++) {
           assert.ok(round < 200, "V8 optimized nothing after 20,000 requests");
