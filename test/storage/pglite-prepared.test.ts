@@ -1,7 +1,8 @@
 // Prepared statements on PGlite (src/storage/pglite-prepared.ts): each statement text is parsed
-// once, and every run answers exactly what PGlite's own query() answers — rows, types, counts and
-// errors — alone, side by side with other statements on the one connection, and across a change
-// of the schema. Runs on PGlite only (the PostgreSQL backend's are test/storage/prepared-statements).
+// once (a statement without parameters it does not prepare is one call), and every run answers
+// exactly what PGlite's own query() answers — rows, types, counts and errors — alone, side by side
+// with other statements on the one connection, and across a change of the schema. Runs on PGlite
+// only (the PostgreSQL backend's are test/storage/prepared-statements).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { Kysely, sql } from "kysely";
@@ -118,6 +119,26 @@ describe("PGlite prepared statements", () => {
     for (let i = 0; i < 4; i++)
       assert.deepEqual((await small.query(`select ${i} + $1::int as n`, [1])).rows, [{ n: i + 1 }]);
     assert.deepEqual(sent, ["P", "B", "P", "B"], "two prepared, two through query()");
+  });
+
+  it("sends a statement without parameters that it does not prepare in one call, with query()'s answers", async () => {
+    // a transaction's begin and commit, settings, DDL: where query() makes six calls
+    for (const text of ["show timezone", "values (1, 'a'), (2, null)", "begin", "rollback"]) {
+      const expected = await pglite.query(text);
+      sent.length = 0;
+      assert.deepEqual(await prepared.query(text, []), expected, text);
+      assert.deepEqual(sent, ["P"], `${text}: one call`);
+    }
+    await prepared.query("begin", []);
+    await prepared.query("insert into probe (id, label) values ($1, $2)", [10, "ten"]);
+    await prepared.query("savepoint before_failing", []);
+    await assert.rejects(prepared.query("create table probe (x int)", []), { code: "42P07" });
+    await assert.rejects(prepared.query("show timezone", []), { code: "25P02" }, "the transaction is failed");
+    await prepared.query("rollback to savepoint before_failing", []);
+    await prepared.query("commit", []);
+    assert.equal(pglite.isInTransaction(), false);
+    assert.deepEqual((await pglite.query("select label from probe where id = 10")).rows, [{ label: "ten" }]);
+    await pglite.query("delete from probe where id = 10");
   });
 });
 
