@@ -24,11 +24,12 @@ for (const backend of backends()) {
     const repo = () => `acme/push-${++counter}`;
 
     before(async () => {
-      // No inventory reads and no delivery polls: only the push's own statements are counted.
-      // (A 200-layer push on a busy machine can take longer than the 1 s poll: both of its
-      // windows then held one, and the fewer of two below did not help.)
+      // No inventory reads, no vulnerability-report polls and no delivery polls: only the push's
+      // own statements are counted. (A 200-layer push on a busy machine can take longer than the
+      // 1 s poll: both of its windows then held one, and the fewer of two below did not help. The
+      // report task's drains, a transaction each, fell into a tag push's window once.)
       server = await startTestServer(backend, {
-        images: { inventoryConcurrency: 0 },
+        images: { inventoryConcurrency: 0, pollIntervalMs: 3_600_000 },
         events: { deliveryConcurrency: 0 },
       });
       const created = await restClient(server.url, server.operatorToken).post("/iam/v2beta1/groups", { name: "acme" });
