@@ -81,8 +81,8 @@ export class PGlitePreparedStatements {
    * A statement without parameters that is not prepared (a transaction's begin and commit, DDL,
    * settings): Parse, Bind, Describe, Execute and Sync in one call, where query() makes six. With
    * nothing to serialize, query()'s first round (learning the parameters' types) has no use. A
-   * begin and a commit cost ~0.1 ms less CPU this way: 0.10-0.12 ms against 0.19-0.22 (bench/RESULTS.md,
-   * "nineteenth pass").
+   * begin and a commit cost ~0.1 ms less CPU this way: 0.10-0.12 ms against 0.19-0.22
+   * (bench/RESULTS.md, "nineteenth pass").
    */
   async #once<R>(sqlText: string): Promise<Results<R>> {
     const s = protocol.serialize;

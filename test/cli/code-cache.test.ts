@@ -202,17 +202,11 @@ describe("serve's code cache", () => {
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
     try {
       const root = packageCopy("turbofan-start").root;
+      const port = String((taken.address() as AddressInfo).port);
       const child = spawn(
         process.execPath,
-        [
-          "--trace-opt",
-          join(root, "bin", "bulwark.js"),
-          "serve",
-          "--data-dir",
-          join(root, "data"),
-          "--unsafe-no-fsync",
-        ].concat(["--port", String((taken.address() as AddressInfo).port)]),
-        { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "" } },
+        ["--trace-opt", join(root, "bin", "bulwark.js"), "serve", "--port", port, "--data-dir", join(root, "data")],
+        { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", BULWARK_UNSAFE_NO_FSYNC: "1" } },
       );
       const output = watchOutput(child);
       assert.equal(await exited(child), 1, output.text());
