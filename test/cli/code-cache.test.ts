@@ -47,6 +47,22 @@ function packageCopy(name: string, { withCache = true } = {}): { root: string; c
 }
 
 /**
+ * `serve` of the copy at `root` on its own data directory (made by the first start), on the
+ * embedded database: the child and its output, watched.
+ */
+function spawnServe(
+  root: string,
+  { nodeFlags = [], env = {}, port = "0" }: { nodeFlags?: string[]; env?: Record<string, string>; port?: string } = {},
+) {
+  const child = spawn(
+    process.execPath,
+    [...nodeFlags, join(root, "bin", "bulwark.js"), "serve", "--port", port, "--data-dir", join(root, "data")],
+    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", ...env } },
+  );
+  return { child, output: watchOutput(child) };
+}
+
+/**
  * `serve` of the copy at `root` (on its own data directory, made by the first) until it listens:
  * what its listening line says of the code cache, and its whole output once stopped.
  */
@@ -63,13 +79,7 @@ async function serveOnce(
     whileListening?: (url: string, output: () => string) => Promise<void>;
   } = {},
 ): Promise<{ codeCache: string | undefined; output: string }> {
-  const dataDir = join(root, "data");
-  const child = spawn(
-    process.execPath,
-    [...nodeFlags, join(root, "bin", "bulwark.js"), "serve", "--port", "0", "--data-dir", dataDir, "--unsafe-no-fsync"],
-    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", ...env } },
-  );
-  const output = watchOutput(child);
+  const { child, output } = spawnServe(root, { nodeFlags, env: { BULWARK_UNSAFE_NO_FSYNC: "1", ...env } });
   let codeCache: string | undefined;
   try {
     const [line] = await output.waitFor(/\{[^\n]*"msg":"bulwark listening on (http:\/\/[^"]+)"[^\n]*\}/);
@@ -86,12 +96,7 @@ async function serveOnce(
 
 /** The build's making start (scripts/build.mjs) of the copy at `root`, run until it exits by itself. */
 async function makeCache(root: string): Promise<{ status: number | NodeJS.Signals; output: string }> {
-  const child = spawn(
-    process.execPath,
-    [join(root, "bin", "bulwark.js"), "serve", "--port", "0", "--data-dir", join(root, "data")],
-    { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", BULWARK_MAKE_CODE_CACHE: "1" } },
-  );
-  const output = watchOutput(child);
+  const { child, output } = spawnServe(root, { env: { BULWARK_MAKE_CODE_CACHE: "1" } });
   const status = await exited(child);
   return { status, output: output.text() };
 }
@@ -201,14 +206,11 @@ describe("serve's code cache", () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
     try {
-      const root = packageCopy("turbofan-start").root;
-      const port = String((taken.address() as AddressInfo).port);
-      const child = spawn(
-        process.execPath,
-        ["--trace-opt", join(root, "bin", "bulwark.js"), "serve", "--port", port, "--data-dir", join(root, "data")],
-        { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, DATABASE_URL: "", BULWARK_UNSAFE_NO_FSYNC: "1" } },
-      );
-      const output = watchOutput(child);
+      const { child, output } = spawnServe(packageCopy("turbofan-start").root, {
+        nodeFlags: ["--trace-opt"],
+        env: { BULWARK_UNSAFE_NO_FSYNC: "1" },
+        port: String((taken.address() as AddressInfo).port),
+      });
       assert.equal(await exited(child), 1, output.text());
       assert.match(output.text(), /EADDRINUSE/);
       assert.doesNotMatch(output.text(), optimizing, output.text());
