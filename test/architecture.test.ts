@@ -17,11 +17,11 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, posix, relative, resolve, sep } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, posix, relative, resolve, sep } from "node:path";
 import ts from "typescript";
+import { REPO_ROOT } from "./support/paths.js";
 
-const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "..", "src");
+const SRC = join(REPO_ROOT, "src");
 const LAYERS = new Set(["core", "storage", "platform", "server", "cli", "gen"]);
 
 interface Import {

@@ -17,9 +17,10 @@ import { createGroup, type Api } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
 import { CliHome, collapse, normalize, runCli, runCliProcess, type CliResult } from "../support/cli.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { REPO_ROOT } from "../support/paths.js";
 
 const FIXTURES = join(import.meta.dirname, "..", "fixtures", "advisories");
-const CORPUS = join(import.meta.dirname, "..", "..", "..", "shared", "data");
+const CORPUS = join(REPO_ROOT, "..", "shared", "data");
 
 /**
  * The listing's documents: every status but one from the corpus (fixed, not affected, pending

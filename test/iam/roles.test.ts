@@ -5,8 +5,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { getOption } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Capability, CapabilitySchema, internal_only } from "../../src/gen/capabilities/capabilities_pb.js";
@@ -28,9 +27,10 @@ import {
 } from "../support/fixtures.js";
 import { restClient, type JsonResponse } from "../support/http.js";
 import { ERROR_DOMAIN, operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
+import { REPO_ROOT } from "../support/paths.js";
 
 const R = "/iam/v2beta1/roles";
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = REPO_ROOT;
 const REFERENCE = JSON.parse(readFileSync(join(ROOT, "reference", "api-surface.json"), "utf8")) as {
   builtinRoles: Record<string, { expanded: string[] }>;
 };

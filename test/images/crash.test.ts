@@ -19,6 +19,7 @@ import { serveProcess, type ServeProcess } from "../support/cli.js";
 import { skopeoIn } from "../support/skopeo.js";
 import { until } from "../support/wait.js";
 import { apkInstalled, buildImage, inventoryOf, osRelease, pushImage, waitForInventory } from "../support/images.js";
+import { SOURCE_CLI } from "../support/paths.js";
 
 const MiB = 1024 * 1024;
 
@@ -42,7 +43,8 @@ async function adminToken(dataDir: string, port: string, audience?: string): Pro
   const child = spawn(
     process.execPath,
     [
-      ...["--import", "tsx", "src/cli/main.ts", "admin", "token", "--data-dir", dataDir],
+      ...SOURCE_CLI,
+      ...["admin", "token", "--data-dir", dataDir],
       ...["--host", "127.0.0.1", "--port", port],
       ...(audience ? ["--audience", audience] : []),
     ],

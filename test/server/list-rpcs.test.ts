@@ -13,8 +13,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { readdirSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { join } from "node:path";
 import {
   getOption,
   hasOption,
@@ -47,8 +46,9 @@ import { query, restClient, type JsonResponse, type QueryParams as Params } from
 import { skipWalkModel } from "../support/lists.js";
 import { cgaId, importAdvisory } from "../support/advisories.js";
 import { startTestServer, type TestServer, bearer } from "../support/server.js";
+import { REPO_ROOT, moduleUrl } from "../support/paths.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = REPO_ROOT;
 /** items per List RPC (account associations: one per group, so 7 child groups) */
 const N = 7;
 const PAGE = 3;
@@ -260,7 +260,7 @@ async function generatedServices(): Promise<DescService[]> {
     .sort();
   const byName = new Map<string, DescService>();
   for (const file of files) {
-    const mod = (await import(pathToFileURL(join(ROOT, "src", "gen", file)).href)) as Record<string, unknown>;
+    const mod = (await import(moduleUrl(join("src", "gen", file)))) as Record<string, unknown>;
     for (const value of Object.values(mod)) {
       if (value && typeof value === "object" && (value as { kind?: unknown }).kind === "service") {
         const s = value as DescService;

@@ -7,13 +7,14 @@
 // token; /docs renders them from same-origin assets.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { getOption, hasOption } from "@bufbuild/protobuf";
 import { validate } from "@readme/openapi-parser";
 import { createClient as generateClient } from "@hey-api/openapi-ts";
+import { tsImport } from "tsx/esm/api";
 import { http } from "../../src/gen/google/api/annotations_pb.js";
 import { API_VERSIONS, versionsOf, type ApiVersion } from "../../src/server/openapi.js";
 import { openApiFile, openApiTexts } from "../../src/server/openapi-files.js";
@@ -169,8 +170,13 @@ describe("OpenAPI", () => {
         plugins: ["@hey-api/client-fetch", "@hey-api/sdk"],
         logs: { level: "silent" },
       } as Parameters<typeof generateClient>[0]);
-      const sdk = await import(pathToFileURL(join(dir, "sdk.gen.ts")).href);
-      const { client } = await import(pathToFileURL(join(dir, "client.gen.ts")).href);
+      // One import of both, so that the client configured is the one the SDK's calls use; through
+      // tsx's API, since the suites themselves may run compiled (test/support/paths.ts).
+      writeFileSync(
+        join(dir, "both.ts"),
+        'export * as sdk from "./sdk.gen";\nexport { client } from "./client.gen";\n',
+      );
+      const { sdk, client } = await tsImport(pathToFileURL(join(dir, "both.ts")).href, import.meta.url);
       const api = restClient(server.url, server.operatorToken);
       const created = await api.post("/iam/v2beta1/groups", { name: "generated-client" });
       assert.equal(created.status, 200, JSON.stringify(created.body));

@@ -14,8 +14,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, relative } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { join, relative } from "node:path";
 
 import {
   createFileRegistry,
@@ -40,8 +39,9 @@ import type { HttpRule } from "../../src/gen/google/api/http_pb.js";
 import { iam, iam_scope } from "../../src/gen/annotations/auth_pb.js";
 import { events, EventAttributes_Audience } from "../../src/gen/annotations/events_pb.js";
 import { bit, Capability, internal_only, name as capName } from "../../src/gen/capabilities/capabilities_pb.js";
+import { REPO_ROOT, moduleUrl } from "../support/paths.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = REPO_ROOT;
 const BUF = join(ROOT, "node_modules", ".bin", "buf");
 
 // ---------------------------------------------------------------------------
@@ -720,7 +720,7 @@ test("descriptors embedded in src/gen match reference/api-surface.json", async (
       return statSync(p).isDirectory() ? walk(p) : p.endsWith("_pb.ts") ? [p] : [];
     });
   for (const p of walk(genDir)) {
-    const mod = (await import(pathToFileURL(p).href)) as Record<string, unknown>;
+    const mod = (await import(moduleUrl(relative(ROOT, p)))) as Record<string, unknown>;
     const expectedName = relative(genDir, p)
       .split("\\")
       .join("/")

@@ -7,14 +7,14 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { backends } from "../support/db-templates.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { REPO_ROOT } from "../support/paths.js";
 
 const run = promisify(execFile);
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = REPO_ROOT;
 const CLIENT = join(ROOT, "clients", "python");
 // Debian's interpreter: python3-grpcio and python3-protobuf are installed for it.
 const PYTHON = "/usr/bin/python3";

@@ -6,8 +6,7 @@
 // over gRPC-Web, HTTP/1.1 and HTTP/2 alike; an unknown Connect method gets Connect's error shape.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { createFileRegistry, fromBinary } from "@bufbuild/protobuf";
@@ -18,8 +17,9 @@ import { startTestServer, type TestServer } from "../support/server.js";
 import { watchOutput, withinHang } from "../support/wait.js";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { REPO_ROOT } from "../support/paths.js";
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = REPO_ROOT;
 
 function reflectionClient(address: string, version: "v1" | "v1alpha") {
   const definition = protoLoader.loadSync(`grpc/reflection/${version}/reflection.proto`, {

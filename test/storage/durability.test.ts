@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LOCK_FILE } from "../../src/storage/data-dir.js";
 import { until, watchOutput } from "../support/wait.js";
+import { SOURCE_CLI } from "../support/paths.js";
 
 const STRACE = spawnSync("strace", ["-V"]).status === 0;
 
@@ -42,7 +43,7 @@ interface Run {
 
 /** `bulwark <args>` from the sources, optionally under `wrapper` (strace and its options). */
 function cli(args: string[], wrapper: string[] = []): Run {
-  const command = [...wrapper, process.execPath, "--import", "tsx", "src/cli/main.ts", ...args];
+  const command = [...wrapper, process.execPath, ...SOURCE_CLI, ...args];
   const child = spawn(command[0]!, command.slice(1), { stdio: ["ignore", "pipe", "pipe"], env: cliEnv() });
   children.push(child);
   const output = watchOutput(child);

@@ -14,6 +14,7 @@ import { Readable } from "node:stream";
 import type { CliIo, CliOutput } from "../../src/cli/io.js";
 import { main } from "../../src/cli/program.js";
 import { watchOutput } from "./wait.js";
+import { SOURCE_CLI } from "./paths.js";
 
 export const BIN = join(process.cwd(), "bin", "bulwark.js");
 
@@ -215,11 +216,11 @@ export interface CliRun {
 }
 
 /**
- * Starts `bulwark <args>` from the sources (tsx: no build needed) with exactly `env`; `started`
- * collects it, for a suite to stop what a failed test left running.
+ * Starts `bulwark <args>` from the sources (no build needed: SOURCE_CLI) with exactly `env`;
+ * `started` collects it, for a suite to stop what a failed test left running.
  */
 export function startCliFromSource(args: string[], env: NodeJS.ProcessEnv, started: ChildProcess[]): CliRun {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+  const child = spawn(process.execPath, [...SOURCE_CLI, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env,
   });

@@ -4,14 +4,13 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
 import { openDatabase, PGLITE_EXTENSIONS } from "../../src/storage/db.js";
 import { migrateAll } from "../../src/server/start.js";
+import { REPO_ROOT } from "./paths.js";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-export const PGLITE_TEMPLATE = join(root, ".cache", "pglite-template.tar");
+export const PGLITE_TEMPLATE = join(REPO_ROOT, ".cache", "pglite-template.tar");
 const PG_TEMPLATE_DB = "bulwark_template";
 
 export type Backend = "pglite" | "postgres";

@@ -4,18 +4,18 @@
 // capability sets, not from src/). The AIP-193 error assertions are in assertions.ts.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { SignJWT, exportJWK, generateKeyPair } from "jose";
 import { KeyManager } from "../../src/auth/keys.js";
 import { TokenIssuer, type AuthUrls, type MintRequest } from "../../src/auth/tokens.js";
 import { createIdentity, createRoleBinding, type Api, type Json } from "./fixtures.js";
 import type { TestServer } from "./server.js";
+import { REPO_ROOT } from "./paths.js";
 
 export const MINUTE = 60_000;
 export const HOUR = 60 * MINUTE;
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = REPO_ROOT;
 const REFERENCE = JSON.parse(readFileSync(join(ROOT, "reference", "api-surface.json"), "utf8")) as {
   builtinRoles: Record<string, { expanded: string[] }>;
 };

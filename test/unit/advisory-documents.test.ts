@@ -6,13 +6,13 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 import fc from "fast-check";
 import { DocumentError, type ParsedAdvisory, type ParsedDocument } from "../../src/vulnerabilities/documents.js";
 import { isCgaId, legacyCgaId, MAX_DOCUMENT_BYTES, parseAdvisoryDocument } from "../../src/vulnerabilities/parse.js";
+import { REPO_ROOT } from "../support/paths.js";
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const ROOT = REPO_ROOT;
 const FIXTURES = join(ROOT, "test", "fixtures", "advisories");
 const DATA = resolve(ROOT, "..", "shared", "data");
 

@@ -1,0 +1,28 @@
+// Where the repository is, whether the suites run compiled (`npm test`: scripts/test-build.mjs, from
+// .cache/test-build/) or as TypeScript through tsx (`node --import tsx --test <file>`).
+import { realpathSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+/** The root of the tree these suites run from: the repository, or the compiled tree. */
+const RUN_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/** The repository's root. In the compiled tree package.json is a link to the repository's. */
+export const REPO_ROOT = dirname(realpathSync(join(RUN_ROOT, "package.json")));
+
+/** Whether this run's suites are the compiled tree's. */
+export const COMPILED_RUN = import.meta.url.endsWith(".js");
+
+/** The URL to import a TypeScript module of the repository by (`src/gen/x_pb.ts`): its compiled twin in a compiled run. */
+export function moduleUrl(repoPath: string): string {
+  return pathToFileURL(COMPILED_RUN ? join(RUN_ROOT, repoPath.replace(/\.ts$/, ".js")) : join(REPO_ROOT, repoPath))
+    .href;
+}
+
+/**
+ * Node's arguments that run the CLI from the sources (`bulwark <args>` follows them): the compiled
+ * tree's main in a compiled run, else src/cli/main.ts through tsx.
+ */
+export const SOURCE_CLI: readonly string[] = COMPILED_RUN
+  ? [join(RUN_ROOT, "src", "cli", "main.js")]
+  : ["--import", "tsx", join(REPO_ROOT, "src", "cli", "main.ts")];
