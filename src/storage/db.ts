@@ -217,7 +217,12 @@ function pgliteStartParams(durable: boolean): string[] {
   return [...params, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`];
 }
 
-async function pgliteOptions(durableDir?: string, walSync?: WalSync): Promise<PGliteOptions> {
+/**
+ * The options of every PGlite a server opens: the start parameters above, the process's compiled
+ * WebAssembly and file system bundle, the extensions; and for a durable directory its file system.
+ * Exported for the tests' databases, which are opened as a server's in-memory ones are.
+ */
+export async function pgliteOptions(durableDir?: string, walSync?: WalSync): Promise<PGliteOptions> {
   const fsBundle = pgliteFsBundle();
   return {
     startParams: pgliteStartParams(Boolean(durableDir)),

@@ -1,12 +1,14 @@
 // Migrated database templates, made once per test run (test/support/prepare.ts) and cloned per
-// test file: PGlite from a data-dir dump (~0.5 s instead of ~3 s for initdb), PostgreSQL with
-// CREATE DATABASE ... TEMPLATE.
+// test file: PGlite from a data-dir dump (~0.5 s instead of ~3 s for initdb), opened with the
+// options a server's in-memory PGlite has (storage/db.ts pgliteOptions: 16 MB of shared buffers
+// where PGlite's default is 128 MB, zeroed at each open; the process's one compiled WebAssembly);
+// PostgreSQL with CREATE DATABASE ... TEMPLATE.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
-import { openDatabase, PGLITE_EXTENSIONS } from "../../src/storage/db.js";
+import { openDatabase, pgliteOptions } from "../../src/storage/db.js";
 import { migrateAll } from "../../src/server/start.js";
 import { REPO_ROOT } from "./paths.js";
 
@@ -35,7 +37,7 @@ export function withDatabase(url: string, database: string): string {
 }
 
 export async function preparePgliteTemplate(): Promise<void> {
-  const pglite = await PGlite.create("memory://", { extensions: PGLITE_EXTENSIONS });
+  const pglite = await PGlite.create("memory://", await pgliteOptions());
   const { db, close } = await openDatabase({ pglite });
   await migrateAll(db);
   const dump = await pglite.dumpDataDir("none");
@@ -58,9 +60,19 @@ export async function preparePostgresTemplate(url: string): Promise<void> {
   await close();
 }
 
+/** The template's bytes, read once per process (PGlite only reads them: its untar copies each file). */
+let templateBytes: ArrayBuffer | undefined;
+
 export async function clonePglite(): Promise<PGlite> {
-  if (!existsSync(PGLITE_TEMPLATE)) await preparePgliteTemplate();
-  return PGlite.create({ loadDataDir: new Blob([readFileSync(PGLITE_TEMPLATE)]), extensions: PGLITE_EXTENSIONS });
+  if (!templateBytes) {
+    if (!existsSync(PGLITE_TEMPLATE)) await preparePgliteTemplate();
+    const file = readFileSync(PGLITE_TEMPLATE);
+    templateBytes = file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength);
+  }
+  const bytes = templateBytes;
+  // PGlite calls only the Blob's arrayBuffer(): a new Blob would copy 40 MB at every clone.
+  const loadDataDir = { arrayBuffer: async () => bytes } as Blob;
+  return PGlite.create({ ...(await pgliteOptions()), loadDataDir });
 }
 
 /** A fresh database cloned from the template; returns its URL and a function that drops it. */
