@@ -1,12 +1,14 @@
 #!/usr/bin/env node
-// `npm test`: formatting check and type-check, prepare migrated database templates, then run the
-// unit tier (test/unit) and every suite on both PGlite and PostgreSQL. PostgreSQL comes from
+// `npm test`: formatting check and type-check, prepare migrated database templates, compile the
+// sources and suites (scripts/test-build.mjs), then run the unit tier (test/unit) and every suite
+// on both PGlite and PostgreSQL, compiled. PostgreSQL comes from
 // BULWARK_TEST_DATABASE_URL, or else a private cluster is started from the machine's PostgreSQL 15
 // binaries for the run and removed after.
 import { spawnSync, execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { buildTestTree, compiledPath } from "./test-build.mjs";
 
 const run = (cmd, args, env = process.env) => spawnSync(cmd, args, { stdio: "inherit", env }).status ?? 1;
 const extraArgs = process.argv.slice(2);
@@ -41,7 +43,16 @@ process.on("SIGINT", () => {
   process.exit(130);
 });
 
-let status = run("node", ["--import", "tsx", "test/support/prepare.ts"], env);
+const started = performance.now();
+try {
+  const compiled = await buildTestTree();
+  console.log(`${compiled} files compiled for the tests in ${Math.round(performance.now() - started)} ms`);
+} catch (err) {
+  console.error(err instanceof Error ? err.message : err);
+  stopPg();
+  process.exit(1);
+}
+let status = run("node", ["--enable-source-maps", compiledPath("test/support/prepare.ts")], env);
 if (status === 0) {
   // Every *.test.ts below test/ (the tree mirrors src/), the unit tier first.
   const suites = (dir) =>
@@ -52,7 +63,17 @@ if (status === 0) {
   const all = suites("test");
   const unit = all.filter((f) => f.startsWith(join("test", "unit") + "/"));
   const files = extraArgs.length ? extraArgs : [...unit, ...all.filter((f) => !unit.includes(f))];
-  status = run("node", ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files], env);
+  status = run(
+    "node",
+    [
+      "--enable-source-maps",
+      "--test",
+      "--test-concurrency=2",
+      "--test-reporter=spec",
+      ...files.map((f) => compiledPath(f)),
+    ],
+    env,
+  );
 }
 stopPg();
 process.exit(status);
