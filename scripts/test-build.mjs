@@ -2,7 +2,8 @@
 // by esbuild, one file for each TypeScript file, under .cache/test-build/. The suites then run as
 // plain ESM. Through tsx's loader, which resolves and loads every module in a thread of its own,
 // a test process spent ~5 s of CPU importing the server; compiled, ~2 s (measured on the 2-core
-// test machine), and the run starts ~140 such processes, plus the CLI children some suites spawn.
+// test machine while a test run shared it), and a run starts ~140 such processes, plus the CLI
+// children some suites spawn.
 //
 // The tree mirrors the repository: every top-level entry but src/ and test/ is a symlink to the
 // real one, and every file of src/ and test/ is there too, as a hard link (fixtures, and the

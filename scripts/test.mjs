@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// `npm test`: formatting check and type-check, prepare migrated database templates, compile the
-// sources and suites (scripts/test-build.mjs), then run the unit tier (test/unit) and every suite
-// on both PGlite and PostgreSQL, compiled. PostgreSQL comes from
+// `npm test`: formatting check and type-check, compile the sources and suites
+// (scripts/test-build.mjs), prepare migrated database templates, then run the unit tier
+// (test/unit) and every suite on both PGlite and PostgreSQL, compiled. PostgreSQL comes from
 // BULWARK_TEST_DATABASE_URL, or else a private cluster is started from the machine's PostgreSQL 15
 // binaries for the run and removed after.
 import { spawnSync, execFileSync } from "node:child_process";

@@ -11,7 +11,7 @@ const RUN_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const REPO_ROOT = dirname(realpathSync(join(RUN_ROOT, "package.json")));
 
 /** Whether this run's suites are the compiled tree's. */
-export const COMPILED_RUN = import.meta.url.endsWith(".js");
+const COMPILED_RUN = import.meta.url.endsWith(".js");
 
 /** The URL to import a TypeScript module of the repository by (`src/gen/x_pb.ts`): its compiled twin in a compiled run. */
 export function moduleUrl(repoPath: string): string {
