@@ -3,13 +3,14 @@
 // options a server's in-memory PGlite has (storage/db.ts pgliteOptions: 16 MB of shared buffers
 // where PGlite's default is 128 MB, zeroed at each open; the process's one compiled WebAssembly);
 // PostgreSQL with CREATE DATABASE ... TEMPLATE.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
 import { openDatabase, pgliteOptions } from "../../src/storage/db.js";
 import { migrateAll } from "../../src/server/start.js";
+import { readOutsideMalloc } from "../../src/core/outside-malloc.js";
 import { REPO_ROOT } from "./paths.js";
 
 export const PGLITE_TEMPLATE = join(REPO_ROOT, ".cache", "pglite-template.tar");
@@ -66,8 +67,7 @@ let templateBytes: ArrayBuffer | undefined;
 export async function clonePglite(): Promise<PGlite> {
   if (!templateBytes) {
     if (!existsSync(PGLITE_TEMPLATE)) await preparePgliteTemplate();
-    const file = readFileSync(PGLITE_TEMPLATE);
-    templateBytes = file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength);
+    templateBytes = readOutsideMalloc(PGLITE_TEMPLATE);
   }
   const bytes = templateBytes;
   // PGlite calls only the Blob's arrayBuffer(): a new Blob would copy 40 MB at every clone.
