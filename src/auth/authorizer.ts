@@ -186,7 +186,7 @@ export class TokenAuthorizer implements Authorizer {
       // Only credentials that were presented and verified (or exchanged) and failed: a missing
       // token or a refusal by the rate limits before any check records nothing.
       if (this.events && isRefusal(err) && presentsCredentials(call.headers, audience))
-        await this.events.credentialsRefused(call, this.audienceUrl(audience), err);
+        throw await this.events.credentialsRefused(call, this.audienceUrl(audience), err);
       throw err;
     }
     if (verified.subject === ANONYMOUS_SUBJECT) throw unauthenticated("authentication is required");

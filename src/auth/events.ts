@@ -65,12 +65,19 @@ export class AuthEvents {
 
   /**
    * Credentials that reached verification and were refused (a bad, expired or foreign token, a
-   * denied exchange). Its subject is whom they claimed to be — a claim anyone can make, so the
-   * event belongs to no group (operators see it in the audit trail; no tenant is sent noise).
+   * denied exchange): spends the call's failed-authentication budgets, and records the refusal
+   * only if it is still answered as one. Past the limit the answer is its RESOURCE_EXHAUSTED and
+   * nothing is recorded, so a flood of bad credentials cannot fill the audit trail (the limit's
+   * metrics and the request log count it). Answers the error to throw.
+   *
+   * The event's subject is whom they claimed to be — a claim anyone can make, so the event
+   * belongs to no group (operators see it in the audit trail; no tenant is sent noise).
    */
-  credentialsRefused(call: CallContext, audience: string, err: unknown): Promise<void> {
+  async credentialsRefused(call: CallContext, audience: string, err: unknown): Promise<unknown> {
+    const answer = call.failureBudget ? call.failureBudget.charge(err, call) : err;
+    if (answer !== err) return answer;
     const claimed = call.claimedPrincipal ?? "";
-    return this.journal.record({
+    await this.journal.record({
       type: CREDENTIALS_REFUSED_EVENT,
       subject: claimed,
       actor: claimed ? { subject: claimed } : undefined,
@@ -82,6 +89,7 @@ export class AuthEvents {
       },
       traceparent: call.headers.get("traceparent") ?? undefined,
     });
+    return err;
   }
 }
 

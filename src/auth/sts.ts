@@ -30,8 +30,7 @@ export function securityTokenService(deps: TokenExchangeDeps, events?: AuthEvent
       try {
         issued = await exchange.exchange(req, token);
       } catch (err) {
-        if (events && isRefusal(err)) await events.credentialsRefused(call, req.aud.join(" "), err);
-        throw err;
+        throw events && isRefusal(err) ? await events.credentialsRefused(call, req.aud.join(" "), err) : err;
       }
       await events?.tokenExchanged(call, {
         identity: issued.subject,

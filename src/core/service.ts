@@ -39,6 +39,12 @@ export interface CallContext {
    * answer instead.
    */
   addressLimitRefusal?: Error;
+  /**
+   * Set by the rate limits on every call they admit. Whoever refuses presented credentials spends
+   * the failed-authentication budgets through it at once and throws what it answers, so that
+   * what it records of the refusal (its audit event) is only ever a refusal answered as one.
+   */
+  failureBudget?: FailureBudget;
   signal?: AbortSignal;
   /**
    * Authorizes another RPC's request on this call (set by `invoke`): an adapter that answers one
@@ -54,6 +60,15 @@ export interface CallContext {
   freshness?: Freshness;
   /** the authorizer must read the caller's grants from the database (a call run again) */
   requireCurrentGrants?: boolean;
+}
+
+/** See CallContext.failureBudget. */
+export interface FailureBudget {
+  /**
+   * Spends what this call's failure costs (once per call) and answers the error to send: the
+   * refusal itself, or a limit's RESOURCE_EXHAUSTED once a budget is spent.
+   */
+  charge(err: unknown, call: CallContext): unknown;
 }
 
 /** See CallContext.freshness. */

@@ -6,7 +6,7 @@
 // with several replicas each enforces the limits on what it receives.
 import { Code, ConnectError, resourceExhausted } from "../core/errors.js";
 import { TokenBuckets, type RateLimit } from "../core/rate-limit.js";
-import type { CallContext } from "../core/service.js";
+import type { CallContext, FailureBudget } from "../core/service.js";
 
 export interface RateLimitSettings {
   /** every RPC and plain route, per client address (a call whose credentials verify is exempt) */
@@ -53,12 +53,14 @@ export interface CallKind {
   sensitive: boolean;
 }
 
-export class RequestLimits {
+export class RequestLimits implements FailureBudget {
   readonly #address?: TokenBuckets;
   readonly #identity?: TokenBuckets;
   readonly #sensitive?: TokenBuckets;
   readonly #failedByAddress?: TokenBuckets;
   readonly #failedByPrincipal?: TokenBuckets;
+  /** calls whose failure was charged already (by whoever refused their credentials) */
+  readonly #charged = new WeakSet<CallContext>();
 
   constructor(settings: RateLimitSettings, now: () => number = Date.now) {
     const buckets = (limit?: RateLimit) => (limit ? new TokenBuckets(limit, now) : undefined);
@@ -76,6 +78,7 @@ export class RequestLimits {
    * address cannot lock out a valid token sent from it.
    */
   admit(call: CallContext, kind: CallKind): void {
+    call.failureBudget = this;
     const address = call.clientAddress ?? "unknown";
     if (kind.sensitive) spend(this.#sensitive, "sensitive", address, "token requests per client address");
     const wait = this.#address?.take(address) ?? 0;
@@ -99,12 +102,21 @@ export class RequestLimits {
   }
 
   /**
-   * After a call failed: a failed authentication (UNAUTHENTICATED or PERMISSION_DENIED before any
-   * principal was established) spends one of its address's and of its claimed principal's
-   * budgets. Answers the error to send: RESOURCE_EXHAUSTED once either budget is spent, or when
-   * the call was over its address limit.
+   * After a call failed: charges it (below) unless whoever refused its credentials did, and then
+   * threw the answer already.
    */
   afterFailure(err: unknown, call: CallContext): unknown {
+    return this.#charged.has(call) ? err : this.charge(err, call);
+  }
+
+  /**
+   * A failed authentication (UNAUTHENTICATED or PERMISSION_DENIED before any principal was
+   * established) spends one of its address's and of its claimed principal's budgets, once per
+   * call. Answers the error to send: RESOURCE_EXHAUSTED once either budget is spent, or when the
+   * call was over its address limit.
+   */
+  charge(err: unknown, call: CallContext): unknown {
+    this.#charged.add(call);
     // Only credentials that were presented and refused count: a request without any (the
     // registry's challenge round trip) or a caller who authenticated but lacks a grant spends nothing.
     const failedAuthentication =

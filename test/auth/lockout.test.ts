@@ -6,6 +6,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { decodeJwt } from "jose";
+import { CREDENTIALS_REFUSED_EVENT } from "../../src/auth/events.js";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { builtinRoleUid } from "../../src/iam/builtin-roles.js";
 import { createGroup, createRoleBinding, type Json } from "../support/fixtures.js";
@@ -19,6 +20,16 @@ const ATTEMPTS = 10_000;
 const CONCURRENCY = 32;
 
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
+
+/** How many refused credentials the audit trail holds. */
+async function refusalsRecorded(server: TestServer): Promise<number> {
+  const row = await server.db
+    .selectFrom("events")
+    .select((eb) => eb.fn.countAll<string>().as("count"))
+    .where("type", "=", CREDENTIALS_REFUSED_EVENT)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
 
 /** Sends `count` requests made by `attempt(i)`, `CONCURRENCY` at a time; answers how many got each status. */
 async function flood(count: number, attempt: (i: number) => Promise<Response>): Promise<Map<number, number>> {
@@ -95,6 +106,8 @@ describe("failed authentications from one address", () => {
       { 401: FAILED_BURST, 429: ATTEMPTS - FAILED_BURST },
       "the failed budget answers 401, then every further failure is 429",
     );
+    // Each 401 is in the audit trail; the flood past the limit is not (it is in the metrics).
+    assert.equal(await refusalsRecorded(server), FAILED_BURST);
 
     // The operator's API token is served over REST ...
     const groups = await restClient(server.url, server.operatorToken).get("/iam/v2beta1/groups");
@@ -137,6 +150,7 @@ describe("failed authentications from one address", () => {
     });
     assert.equal(exchanged.status, 429);
     assert.match(await exchanged.text(), /requests per client address/);
+    assert.equal(await refusalsRecorded(server), FAILED_BURST, "no refusal answered 429 was recorded");
   });
 });
 
@@ -171,6 +185,7 @@ describe("failed authentications in one principal's name", () => {
     // A distributed guesser: every attempt from another address, all in the puller's name.
     const statuses = await flood(200, (i) => login(`198.51.100.${i % 250}`, basic(puller.uid, `guess-${i}`)));
     assert.deepEqual(Object.fromEntries(statuses), { 401: FAILED_BURST, 429: 200 - FAILED_BURST });
+    assert.equal(await refusalsRecorded(server), FAILED_BURST);
 
     // From an address that never failed: a bad password in the puller's name is limited ...
     const limited = await login("203.0.113.7", basic(puller.uid, "another-guess"));
