@@ -7,7 +7,7 @@
 import { spawnSync, execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { buildTestTree, compiledPath } from "./test-build.mjs";
 
 const run = (cmd, args, env = process.env) => spawnSync(cmd, args, { stdio: "inherit", env }).status ?? 1;
@@ -52,6 +52,9 @@ try {
   stopPg();
   process.exit(1);
 }
+// Every new data directory a suite's server or CLI child opens copies what prepare's initdb made
+// (test/support/db-templates.ts INITDB_TEMPLATE) instead of running initdb again.
+env.BULWARK_INITDB_TEMPLATE = resolve(".cache", "initdb-template");
 let status = run("node", ["--enable-source-maps", compiledPath("test/support/prepare.ts")], env);
 if (status === 0) {
   // Every *.test.ts below test/ (the tree mirrors src/), the unit tier first.

@@ -27,6 +27,7 @@ import { startTestServer } from "../support/server.js";
 import { descriptorOf, digestOf, MEDIA_TYPES, OciClient } from "../support/oci.js";
 import { until } from "../support/wait.js";
 import { startCliFromSource } from "../support/cli.js";
+import { isBulwarkSetting } from "../support/paths.js";
 
 const dirs: string[] = [];
 const children: ChildProcess[] = [];
@@ -38,7 +39,7 @@ function freshDir(prefix = "bulwark-backup-"): string {
 
 function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("BULWARK_")) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!isBulwarkSetting(k)) env[k] = v;
   return { ...env, DATABASE_URL: "", ...extra };
 }
 

@@ -18,6 +18,7 @@ import { digestOf } from "../support/oci.js";
 import { skopeoIn } from "../support/skopeo.js";
 import { HANG_MS, watchOutput, withinHang } from "../support/wait.js";
 import { exited } from "../support/cli.js";
+import { isBulwarkSetting } from "../support/paths.js";
 
 const ROOT = process.cwd();
 const manifest = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
@@ -40,7 +41,7 @@ interface Run {
 function cleanEnv(configDir: string): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env))
-    if (v !== undefined && !k.startsWith("BULWARK_") && k !== "DATABASE_URL") env[k] = v;
+    if (v !== undefined && !isBulwarkSetting(k) && k !== "DATABASE_URL") env[k] = v;
   return { ...env, BULWARK_CONFIG_DIR: configDir };
 }
 

@@ -33,7 +33,7 @@ import {
   lockDataDir,
   parseKeyEncryptionKey,
 } from "../../src/storage/data-dir.js";
-import { keyEncryptionKeyOf } from "../../src/storage/db.js";
+import { INITDB_TEMPLATE_ENV, keyEncryptionKeyOf } from "../../src/storage/db.js";
 import { clonePostgres, postgresUrl } from "../support/db-templates.js";
 import { HANG_MS, until, withinHang } from "../support/wait.js";
 import { startCliFromSource, type CliRun } from "../support/cli.js";
@@ -327,7 +327,11 @@ describe("data directories and keys at rest", { concurrency: true }, () => {
     it("admin token during a server's start waits for its key instead of opening the database", async () => {
       const dir = freshDir();
       const port = await freePort();
-      const starting = cli(["serve", "--port", port, "--data-dir", dir]);
+      // Its first start runs initdb itself (seconds of CPU), not a copy of the run's template: the
+      // window in which the directory is held and no key is made yet.
+      const initdbEnv = cliEnv();
+      delete initdbEnv[INITDB_TEMPLATE_ENV];
+      const starting = cli(["serve", "--port", port, "--data-dir", dir], initdbEnv);
       // once the server holds the directory (it has not made its database or key yet)
       await lockTakenBy(starting, dir);
       assert.equal(existsSync(join(dir, "issuer-signing-key.json")), false);

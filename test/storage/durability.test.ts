@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LOCK_FILE } from "../../src/storage/data-dir.js";
 import { until, watchOutput } from "../support/wait.js";
-import { SOURCE_CLI } from "../support/paths.js";
+import { isBulwarkSetting, SOURCE_CLI } from "../support/paths.js";
 
 const STRACE = spawnSync("strace", ["-V"]).status === 0;
 
@@ -29,7 +29,7 @@ function freshDir(prefix: string): string {
 /** The CLI's environment: embedded, no key-encryption key, none of the developer's BULWARK_* settings. */
 function cliEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { DATABASE_URL: "" };
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("BULWARK_")) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!isBulwarkSetting(k)) env[k] = v;
   env.DATABASE_URL = "";
   return env;
 }

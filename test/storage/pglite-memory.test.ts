@@ -1,16 +1,28 @@
 // What the embedded database keeps resident: its shared buffers, how V8 compiles PGlite's
 // WebAssembly (baseline code only: the optimizing compiler's background tier-up left tens of MiB in
 // malloc arenas for the life of the process), and where a new data directory's initdb runs (in a
-// process of its own: the WebAssembly memory it touches never shrinks). Memory itself is measured
+// process of its own: the WebAssembly memory it touches never shrinks), or what it copies instead. Memory itself is measured
 // by bench/memory.mjs; here only what tells the cases apart by far.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "kysely";
-import { openDatabase, PGLITE_SHARED_BUFFERS } from "../../src/storage/db.js";
+import { INITDB_TEMPLATE_ENV, openDatabase, PGLITE_SHARED_BUFFERS } from "../../src/storage/db.js";
+import { KEY_ENCRYPTION_KEY_FILE } from "../../src/storage/data-dir.js";
+import { INITDB_TEMPLATE, prepareInitdbTemplate } from "../support/db-templates.js";
 import { COUNT_LARGE_BUFFERS } from "../support/large-buffers.js";
 
 const dirs: string[] = [];
@@ -19,10 +31,14 @@ after(() => {
 });
 
 /** Runs an ES module script in a child Node (with tsx, PGlite only); its last line of output, parsed. */
-function runInChild<T = unknown>(script: string, nodeFlags: string[] = []): { result: T; stdout: string } {
+function runInChild<T = unknown>(
+  script: string,
+  nodeFlags: string[] = [],
+  env: Record<string, string | undefined> = {},
+): { result: T; stdout: string } {
   const child = spawnSync(process.execPath, [...nodeFlags, "--import", "tsx", "--input-type=module", "-e", script], {
     encoding: "utf8",
-    env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1" },
+    env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1", ...env },
   });
   assert.equal(child.status, 0, child.stderr);
   return { result: JSON.parse(child.stdout.trim().split("\n").at(-1)!) as T, stdout: child.stdout };
@@ -100,8 +116,56 @@ describe("embedded database memory", () => {
       // keep this child alive
       process.exit(0);
     `;
-    // the first open (a new directory) and the second (a later start) each made one
-    assert.deepEqual(runInChild(script).result, { opened: [1, 2] });
+    // the first open (a new directory) and the second (a later start) each made one; initdb itself
+    // runs, not a copy of the test run's template
+    assert.deepEqual(runInChild(script, [], { [INITDB_TEMPLATE_ENV]: undefined }).result, { opened: [1, 2] });
+  });
+
+  it(`copies a new data directory's database from ${INITDB_TEMPLATE_ENV}: PostgreSQL's files only`, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "bulwark-pglite-initdb-"));
+    dirs.push(dir);
+    await prepareInitdbTemplate();
+    const template = join(dir, "template");
+    cpSync(INITDB_TEMPLATE, template, { recursive: true });
+    // a setting only this template has, and a file that is not PostgreSQL's
+    appendFileSync(join(template, "postgresql.auto.conf"), "bulwark.made_from = 'the template'\n");
+    writeFileSync(join(template, KEY_ENCRYPTION_KEY_FILE), "not to be copied");
+    const dataDir = join(dir, "data");
+    const script = `
+      const { sql } = await import("kysely");
+      const { openDatabase } = await import(${JSON.stringify(new URL("../../src/storage/db.ts", import.meta.url).href)});
+      const { db, close } = await openDatabase({ dataDir: ${JSON.stringify(dataDir)}, unsafeNoFsync: true });
+      const { rows } = await sql\`select current_setting('bulwark.made_from') as made_from\`.execute(db);
+      await close();
+      console.log(JSON.stringify(rows[0]));
+      process.exit(0); // PGlite's interval timer (see above)
+    `;
+    assert.deepEqual(runInChild(script, [], { [INITDB_TEMPLATE_ENV]: template }).result, {
+      made_from: "the template",
+    });
+    // the data directory's own key, made at its first start; nothing of the staging left
+    assert.notEqual(readFileSync(join(dataDir, KEY_ENCRYPTION_KEY_FILE), "utf8"), "not to be copied");
+    assert.deepEqual(
+      readdirSync(dataDir).filter((name) => name.startsWith(".initdb-")),
+      [],
+    );
+
+    // A directory that is not one initdb made is refused, and the data directory stays new.
+    const empty = join(dir, "empty-template");
+    mkdirSync(empty);
+    const refusedDir = join(dir, "refused");
+    const previous = process.env[INITDB_TEMPLATE_ENV];
+    process.env[INITDB_TEMPLATE_ENV] = empty;
+    try {
+      await assert.rejects(
+        openDatabase({ dataDir: refusedDir, unsafeNoFsync: true }),
+        new RegExp(`${INITDB_TEMPLATE_ENV} \\(${empty}\\) holds no PG_VERSION`),
+      );
+    } finally {
+      if (previous === undefined) delete process.env[INITDB_TEMPLATE_ENV];
+      else process.env[INITDB_TEMPLATE_ENV] = previous;
+    }
+    assert.equal(existsSync(join(refusedDir, "PG_VERSION")), false);
   });
 
   it("reads PGlite's two large files into memory that glibc's malloc does not serve", () => {

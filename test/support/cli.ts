@@ -14,7 +14,7 @@ import { Readable } from "node:stream";
 import type { CliIo, CliOutput } from "../../src/cli/io.js";
 import { main } from "../../src/cli/program.js";
 import { watchOutput } from "./wait.js";
-import { SOURCE_CLI } from "./paths.js";
+import { isBulwarkSetting, SOURCE_CLI } from "./paths.js";
 
 export const BIN = join(process.cwd(), "bin", "bulwark.js");
 
@@ -47,13 +47,13 @@ export class CliHome {
 }
 
 /**
- * The environment a run gets: the test process's without any BULWARK_* variable (nor NO_COLOR,
+ * The environment a run gets: the test process's without any BULWARK_* setting (isBulwarkSetting; nor NO_COLOR,
  * FORCE_COLOR), HOME and BULWARK_CONFIG_DIR in `home`, then what `env` gives.
  */
 function cliEnv(home: CliHome, options: CliOptions): Record<string, string> {
   const base: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env))
-    if (v !== undefined && !k.startsWith("BULWARK_") && k !== "NO_COLOR" && k !== "FORCE_COLOR") base[k] = v;
+    if (v !== undefined && !isBulwarkSetting(k) && k !== "NO_COLOR" && k !== "FORCE_COLOR") base[k] = v;
   const env: Record<string, string> = { ...base, HOME: home.dir, BULWARK_CONFIG_DIR: home.configDir };
   for (const [k, v] of Object.entries(options.env ?? {})) {
     if (v === undefined) delete env[k];

@@ -3,17 +3,26 @@
 // options a server's in-memory PGlite has (storage/db.ts pgliteOptions: 16 MB of shared buffers
 // where PGlite's default is 128 MB, zeroed at each open; the process's one compiled WebAssembly);
 // PostgreSQL with CREATE DATABASE ... TEMPLATE.
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
-import { openDatabase, pgliteOptions } from "../../src/storage/db.js";
+import { INITDB_TEMPLATE_ENV, initializeDataDir, openDatabase, pgliteOptions } from "../../src/storage/db.js";
 import { migrateAll } from "../../src/server/start.js";
 import { readOutsideMalloc } from "../../src/core/outside-malloc.js";
 import { REPO_ROOT } from "./paths.js";
 
 export const PGLITE_TEMPLATE = join(REPO_ROOT, ".cache", "pglite-template.tar");
+/**
+ * What a new data directory's initdb makes, made once and copied by every first start of a
+ * server or CLI child the suites run (storage/db.ts INITDB_TEMPLATE_ENV; `npm test` sets it): an
+ * initdb costs ~5 s of CPU, and the suites' children made ~46 of them a run. Suites about
+ * initdb itself unset it.
+ */
+export const INITDB_TEMPLATE = join(REPO_ROOT, ".cache", "initdb-template");
+/** In the template: the PGlite version that made it (not one of PostgreSQL's files: never copied). */
+const INITDB_TEMPLATE_STAMP = "made-by-pglite";
 const PG_TEMPLATE_DB = "bulwark_template";
 
 export type Backend = "pglite" | "postgres";
@@ -45,6 +54,29 @@ export async function preparePgliteTemplate(): Promise<void> {
   mkdirSync(dirname(PGLITE_TEMPLATE), { recursive: true });
   writeFileSync(PGLITE_TEMPLATE, Buffer.from(await dump.arrayBuffer()));
   await close();
+}
+
+export async function prepareInitdbTemplate(): Promise<void> {
+  const version = (
+    JSON.parse(readFileSync(join(REPO_ROOT, "node_modules", "@electric-sql", "pglite", "package.json"), "utf8")) as {
+      version: string;
+    }
+  ).version;
+  const stamp = join(INITDB_TEMPLATE, INITDB_TEMPLATE_STAMP);
+  if (existsSync(stamp) && readFileSync(stamp, "utf8") === version) return;
+  const making = `${INITDB_TEMPLATE}.making`;
+  rmSync(making, { recursive: true, force: true });
+  mkdirSync(making, { recursive: true });
+  const template = process.env[INITDB_TEMPLATE_ENV];
+  delete process.env[INITDB_TEMPLATE_ENV]; // made by initdb itself, not copied from an older one
+  try {
+    await initializeDataDir(making, false);
+  } finally {
+    if (template !== undefined) process.env[INITDB_TEMPLATE_ENV] = template;
+  }
+  writeFileSync(join(making, INITDB_TEMPLATE_STAMP), version);
+  rmSync(INITDB_TEMPLATE, { recursive: true, force: true });
+  renameSync(making, INITDB_TEMPLATE);
 }
 
 export async function preparePostgresTemplate(url: string): Promise<void> {

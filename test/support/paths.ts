@@ -26,3 +26,12 @@ export function moduleUrl(repoPath: string): string {
 export const SOURCE_CLI: readonly string[] = COMPILED_RUN
   ? [join(RUN_ROOT, "src", "cli", "main.js")]
   : ["--import", "tsx", join(REPO_ROOT, "src", "cli", "main.ts")];
+
+/**
+ * Whether a child of a suite that starts without the run's Bulwark settings drops this variable:
+ * every BULWARK_* but the initdb template (storage/db.ts INITDB_TEMPLATE_ENV), which changes
+ * nothing a child does, only the CPU its first start costs.
+ */
+export function isBulwarkSetting(name: string): boolean {
+  return name.startsWith("BULWARK_") && name !== "BULWARK_INITDB_TEMPLATE";
+}
