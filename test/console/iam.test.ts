@@ -1,10 +1,11 @@
-// The console's Organization pages in a real Chromium, on both backends: an operator builds an
-// organization with a folder, renames it, is refused (in the server's words) when deleting an
-// organization that still holds a folder, creates identities, a role, a binding, an invite (whose
-// code is shown once) and an identity provider, and edits the role; an identity bound as viewer at
-// the folder sees only that folder and no action that changes anything; then everything is taken
-// down again, folder before organization. A folder with more children than a page shows the rest
-// with "Show more". axe on every page; screenshots of the main ones.
+// The console's Organization pages in a real Chromium, on the embedded database (console.ts
+// PAGE_SUITE_BACKENDS): an operator builds an organization with a folder, renames it, is refused
+// (in the server's words) when deleting an organization that still holds a folder, creates
+// identities, a role, a binding, an invite (whose code is shown once) and an identity provider, and
+// edits the role; an identity bound as viewer at the folder sees only that folder and no action
+// that changes anything; then everything is taken down again, folder before organization. A folder
+// with more children than a page shows the rest with "Show more". axe on every page; screenshots of
+// the main ones.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "puppeteer-core";
@@ -13,9 +14,8 @@ import { GroupsService } from "../../src/gen/chainguard/platform/iam/v2/groups_p
 import { IdentitiesService } from "../../src/gen/chainguard/platform/iam/v2/identities_pb.js";
 import { RoleBindingsService } from "../../src/gen/chainguard/platform/iam/v2/role_bindings_pb.js";
 import { RolesService } from "../../src/gen/chainguard/platform/iam/v2/roles_pb.js";
-import { backends } from "../support/db-templates.js";
 import { operatorGrpc, startTestServer, type TestServer } from "../support/server.js";
-import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
+import { ConsolePage, PAGE_SUITE_BACKENDS, PHONE, launchBrowser } from "../support/console.js";
 
 /** Folders per page of the group tree (TREE_PAGE_SIZE in console/src/pages/iam/groups.tsx). */
 const TREE_PAGE_SIZE = 200;
@@ -28,7 +28,7 @@ interface PageLocation {
   location: { pathname: string };
 }
 
-for (const backend of backends()) {
+for (const backend of PAGE_SUITE_BACKENDS) {
   describe(`console organization pages [${backend}]`, () => {
     let server: TestServer;
     let browser: Browser;

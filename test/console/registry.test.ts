@@ -1,9 +1,10 @@
-// The console's registry pages in a real Chromium, on both backends: images pushed with skopeo
-// (apk packages that advisories imported into a public advisory group name), then the
-// repositories list (filters, the public/private switch), a repository (tags, pull command, a
-// tag's history, a tag deprecated and undeprecated), an image (platforms, size, the SBOM downloaded as a file, the vulnerability
-// report with its filters and links to the advisory page, the comparison with another tag), and
-// a viewer of one folder who sees only that folder's repositories and no switch or deprecation.
+// The console's registry pages in a real Chromium, on the embedded database (console.ts
+// PAGE_SUITE_BACKENDS): images pushed with skopeo (apk packages that advisories imported into a
+// public advisory group name), then the repositories list (filters, the public/private switch), a
+// repository (tags, pull command, a tag's history, a tag deprecated and undeprecated), an image
+// (platforms, size, the SBOM downloaded as a file, the vulnerability report with its filters and
+// links to the advisory page, the comparison with another tag), and a viewer of one folder who sees
+// only that folder's repositories and no switch or deprecation.
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,8 +14,7 @@ import type { Browser } from "puppeteer-core";
 import { OPERATOR_SUBJECT } from "../../src/auth/tokens.js";
 import { cgaId, fixedAdvisoriesDocument, IMPORT_PATH } from "../support/advisories.js";
 import { ok } from "../support/assertions.js";
-import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
-import { backends } from "../support/db-templates.js";
+import { ConsolePage, PAGE_SUITE_BACKENDS, PHONE, launchBrowser } from "../support/console.js";
 import { createGroup, VIEWER_ROLE_UID, type Json } from "../support/fixtures.js";
 import { restClient } from "../support/http.js";
 import { apkInstalled, buildImage, osRelease, pushImage, waitForInventory } from "../support/images.js";
@@ -39,7 +39,7 @@ interface PageGlobals {
   };
 }
 
-for (const backend of backends()) {
+for (const backend of PAGE_SUITE_BACKENDS) {
   describe(`console registry pages [${backend}]`, () => {
     let server: TestServer;
     let browser: Browser;

@@ -1,17 +1,17 @@
-// The console's advisories, event subscriptions, deliveries and audit trail in a real Chromium,
-// on both backends: the advisory fixtures imported, searched and filtered (the counts the API
-// answers), an advisory's timeline in time order, one opened by its alias and an unknown id said
-// so; a subscription made in the console to a local receiver, an event caused, its delivery seen,
-// sent again and received again; the audit trail filtered to that change; a viewer of one folder
-// sees only that folder's part and no action that changes anything; axe on every page.
+// The console's advisories, event subscriptions, deliveries and audit trail in a real Chromium, on
+// the embedded database (console.ts PAGE_SUITE_BACKENDS): the advisory fixtures imported, searched
+// and filtered (the counts the API answers), an advisory's timeline in time order, one opened by
+// its alias and an unknown id said so; a subscription made in the console to a local receiver, an
+// event caused, its delivery seen, sent again and received again; the audit trail filtered to that
+// change; a viewer of one folder sees only that folder's part and no action that changes anything;
+// axe on every page.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { Browser } from "puppeteer-core";
 import { GroupsService } from "../../src/gen/chainguard/platform/iam/v2/groups_pb.js";
 import { fixtureDocument, fixtureFiles, IMPORT_PATH, listAllAdvisories } from "../support/advisories.js";
 import { ok } from "../support/assertions.js";
-import { ConsolePage, PHONE, launchBrowser } from "../support/console.js";
-import { backends } from "../support/db-templates.js";
+import { ConsolePage, PAGE_SUITE_BACKENDS, PHONE, launchBrowser } from "../support/console.js";
 import { startEventReceiver, type EventReceiver } from "../support/event-receiver.js";
 import {
   createGroup,
@@ -90,7 +90,7 @@ async function choose(page: ConsolePage, label: string, option: string): Promise
   await page.select(label, option);
 }
 
-for (const backend of backends()) {
+for (const backend of PAGE_SUITE_BACKENDS) {
   describe(`console security and events [${backend}]`, () => {
     let server: TestServer;
     let browser: Browser;

@@ -10,9 +10,17 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
+import type { Backend } from "./db-templates.js";
 import { HANG_MS } from "./wait.js";
 
 export const CHROMIUM = process.env.BULWARK_CHROMIUM ?? "/usr/bin/chromium";
+/**
+ * The backends the console's page suites run on: the embedded database, the one a new user starts.
+ * The console is a client of the API, whose own suites run on both backends, and which one answers
+ * changes nothing the browser is shown; a browser is the test run's costliest CPU (~270 s of a
+ * run with every page suite on both). The shell's suite (sign-in, sessions) runs on both.
+ */
+export const PAGE_SUITE_BACKENDS: readonly Backend[] = ["pglite"];
 export const SCREENSHOTS = join(process.cwd(), "test-output", "console");
 /** A desktop and a phone. */
 export const DESKTOP = { width: 1280, height: 800 };
