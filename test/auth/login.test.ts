@@ -23,7 +23,7 @@ import { makeKey } from "../support/oidc-issuer.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { RogueUpstream, UpstreamProvider, type RogueBehaviour } from "../support/upstream-provider.js";
 import { HANG_MS } from "../support/wait.js";
-import { SOURCE_CLI } from "../support/paths.js";
+import { CLI_ARGS } from "../support/paths.js";
 
 const VIEWER = "63921b2c44617e3f2603851537be0123af4a57d7";
 const CLIENT_ID = "bulwark-cli";
@@ -92,7 +92,7 @@ for (const backend of backends()) {
 
     function cli(...args: string[]): CliRun {
       const configDir = mkdtempSync(join(home, "config-"));
-      const child = spawn(process.execPath, [...SOURCE_CLI, "auth", ...args], {
+      const child = spawn(process.execPath, [...CLI_ARGS, "auth", ...args], {
         stdio: ["ignore", "pipe", "pipe"],
         env: cliEnv(configDir),
       });
@@ -361,7 +361,7 @@ for (const backend of backends()) {
       });
 
       it("`auth status` shows the person signed in", async () => {
-        const status = spawn(process.execPath, [...SOURCE_CLI, "auth", "status"], {
+        const status = spawn(process.execPath, [...CLI_ARGS, "auth", "status"], {
           stdio: ["ignore", "pipe", "pipe"],
           env: cliEnv(aliceConfig),
         });

@@ -26,7 +26,7 @@ import { restClient } from "../support/http.js";
 import { startTestServer } from "../support/server.js";
 import { descriptorOf, digestOf, MEDIA_TYPES, OciClient } from "../support/oci.js";
 import { until } from "../support/wait.js";
-import { startCliFromSource } from "../support/cli.js";
+import { startCli } from "../support/cli.js";
 import { isBulwarkSetting } from "../support/paths.js";
 
 const dirs: string[] = [];
@@ -44,7 +44,7 @@ function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 }
 
 function cli(args: string[], env = cliEnv()) {
-  return startCliFromSource(args, env, children);
+  return startCli(args, env, children);
 }
 
 async function run(args: string[]): Promise<string> {

@@ -19,7 +19,7 @@ import { serveProcess, type ServeProcess } from "../support/cli.js";
 import { skopeoIn } from "../support/skopeo.js";
 import { until } from "../support/wait.js";
 import { apkInstalled, buildImage, inventoryOf, osRelease, pushImage, waitForInventory } from "../support/images.js";
-import { SOURCE_CLI } from "../support/paths.js";
+import { CLI_ARGS } from "../support/paths.js";
 
 const MiB = 1024 * 1024;
 
@@ -43,7 +43,7 @@ async function adminToken(dataDir: string, port: string, audience?: string): Pro
   const child = spawn(
     process.execPath,
     [
-      ...SOURCE_CLI,
+      ...CLI_ARGS,
       ...["admin", "token", "--data-dir", dataDir],
       ...["--host", "127.0.0.1", "--port", port],
       ...(audience ? ["--audience", audience] : []),

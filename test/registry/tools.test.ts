@@ -27,7 +27,7 @@ import {
 import { startTestServer, type TestServer } from "../support/server.js";
 import { HANG_MS, until, watchOutput } from "../support/wait.js";
 import { skopeoIn, type Run } from "../support/skopeo.js";
-import { SOURCE_CLI } from "../support/paths.js";
+import { CLI_ARGS } from "../support/paths.js";
 
 const sha256 = (bytes: Uint8Array | string) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
@@ -199,9 +199,9 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** The CLI from the sources (test/support/paths.ts SOURCE_CLI), on the embedded database only. */
+/** The CLI (test/support/paths.ts CLI_ARGS), on the embedded database only. */
 function cli(args: string[]): ChildProcess {
-  return spawn(process.execPath, [...SOURCE_CLI, ...args], {
+  return spawn(process.execPath, [...CLI_ARGS, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, DATABASE_URL: "" },
   });

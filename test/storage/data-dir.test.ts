@@ -36,7 +36,7 @@ import {
 import { INITDB_TEMPLATE_ENV, keyEncryptionKeyOf } from "../../src/storage/db.js";
 import { clonePostgres, postgresUrl } from "../support/db-templates.js";
 import { HANG_MS, until, withinHang } from "../support/wait.js";
-import { startCliFromSource, type CliRun } from "../support/cli.js";
+import { startCli, type CliRun } from "../support/cli.js";
 
 const dirs: string[] = [];
 function freshDir(): string {
@@ -58,7 +58,7 @@ type Run = CliRun;
 const children: ChildProcess[] = [];
 
 function cli(args: string[], env = cliEnv()): Run {
-  return startCliFromSource(args, env, children);
+  return startCli(args, env, children);
 }
 
 interface Server extends Run {

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LOCK_FILE } from "../../src/storage/data-dir.js";
 import { until, watchOutput } from "../support/wait.js";
-import { isBulwarkSetting, SOURCE_CLI } from "../support/paths.js";
+import { CLI_ARGS, isBulwarkSetting } from "../support/paths.js";
 
 const STRACE = spawnSync("strace", ["-V"]).status === 0;
 
@@ -41,9 +41,9 @@ interface Run {
   exit: Promise<number | null>;
 }
 
-/** `bulwark <args>` from the sources, optionally under `wrapper` (strace and its options). */
+/** `bulwark <args>` (paths.ts CLI_ARGS), optionally under `wrapper` (strace and its options). */
 function cli(args: string[], wrapper: string[] = []): Run {
-  const command = [...wrapper, process.execPath, ...SOURCE_CLI, ...args];
+  const command = [...wrapper, process.execPath, ...CLI_ARGS, ...args];
   const child = spawn(command[0]!, command.slice(1), { stdio: ["ignore", "pipe", "pipe"], env: cliEnv() });
   children.push(child);
   const output = watchOutput(child);

@@ -14,7 +14,7 @@ import { Readable } from "node:stream";
 import type { CliIo, CliOutput } from "../../src/cli/io.js";
 import { main } from "../../src/cli/program.js";
 import { watchOutput } from "./wait.js";
-import { isBulwarkSetting, SOURCE_CLI } from "./paths.js";
+import { CLI_ARGS, isBulwarkSetting } from "./paths.js";
 
 export const BIN = join(process.cwd(), "bin", "bulwark.js");
 
@@ -205,7 +205,7 @@ export function collapse(text: string): string {
   return text.replace(/ {2,}/g, "  ").replace(/ +\n/g, "\n");
 }
 
-/** A CLI process run from the sources, its output watched. */
+/** A CLI process (paths.ts CLI_ARGS), its output watched. */
 export interface CliRun {
   child: ChildProcess;
   /** stdout and stderr so far */
@@ -216,11 +216,11 @@ export interface CliRun {
 }
 
 /**
- * Starts `bulwark <args>` from the sources (no build needed: SOURCE_CLI) with exactly `env`;
+ * Starts `bulwark <args>` (paths.ts CLI_ARGS: the build in a compiled run) with exactly `env`;
  * `started` collects it, for a suite to stop what a failed test left running.
  */
-export function startCliFromSource(args: string[], env: NodeJS.ProcessEnv, started: ChildProcess[]): CliRun {
-  const child = spawn(process.execPath, [...SOURCE_CLI, ...args], {
+export function startCli(args: string[], env: NodeJS.ProcessEnv, started: ChildProcess[]): CliRun {
+  const child = spawn(process.execPath, [...CLI_ARGS, ...args], {
     stdio: ["ignore", "pipe", "pipe"],
     env,
   });
