@@ -110,8 +110,38 @@ const FILTERS = [
   "name desc; drop table groups",
 ];
 
+// Made once: fast-check works out a new string arbitrary's biases at its first use.
+const FIELD_MASK_PATH = fc.stringMatching(/^[a-z][a-z0-9]{0,10}(\.[a-z][a-z0-9]{0,10}){0,2}$/);
+const TAG = fc.stringMatching(/^[a-z0-9]{6}$/);
+
+/**
+ * The string arbitraries made so far, per plausible set and the hints a field's name gave: one for
+ * every string field of every RPC cost ~15 s of CPU a run, fast-check working out each new string
+ * arbitrary's biases anew.
+ */
+const stringArbs = new WeakMap<Plausible, Map<string, fc.Arbitrary<string>>>();
+
 /** Strings: mostly plausible, often hostile, sometimes huge (up to ~200 KB). */
 export function stringArb(p: Plausible, fieldName = ""): fc.Arbitrary<string> {
+  const hints = {
+    token: /token/.test(fieldName),
+    filter: /order|filter/.test(fieldName),
+    issuer: /issuer|url|aud/.test(fieldName),
+    capability: /cap|scope/.test(fieldName),
+    email: /email/.test(fieldName),
+  };
+  const key = JSON.stringify(hints);
+  let made = stringArbs.get(p);
+  if (!made) stringArbs.set(p, (made = new Map()));
+  let arb = made.get(key);
+  if (!arb) made.set(key, (arb = newStringArb(p, hints)));
+  return arb;
+}
+
+function newStringArb(
+  p: Plausible,
+  hints: { token: boolean; filter: boolean; issuer: boolean; capability: boolean; email: boolean },
+): fc.Arbitrary<string> {
   const plausible = [
     ...p.uids,
     ...p.uids.map((u) => `${u}/-`),
@@ -126,11 +156,11 @@ export function stringArb(p: Plausible, fieldName = ""): fc.Arbitrary<string> {
     "0123456789ABCDEF0123456789ABCDEF01234567",
   ];
   const hinted: string[] = [];
-  if (/token/.test(fieldName)) hinted.push(...p.pageTokens);
-  if (/order|filter/.test(fieldName)) hinted.push(...FILTERS);
-  if (/issuer|url|aud/.test(fieldName)) hinted.push(...p.issuers);
-  if (/cap|scope/.test(fieldName)) hinted.push(...p.capabilities);
-  if (/email/.test(fieldName)) hinted.push("someone@example.com", "a@b", "@", "x@y.z\u0000");
+  if (hints.token) hinted.push(...p.pageTokens);
+  if (hints.filter) hinted.push(...FILTERS);
+  if (hints.issuer) hinted.push(...p.issuers);
+  if (hints.capability) hinted.push(...p.capabilities);
+  if (hints.email) hinted.push("someone@example.com", "a@b", "@", "x@y.z\u0000");
   const pool = hinted.length ? [...hinted, ...plausible] : plausible;
   const hostilePiece = fc.oneof(
     { arbitrary: fc.constantFrom(...NASTY), weight: 3 },
@@ -232,7 +262,7 @@ function wellKnownArb(desc: DescMessage, p: Plausible): fc.Arbitrary<unknown> | 
         paths: fc.array(
           fc.oneof(
             { arbitrary: fc.constantFrom(...FIELD_MASK_PATHS), weight: 4 },
-            { arbitrary: fc.stringMatching(/^[a-z][a-z0-9]{0,10}(\.[a-z][a-z0-9]{0,10}){0,2}$/), weight: 1 },
+            { arbitrary: FIELD_MASK_PATH, weight: 1 },
           ),
           { maxLength: 4 },
         ),
@@ -396,7 +426,7 @@ export function messageArb(desc: DescMessage, p: Plausible): fc.Arbitrary<Messag
             .record({
               over: random,
               keys: fc.subarray(names, { minLength: 0, maxLength: Math.min(2, names.length) }),
-              tag: fc.stringMatching(/^[a-z0-9]{6}$/),
+              tag: TAG,
             })
             .map(({ over, keys, tag }) =>
               mergeInit(plausibleInit(desc, b, tag), Object.fromEntries(keys.map((k) => [k, over[k]]))),
