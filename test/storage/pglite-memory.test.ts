@@ -24,19 +24,20 @@ import { INITDB_TEMPLATE_ENV, openDatabase, PGLITE_SHARED_BUFFERS } from "../../
 import { KEY_ENCRYPTION_KEY_FILE } from "../../src/storage/data-dir.js";
 import { INITDB_TEMPLATE, prepareInitdbTemplate } from "../support/db-templates.js";
 import { COUNT_LARGE_BUFFERS } from "../support/large-buffers.js";
+import { moduleUrl, TS_LOADER_ARGS } from "../support/paths.js";
 
 const dirs: string[] = [];
 after(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs an ES module script in a child Node (with tsx, PGlite only); its last line of output, parsed. */
+/** Runs an ES module script in a child Node (compiled, or with tsx; PGlite only); its last line of output, parsed. */
 function runInChild<T = unknown>(
   script: string,
   nodeFlags: string[] = [],
   env: Record<string, string | undefined> = {},
 ): { result: T; stdout: string } {
-  const child = spawnSync(process.execPath, [...nodeFlags, "--import", "tsx", "--input-type=module", "-e", script], {
+  const child = spawnSync(process.execPath, [...nodeFlags, ...TS_LOADER_ARGS, "--input-type=module", "-e", script], {
     encoding: "utf8",
     env: { ...process.env, BULWARK_TEST_SKIP_POSTGRES: "1", ...env },
   });
@@ -72,7 +73,7 @@ describe("embedded database memory", () => {
         return r;
       };
       const { sql } = await import("kysely");
-      const { openDatabase } = await import(${JSON.stringify(new URL("../../src/storage/db.ts", import.meta.url).href)});
+      const { openDatabase } = await import(${JSON.stringify(moduleUrl("src/storage/db.ts"))});
       const { db, close } = await openDatabase({ dataDir: "memory://" });
       for (let i = 0; i < 3000; i++) await sql\`select \${i}::int + 1 as x\`.execute(db);
       await new Promise((r) => setTimeout(r, 1000));
@@ -104,7 +105,7 @@ describe("embedded database memory", () => {
         if (exports.length > 1000) instances++; // PGlite's (the loader's own, tsx's, are small)
         return r;
       };
-      const { openDatabase } = await import(${JSON.stringify(new URL("../../src/storage/db.ts", import.meta.url).href)});
+      const { openDatabase } = await import(${JSON.stringify(moduleUrl("src/storage/db.ts"))});
       const opened = [];
       for (let i = 0; i < 2; i++) {
         const { close } = await openDatabase({ dataDir: ${JSON.stringify(join(dir, "data"))}, unsafeNoFsync: true });
@@ -133,7 +134,7 @@ describe("embedded database memory", () => {
     const dataDir = join(dir, "data");
     const script = `
       const { sql } = await import("kysely");
-      const { openDatabase } = await import(${JSON.stringify(new URL("../../src/storage/db.ts", import.meta.url).href)});
+      const { openDatabase } = await import(${JSON.stringify(moduleUrl("src/storage/db.ts"))});
       const { db, close } = await openDatabase({ dataDir: ${JSON.stringify(dataDir)}, unsafeNoFsync: true });
       const { rows } = await sql\`select current_setting('bulwark.made_from') as made_from\`.execute(db);
       await close();
@@ -178,7 +179,7 @@ describe("embedded database memory", () => {
     dirs.push(dir);
     const script = `
       ${COUNT_LARGE_BUFFERS}
-      const { openDatabase } = await import(${JSON.stringify(new URL("../../src/storage/db.ts", import.meta.url).href)});
+      const { openDatabase } = await import(${JSON.stringify(moduleUrl("src/storage/db.ts"))});
       // a new directory (its initdb runs in a process of its own), in memory, and a later start
       const dataDirs = [${JSON.stringify(join(dir, "data"))}, "memory://", ${JSON.stringify(join(dir, "data"))}];
       const opened = [];

@@ -19,6 +19,9 @@ export function moduleUrl(repoPath: string): string {
     .href;
 }
 
+/** Node's arguments a child needs to import modules by `moduleUrl`: tsx's loader, unless compiled. */
+export const TS_LOADER_ARGS: readonly string[] = COMPILED_RUN ? [] : ["--import", "tsx"];
+
 /**
  * Node's arguments that run the CLI (`bulwark <args>` follows them). In a compiled run (`npm test`)
  * the built executable, bin/bulwark.js, which the run's prepare built from the same sources: what
