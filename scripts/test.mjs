@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// `npm test`: formatting check and type-check, compile the sources and suites
-// (scripts/test-build.mjs), prepare migrated database templates, then run the unit tier
-// (test/unit) and every suite on both PGlite and PostgreSQL, compiled. PostgreSQL comes from
+// `npm test`: formatting check and type-check (beside the next steps), compile the sources and
+// suites (scripts/test-build.mjs), build and prepare migrated database templates, then run the
+// unit tier (test/unit) and every suite on both PGlite and PostgreSQL, compiled. PostgreSQL comes from
 // BULWARK_TEST_DATABASE_URL, or else a private cluster is started from the machine's PostgreSQL 15
 // binaries for the run and removed after.
-import { spawnSync, execFileSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -13,12 +13,45 @@ import { buildTestTree, compiledPath } from "./test-build.mjs";
 const run = (cmd, args, env = process.env) => spawnSync(cmd, args, { stdio: "inherit", env }).status ?? 1;
 const extraArgs = process.argv.slice(2);
 
-if (!extraArgs.length && run("npx", ["prettier", "--check", "--log-level", "warn", "."]) !== 0) {
-  console.error("Formatting differs: run `npm run format`.");
-  process.exit(1);
+/** A command run beside what follows, its output kept: answers its exit status and output once it ends. */
+function inBackground(cmd, args) {
+  const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+  process.once("exit", () => child.exitCode === null && child.kill());
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  child.stderr.on("data", (chunk) => (output += chunk));
+  return new Promise((resolve) => child.on("close", (status) => resolve({ status: status ?? 1, output })));
 }
-if (!extraArgs.length && run("npx", ["tsc", "--noEmit", "-p", "tsconfig.json"]) !== 0) process.exit(1);
-if (!extraArgs.length && run("npx", ["tsc", "--noEmit", "-p", "test/tsconfig.json"]) !== 0) process.exit(1);
+
+// The whole run checks formatting and the suites' types while the build and the templates are
+// made (each is CPU-bound, but none uses both cores throughout). The sources' own types are
+// checked by the build's tsc (prepare, below), which fails the run on an error; a build skipped as
+// up to date checked these same sources.
+const checks = extraArgs.length
+  ? []
+  : [
+      {
+        what: "Formatting differs: run `npm run format`.",
+        done: inBackground("npx", ["prettier", "--check", "--log-level", "warn", "."]),
+      },
+      {
+        what: "The suites do not type-check.",
+        done: inBackground("npx", ["tsc", "--noEmit", "-p", "test/tsconfig.json"]),
+      },
+    ];
+/** Every check's output; false if one failed. */
+async function checksPassed() {
+  let passed = true;
+  for (const check of checks) {
+    const { status, output } = await check.done;
+    if (output) process.stdout.write(output);
+    if (status !== 0) {
+      console.error(check.what);
+      passed = false;
+    }
+  }
+  return passed;
+}
 
 let pgDir;
 const env = { ...process.env };
@@ -56,6 +89,7 @@ try {
 // (test/support/db-templates.ts INITDB_TEMPLATE) instead of running initdb again.
 env.BULWARK_INITDB_TEMPLATE = resolve(".cache", "initdb-template");
 let status = run("node", ["--enable-source-maps", compiledPath("test/support/prepare.ts")], env);
+if (!(await checksPassed())) status = 1;
 if (status === 0) {
   // Every *.test.ts below test/ (the tree mirrors src/), the unit tier first.
   const suites = (dir) =>
