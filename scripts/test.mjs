@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // `npm test`: formatting check and type-check (beside the next steps), compile the sources and
 // suites (scripts/test-build.mjs), build and prepare migrated database templates, then run the
-// unit tier (test/unit) and every suite on both PGlite and PostgreSQL, compiled. PostgreSQL comes from
-// BULWARK_TEST_DATABASE_URL, or else a private cluster is started from the machine's PostgreSQL 15
-// binaries for the run and removed after.
+// unit tier (test/unit) and every suite on both PGlite and PostgreSQL, compiled. PostgreSQL comes
+// from BULWARK_TEST_DATABASE_URL, or else a private cluster is started from the machine's
+// PostgreSQL 15 binaries for the run and removed after.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,7 +13,7 @@ import { buildTestTree, compiledPath } from "./test-build.mjs";
 const run = (cmd, args, env = process.env) => spawnSync(cmd, args, { stdio: "inherit", env }).status ?? 1;
 const extraArgs = process.argv.slice(2);
 
-/** A command run beside what follows, its output kept: answers its exit status and output once it ends. */
+/** A command run beside what follows, its output kept: answers its exit status and output at its end. */
 function inBackground(cmd, args) {
   const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
   process.once("exit", () => child.exitCode === null && child.kill());

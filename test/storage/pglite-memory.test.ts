@@ -1,8 +1,8 @@
 // What the embedded database keeps resident: its shared buffers, how V8 compiles PGlite's
 // WebAssembly (baseline code only: the optimizing compiler's background tier-up left tens of MiB in
 // malloc arenas for the life of the process), and where a new data directory's initdb runs (in a
-// process of its own: the WebAssembly memory it touches never shrinks), or what it copies instead. Memory itself is measured
-// by bench/memory.mjs; here only what tells the cases apart by far.
+// process of its own: the WebAssembly memory it touches never shrinks), or what it copies instead.
+// Memory itself is measured by bench/memory.mjs; here only what tells the cases apart by far.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";

@@ -47,8 +47,8 @@ export class CliHome {
 }
 
 /**
- * The environment a run gets: the test process's without any BULWARK_* setting (isBulwarkSetting; nor NO_COLOR,
- * FORCE_COLOR), HOME and BULWARK_CONFIG_DIR in `home`, then what `env` gives.
+ * The environment a run gets: the test process's without any BULWARK_* setting (isBulwarkSetting;
+ * nor NO_COLOR, FORCE_COLOR), HOME and BULWARK_CONFIG_DIR in `home`, then what `env` gives.
  */
 function cliEnv(home: CliHome, options: CliOptions): Record<string, string> {
   const base: Record<string, string> = {};
