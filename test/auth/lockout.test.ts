@@ -215,4 +215,16 @@ describe("failed authentications in one principal's name", () => {
     // The victim's real token is served all the same.
     assert.equal((await from("192.0.2.1", "/iam/v2beta1/groups", `Bearer ${victim.token}`)).status, 200);
   });
+
+  it("a refused token exchange spends the budget of the identity it asks for, recorded only while answered 403", async () => {
+    const target = await workload(server, restClient(server.url, server.operatorToken), org.uid, "target");
+    const forged = server.operatorToken.slice(0, server.operatorToken.lastIndexOf(".") + 1) + "A".repeat(86);
+    const recordedBefore = await refusalsRecorded(server);
+    const statuses = await flood(20, (i) =>
+      from(`203.0.113.${100 + i}`, `/sts/exchange?identity=${encodeURIComponent(target.uid)}`, `Bearer ${forged}`),
+    );
+    // A token the exchange cannot verify is refused as PERMISSION_DENIED (its own suite says why).
+    assert.deepEqual(Object.fromEntries(statuses), { 403: FAILED_BURST, 429: 20 - FAILED_BURST });
+    assert.equal(await refusalsRecorded(server), recordedBefore + FAILED_BURST);
+  });
 });
